@@ -1,0 +1,30 @@
+"""keras_attention: the attention mechanisms of sequence-to-sequence learning,
+as Keras 3 layers written with `keras.ops` only."""
+
+from keras_attention.additive import AdditiveAttention, ConcatAttention
+from keras_attention.base import ScoreAttention
+from keras_attention.local import LocalAttention
+from keras_attention.multi_head import MultiHead
+from keras_attention.multiplicative import DotProductAttention, GeneralAttention
+from keras_attention.positional import PositionalEmbedding
+from keras_attention.transformer import (
+    FeedForward,
+    TransformerDecoderLayer,
+    TransformerEncoderLayer,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AdditiveAttention",
+    "ConcatAttention",
+    "DotProductAttention",
+    "FeedForward",
+    "GeneralAttention",
+    "LocalAttention",
+    "MultiHead",
+    "PositionalEmbedding",
+    "ScoreAttention",
+    "TransformerDecoderLayer",
+    "TransformerEncoderLayer",
+]

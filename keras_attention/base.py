@@ -1,0 +1,187 @@
+"""The shared base of score-based attention layers.
+
+Every mechanism in `multiplicative.py`, `additive.py` and `local.py` is a
+`ScoreAttention`: the base does validation, masking, softmax, dropout and the
+weighted sum, and a mechanism implements only `score(query, key)`:
+
+    e_ij = score(q_i, k_j)                         (B, Tq, Tv)
+    a_ij = softmax_j(e_ij)  over allowed keys j    (B, Tq, Tv)
+    o_i  = sum_j a_ij v_j                          (B, Tq, Dv)
+"""
+
+import keras
+from keras import ops
+
+from keras_attention import masking
+from keras_attention.validation import check_equal_dim, check_rank, check_rate
+
+
+class ScoreAttention(keras.layers.Layer):
+    """Base class: attention whose weights are a softmax over `score(q, k)`.
+
+    Subclasses override `score` (and, if they have weights, `build_score`).
+    `LocalAttention` also overrides `restrict` to confine the window.
+
+    Args:
+        dropout: float in [0, 1), dropout rate on the attention weights.
+        seed: optional int, seed of the dropout.
+        **kwargs: base `keras.layers.Layer` arguments (`name`, `dtype`, ...).
+
+    Call arguments:
+        query: `(B, Tq, Dq)` (all decoder steps) or `(B, Dq)` (one step).
+        value: `(B, Tv, Dv)`.
+        key: optional `(B, Tv, Dk)`; defaults to `value`.
+        query_mask: optional boolean `(B, Tq)` (`(B,)` for a rank-2 query);
+            a padded query gets zero weights and a zero output.
+        value_mask: optional boolean `(B, Tv)`; padded keys get zero weight.
+        attention_mask: optional boolean `(B, Tq, Tv)` (`(B, Tv)` for a
+            rank-2 query); `True` where query i may attend to key j.
+        use_causal_mask: bool; query i attends only to keys
+            `j <= i + (Tv - Tq)` (see `masking.causal_mask`).
+        return_attention_scores: bool; also return the weights.
+        training: bool, whether dropout is active.
+
+    Returns:
+        `output` `(B, Tq, Dv)` (`(B, Dv)` for a rank-2 query), or
+        `(output, scores)` with `scores` `(B, Tq, Tv)` (`(B, Tv)`) when
+        `return_attention_scores=True`. The weights of each query sum to 1
+        over its allowed keys, are exactly 0 on masked keys, and are all 0
+        for a query with no allowed key (whose output is then 0).
+    """
+
+    def __init__(self, dropout=0.0, seed=None, **kwargs):
+        super().__init__(**kwargs)
+        check_rate("dropout", dropout, type(self).__name__)
+        self.dropout = dropout
+        self.seed = seed
+        self.supports_masking = True
+        self._dropout_layer = keras.layers.Dropout(
+            dropout, seed=seed, dtype=self.dtype_policy
+        )
+
+    # -- the hooks a mechanism implements -------------------------------
+    def build_score(self, query_shape, key_shape):
+        """Create the weights of the score function (default: none)."""
+
+    def score(self, query, key):
+        """`(B, Tq, Dq), (B, Tv, Dk) -> (B, Tq, Tv)` unnormalised scores."""
+        raise NotImplementedError
+
+    def restrict(self, scores, query, key, mask, value_mask, **kwargs):
+        """Optionally confine attention; returns `(scores, mask)`."""
+        return scores, mask
+
+    # -- the shared machinery --------------------------------------------
+    def build(self, query_shape, value_shape, key_shape=None):
+        owner = type(self).__name__
+        key_shape = value_shape if key_shape is None else key_shape
+        check_rank("query", query_shape, (2, 3), owner, "(B, Tq, Dq) or (B, Dq)")
+        check_rank("value", value_shape, (3,), owner, "(B, Tv, Dv)")
+        check_rank("key", key_shape, (3,), owner, "(B, Tv, Dk)")
+        check_equal_dim(
+            "Tv of value", value_shape[1], "Tv of key", key_shape[1], owner,
+            "key and value must have one entry per source position",
+        )
+        if len(query_shape) == 2:
+            query_shape = (query_shape[0], 1, query_shape[1])
+        self.build_score(tuple(query_shape), tuple(key_shape))
+        self.built = True
+
+    def call(
+        self,
+        query,
+        value,
+        key=None,
+        query_mask=None,
+        value_mask=None,
+        attention_mask=None,
+        use_causal_mask=False,
+        return_attention_scores=False,
+        training=None,
+    ):
+        return self._attend(
+            query, value, key, query_mask, value_mask, attention_mask,
+            use_causal_mask, return_attention_scores, training,
+        )
+
+    def _attend(
+        self,
+        query,
+        value,
+        key,
+        query_mask,
+        value_mask,
+        attention_mask,
+        use_causal_mask,
+        return_attention_scores,
+        training,
+        **restrict_kwargs,
+    ):
+        owner = type(self).__name__
+        key = value if key is None else key
+        single_step = len(query.shape) == 2
+        if single_step:
+            if use_causal_mask:
+                raise ValueError(
+                    f"`use_causal_mask=True` of {owner} needs a rank-3 query "
+                    f"(B, Tq, Dq); received a single-step query with shape "
+                    f"{tuple(query.shape)}."
+                )
+            query = ops.expand_dims(query, 1)  # (B, 1, Dq)
+            if query_mask is not None:
+                query_mask = ops.expand_dims(query_mask, 1)  # (B, 1)
+            if attention_mask is not None:
+                attention_mask = ops.expand_dims(attention_mask, 1)  # (B, 1, Tv)
+        mask = masking.merge_masks(
+            query, key, query_mask, value_mask, attention_mask,
+            use_causal_mask, owner,
+        )
+        scores = self.score(query, key)  # (B, Tq, Tv)
+        scores, mask = self.restrict(
+            scores, query, key, mask, value_mask, **restrict_kwargs
+        )
+        weights = masking.masked_softmax(scores, mask)  # (B, Tq, Tv)
+        weights = ops.cast(weights, value.dtype)
+        dropped = self._dropout_layer(weights, training=training)
+        output = ops.matmul(dropped, value)  # (B, Tq, Dv)
+        if single_step:
+            output, weights = output[:, 0], weights[:, 0]  # (B, Dv), (B, Tv)
+        if return_attention_scores:
+            return output, weights
+        return output
+
+    def compute_mask(self, inputs, previous_mask=None):
+        # The output has one row per query: it keeps the query's padding mask.
+        if previous_mask is None or len(inputs.shape) != 3:
+            return None
+        return previous_mask
+
+    def compute_output_shape(self, query_shape, value_shape, key_shape=None):
+        return tuple(query_shape[:-1]) + (value_shape[-1],)
+
+    def compute_output_spec(
+        self,
+        query,
+        value,
+        key=None,
+        query_mask=None,
+        value_mask=None,
+        attention_mask=None,
+        use_causal_mask=False,
+        return_attention_scores=False,
+        training=None,
+        **kwargs,
+    ):
+        output = keras.KerasTensor(
+            self.compute_output_shape(query.shape, value.shape),
+            dtype=self.compute_dtype,
+        )
+        if not return_attention_scores:
+            return output
+        scores_shape = tuple(query.shape[:-1]) + (value.shape[1],)
+        return output, keras.KerasTensor(scores_shape, dtype=self.compute_dtype)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"dropout": self.dropout, "seed": self.seed})
+        return config

@@ -1,0 +1,173 @@
+"""Local attention: attention confined to a window of source positions."""
+
+import keras
+from keras import ops
+
+from keras_attention.additive import AdditiveAttention
+from keras_attention.base import ScoreAttention
+from keras_attention.multiplicative import DotProductAttention, GeneralAttention
+from keras_attention.validation import check_choice, check_positive_int
+
+register = keras.saving.register_keras_serializable(package="keras_attention")
+
+MODES = ("last", "monotonic", "predictive")
+SCORES = ("dot", "general", "additive")
+
+
+@register
+class LocalAttention(ScoreAttention):
+    """Attention restricted to a window `W_i` of source positions.
+
+        a_ij = softmax_{j ∈ W_i}(score(q_i, k_j) + g_ij)
+
+    `mode` chooses the window (`S` the unpadded source length, `D = window`):
+
+    - `"last"`: the last D encoder states, the seeds' tapped delay line
+      `A¹(T) = [a¹(T), a¹(T-1), ..., a¹(T-D+1)]`: `W_i = {S-D, ..., S-1}`.
+    - `"monotonic"` (Luong local-m): `p_i = i` (or `query_positions`),
+      `W_i = {j : |j - p_i| <= D}`.
+    - `"predictive"` (Luong local-p): a learned centre
+      `p_i = S · sigmoid(v_pᵀ tanh(W_p q_i))`, `W_i = {j : |j - p_i| <= D}`,
+      and a Gaussian `g_ij = -(j - p_i)² / (2σ²)`, `σ = D/2`, added to the
+      scores. Luong et al. multiply the window's softmax by
+      `exp(-(j-p_i)²/2σ²)` without renormalising; adding the log-Gaussian
+      before the softmax is the same up to a per-query factor, and keeps
+      the weights of every layer summing to 1.
+
+    `g_ij = 0` in the other modes. `score` is `"dot"` (needs `Dq == Dk`),
+    `"general"` or `"additive"`.
+
+    Args:
+        window: int >= 1, the `D` above.
+        mode: one of "last", "monotonic", "predictive".
+        score: one of "dot", "general", "additive".
+        units: hidden width of the additive score and of `W_p`
+            (default: the query width).
+        dropout: float in [0, 1), dropout on the attention weights.
+        seed: optional int, dropout seed.
+
+    Call arguments:
+        As `ScoreAttention`, plus `query_positions`: optional int/float
+        `(B, Tq)` (`(B,)` for a rank-2 query), the centre `p_i` of
+        `mode="monotonic"`; default `p_i = i`. A rank-2 query in that mode
+        must give it.
+
+    Example:
+
+    >>> layer = LocalAttention(window=2, mode="last")
+    >>> layer(np.ones((2, 4)), np.ones((2, 7, 4))).shape
+    (2, 4)
+
+    References:
+        Luong et al., "Effective Approaches to Attention-based Neural Machine
+        Translation" (2015), Sec. 3.2.
+    """
+
+    def __init__(
+        self,
+        window,
+        mode="last",
+        score="dot",
+        units=None,
+        dropout=0.0,
+        seed=None,
+        **kwargs,
+    ):
+        super().__init__(dropout=dropout, seed=seed, **kwargs)
+        check_positive_int("window", window, "LocalAttention")
+        check_choice("mode", mode, MODES, "LocalAttention")
+        check_choice("score", score, SCORES, "LocalAttention")
+        if units is not None:
+            check_positive_int("units", units, "LocalAttention")
+        self.window = window
+        self.mode = mode
+        self.score_name = score
+        self.units = units
+
+    def build_score(self, query_shape, key_shape):
+        units = self.units or query_shape[-1]
+        policy = self.dtype_policy
+        if self.score_name == "dot":
+            self.scorer = DotProductAttention(dtype=policy, name="scorer")
+        elif self.score_name == "general":
+            self.scorer = GeneralAttention(dtype=policy, name="scorer")
+        else:
+            self.scorer = AdditiveAttention(units, dtype=policy, name="scorer")
+        self.scorer.build(query_shape, key_shape)
+        if self.mode == "predictive":
+            self.position_kernel = self.add_weight(
+                name="position_kernel", shape=(query_shape[-1], units),
+                initializer="glorot_uniform",
+            )
+            self.position_vector = self.add_weight(
+                name="position_vector", shape=(units,), initializer="glorot_uniform"
+            )
+
+    def score(self, query, key):
+        return self.scorer.score(query, key)
+
+    def call(
+        self,
+        query,
+        value,
+        key=None,
+        query_mask=None,
+        value_mask=None,
+        attention_mask=None,
+        use_causal_mask=False,
+        return_attention_scores=False,
+        training=None,
+        query_positions=None,
+    ):
+        if query_positions is not None and len(query.shape) == 2:
+            query_positions = ops.expand_dims(query_positions, 1)  # (B, 1)
+        if self.mode == "monotonic" and query_positions is None and len(query.shape) == 2:
+            raise ValueError(
+                "LocalAttention(mode='monotonic') with a single-step query of shape "
+                f"{tuple(query.shape)} needs `query_positions` of shape (B,): the "
+                "source position each query is aligned to."
+            )
+        return self._attend(
+            query, value, key, query_mask, value_mask, attention_mask,
+            use_causal_mask, return_attention_scores, training,
+            query_positions=query_positions,
+        )
+
+    def predicted_positions(self, query, source_length):
+        """Luong local-p centre `p_i = S · sigmoid(v_pᵀ tanh(W_p q_i))`."""
+        hidden = ops.tanh(ops.matmul(query, ops.cast(self.position_kernel, query.dtype)))
+        logits = ops.matmul(hidden, ops.cast(self.position_vector, query.dtype))  # (B, Tq)
+        return ops.cast(source_length, "float32") * ops.sigmoid(ops.cast(logits, "float32"))
+
+    def restrict(self, scores, query, key, mask, value_mask, query_positions=None):
+        key_length = ops.shape(key)[1]
+        positions = ops.cast(ops.arange(key_length), "float32")[None, None, :]  # (1, 1, Tv)
+        if value_mask is None:
+            lengths = ops.cast(key_length, "float32") * ops.ones((1, 1, 1))
+        else:
+            lengths = ops.sum(ops.cast(value_mask, "float32"), axis=1)[:, None, None]  # (B, 1, 1)
+        if self.mode == "last":
+            window = ops.greater_equal(positions, lengths - self.window)  # (B, 1, Tv)
+        else:
+            if self.mode == "predictive":
+                centres = self.predicted_positions(query, lengths[:, :, 0])  # (B, Tq)
+            elif query_positions is None:
+                centres = ops.cast(ops.arange(ops.shape(query)[1]), "float32")[None, :]
+            else:
+                centres = ops.cast(query_positions, "float32")
+            distance = positions - ops.expand_dims(centres, -1)  # (B, Tq, Tv)
+            window = ops.less_equal(ops.abs(distance), float(self.window))
+            if self.mode == "predictive":
+                sigma = self.window / 2.0
+                scores = ops.cast(scores, "float32") - ops.square(distance) / (2.0 * sigma**2)
+        mask = window if mask is None else ops.logical_and(mask, window)
+        return scores, mask
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "window": self.window,
+            "mode": self.mode,
+            "score": self.score_name,
+            "units": self.units,
+        }

@@ -1,0 +1,111 @@
+"""Masks and the masked softmax shared by every attention layer.
+
+All masks are boolean, `True` where attention is allowed. Padding masks
+(`(B, Tq)` for queries, `(B, Tv)` for keys/values), explicit attention masks
+(`(B, Tq, Tv)`) and the causal mask are merged by `merge_masks` into one
+`(B, Tq, Tv)` mask (possibly broadcastable: `(B, 1, Tv)`, `(1, Tq, Tv)`).
+"""
+
+from keras import ops
+
+from keras_attention.validation import check_mask_shape
+
+
+def large_negative(dtype):
+    """A finite score that `exp()` sends to exactly 0 after max-subtraction.
+
+    float16 cannot hold -1e9 (its largest magnitude is 65504), so it gets its
+    own minimum; every other float dtype holds -1e9. Never `-inf`: `-inf -
+    (-inf)` is NaN for a row whose every key is masked.
+    """
+    if str(dtype) == "float16":
+        return -65504.0
+    return -1e9
+
+
+def causal_mask(query_length, key_length):
+    """`(Tq, Tv)` lower-triangular mask, aligned at the end of the keys.
+
+    Query i may attend to key j iff `j <= i + (Tv - Tq)`. With `Tq == Tv` this
+    is the usual "no position sees a later one"; with `Tq < Tv` the queries
+    are the last `Tq` positions of the key sequence, which is what a decoder
+    that feeds only its newest steps needs.
+    """
+    rows = ops.expand_dims(ops.arange(query_length), 1) + (key_length - query_length)
+    cols = ops.expand_dims(ops.arange(key_length), 0)
+    return ops.less_equal(cols, rows)  # (Tq, Tv)
+
+
+def merge_masks(
+    query,
+    key,
+    query_mask=None,
+    value_mask=None,
+    attention_mask=None,
+    use_causal_mask=False,
+    owner="attention",
+):
+    """Combine every mask that applies into one boolean `(B, Tq, Tv)` mask.
+
+    Args:
+        query: `(B, Tq, Dq)` tensor (only its shape is used).
+        key: `(B, Tv, Dk)` tensor (only its shape is used).
+        query_mask: optional `(B, Tq)`; a padded query attends to nothing.
+        value_mask: optional `(B, Tv)`; a padded key receives no weight.
+        attention_mask: optional `(B, Tq, Tv)`, or broadcastable to it.
+        use_causal_mask: add `causal_mask(Tq, Tv)`.
+        owner: layer name for error messages.
+
+    Returns:
+        A boolean mask broadcastable to `(B, Tq, Tv)`, or None.
+    """
+    batch, query_length = query.shape[0], query.shape[1]
+    key_length = key.shape[1]
+    check_mask_shape("query_mask", query_mask, (batch, query_length), owner, "(B, Tq)")
+    check_mask_shape("value_mask", value_mask, (batch, key_length), owner, "(B, Tv)")
+    check_mask_shape(
+        "attention_mask",
+        attention_mask,
+        (batch, query_length, key_length),
+        owner,
+        "(B, Tq, Tv)",
+        broadcast=True,
+    )
+    masks = []
+    if value_mask is not None:
+        masks.append(ops.expand_dims(ops.cast(value_mask, "bool"), 1))  # (B, 1, Tv)
+    if query_mask is not None:
+        masks.append(ops.expand_dims(ops.cast(query_mask, "bool"), 2))  # (B, Tq, 1)
+    if attention_mask is not None:
+        masks.append(ops.cast(attention_mask, "bool"))  # (B, Tq, Tv)
+    if use_causal_mask:
+        shape_q, shape_k = ops.shape(query), ops.shape(key)
+        masks.append(ops.expand_dims(causal_mask(shape_q[1], shape_k[1]), 0))
+    if not masks:
+        return None
+    mask = masks[0]
+    for other in masks[1:]:
+        mask = ops.logical_and(mask, other)
+    return mask
+
+
+def masked_softmax(scores, mask=None, axis=-1):
+    """Softmax over `axis` that gives masked entries exactly zero weight.
+
+    The softmax runs in float32 whatever the compute dtype (float16 `exp`
+    overflows past ~11), and the result is cast back. A row whose entries are
+    all masked yields all zeros rather than a uniform row or NaN.
+    """
+    dtype = scores.dtype
+    scores = ops.cast(scores, "float32")
+    if mask is None:
+        return ops.cast(ops.softmax(scores, axis=axis), dtype)
+    scores = ops.where(mask, scores, large_negative("float32"))
+    weights = ops.where(mask, ops.softmax(scores, axis=axis), 0.0)
+    return ops.cast(weights, dtype)
+
+
+def keras_mask(tensor):
+    """The Keras padding mask attached to `tensor` by an upstream layer
+    (e.g. `Embedding(mask_zero=True)`), or None."""
+    return getattr(tensor, "_keras_mask", None)

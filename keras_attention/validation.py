@@ -1,0 +1,85 @@
+"""Argument and shape checks shared by every layer.
+
+Each check raises `ValueError` naming the argument, what was expected and what
+was given, so that a user mistake is reported at `build()` time (static
+shapes) instead of surfacing as a broadcasting error deep inside a matmul.
+"""
+
+
+def _shape(shape):
+    return None if shape is None else tuple(shape)
+
+
+def check_positive_int(name, value, owner):
+    """`value` must be an int >= 1 (bools are rejected)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(
+            f"`{name}` of {owner} must be a positive integer; "
+            f"received {name}={value!r}."
+        )
+
+
+def check_rate(name, value, owner):
+    """`value` must be a float in [0, 1)."""
+    if not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+        raise ValueError(
+            f"`{name}` of {owner} must be a float in [0, 1); "
+            f"received {name}={value!r}."
+        )
+
+
+def check_choice(name, value, choices, owner):
+    if value not in choices:
+        raise ValueError(
+            f"`{name}` of {owner} must be one of {list(choices)}; "
+            f"received {name}={value!r}."
+        )
+
+
+def check_rank(name, shape, ranks, owner, layout):
+    """`shape` must have one of `ranks`; `layout` describes them, e.g.
+    "(B, Tq, Dq) or (B, Dq)"."""
+    shape = _shape(shape)
+    if shape is None or len(shape) not in ranks:
+        raise ValueError(
+            f"`{name}` of {owner} must have rank "
+            f"{' or '.join(str(r) for r in ranks)} with shape {layout}; "
+            f"received {name} with shape {shape}."
+        )
+
+
+def check_equal_dim(name_a, dim_a, name_b, dim_b, owner, why):
+    """Two static dimensions must agree (unknown dimensions pass)."""
+    if dim_a is not None and dim_b is not None and dim_a != dim_b:
+        raise ValueError(
+            f"{owner}: {why}; expected {name_b} = {name_a} = {dim_a}, "
+            f"received {name_b} = {dim_b}."
+        )
+
+
+def check_feature_dim(name, shape, expected, owner):
+    """The last (feature) axis of `shape` must be `expected` when known."""
+    shape = _shape(shape)
+    if shape[-1] is not None and expected is not None and shape[-1] != expected:
+        raise ValueError(
+            f"`{name}` of {owner} must have last dimension {expected}; "
+            f"received {name} with shape {shape}."
+        )
+
+
+def check_mask_shape(name, mask, expected, owner, layout, broadcast=False):
+    """`mask` (a tensor or None) must have the static shape `expected`, where
+    None entries in either shape are not checked; with `broadcast=True` a
+    dimension of 1 also fits (it broadcasts)."""
+    if mask is None:
+        return
+    shape = _shape(mask.shape)
+    ok = len(shape) == len(expected) and all(
+        a is None or b is None or a == b or (broadcast and a == 1)
+        for a, b in zip(shape, expected)
+    )
+    if not ok:
+        raise ValueError(
+            f"`{name}` of {owner} must have shape {layout} = {tuple(expected)} "
+            f"to fit the inputs; received {name} with shape {shape}."
+        )
