@@ -1,0 +1,148 @@
+"""The shared layer test harness: every layer of the library runs through
+`run_layer_test`, which checks what a Keras user relies on.
+
+1. config round-trip (`get_config` / `from_config` and Keras serialization);
+2. eager output shapes against `compute_output_shape`, and symbolic shapes
+   in a functional model with unknown batch;
+3. `.keras` save and reload giving identical outputs;
+4. one `fit` step: finite loss, the layer's weights move;
+5. mask semantics: changing inputs at masked positions changes no output
+   at unmasked positions;
+6. `mixed_float16` and `mixed_bfloat16`: outputs in the compute dtype,
+   finite, and close to float32.
+"""
+
+import os
+import tempfile
+
+import keras
+import numpy as np
+from keras import ops
+
+
+def _as_numpy(x):
+    return keras.tree.map_structure(lambda t: np.asarray(ops.convert_to_numpy(t)), x)
+
+
+def _flat(x):
+    return keras.tree.flatten(x)
+
+
+def _perturb(array, positions, rng):
+    """Replace entries of `array` (B, T, ...) where `positions` (B, T) is True."""
+    noise = rng.normal(scale=10.0, size=array.shape).astype(array.dtype)
+    where = positions.reshape(positions.shape + (1,) * (array.ndim - positions.ndim))
+    return np.where(where, noise, array)
+
+
+def run_layer_test(
+    layer_cls,
+    init_kwargs,
+    inputs,
+    call_kwargs=None,
+    masked_inputs=None,
+    valid_outputs=None,
+    train=True,
+    mixed_precision=True,
+    seed=0,
+):
+    """Run the shared checks on `layer_cls(**init_kwargs)`.
+
+    Args:
+        layer_cls: the layer class.
+        init_kwargs: constructor arguments.
+        inputs: dict of call argument name -> NumPy array (tensor inputs,
+            boolean masks included), in call order.
+        call_kwargs: non-tensor call arguments (e.g. `use_causal_mask`).
+        masked_inputs: dict input name -> boolean (B, T) array, True where
+            that input is masked (its values must not matter).
+        valid_outputs: boolean (B, Tq) array of output rows that must not
+            change when masked inputs change (default: all rows).
+        train: run the `fit` step.
+        mixed_precision: run the mixed precision checks.
+    """
+    call_kwargs = dict(call_kwargs or {})
+    rng = np.random.default_rng(seed)
+
+    # 1. Config round-trip.
+    layer = layer_cls(**init_kwargs)
+    config = layer.get_config()
+    for name in init_kwargs:
+        assert name in config, f"get_config() of {layer_cls.__name__} misses {name!r}"
+    clone = layer_cls.from_config(config)
+    assert clone.get_config() == config
+    restored = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(layer))
+    assert type(restored) is layer_cls
+    assert restored.get_config() == config
+
+    # 2. Eager and symbolic shapes.
+    eager = _as_numpy(layer(**inputs, **call_kwargs))
+    main = _flat(eager)[0]
+    shape_args = {
+        f"{name}_shape": value.shape for name, value in inputs.items() if not name.endswith("_mask")
+    }
+    assert tuple(layer.compute_output_shape(**shape_args)) == main.shape
+
+    symbolic = {
+        name: keras.Input(shape=value.shape[1:], dtype=str(value.dtype), name=name)
+        for name, value in inputs.items()
+    }
+    model_layer = layer_cls.from_config(config)
+    outputs = model_layer(**symbolic, **call_kwargs)
+    for sym, real in zip(_flat(outputs), _flat(eager)):
+        assert tuple(sym.shape) == (None,) + real.shape[1:], (sym.shape, real.shape)
+    model = keras.Model(symbolic, outputs)
+    first = _as_numpy(model(inputs))
+
+    # 3. `.keras` save and reload.
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "model.keras")
+        model.save(path)
+        reloaded = keras.saving.load_model(path)
+    for a, b in zip(_flat(first), _flat(_as_numpy(reloaded(inputs)))):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
+
+    # 4. One fit step.
+    if train:
+        head = keras.layers.Dense(1, name="head")
+        train_model = keras.Model(symbolic, head(_flat(outputs)[0]))
+        train_model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse", jit_compile=False)
+        before = [ops.convert_to_numpy(w) for w in model_layer.trainable_weights]
+        target = rng.normal(size=(main.shape[:-1]) + (1,)).astype("float32")
+        history = train_model.fit(inputs, target, batch_size=len(target), epochs=1, verbose=0)
+        assert np.isfinite(history.history["loss"][0])
+        after = [ops.convert_to_numpy(w) for w in model_layer.trainable_weights]
+        if before:
+            assert any(not np.allclose(a, b) for a, b in zip(before, after)), (
+                f"fit() did not change any weight of {layer_cls.__name__}"
+            )
+
+    # 5. Mask semantics.
+    if masked_inputs:
+        changed = dict(inputs)
+        for name, positions in masked_inputs.items():
+            changed[name] = _perturb(inputs[name], positions, rng)
+        again = _flat(_as_numpy(layer(**changed, **call_kwargs)))[0]
+        rows = np.ones(main.shape[:2], bool) if valid_outputs is None else valid_outputs
+        if main.ndim == 1 or main.shape[:2] != rows.shape:
+            rows = np.ones(main.shape[:1], bool)
+        np.testing.assert_allclose(again[rows], main[rows], rtol=1e-5, atol=1e-5)
+
+    # 6. Mixed precision.
+    if mixed_precision:
+        for policy, tolerance in (("mixed_float16", 0.05), ("mixed_bfloat16", 0.1)):
+            mixed = layer_cls(**init_kwargs, dtype=policy)
+            out = _flat(mixed(**inputs, **call_kwargs))[0]
+            assert keras.backend.standardize_dtype(out.dtype) == policy.split("_")[1]
+            out = np.asarray(ops.convert_to_numpy(ops.cast(out, "float32")))
+            assert np.all(np.isfinite(out)), f"{layer_cls.__name__} under {policy} gave non-finite"
+            for v in mixed.weights:
+                assert keras.backend.standardize_dtype(v.dtype) == "float32"
+            # Same weights in float32 give nearly the same answer.
+            reference = layer_cls(**init_kwargs)
+            reference(**inputs, **call_kwargs)
+            reference.set_weights(mixed.get_weights())
+            want = _flat(_as_numpy(reference(**inputs, **call_kwargs)))[0]
+            scale = max(1.0, float(np.abs(want).max()))
+            np.testing.assert_allclose(out, want, atol=tolerance * scale)
+    return layer

@@ -1,0 +1,121 @@
+"""Plain NumPy (float64) implementations of every equation, written from the
+papers and seeds independently of the library's code, for reference tests."""
+
+import numpy as np
+
+
+def softmax(x, mask=None, axis=-1):
+    """Softmax over allowed entries; masked entries and fully masked rows -> 0."""
+    x = np.asarray(x, np.float64)
+    if mask is None:
+        mask = np.ones_like(x, bool)
+    mask = np.broadcast_to(mask, x.shape)
+    shifted = np.where(mask, x, -np.inf)
+    peak = np.max(shifted, axis=axis, keepdims=True)
+    peak = np.where(np.isfinite(peak), peak, 0.0)
+    e = np.where(mask, np.exp(shifted - peak), 0.0)
+    total = e.sum(axis=axis, keepdims=True)
+    return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
+
+
+def attend(scores, value, mask=None):
+    """weights = softmax(scores) over allowed keys; output = weights @ value."""
+    weights = softmax(scores, mask)
+    return weights @ np.asarray(value, np.float64), weights
+
+
+def dot_scores(q, k, scale=False):
+    s = np.einsum("bqd,bkd->bqk", q, k)
+    return s / np.sqrt(k.shape[-1]) if scale else s
+
+
+def general_scores(q, k, W):
+    # e_ij = q_i^T W k_j
+    B, Tq, _ = q.shape
+    out = np.zeros((B, Tq, k.shape[1]))
+    for b in range(B):
+        for i in range(Tq):
+            for j in range(k.shape[1]):
+                out[b, i, j] = q[b, i] @ W @ k[b, j]
+    return out
+
+
+def additive_scores(q, k, Wq, Wk, bias, v):
+    # e_ij = v^T tanh(W_q q_i + W_k k_j + b)
+    B, Tq, _ = q.shape
+    out = np.zeros((B, Tq, k.shape[1]))
+    for b in range(B):
+        for i in range(Tq):
+            for j in range(k.shape[1]):
+                out[b, i, j] = v @ np.tanh(q[b, i] @ Wq + k[b, j] @ Wk + bias)
+    return out
+
+
+def concat_scores(q, k, kernels, biases, activation=np.tanh):
+    # h0 = [k_j; q_i], h_l = f(h_{l-1} W_l + b_l), e = h_L w_o + b_o
+    B, Tq, _ = q.shape
+    out = np.zeros((B, Tq, k.shape[1]))
+    for b in range(B):
+        for i in range(Tq):
+            for j in range(k.shape[1]):
+                h = np.concatenate([k[b, j], q[b, i]])
+                for W, c in zip(kernels[:-1], biases[:-1]):
+                    h = activation(h @ W + c)
+                out[b, i, j] = (h @ kernels[-1] + biases[-1])[0]
+    return out
+
+
+def local_window(mode, window, Tq, Tv, lengths, centres=None):
+    """Boolean (B, Tq, Tv) window of LocalAttention."""
+    B = len(lengths)
+    mask = np.zeros((B, Tq, Tv), bool)
+    for b in range(B):
+        for i in range(Tq):
+            for j in range(Tv):
+                if mode == "last":
+                    mask[b, i, j] = lengths[b] - window <= j
+                else:
+                    mask[b, i, j] = abs(j - centres[b, i]) <= window
+    return mask
+
+
+def multi_head(query, key, value, w, mask=None):
+    """w: dict of query/key/value kernels (D, H, d), biases (H, d), output
+    kernel (H, dv, Do) and bias (Do,). Returns (output, weights (B,H,Tq,Tv))."""
+    heads = []
+    weights = []
+    H = w["query_kernel"].shape[1]
+    for h in range(H):
+        q = query @ w["query_kernel"][:, h] + w["query_bias"][h]
+        k = key @ w["key_kernel"][:, h] + w["key_bias"][h]
+        v = value @ w["value_kernel"][:, h] + w["value_bias"][h]
+        o, a = attend(dot_scores(q, k, scale=True), v, mask)
+        heads.append(o)
+        weights.append(a)
+    concat = np.concatenate(heads, -1)  # Concat(head_1..head_H)
+    W_o = w["output_kernel"].reshape(-1, w["output_kernel"].shape[-1])
+    return concat @ W_o + w["output_bias"], np.stack(weights, 1)
+
+
+def sinusoidal(length, d, start=0):
+    pe = np.zeros((length, d))
+    for pos in range(length):
+        for dim in range(d):
+            i = dim // 2
+            angle = (pos + start) / 10000 ** (2 * i / d)
+            pe[pos, dim] = np.sin(angle) if dim % 2 == 0 else np.cos(angle)
+    return pe
+
+
+def layer_norm(x, gamma, beta, eps):
+    mean = x.mean(-1, keepdims=True)
+    var = x.var(-1, keepdims=True)
+    return gamma * (x - mean) / np.sqrt(var + eps) + beta
+
+
+def feed_forward(x, W1, b1, W2, b2):
+    return np.maximum(0.0, x @ W1 + b1) @ W2 + b2  # max(0, xW1 + b1)W2 + b2
+
+
+def causal(T):
+    return np.tril(np.ones((T, T), bool))

@@ -1,0 +1,123 @@
+"""MultiHead: reference values, masks, cached decoding, harness, bad input."""
+
+import numpy as np
+import pytest
+from keras import ops
+
+from keras_attention import MultiHead
+from tests import reference
+from tests.harness import run_layer_test
+from tests.test_score_attention import random, randomise
+
+B, TQ, TV, D = 2, 4, 6, 8
+
+
+def weights_of(layer):
+    return {w.path.split("/")[-1]: np.asarray(w, np.float64) for w in layer.weights}
+
+
+@pytest.mark.parametrize("value_dim,output_dim", [(None, None), (3, 5)])
+def test_matches_reference(rng, value_dim, output_dim):
+    q, v = random(rng, B, TQ, D), random(rng, B, TV, D + 2)
+    k = random(rng, B, TV, D - 1)
+    layer = MultiHead(num_heads=2, key_dim=4, value_dim=value_dim, output_dim=output_dim)
+    layer(q, v, key=k)
+    randomise(layer, rng)
+    value_mask = np.array([[1, 1, 1, 1, 0, 0], [1] * 6], bool)
+    out, scores = layer(q, v, key=k, value_mask=value_mask, return_attention_scores=True)
+    want, want_scores = reference.multi_head(q, k, v, weights_of(layer), value_mask[:, None, :])
+    assert scores.shape == (B, 2, TQ, TV)
+    np.testing.assert_allclose(np.asarray(scores), want_scores, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(out), want, atol=1e-4)
+
+
+def test_causal_self_attention_matches_reference(rng):
+    x = random(rng, B, TV, D)
+    layer = MultiHead(num_heads=4, key_dim=2)
+    layer(x, x)
+    randomise(layer, rng)
+    out, scores = layer(x, x, use_causal_mask=True, return_attention_scores=True)
+    want, _ = reference.multi_head(x, x, x, weights_of(layer), reference.causal(TV)[None])
+    np.testing.assert_allclose(np.asarray(out), want, atol=1e-4)
+    assert np.all(np.triu(np.asarray(scores), 1) == 0.0)
+
+
+def test_cached_decoding_equals_full_causal_pass(rng):
+    x = random(rng, B, TV, D)
+    layer = MultiHead(num_heads=2, key_dim=4)
+    full, full_scores = layer(x, x, use_causal_mask=True, return_attention_scores=True)
+    cache = layer.init_cache(B, TV)
+    outputs = []
+    for i in range(TV):
+        out, scores, cache = layer.step(x[:, i : i + 1], cache, i)
+        np.testing.assert_allclose(np.asarray(scores)[..., : i + 1],
+                                   np.asarray(full_scores)[:, :, i : i + 1, : i + 1], atol=1e-6)
+        outputs.append(np.asarray(out))
+    np.testing.assert_allclose(np.concatenate(outputs, 1), np.asarray(full), atol=1e-5)
+    # Several positions at once (a prompt), then one more.
+    cache = layer.init_cache(B, TV)
+    first, _, cache = layer.step(x[:, :4], cache, 0)
+    rest, _, cache = layer.step(x[:, 4:], cache, 4)
+    np.testing.assert_allclose(np.concatenate([first, rest], 1), np.asarray(full), atol=1e-5)
+
+
+def test_cached_decoding_inside_while_loop(rng):
+    """The cache works in a compiled loop with a tensor index (what
+    generation and export need)."""
+    x = random(rng, B, TV, D)
+    layer = MultiHead(num_heads=2, key_dim=4)
+    full = layer(x, x, use_causal_mask=True)
+
+    def body(i, cache, outputs):
+        step = ops.slice(x, [0, i, 0], [B, 1, D])
+        out, _, cache = layer.step(step, cache, i)
+        return i + 1, cache, ops.slice_update(outputs, [0, i, 0], out)
+
+    _, _, outputs = ops.while_loop(
+        lambda i, c, o: i < TV, body, (0, layer.init_cache(B, TV), ops.zeros((B, TV, D)))
+    )
+    np.testing.assert_allclose(np.asarray(outputs), np.asarray(full), atol=1e-5)
+
+
+def test_cross_attention_with_projected_source(rng):
+    q, enc = random(rng, B, TQ, D), random(rng, B, TV, D)
+    layer = MultiHead(num_heads=2, key_dim=4)
+    mask = np.array([[1, 1, 1, 0, 0, 0], [1] * 6], bool)
+    full = layer(q, enc, value_mask=mask)
+    key, value = layer.project_key_value(enc)
+    out, _ = layer.attend(q, key, value, mask[:, None, :])
+    np.testing.assert_allclose(np.asarray(out), np.asarray(full), atol=1e-6)
+
+
+def test_harness(rng):
+    q, v = random(rng, B, TQ, D), random(rng, B, TV, 5)
+    value_mask = np.array([[1, 1, 1, 1, 0, 0], [1, 1, 1, 0, 0, 0]], bool)
+    run_layer_test(MultiHead, {"num_heads": 2, "key_dim": 3, "dropout": 0.1},
+                   inputs={"query": q, "value": v, "value_mask": value_mask},
+                   masked_inputs={"value": ~value_mask})
+
+
+def test_harness_self_attention_with_scores(rng):
+    x = random(rng, B, TV, D)
+    run_layer_test(MultiHead, {"num_heads": 4, "key_dim": 2, "output_dim": 3},
+                   inputs={"query": x, "value": x},
+                   call_kwargs={"use_causal_mask": True, "return_attention_scores": True})
+
+
+@pytest.mark.parametrize("kwargs,pattern", [
+    ({"num_heads": 0, "key_dim": 4}, r"`num_heads` of MultiHead must be a positive integer; received num_heads=0"),
+    ({"num_heads": 2, "key_dim": 0}, r"`key_dim` of MultiHead must be a positive integer"),
+    ({"num_heads": 2, "key_dim": 4, "dropout": -0.1}, r"`dropout` of MultiHead must be a float in \[0, 1\)"),
+])
+def test_error_constructor(kwargs, pattern):
+    with pytest.raises(ValueError, match=pattern):
+        MultiHead(**kwargs)
+
+
+def test_error_ranks_and_masks(rng):
+    layer = MultiHead(2, 4)
+    with pytest.raises(ValueError, match=r"`query` of MultiHead must have rank 3"):
+        layer(random(rng, B, D), random(rng, B, TV, D))
+    layer = MultiHead(2, 4)
+    with pytest.raises(ValueError, match=r"`value_mask` of MultiHead must have shape \(B, Tv\) = \(2, 6\)"):
+        layer(random(rng, B, TQ, D), random(rng, B, TV, D), value_mask=np.ones((B, 5), bool))

@@ -1,0 +1,163 @@
+"""Transformer encoder/decoder layers and FeedForward: reference values,
+cached decoding, harness, bad input."""
+
+import keras
+import numpy as np
+import pytest
+
+from keras_attention import FeedForward, TransformerDecoderLayer, TransformerEncoderLayer
+from tests import reference
+from tests.harness import run_layer_test
+from tests.test_multi_head import weights_of
+from tests.test_score_attention import random, randomise
+
+B, T, S, D = 2, 5, 6, 8
+
+
+def norm(layer, x):
+    return reference.layer_norm(x, np.asarray(layer.gamma), np.asarray(layer.beta), layer.epsilon)
+
+
+def ffn(layer, x):
+    return reference.feed_forward(
+        x, np.asarray(layer.intermediate.kernel), np.asarray(layer.intermediate.bias),
+        np.asarray(layer.projection.kernel), np.asarray(layer.projection.bias))
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_encoder_matches_reference(rng, norm_first):
+    x = random(rng, B, T, D)
+    mask = np.array([[1, 1, 1, 0, 0], [1] * 5], bool)
+    layer = TransformerEncoderLayer(num_heads=2, intermediate_dim=16, norm_first=norm_first)
+    layer(x)
+    randomise(layer, rng)
+    out = np.asarray(layer(x, padding_mask=mask))
+
+    def attention(h):
+        return reference.multi_head(h, h, h, weights_of(layer.self_attention), mask[:, None, :])[0]
+
+    if norm_first:  # x + Sublayer(LayerNorm(x))
+        h = x + attention(norm(layer.self_attention_norm, x))
+        want = h + ffn(layer.feed_forward, norm(layer.feed_forward_norm, h))
+    else:  # LayerNorm(x + Sublayer(x)), the seeds' encoder listing
+        h = norm(layer.self_attention_norm, x + attention(x))
+        want = norm(layer.feed_forward_norm, h + ffn(layer.feed_forward, h))
+    np.testing.assert_allclose(out, want, atol=1e-4)
+
+
+def test_decoder_matches_reference(rng):
+    x, enc = random(rng, B, T, D), random(rng, B, S, 4)
+    enc_mask = np.array([[1, 1, 1, 1, 0, 0], [1] * 6], bool)
+    layer = TransformerDecoderLayer(num_heads=2, intermediate_dim=16)
+    layer(x, enc)
+    randomise(layer, rng)
+    out, scores = layer(x, enc, encoder_padding_mask=enc_mask, return_attention_scores=True)
+    self_w, cross_w = weights_of(layer.self_attention), weights_of(layer.cross_attention)
+    h = norm(layer.self_attention_norm,
+             x + reference.multi_head(x, x, x, self_w, reference.causal(T)[None])[0])
+    cross, cross_scores = reference.multi_head(h, enc, enc, cross_w, enc_mask[:, None, :])
+    h = norm(layer.cross_attention_norm, h + cross)
+    want = norm(layer.feed_forward_norm, h + ffn(layer.feed_forward, h))
+    np.testing.assert_allclose(np.asarray(out), want, atol=1e-4)
+    np.testing.assert_allclose(np.asarray(scores["cross_attention"]), cross_scores, atol=1e-5)
+    assert np.all(np.triu(np.asarray(scores["self_attention"]), 1) == 0.0)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+@pytest.mark.parametrize("with_encoder", [True, False])
+def test_cached_decoding_equals_full_pass(rng, norm_first, with_encoder):
+    x, enc = random(rng, B, T, D), random(rng, B, S, D)
+    enc_mask = np.array([[1, 1, 1, 0, 0, 0], [1] * 6], bool) if with_encoder else None
+    encoder = enc if with_encoder else None
+    layer = TransformerDecoderLayer(num_heads=2, intermediate_dim=16, norm_first=norm_first)
+    full, scores = layer(x, encoder, encoder_padding_mask=enc_mask, return_attention_scores=True)
+    cache = layer.init_cache(B, T, encoder)
+    outputs = []
+    for i in range(T):
+        out, cross_scores, cache = layer.step(x[:, i : i + 1], cache, i, encoder_padding_mask=enc_mask)
+        outputs.append(np.asarray(out))
+        if with_encoder:
+            np.testing.assert_allclose(np.asarray(cross_scores)[:, :, 0],
+                                       np.asarray(scores["cross_attention"])[:, :, i], atol=1e-5)
+    np.testing.assert_allclose(np.concatenate(outputs, 1), np.asarray(full), atol=1e-5)
+
+
+def test_cache_reorders_along_batch(rng):
+    x, enc = random(rng, 3, T, D), random(rng, 3, S, D)
+    layer = TransformerDecoderLayer(num_heads=2, intermediate_dim=16)
+    order = np.array([2, 0, 0])
+    full = np.asarray(layer(x[order], enc[order]))
+    cache = layer.init_cache(3, T, enc)
+    first, _, cache = layer.step(x[:, :2], cache, 0)
+    cache = keras.tree.map_structure(lambda t: keras.ops.take(t, order, axis=0), cache)
+    rest, _, cache = layer.step(x[order, 2:], cache, 2)
+    np.testing.assert_allclose(np.asarray(rest), full[:, 2:], atol=1e-5)
+
+
+def test_encoder_uses_keras_mask():
+    tokens = np.array([[1, 2, 3, 0, 0], [4, 5, 6, 7, 8]])
+    x = keras.layers.Embedding(10, D, mask_zero=True)(tokens)
+    layer = TransformerEncoderLayer(num_heads=2, intermediate_dim=8)
+    out = layer(x)
+    explicit = layer(keras.ops.convert_to_tensor(np.asarray(x)), padding_mask=tokens != 0)
+    np.testing.assert_allclose(np.asarray(out)[0, :3], np.asarray(explicit)[0, :3], atol=1e-6)
+    np.testing.assert_array_equal(np.asarray(out._keras_mask), tokens != 0)
+
+
+def test_harness_feed_forward(rng):
+    run_layer_test(FeedForward, {"intermediate_dim": 12, "dropout": 0.1},
+                   inputs={"inputs": random(rng, B, T, D)})
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_harness_encoder(rng, norm_first):
+    x = random(rng, B, T, D)
+    mask = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 0]], bool)
+    run_layer_test(TransformerEncoderLayer,
+                   {"num_heads": 2, "intermediate_dim": 16, "norm_first": norm_first, "dropout": 0.1},
+                   inputs={"inputs": x, "padding_mask": mask},
+                   masked_inputs={"inputs": ~mask}, valid_outputs=mask)
+
+
+def test_harness_decoder(rng):
+    x, enc = random(rng, B, T, D), random(rng, B, S, 4)
+    enc_mask = np.array([[1, 1, 1, 1, 0, 0], [1, 1, 0, 0, 0, 0]], bool)
+    run_layer_test(TransformerDecoderLayer, {"num_heads": 2, "intermediate_dim": 16},
+                   inputs={"decoder_sequence": x, "encoder_sequence": enc,
+                           "encoder_padding_mask": enc_mask},
+                   call_kwargs={"return_attention_scores": True},
+                   masked_inputs={"encoder_sequence": ~enc_mask})
+
+
+def test_harness_decoder_only(rng):
+    run_layer_test(TransformerDecoderLayer, {"num_heads": 2, "intermediate_dim": 8, "key_dim": 3},
+                   inputs={"decoder_sequence": random(rng, B, T, D)})
+
+
+def test_error_heads_do_not_divide(rng):
+    with pytest.raises(ValueError, match=r"`num_heads` must divide the model width.*num_heads=3 for width 8"):
+        TransformerEncoderLayer(num_heads=3, intermediate_dim=8)(random(rng, B, T, D))
+    with pytest.raises(ValueError, match=r"num_heads=3 for width 8"):
+        TransformerDecoderLayer(num_heads=3, intermediate_dim=8)(random(rng, B, T, D))
+
+
+def test_error_encoder_presence(rng):
+    layer = TransformerDecoderLayer(2, 8)
+    layer(random(rng, B, T, D), random(rng, B, S, D))
+    with pytest.raises(ValueError, match="built with an encoder_sequence .* called with no encoder_sequence"):
+        layer(random(rng, B, T, D))
+
+
+@pytest.mark.parametrize("kwargs,pattern", [
+    ({"num_heads": 0, "intermediate_dim": 8}, r"`num_heads` of TransformerEncoderLayer must be a positive"),
+    ({"num_heads": 2, "intermediate_dim": 0}, r"`intermediate_dim` of TransformerEncoderLayer must be a positive"),
+    ({"num_heads": 2, "intermediate_dim": 8, "dropout": 1.0}, r"`dropout` of TransformerEncoderLayer"),
+])
+def test_error_constructor(kwargs, pattern):
+    with pytest.raises(ValueError, match=pattern):
+        TransformerEncoderLayer(**kwargs)
+
+
+def test_error_rank(rng):
+    with pytest.raises(ValueError, match=r"`inputs` of TransformerEncoderLayer must have rank 3"):
+        TransformerEncoderLayer(2, 8)(random(rng, B, D))
