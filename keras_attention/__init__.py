@@ -3,6 +3,12 @@ as Keras 3 layers written with `keras.ops` only."""
 
 from keras_attention.additive import AdditiveAttention, ConcatAttention
 from keras_attention.base import ScoreAttention
+from keras_attention.convs2s import (
+    ConvS2SDecoder,
+    ConvS2SEncoder,
+    GLUConv1D,
+    MultiStepAttention,
+)
 from keras_attention.local import LocalAttention
 from keras_attention.multi_head import MultiHead
 from keras_attention.multiplicative import DotProductAttention, GeneralAttention
@@ -18,11 +24,15 @@ __version__ = "0.1.0"
 __all__ = [
     "AdditiveAttention",
     "ConcatAttention",
+    "ConvS2SDecoder",
+    "ConvS2SEncoder",
     "DotProductAttention",
     "FeedForward",
     "GeneralAttention",
+    "GLUConv1D",
     "LocalAttention",
     "MultiHead",
+    "MultiStepAttention",
     "PositionalEmbedding",
     "ScoreAttention",
     "TransformerDecoderLayer",

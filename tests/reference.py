@@ -119,3 +119,38 @@ def feed_forward(x, W1, b1, W2, b2):
 
 def causal(T):
     return np.tril(np.ones((T, T), bool))
+
+
+def glu_conv(x, kernel, bias, left, right, residual=None, mask=None):
+    """ConvS2S block: zero padded positions, pad (left, right), W [x_{i..i+k-1}] + b,
+    GLU A ⊗ σ(B), then (v + residual) · sqrt(0.5). `residual` is None (no
+    residual), "identity" or a (kernel, bias) projection."""
+    if mask is not None:
+        x = x * mask[..., None]
+    B, T, _ = x.shape
+    k = kernel.shape[0]
+    padded = np.concatenate([np.zeros((B, left, x.shape[2])), x, np.zeros((B, right, x.shape[2]))], 1)
+    y = np.zeros((B, T, kernel.shape[2]))
+    for t in range(T):
+        window = padded[:, t : t + k].reshape(B, -1)  # [h_{i-k/2} ... h_{i+k/2}]
+        y[:, t] = window @ kernel.reshape(-1, kernel.shape[2]) + bias
+    a, b = np.split(y, 2, axis=-1)
+    v = a / (1 + np.exp(-b))
+    if residual is None:
+        return v
+    res = x if residual == "identity" else x @ residual[0] + residual[1]
+    return (v + res) * np.sqrt(0.5)
+
+
+def multi_step_attention(h, g, z, values, Wd, bd, mask=None, Wc=None, bc=None):
+    """d = W_d h + b_d + g; a = softmax(d · z); c = sum a (z + e) · m sqrt(1/m);
+    output = (h + [W_c] c) · sqrt(0.5)."""
+    d = h @ Wd + bd + g
+    scores = np.einsum("bte,bse->bts", d, z)
+    weights = softmax(scores, None if mask is None else mask[:, None, :])
+    c = weights @ values
+    m = np.full((h.shape[0], 1, 1), z.shape[1], float) if mask is None else mask.sum(1)[:, None, None]
+    c = c * m * np.sqrt(1.0 / m)
+    if Wc is not None:
+        c = c @ Wc + bc
+    return (h + c) * np.sqrt(0.5), weights
