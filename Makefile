@@ -25,6 +25,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/attention.py
+	$(PY) bench/convs2s.py
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache

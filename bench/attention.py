@@ -19,7 +19,7 @@ plain 1024x1024x1024 matmul's GFLOP/s measured in the same run.
 import argparse
 import os
 import statistics
-import time
+import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -28,6 +28,9 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from keras_attention import AdditiveAttention, DotProductAttention, MultiHead  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from timing import alternate, median_ratio, time_call  # noqa: E402
 
 
 def cases(B, T, D, H):
@@ -83,20 +86,12 @@ def make_step(fn, layers, x, backward, jit):
     return tf.function(step, jit_compile=jit)
 
 
-def time_call(fn, x, iters):
-    start = time.perf_counter()
-    for _ in range(iters):
-        result = fn(x)
-    keras.tree.map_structure(lambda t: t.numpy(), result)  # wait for the last call
-    return (time.perf_counter() - start) / iters
-
-
 def matmul_gflops(repeats, iters):
     a = tf.random.normal((1024, 1024))
     b = tf.random.normal((1024, 1024))
     fn = tf.function(lambda a: tf.matmul(a, b))
     fn(a)
-    times = [time_call(fn, a, iters) for _ in range(repeats)]
+    times = [time_call(fn, (a,), iters) for _ in range(repeats)]
     return 2 * 1024**3 / statistics.median(times) / 1e9
 
 
@@ -123,17 +118,11 @@ def main(argv=None):
     for name, (ours, peer, flops) in cases(args.batch, args.length, args.width, args.heads).items():
         for backward in (False, True):
             steps = [make_step(fn, layers, x, backward, args.jit) for fn, layers in (ours, peer)]
-            for step in steps:
-                time_call(step, x, 2)  # trace and warm up
-            times = ([], [])
-            for _ in range(args.repeats):
-                for which in (0, 1):  # alternate ours / peer
-                    times[which].append(time_call(steps[which], x, args.iters))
+            times = alternate([(step, (x,)) for step in steps], args.repeats, args.iters)
             ours_s, peer_s = statistics.median(times[0]), statistics.median(times[1])
-            ratios = [p / o for o, p in zip(*times)]
             total = flops * (3 if backward else 1)  # backward ~ 2x the forward
             print(f"{name:<21s} {'fwd+bwd' if backward else 'fwd':<9s} {ours_s * 1e3:8.2f} "
-                  f"{peer_s * 1e3:8.2f} {statistics.median(ratios):9.2f} "
+                  f"{peer_s * 1e3:8.2f} {median_ratio(times[1], times[0]):9.2f} "
                   f"{total / ours_s / 1e9:9.1f} {total / peer_s / 1e9:9.1f}")
 
 

@@ -523,7 +523,9 @@ class ConvS2SDecoder(_Embedder, keras.layers.Layer):
 
     def init_cache(self, encoder_keys, encoder_values, source_mask=None):
         """Everything `step` needs: the encoder outputs, the source mask and
-        one empty convolution buffer per layer."""
+        one empty convolution buffer per layer. Builds the decoder if needed."""
+        if not self.built:
+            self.build((encoder_keys.shape[0], None), encoder_keys.shape, encoder_values.shape)
         batch = ops.shape(encoder_keys)[0]
         if source_mask is None:
             source_mask = masking.keras_mask(encoder_keys)

@@ -10,6 +10,7 @@ from keras_attention.validation import (
     check_equal_dim,
     check_positive_int,
     check_rank,
+    check_built,
     check_rate,
 )
 
@@ -158,6 +159,7 @@ class MultiHead(keras.layers.Layer):
     def project_key_value(self, value, key=None):
         """Project the source once: returns `(K, V)`, `(B, H, Tv, d_k)` and
         `(B, H, Tv, d_v)`, for `attend` (cross-attention while decoding)."""
+        check_built(self, "project_key_value")
         key = value if key is None else key
         value = ops.cast(value, self.compute_dtype)
         key = ops.cast(key, self.compute_dtype)
@@ -235,6 +237,7 @@ class MultiHead(keras.layers.Layer):
             cache holds the new positions' keys and values; position j of
             the cache is attended to iff `j <= cache_index + i`.
         """
+        check_built(self, "step")
         key_cache, value_cache = cache
         new_key, new_value = self.project_key_value(inputs)  # (B, H, Tx, d)
         start = [0, 0, cache_index, 0]

@@ -5,7 +5,7 @@ from keras import ops
 
 from keras_attention import masking
 from keras_attention.multi_head import MultiHead
-from keras_attention.validation import check_positive_int, check_rank, check_rate
+from keras_attention.validation import check_built, check_positive_int, check_rank, check_rate
 
 register = keras.saving.register_keras_serializable(package="keras_attention")
 
@@ -356,6 +356,7 @@ class TransformerDecoderLayer(_Sublayers, keras.layers.Layer):
         values (computed once here). A dict of tensors, batch-major, so
         `tree.map_structure(lambda t: ops.take(t, order, 0), cache)`
         reorders it along the batch (beam search)."""
+        check_built(self, "init_cache")
         self._check_encoder(encoder_sequence)
         key, value = self.self_attention.init_cache(batch_size, max_length)
         cache = {"self_key": key, "self_value": value}

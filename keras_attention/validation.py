@@ -83,3 +83,12 @@ def check_mask_shape(name, mask, expected, owner, layout, broadcast=False):
             f"`{name}` of {owner} must have shape {layout} = {tuple(expected)} "
             f"to fit the inputs; received {name} with shape {shape}."
         )
+
+
+def check_built(layer, method):
+    """Incremental-decoding methods need the weights: say how to get them."""
+    if not layer.built:
+        raise ValueError(
+            f"{type(layer).__name__}.{method}() needs a built layer: call the layer once "
+            "on a batch (or call `build()` with the input shapes) before decoding."
+        )

@@ -250,3 +250,11 @@ def test_error_convolutions_and_positions(rng):
     encoder = ConvS2SEncoder(10, 8, [(8, 3)], max_length=4)
     with pytest.raises(ValueError, match=r"max_length=4\) has positions 0..3; received positions 0..5"):
         encoder(np.ones((1, 6), "int32"))
+
+
+def test_init_cache_builds_an_unbuilt_decoder(rng):
+    encoder, decoder = make_pair()
+    source, target = tokens(rng)
+    keys, values = encoder(source)
+    logits, _, _ = decoder.step(target[:, 0], decoder.init_cache(keys, values), 0)
+    np.testing.assert_allclose(np.asarray(logits), np.asarray(decoder(target, keys, values))[:, 0], atol=1e-5)

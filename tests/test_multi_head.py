@@ -121,3 +121,9 @@ def test_error_ranks_and_masks(rng):
     layer = MultiHead(2, 4)
     with pytest.raises(ValueError, match=r"`value_mask` of MultiHead must have shape \(B, Tv\) = \(2, 6\)"):
         layer(random(rng, B, TQ, D), random(rng, B, TV, D), value_mask=np.ones((B, 5), bool))
+
+
+def test_error_step_before_build(rng):
+    layer = MultiHead(2, 4)
+    with pytest.raises(ValueError, match=r"MultiHead.step\(\) needs a built layer"):
+        layer.step(random(rng, B, 1, D), layer.init_cache(B, 3), 0)

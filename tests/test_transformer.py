@@ -161,3 +161,8 @@ def test_error_constructor(kwargs, pattern):
 def test_error_rank(rng):
     with pytest.raises(ValueError, match=r"`inputs` of TransformerEncoderLayer must have rank 3"):
         TransformerEncoderLayer(2, 8)(random(rng, B, D))
+
+
+def test_error_init_cache_before_build():
+    with pytest.raises(ValueError, match=r"TransformerDecoderLayer.init_cache\(\) needs a built layer"):
+        TransformerDecoderLayer(2, 8).init_cache(2, 4)
