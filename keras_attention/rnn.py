@@ -1,0 +1,339 @@
+"""Recurrent encoder and attention-equipped recurrent decoder.
+
+The decoder implements both formulations of the seeds:
+
+- Bahdanau: the query is the previous decoder state s_{t-1};
+  c_t = Attention(s_{t-1}, H); s_t = RNN([y_{t-1}; c_t], s_{t-1});
+  logits_t = W_o [s_t; c_t] + b_o.
+- Luong: s_t = RNN([y_{t-1}; h̃_{t-1}], s_{t-1}) (h̃ only with input feeding);
+  a_t = Attention(s_t, H); h̃_t = [s_t; a_t]; logits_t = W_o h̃_t + b_o.
+
+and the bottleneck baseline without attention, logits_t = W_o s_t + b_o.
+"""
+
+import keras
+from keras import ops
+
+from keras_attention.base import ScoreAttention
+from keras_attention.local import LocalAttention
+from keras_attention.multi_head import MultiHead
+from keras_attention.validation import check_choice, check_positive_int, check_rank, check_rate
+
+register = keras.saving.register_keras_serializable(package="keras_attention")
+
+CELLS = {"lstm": keras.layers.LSTMCell, "gru": keras.layers.GRUCell}
+LAYERS = {"lstm": keras.layers.LSTM, "gru": keras.layers.GRU}
+
+
+def reverse_valid(x, lengths):
+    """Reverse each row's first `lengths[b]` steps, leaving padding in place:
+    `x (B, S, ...)`, `lengths (B,)`."""
+    positions = ops.arange(ops.shape(x)[1])[None, :]  # (1, S)
+    lengths = ops.cast(lengths, positions.dtype)[:, None]
+    index = ops.where(positions < lengths, lengths - 1 - positions, positions)  # (B, S)
+    if len(x.shape) == 3:
+        index = ops.expand_dims(index, -1)
+        index = ops.broadcast_to(index, ops.shape(x))
+    return ops.take_along_axis(x, index, axis=1)
+
+
+@register
+class RecurrentEncoder(keras.layers.Layer):
+    """Token embedding and one or more LSTM/GRU layers over the source.
+
+        e_j = Embedding(x_j)
+        h_j = RNN(e_j, h_{j-1})            (forward, or both ways when bidirectional)
+
+    With `reverse_source=True` the RNN reads each source sentence backwards
+    (Sutskever et al., 2014): the states are then put back in source order,
+    so `outputs[:, j]` is always the state at source token j.
+
+    Args:
+        vocab_size: int.
+        embed_dim: int.
+        units: int, RNN width (each direction).
+        num_layers: int.
+        cell: "lstm" or "gru".
+        bidirectional: bool; outputs and states have width 2·units.
+        reverse_source: bool.
+        dropout: float, between layers.
+        padding_id: token id of padding.
+
+    Call arguments:
+        source_tokens: int `(B, S)`.
+
+    Returns:
+        `(outputs (B, S, U'), final_state)`: the top layer's states at every
+        position (the attention memory, carrying the source mask) and its
+        final state, a list (`[h, c]` for LSTM, `[h]` for GRU).
+    """
+
+    def __init__(self, vocab_size, embed_dim, units, num_layers=1, cell="lstm", bidirectional=False,
+                 reverse_source=False, dropout=0.0, padding_id=0, **kwargs):
+        super().__init__(**kwargs)
+        owner = "RecurrentEncoder"
+        for name, value in (("vocab_size", vocab_size), ("embed_dim", embed_dim), ("units", units),
+                            ("num_layers", num_layers)):
+            check_positive_int(name, value, owner)
+        check_choice("cell", cell, tuple(CELLS), owner)
+        check_rate("dropout", dropout, owner)
+        self.vocab_size, self.embed_dim, self.units = vocab_size, embed_dim, units
+        self.num_layers, self.cell = num_layers, cell
+        self.bidirectional, self.reverse_source = bool(bidirectional), bool(reverse_source)
+        self.dropout, self.padding_id = dropout, padding_id
+
+    @property
+    def output_width(self):
+        return self.units * (2 if self.bidirectional else 1)
+
+    def build(self, source_tokens_shape):
+        check_rank("source_tokens", source_tokens_shape, (2,), "RecurrentEncoder", "(B, S)")
+        policy = self.dtype_policy
+        self.embedding = keras.layers.Embedding(self.vocab_size, self.embed_dim, dtype=policy, name="embedding")
+        self.embedding.build(source_tokens_shape)
+        self.rnn_layers = []
+        width = self.embed_dim
+        for index in range(self.num_layers):
+            layer = LAYERS[self.cell](self.units, return_sequences=True, return_state=True,
+                                      dropout=self.dropout if index else 0.0, dtype=policy,
+                                      name=f"{self.cell}_{index}")
+            if self.bidirectional:
+                layer = keras.layers.Bidirectional(layer, dtype=policy, name=f"bidirectional_{index}")
+            layer.build(tuple(source_tokens_shape) + (width,))
+            self.rnn_layers.append(layer)
+            width = self.output_width
+        self.built = True
+
+    def source_mask(self, source_tokens):
+        return ops.not_equal(source_tokens, self.padding_id)
+
+    def call(self, source_tokens, training=None):
+        mask = self.source_mask(source_tokens)
+        lengths = ops.sum(ops.cast(mask, "int32"), axis=1)
+        if self.reverse_source:
+            source_tokens = reverse_valid(source_tokens, lengths)
+        x = self.embedding(source_tokens)
+        for layer in self.rnn_layers:
+            x, *state = layer(x, mask=mask, training=training)
+        if self.bidirectional:  # [fw h, (fw c,) bw h, (bw c)] -> concatenated per component
+            half = len(state) // 2
+            state = [ops.concatenate([f, b], axis=-1) for f, b in zip(state[:half], state[half:])]
+        if self.reverse_source:
+            x = reverse_valid(x, lengths)
+        return x, list(state)
+
+    def compute_mask(self, source_tokens, previous_mask=None):
+        return self.source_mask(source_tokens), None
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "vocab_size": self.vocab_size, "embed_dim": self.embed_dim, "units": self.units,
+            "num_layers": self.num_layers, "cell": self.cell, "bidirectional": self.bidirectional,
+            "reverse_source": self.reverse_source, "dropout": self.dropout, "padding_id": self.padding_id,
+        }
+
+
+@register
+class AttentionDecoder(keras.layers.Layer):
+    """A recurrent decoder that attends to the encoder's states at every step.
+
+    `attention` is any attention layer of this library (or None for the
+    bottleneck baseline); `style` is "bahdanau" or "luong" (see the module
+    docstring for both). The encoder's final state initialises the decoder
+    state, through a learned projection (the bridge) when the widths
+    differ. With `context_input=True` that final encoder state (the seeds'
+    "context") is also fed as a constant input at every step.
+
+    Teacher-forced `call` runs the same `step` as generation over the
+    target (with `ops.scan`), so incremental decoding equals it exactly.
+
+    Args:
+        vocab_size: int, target vocabulary.
+        embed_dim: int.
+        units: int, decoder RNN width.
+        attention: an attention layer instance, or None.
+        style: "bahdanau" or "luong".
+        input_feeding: bool (Luong): feed h̃_{t-1} with the next input.
+        context_input: bool: feed the final encoder state at every step.
+        num_layers: int, stacked cells (attention reads the top one).
+        cell: "lstm" or "gru".
+        dropout: float, on the cell inputs.
+    """
+
+    def __init__(self, vocab_size, embed_dim, units, attention=None, style="bahdanau", input_feeding=True,
+                 context_input=False, num_layers=1, cell="lstm", dropout=0.0, **kwargs):
+        super().__init__(**kwargs)
+        owner = "AttentionDecoder"
+        for name, value in (("vocab_size", vocab_size), ("embed_dim", embed_dim), ("units", units),
+                            ("num_layers", num_layers)):
+            check_positive_int(name, value, owner)
+        check_choice("style", style, ("bahdanau", "luong"), owner)
+        check_choice("cell", cell, tuple(CELLS), owner)
+        check_rate("dropout", dropout, owner)
+        if attention is not None and not isinstance(attention, (ScoreAttention, MultiHead)):
+            raise ValueError(
+                "`attention` of AttentionDecoder must be a keras_attention attention layer "
+                f"(ScoreAttention subclass or MultiHead) or None; received {attention!r}."
+            )
+        self.vocab_size, self.embed_dim, self.units = vocab_size, embed_dim, units
+        self.attention = attention
+        self.style, self.input_feeding, self.context_input = style, bool(input_feeding), bool(context_input)
+        self.num_layers, self.cell, self.dropout = num_layers, cell, dropout
+
+    # -- sizes -------------------------------------------------------------
+    def _feed_width(self, memory_width):
+        """Width of the extra cell input that carries attention forward."""
+        if self.attention is None:
+            return 0
+        if self.style == "bahdanau":
+            return memory_width  # c_t
+        return self.units + memory_width if self.input_feeding else 0  # h̃_{t-1} = [s; a]
+
+    def build(self, memory_shape, encoder_state_shapes):
+        policy = self.dtype_policy
+        memory_width = memory_shape[-1]
+        self.memory_width = memory_width
+        self.embedding = keras.layers.Embedding(self.vocab_size, self.embed_dim, dtype=policy, name="embedding")
+        self.embedding.build((None, None))
+        context_width = encoder_state_shapes[0][-1] if self.context_input else 0
+        input_width = self.embed_dim + self._feed_width(memory_width) + context_width
+        self.cells = []
+        for index in range(self.num_layers):
+            cell = CELLS[self.cell](self.units, dtype=policy, name=f"{self.cell}_cell_{index}")
+            cell.build((None, input_width if index == 0 else self.units))
+            self.cells.append(cell)
+        self.bridges = []
+        for index, shape in enumerate(encoder_state_shapes):
+            bridge = None
+            if shape[-1] != self.units:
+                bridge = keras.layers.Dense(self.units, activation="tanh", dtype=policy, name=f"bridge_{index}")
+                bridge.build((None, shape[-1]))
+            self.bridges.append(bridge)
+        if self.attention is not None and not self.attention.built:
+            query = (None, self.units)
+            if isinstance(self.attention, MultiHead):
+                self.attention.build((None, 1, self.units), tuple(memory_shape))
+            else:
+                self.attention.build(query, tuple(memory_shape))
+        self.input_dropout = keras.layers.Dropout(self.dropout, dtype=policy)
+        output_width = self.units + (memory_width if self.attention is not None else 0)
+        self.output_projection = keras.layers.Dense(self.vocab_size, dtype=policy, name="output_projection")
+        self.output_projection.build((None, output_width))
+        self.built = True
+
+    # -- one step ----------------------------------------------------------
+    def _attend(self, query, memory, memory_mask, step):
+        """`query (B, U)` -> `(context (B, Dv), weights (B, S))`."""
+        if isinstance(self.attention, MultiHead):
+            mask = None if memory_mask is None else memory_mask[:, None, :]
+            context, weights = self.attention(query[:, None, :], memory, attention_mask=mask,
+                                              return_attention_scores=True)
+            return context[:, 0], ops.mean(weights[:, :, 0], axis=1)  # mean over heads
+        kwargs = {}
+        if isinstance(self.attention, LocalAttention):
+            kwargs["query_positions"] = step
+        return self.attention(query, memory, value_mask=memory_mask, return_attention_scores=True, **kwargs)
+
+    def initial_state(self, memory, encoder_state, memory_mask=None):
+        """The decoding state at t = 0: a dict of batch-major tensors."""
+        if not self.built:
+            self.build(memory.shape, [s.shape for s in encoder_state])
+        dtype = self.compute_dtype
+        encoder_state = [ops.cast(s, dtype) for s in encoder_state]
+        bridged = [s if bridge is None else bridge(s) for s, bridge in zip(encoder_state, self.bridges)]
+        batch = ops.shape(memory)[0]
+        if memory_mask is None:
+            memory_mask = ops.ones(ops.shape(memory)[:2], "bool")
+        state = {
+            "cells": [list(bridged) for _ in self.cells],
+            "memory": ops.cast(memory, dtype),
+            "memory_mask": ops.cast(memory_mask, "bool"),
+            "step": ops.zeros((batch,), "int32"),
+            "attention": ops.zeros(ops.shape(memory)[:2], dtype),
+        }
+        feed = self._feed_width(self.memory_width)
+        if feed:
+            state["feed"] = ops.zeros((batch, feed), dtype)
+        if self.context_input:
+            state["context"] = encoder_state[0]
+        return state
+
+    def step(self, tokens, state, training=None):
+        """Decode one position: `tokens (B,)` are y_{t-1}. Returns
+        `(logits (B, V), state)`; `state["attention"]` holds a_t (B, S)."""
+        output, state = self._step_output(tokens, state, training)
+        return self.output_projection(output), state
+
+    def _step_output(self, tokens, state, training):
+        """One step up to the output layer's input ([s_t; c_t], or s_t)."""
+        memory, memory_mask = state["memory"], state["memory_mask"]
+        pieces = [self.embedding(tokens)]
+        context = weights = None
+        if self.attention is not None and self.style == "bahdanau":
+            query = state["cells"][-1][0]  # s_{t-1}
+            context, weights = self._attend(query, memory, memory_mask, state["step"])
+            pieces.append(context)
+        elif "feed" in state:
+            pieces.append(state["feed"])  # h̃_{t-1}
+        if self.context_input:
+            pieces.append(state["context"])
+        x = self.input_dropout(ops.concatenate(pieces, axis=-1), training=training)
+        new_cells = []
+        for cell, cell_state in zip(self.cells, state["cells"]):
+            x, cell_state = cell(x, cell_state, training=training)
+            new_cells.append(list(cell_state))
+        new_state = dict(state, cells=new_cells, step=state["step"] + 1)
+        if self.attention is None:
+            output = x  # W_o s_t
+        elif self.style == "bahdanau":
+            output = ops.concatenate([x, context], axis=-1)  # W_o [s_t; c_t]
+            new_state["feed"] = context
+        else:
+            context, weights = self._attend(x, memory, memory_mask, state["step"])  # query s_t
+            output = ops.concatenate([x, context], axis=-1)  # h̃_t = [s_t; a_t]
+            if "feed" in state:
+                new_state["feed"] = output
+        if weights is not None:
+            new_state["attention"] = ops.cast(weights, state["attention"].dtype)
+        return output, new_state
+
+    def call(self, target_tokens, state, training=None):
+        """Teacher forcing: logits `(B, T, V)` and attention weights `(B, T, S)`.
+
+        Runs `_step_output` over time with `ops.scan`. The encoder memory is
+        constant, so the step closes over it, and the scanned carry holds
+        only what changes (Keras's scan stacks a copy of the carry per step).
+        The output layer is applied once to all steps afterwards."""
+        constant_keys = ("memory", "memory_mask", "context")
+        constants = {k: v for k, v in state.items() if k in constant_keys}
+        carry = {k: v for k, v in state.items() if k not in constant_keys}
+        width = self.units + (self.memory_width if self.attention is not None else 0)
+        carry["output"] = ops.zeros((ops.shape(target_tokens)[0], width), self.compute_dtype)
+
+        def scan_step(carry, tokens):
+            output, new_state = self._step_output(tokens, {**constants, **carry}, training)
+            new_carry = {k: new_state[k] for k in carry if k != "output"}
+            new_carry["output"] = output
+            return new_carry, new_carry
+
+        _, per_step = ops.scan(scan_step, carry, ops.transpose(target_tokens))  # time-major
+        outputs = ops.transpose(per_step["output"], (1, 0, 2))  # (B, T, U [+ Dv])
+        weights = ops.transpose(per_step["attention"], (1, 0, 2))  # (B, T, S)
+        return self.output_projection(outputs), weights
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "vocab_size": self.vocab_size, "embed_dim": self.embed_dim, "units": self.units,
+            "attention": None if self.attention is None else keras.saving.serialize_keras_object(self.attention),
+            "style": self.style, "input_feeding": self.input_feeding, "context_input": self.context_input,
+            "num_layers": self.num_layers, "cell": self.cell, "dropout": self.dropout,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        if config.get("attention") is not None:
+            config["attention"] = keras.saving.deserialize_keras_object(config["attention"])
+        return cls(**config)
