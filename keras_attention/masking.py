@@ -109,3 +109,21 @@ def keras_mask(tensor):
     """The Keras padding mask attached to `tensor` by an upstream layer
     (e.g. `Embedding(mask_zero=True)`), or None."""
     return getattr(tensor, "_keras_mask", None)
+
+
+def write_at(buffer, update, index, axis):
+    """`buffer` with `update` written at positions `index .. index + n - 1`
+    of `axis` (n = update's size there); `index` may be a tensor.
+
+    Built from a gather and a select rather than `ops.slice_update`, whose
+    TensorFlow lowering (XlaDynamicUpdateSlice) has no gradient and is not
+    a core serving op: this stays differentiable and exportable.
+    """
+    size = ops.shape(buffer)[axis]
+    count = ops.shape(update)[axis]
+    positions = ops.arange(size) - index  # position in `update` of each slot
+    inside = ops.logical_and(positions >= 0, positions < count)
+    gathered = ops.take(update, ops.clip(positions, 0, count - 1), axis=axis)
+    shape = [1] * len(buffer.shape)
+    shape[axis] = -1
+    return ops.where(ops.reshape(inside, shape), ops.cast(gathered, buffer.dtype), buffer)

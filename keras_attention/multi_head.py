@@ -240,9 +240,8 @@ class MultiHead(keras.layers.Layer):
         check_built(self, "step")
         key_cache, value_cache = cache
         new_key, new_value = self.project_key_value(inputs)  # (B, H, Tx, d)
-        start = [0, 0, cache_index, 0]
-        key_cache = ops.slice_update(key_cache, start, ops.cast(new_key, key_cache.dtype))
-        value_cache = ops.slice_update(value_cache, start, ops.cast(new_value, value_cache.dtype))
+        key_cache = masking.write_at(key_cache, new_key, cache_index, axis=2)
+        value_cache = masking.write_at(value_cache, new_value, cache_index, axis=2)
         steps = ops.arange(ops.shape(inputs)[1]) + cache_index  # (Tx,)
         positions = ops.arange(ops.shape(key_cache)[2])  # (S,)
         mask = ops.expand_dims(ops.less_equal(positions[None, :], steps[:, None]), 0)  # (1, Tx, S)

@@ -1,0 +1,223 @@
+"""The Seq2Seq families: incremental decoding, state reordering, learning a
+reversal task, scheduled sampling, the loss, saving, bad input."""
+
+import os
+import tempfile
+
+import keras
+import numpy as np
+import pytest
+from keras import ops
+
+from keras_attention.generation import greedy_search
+from keras_attention.rnn import reverse_valid
+from keras_attention.seq2seq import (
+    ConvS2SSeq2Seq,
+    MaskedCrossEntropy,
+    RecurrentSeq2Seq,
+    ScheduledSampling,
+    TransformerSeq2Seq,
+)
+from tests import reference
+
+VOCAB, PAD, SOS, EOS = 13, 0, 1, 2
+
+FAMILIES = {
+    "rnn-luong-general": lambda: RecurrentSeq2Seq(VOCAB, VOCAB, 16, 16, attention="general", style="luong"),
+    "rnn-luong-no-feeding": lambda: RecurrentSeq2Seq(VOCAB, VOCAB, 16, 16, attention="dot", style="luong",
+                                                     input_feeding=False),
+    "rnn-bahdanau-additive": lambda: RecurrentSeq2Seq(VOCAB, VOCAB, 16, 16, attention="additive",
+                                                      style="bahdanau"),
+    "rnn-concat-gru-2layers": lambda: RecurrentSeq2Seq(VOCAB, VOCAB, 16, 16, attention="concat", cell="gru",
+                                                       encoder_layers=2, decoder_layers=2),
+    "rnn-bidirectional-reversed": lambda: RecurrentSeq2Seq(VOCAB, VOCAB, 16, 16, attention="multihead",
+                                                           bidirectional=True, reverse_source=True),
+    "rnn-local": lambda: RecurrentSeq2Seq(VOCAB, VOCAB, 16, 16, attention="local"),
+    "rnn-no-attention": lambda: RecurrentSeq2Seq(VOCAB, VOCAB, 16, 16, attention=None, context_input=True),
+    "convs2s": lambda: ConvS2SSeq2Seq(VOCAB, VOCAB, 16, [(16, 3)] * 2, [(16, 3)] * 2, max_length=16),
+    "transformer": lambda: TransformerSeq2Seq(VOCAB, VOCAB, 16, 2, 32, 2, max_length=16),
+    "transformer-pre-norm": lambda: TransformerSeq2Seq(VOCAB, VOCAB, 16, 2, 32, 1, max_length=16,
+                                                       norm_first=True),
+}
+
+
+def batch(rng, n=3, source_length=6, target_length=5):
+    source = rng.integers(3, VOCAB, (n, source_length))
+    source[0, 4:] = PAD  # sources of different lengths
+    target_in = rng.integers(3, VOCAB, (n, target_length))
+    target_in[:, 0] = SOS
+    return source.astype("int32"), target_in.astype("int32")
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_incremental_decoding_equals_teacher_forcing(rng, family):
+    model = FAMILIES[family]()
+    source, target_in = batch(rng)
+    full = np.asarray(model((source, target_in)))
+    state = model.encode(source, max_length=target_in.shape[1])
+    for t in range(target_in.shape[1]):
+        logits, state = model.decode_step(target_in[:, t], state)
+        np.testing.assert_allclose(np.asarray(logits), full[:, t], atol=1e-5)
+    weights = model.attention_weights(source, target_in)
+    for value in weights.values():
+        value = np.asarray(value)
+        np.testing.assert_allclose(value.sum(-1), 1.0, atol=1e-5)
+        assert np.all(value[0, ..., 4:] == 0.0)  # padded source positions get no weight
+
+
+@pytest.mark.parametrize("family", ["rnn-bahdanau-additive", "convs2s", "transformer"])
+def test_reorder_state_equals_permuted_batch(rng, family):
+    model = FAMILIES[family]()
+    source, target_in = batch(rng)
+    order = np.array([2, 0, 0])
+    full = np.asarray(model((source[order], target_in[order])))
+    state = model.encode(source, max_length=5)
+    for t in range(2):
+        _, state = model.decode_step(target_in[:, t], state)
+    state = model.reorder_state(state, order)
+    for t in range(2, 5):
+        logits, state = model.decode_step(target_in[order, t], state)
+        np.testing.assert_allclose(np.asarray(logits), full[:, t], atol=1e-5)
+
+
+def test_reverse_valid_keeps_padding_in_place():
+    x = np.array([[1, 2, 3, 0, 0], [4, 5, 6, 7, 8]])
+    np.testing.assert_array_equal(np.asarray(reverse_valid(x, np.array([3, 5]))),
+                                  [[3, 2, 1, 0, 0], [8, 7, 6, 5, 4]])
+
+
+def test_reversed_source_reads_backwards_but_returns_source_order(rng):
+    forward = RecurrentSeq2Seq(VOCAB, VOCAB, 8, 8, attention="general")
+    backward = RecurrentSeq2Seq(VOCAB, VOCAB, 8, 8, attention="general", reverse_source=True)
+    source, target_in = batch(rng)
+    forward((source, target_in))
+    backward((source, target_in))
+    backward.set_weights(forward.get_weights())
+    flipped = np.asarray(reverse_valid(source, (source != 0).sum(1)))
+    memory_forward, _ = forward.encoder(flipped)
+    memory_backward, _ = backward.encoder(source)
+    np.testing.assert_allclose(np.asarray(reverse_valid(memory_forward, (source != 0).sum(1))),
+                               np.asarray(memory_backward), atol=1e-6)
+
+
+# -- learning a task ------------------------------------------------------------
+def reversal_data(rng, count, length=8):
+    source = rng.integers(3, VOCAB, (count, length))
+    target = source[:, ::-1]
+    target_in = np.concatenate([np.full((count, 1), SOS), target], 1)
+    target_out = np.concatenate([target, np.full((count, 1), EOS)], 1)
+    return source.astype("int32"), target_in.astype("int32"), target_out.astype("int32")
+
+
+LEARNERS = {
+    "rnn": lambda: RecurrentSeq2Seq(VOCAB, VOCAB, 32, 64, attention="general", style="luong"),
+    "convs2s": lambda: ConvS2SSeq2Seq(VOCAB, VOCAB, 64, [(64, 3)] * 3, [(64, 3)] * 3, max_length=16),
+    "transformer": lambda: TransformerSeq2Seq(VOCAB, VOCAB, 64, 4, 128, 2, max_length=16),
+}
+
+
+@pytest.mark.parametrize("family", LEARNERS)
+def test_each_family_learns_to_reverse(family):
+    rng = np.random.default_rng(1)
+    source, target_in, target_out = reversal_data(rng, 2000)
+    test_source, _, test_out = reversal_data(rng, 300)
+    model = LEARNERS[family]()
+    model.compile(keras.optimizers.Adam(3e-3), MaskedCrossEntropy())
+    for _ in range(10):  # stops early once it has learned
+        model.fit((source, target_in), target_out, batch_size=64, epochs=1, verbose=0)
+        predicted = np.asarray(greedy_search(model, test_source, max_length=9)["tokens"])
+        exact = (predicted == test_out).all(1).mean()
+        if exact >= 0.98:
+            break
+    assert exact >= 0.95, f"{family} reached only {exact:.2f} exact match"
+    if family == "rnn":  # the alignment of reversal is the anti-diagonal
+        weights = np.asarray(model.attention_weights(test_source[:50], target_in[:50])["attention"])
+        anti_diagonal = np.mean([weights[:, t, 7 - t] for t in range(8)])
+        assert anti_diagonal > 0.6, f"mean weight on the anti-diagonal {anti_diagonal:.2f}"
+
+
+# -- scheduled sampling -----------------------------------------------------------
+@pytest.mark.parametrize("family", ["rnn-luong-general", "convs2s", "transformer"])
+def test_scheduled_sampling_extremes(rng, family):
+    model = FAMILIES[family]()
+    source, target_in = batch(rng)
+    teacher = np.asarray(model((source, target_in)))
+    np.testing.assert_allclose(
+        np.asarray(model.scheduled_sampling_logits(source, target_in, 0.0)), teacher, atol=1e-5)
+    free = np.asarray(model.scheduled_sampling_logits(source, target_in, 1.0, draw="argmax"))
+    # Free running: each step's input is the previous step's argmax, as greedy decoding does.
+    greedy = np.asarray(greedy_search(model, source, max_length=5, eos_id=-1)["tokens"])
+    np.testing.assert_array_equal(free.argmax(-1), greedy)
+    assert not np.allclose(free, teacher, atol=1e-3)
+
+
+def test_schedules():
+    linear = ScheduledSampling("linear", start=0.0, end=0.5, steps=100)
+    np.testing.assert_allclose([float(linear(s)) for s in (0, 50, 100, 500)], [0.0, 0.25, 0.5, 0.5], atol=1e-6)
+    assert float(ScheduledSampling("constant", probability=0.3)(1234)) == pytest.approx(0.3)
+    inverse = ScheduledSampling("inverse_sigmoid", k=10.0)
+    for step in (0, 10, 50):
+        assert float(inverse(step)) == pytest.approx(1 - 10 / (10 + np.exp(step / 10)), abs=1e-6)
+
+
+def test_fit_with_scheduled_sampling(rng):
+    source, target_in, target_out = reversal_data(rng, 64)
+    model = RecurrentSeq2Seq(VOCAB, VOCAB, 8, 8, attention="general",
+                             scheduled_sampling=ScheduledSampling("constant", probability=0.5, seed=3))
+    model.compile(keras.optimizers.Adam(1e-2), MaskedCrossEntropy())
+    before = [np.array(w) for w in model.get_weights()] if model.built else None
+    history = model.fit((source, target_in), target_out, batch_size=32, epochs=2, verbose=0)
+    assert np.all(np.isfinite(history.history["loss"]))
+    assert before is None or any(not np.allclose(a, b) for a, b in zip(before, model.get_weights()))
+
+
+# -- loss ---------------------------------------------------------------------------
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+def test_masked_cross_entropy_matches_reference(rng, smoothing):
+    logits = rng.normal(size=(2, 4, 6)).astype("float32")
+    labels = np.array([[3, 4, 2, 0], [5, 2, 0, 0]])
+    loss = float(MaskedCrossEntropy(label_smoothing=smoothing)(labels, logits))
+    log_probs = np.log(reference.softmax(logits))
+    target = np.eye(6)[labels] * (1 - smoothing) + smoothing / 6
+    token = -(target * log_probs).sum(-1)
+    mask = labels != 0
+    assert loss == pytest.approx(token[mask].mean(), rel=1e-5)
+
+
+# -- saving -------------------------------------------------------------------------
+@pytest.mark.parametrize("family", ["rnn-bahdanau-additive", "convs2s", "transformer"])
+def test_keras_file_round_trip(rng, family):
+    model = FAMILIES[family]()
+    source, target_in = batch(rng)
+    expected = np.asarray(model((source, target_in)))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "model.keras")
+        model.save(path)
+        loaded = keras.saving.load_model(path)
+    np.testing.assert_allclose(np.asarray(loaded((source, target_in))), expected, atol=1e-6)
+    assert type(loaded) is type(model) and loaded.get_config() == model.get_config()
+
+
+# -- bad input ------------------------------------------------------------------------
+@pytest.mark.parametrize("family", ["rnn-luong-general", "convs2s", "transformer"])
+def test_error_empty_source(family):
+    model = FAMILIES[family]()
+    with pytest.raises(ValueError, match=r"`source` of .* is empty \(shape \(2, 0\)\)"):
+        model.encode(np.zeros((2, 0), "int32"))
+
+
+def test_error_source_longer_than_learned_positions():
+    model = ConvS2SSeq2Seq(VOCAB, VOCAB, 8, [(8, 3)], [(8, 3)], max_length=6)
+    with pytest.raises(ValueError, match=r"max_length=6\) has positions 0..5; received positions 0..8"):
+        model.encode(np.ones((1, 9), "int32"))
+
+
+def test_error_decoding_past_the_cache():
+    model = TransformerSeq2Seq(VOCAB, VOCAB, 8, 2, 8, 1, max_length=6)
+    with pytest.raises(ValueError, match=r"`max_length` 9 exceeds TransformerSeq2Seq's max_length 6"):
+        model.encode(np.ones((1, 3), "int32"), max_length=9)
+
+
+def test_error_unknown_attention():
+    with pytest.raises(ValueError, match=r"`attention` of RecurrentSeq2Seq must be one of"):
+        RecurrentSeq2Seq(VOCAB, VOCAB, attention="cosine")
