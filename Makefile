@@ -24,8 +24,10 @@ test: $(STAMP)
 	$(PY) -m pytest -q -n 2 tests
 
 bench: $(STAMP)
+	$(PY) -m pip install --quiet -e ".[bench]"
 	$(PY) bench/attention.py
 	$(PY) bench/convs2s.py
+	$(PY) bench/generation.py
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache

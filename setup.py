@@ -28,6 +28,8 @@ setup(
             "mlxtend>=0.23",
         ],
         "dev": ["pytest>=8", "pytest-xdist>=3"],
+        # Peers that bench/ measures against; not needed by the library.
+        "bench": ["keras-hub==0.32.*"],
     },
     classifiers=[
         "Programming Language :: Python :: 3",

@@ -417,7 +417,7 @@ class TransformerSeq2Seq(Seq2Seq):
         memory, mask = self._encode_memory(source, training=training)
         batch = ops.shape(memory)[0]
         if not self.decoder_layers[0].built:
-            self.teacher_forced(source, ops.ones((batch, 1), "int32"))
+            self.teacher_forced(source, ops.ones((batch, 2), "int32"))  # builds the decoder
         state = {f"layer_{i}": layer.init_cache(batch, max_length, memory)
                  for i, layer in enumerate(self.decoder_layers)}
         state.update(source_mask=mask, step=ops.zeros((batch,), "int32"),
