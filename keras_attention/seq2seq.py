@@ -20,6 +20,7 @@ import keras
 from keras import ops
 
 from keras_attention.convs2s import ConvS2SDecoder, ConvS2SEncoder
+from keras_attention.masking import write_at
 from keras_attention.positional import PositionalEmbedding
 from keras_attention.rnn import AttentionDecoder, RecurrentEncoder
 from keras_attention.transformer import TransformerDecoderLayer, TransformerEncoderLayer
@@ -160,32 +161,44 @@ class Seq2Seq(keras.Model):
         """Decode step by step; at step t+1 feed, with probability p, the
         token drawn from the model's own output at step t instead of the
         ground truth `target_in[:, t+1]`. p = 0 is teacher forcing, p = 1 is
-        free running."""
+        free running. Returns logits `(B, T, V)`."""
         source = ops.convert_to_tensor(source)
-        target_in = ops.convert_to_tensor(target_in)
-        length = ops.shape(target_in)[1]
-        state = self.encode(source, max_length=target_in.shape[1], training=training)
+        target_in = ops.cast(ops.convert_to_tensor(target_in), "int32")
+        static_length = target_in.shape[1]
+        state = self.encode(source, max_length=static_length, training=training)
         batch = ops.shape(target_in)[0]
         probability = ops.cast(probability, "float32")
-        tokens = ops.cast(target_in[:, 0], "int32")
-        logits, state = self.decode_step(tokens, state, training=training)
-        outputs = [logits]
-        # A Python loop over a static length: unrolled, so gradients flow
-        # through every step (the length is the padded target length).
-        for t in range(1, target_in.shape[1]):
+
+        def next_tokens(logits, t):
             if draw == "argmax":
                 drawn = ops.argmax(logits, axis=-1)
             else:
                 drawn = keras.random.categorical(ops.cast(logits, "float32"), 1, seed=self._sampling_seed)[:, 0]
             use_model = keras.random.uniform((batch,), seed=self._sampling_seed) < probability
-            tokens = ops.where(use_model, ops.cast(drawn, "int32"), ops.cast(target_in[:, t], "int32"))
-            logits, state = self.decode_step(tokens, state, training=training)
-            outputs.append(logits)
-        del length
-        return ops.stack(outputs, axis=1)
+            return ops.where(use_model, ops.cast(drawn, "int32"), ops.take(target_in, t, axis=1))
 
-    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
-        return super().compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=training)
+        logits, state = self.decode_step(target_in[:, 0], state, training=training)
+        if static_length is not None:
+            # A known length (the usual padded batch): unroll, so each step is
+            # a plain op in the graph.
+            outputs = [logits]
+            for t in range(1, static_length):
+                logits, state = self.decode_step(next_tokens(logits, t), state, training=training)
+                outputs.append(logits)
+            return ops.stack(outputs, axis=1)
+
+        # An unknown length (tf.data with padded_batch): a while_loop that
+        # writes each step with `write_at`, which keeps gradients flowing.
+        length = ops.shape(target_in)[1]
+        outputs = write_at(ops.zeros((batch, length, ops.shape(logits)[-1]), logits.dtype),
+                           logits[:, None], 0, axis=1)
+
+        def body(t, logits, state, outputs):
+            logits, state = self.decode_step(next_tokens(logits, t), state, training=training)
+            return t + 1, logits, state, write_at(outputs, logits[:, None], t, axis=1)
+
+        _, _, _, outputs = ops.while_loop(lambda t, *_: t < length, body, (1, logits, state, outputs))
+        return outputs
 
     def train_step(self, data):
         if self.scheduled_sampling is None:

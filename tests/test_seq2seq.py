@@ -221,3 +221,22 @@ def test_error_decoding_past_the_cache():
 def test_error_unknown_attention():
     with pytest.raises(ValueError, match=r"`attention` of RecurrentSeq2Seq must be one of"):
         RecurrentSeq2Seq(VOCAB, VOCAB, attention="cosine")
+
+
+def test_scheduled_sampling_with_unknown_length_is_differentiable(rng):
+    import tensorflow as tf
+
+    model = FAMILIES["rnn-luong-general"]()
+    source, target_in = batch(rng)
+    expected = np.asarray(model((source, target_in)))
+
+    @tf.function(input_signature=[tf.TensorSpec((None, None), tf.int32)] * 2)
+    def loss_and_grads(source, target_in):
+        with tf.GradientTape() as tape:
+            logits = model.scheduled_sampling_logits(source, target_in, 0.0)
+            loss = tf.reduce_sum(logits)
+        return logits, tape.gradient(loss, model.trainable_variables)
+
+    logits, grads = loss_and_grads(source, target_in)
+    np.testing.assert_allclose(np.asarray(logits), expected, atol=1e-5)  # p = 0: teacher forcing
+    assert all(g is not None and np.all(np.isfinite(np.asarray(tf.convert_to_tensor(g)))) for g in grads)
