@@ -67,12 +67,29 @@ class FeedForward(keras.layers.Layer):
         }
 
 
-class _Sublayers:
-    """Builds the residual blocks shared by the encoder and decoder layers:
+class _TransformerLayer(keras.layers.Layer):
+    """What the encoder and decoder layers share: arguments, config, and the
+    residual blocks
 
         post-norm:  x = LayerNorm(x + Dropout(Sublayer(x)))      (the paper)
         pre-norm:   x = x + Dropout(Sublayer(LayerNorm(x)))
     """
+
+    def __init__(self, num_heads, intermediate_dim, key_dim=None, dropout=0.0,
+                 activation="relu", norm_first=False, layer_norm_epsilon=1e-5, **kwargs):
+        super().__init__(**kwargs)
+        owner = type(self).__name__
+        check_positive_int("num_heads", num_heads, owner)
+        check_positive_int("intermediate_dim", intermediate_dim, owner)
+        check_rate("dropout", dropout, owner)
+        self.num_heads = num_heads
+        self.intermediate_dim = intermediate_dim
+        self.key_dim = key_dim
+        self.dropout = dropout
+        self.activation = keras.activations.get(activation)
+        self.norm_first = norm_first
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.supports_masking = True
 
     def _make_norm(self, name, shape):
         norm = keras.layers.LayerNormalization(
@@ -88,11 +105,6 @@ class _Sublayers:
         x = x + self._dropout_layer(y, training=training)
         return (x if self.norm_first else norm(x)), extra
 
-    def _check_common(self, owner, num_heads, intermediate_dim, dropout):
-        check_positive_int("num_heads", num_heads, owner)
-        check_positive_int("intermediate_dim", intermediate_dim, owner)
-        check_rate("dropout", dropout, owner)
-
     def _head_dim(self, owner, width):
         if self.key_dim is not None:
             return self.key_dim
@@ -105,8 +117,9 @@ class _Sublayers:
             )
         return width // self.num_heads
 
-    def _common_config(self):
+    def get_config(self):
         return {
+            **super().get_config(),
             "num_heads": self.num_heads,
             "intermediate_dim": self.intermediate_dim,
             "key_dim": self.key_dim,
@@ -118,7 +131,7 @@ class _Sublayers:
 
 
 @register
-class TransformerEncoderLayer(_Sublayers, keras.layers.Layer):
+class TransformerEncoderLayer(_TransformerLayer):
     """One Transformer encoder layer.
 
         x = LayerNorm(x + MultiHead(x, x, x))      (self-attention)
@@ -149,19 +162,6 @@ class TransformerEncoderLayer(_Sublayers, keras.layers.Layer):
     Returns:
         `(B, T, D)`, or `(output, scores)`.
     """
-
-    def __init__(self, num_heads, intermediate_dim, key_dim=None, dropout=0.0,
-                 activation="relu", norm_first=False, layer_norm_epsilon=1e-5, **kwargs):
-        super().__init__(**kwargs)
-        self._check_common("TransformerEncoderLayer", num_heads, intermediate_dim, dropout)
-        self.num_heads = num_heads
-        self.intermediate_dim = intermediate_dim
-        self.key_dim = key_dim
-        self.dropout = dropout
-        self.activation = keras.activations.get(activation)
-        self.norm_first = norm_first
-        self.layer_norm_epsilon = layer_norm_epsilon
-        self.supports_masking = True
 
     def build(self, inputs_shape):
         owner = "TransformerEncoderLayer"
@@ -213,12 +213,10 @@ class TransformerEncoderLayer(_Sublayers, keras.layers.Layer):
         b, t = inputs.shape[0], inputs.shape[1]
         return output, keras.KerasTensor((b, self.num_heads, t, t), dtype=self.compute_dtype)
 
-    def get_config(self):
-        return {**super().get_config(), **self._common_config()}
 
 
 @register
-class TransformerDecoderLayer(_Sublayers, keras.layers.Layer):
+class TransformerDecoderLayer(_TransformerLayer):
     """One Transformer decoder layer.
 
         x = LayerNorm(x + MultiHead(x, x, x, causal))          (masked self-attention)
@@ -250,19 +248,6 @@ class TransformerDecoderLayer(_Sublayers, keras.layers.Layer):
     Returns:
         `(B, T, D)`, or `(output, scores_dict)`.
     """
-
-    def __init__(self, num_heads, intermediate_dim, key_dim=None, dropout=0.0,
-                 activation="relu", norm_first=False, layer_norm_epsilon=1e-5, **kwargs):
-        super().__init__(**kwargs)
-        self._check_common("TransformerDecoderLayer", num_heads, intermediate_dim, dropout)
-        self.num_heads = num_heads
-        self.intermediate_dim = intermediate_dim
-        self.key_dim = key_dim
-        self.dropout = dropout
-        self.activation = keras.activations.get(activation)
-        self.norm_first = norm_first
-        self.layer_norm_epsilon = layer_norm_epsilon
-        self.supports_masking = True
 
     def build(self, decoder_sequence_shape, encoder_sequence_shape=None):
         owner = "TransformerDecoderLayer"
@@ -407,5 +392,3 @@ class TransformerDecoderLayer(_Sublayers, keras.layers.Layer):
             scores["cross_attention"] = keras.KerasTensor((b, self.num_heads, t, s), dtype=self.compute_dtype)
         return output, scores
 
-    def get_config(self):
-        return {**super().get_config(), **self._common_config()}
