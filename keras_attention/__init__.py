@@ -13,6 +13,12 @@ from keras_attention.local import LocalAttention
 from keras_attention.multi_head import MultiHead
 from keras_attention.multiplicative import DotProductAttention, GeneralAttention
 from keras_attention.positional import PositionalEmbedding
+from keras_attention.spatial import (
+    AffineGrid,
+    BilinearSampler,
+    SpatialTransformer,
+    ThinPlateSplineGrid,
+)
 from keras_attention.transformer import (
     FeedForward,
     TransformerDecoderLayer,
@@ -23,6 +29,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AdditiveAttention",
+    "AffineGrid",
+    "BilinearSampler",
     "ConcatAttention",
     "ConvS2SDecoder",
     "ConvS2SEncoder",
@@ -35,6 +43,8 @@ __all__ = [
     "MultiStepAttention",
     "PositionalEmbedding",
     "ScoreAttention",
+    "SpatialTransformer",
+    "ThinPlateSplineGrid",
     "TransformerDecoderLayer",
     "TransformerEncoderLayer",
 ]

@@ -154,3 +154,27 @@ def multi_step_attention(h, g, z, values, Wd, bd, mask=None, Wc=None, bc=None):
     if Wc is not None:
         c = c @ Wc + bc
     return (h + c) * np.sqrt(0.5), weights
+
+
+def bilinear_sample(image, x, y, padding="zeros"):
+    """The seed's V_i^c = Σ_n Σ_m U_nm^c max(0, 1-|x_i-m|) max(0, 1-|y_i-n|),
+    summed literally over every pixel; x, y in pixel units, (B, P)."""
+    B, H, W, C = image.shape
+    if padding == "border":
+        x, y = np.clip(x, 0, W - 1), np.clip(y, 0, H - 1)
+    m = np.arange(W)[None, None, :]
+    n = np.arange(H)[None, None, :]
+    wx = np.maximum(0.0, 1.0 - np.abs(x[..., None] - m))  # (B, P, W)
+    wy = np.maximum(0.0, 1.0 - np.abs(y[..., None] - n))  # (B, P, H)
+    return np.einsum("bph,bpw,bhwc->bpc", wy, wx, image)
+
+
+def bilinear_grad_x(image, x, y):
+    """The seed's ∂V/∂x_i = Σ_n Σ_m U_nm max(0, 1-|y-n|) · {0 if |m-x| >= 1;
+    1 if m >= x; -1 if m < x}, (B, P, C)."""
+    B, H, W, C = image.shape
+    m = np.arange(W)[None, None, :]
+    n = np.arange(H)[None, None, :]
+    sign = np.where(np.abs(m - x[..., None]) >= 1, 0.0, np.where(m >= x[..., None], 1.0, -1.0))
+    wy = np.maximum(0.0, 1.0 - np.abs(y[..., None] - n))
+    return np.einsum("bph,bpw,bhwc->bpc", wy, sign, image)

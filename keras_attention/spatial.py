@@ -1,0 +1,333 @@
+"""Spatial Transformer Networks (Jaderberg et al., 2015): attention over
+where to look in an image. A localisation network predicts a transform, a
+grid generator maps every output pixel to a source location, and a bilinear
+sampler reads the input there; every step is differentiable.
+
+Coordinates are normalised: x = -1 is the centre of the leftmost pixel and
+x = +1 that of the rightmost (y likewise, top to bottom), whatever the size.
+"""
+
+import keras
+import numpy as np
+from keras import ops
+
+from keras_attention.validation import check_choice, check_positive_int, check_rank
+
+register = keras.saving.register_keras_serializable(package="keras_attention")
+
+
+def _check_size(output_size, owner):
+    if (not isinstance(output_size, (tuple, list)) or len(output_size) != 2
+            or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in output_size)):
+        raise ValueError(
+            f"`output_size` of {owner} must be (height, width) with both >= 1; "
+            f"received output_size={output_size!r}."
+        )
+    return tuple(output_size)
+
+
+def target_grid(height, width):
+    """Normalised target coordinates `(H·W, 2)` as (x_t, y_t), row-major."""
+    y, x = np.meshgrid(np.linspace(-1.0, 1.0, height), np.linspace(-1.0, 1.0, width), indexing="ij")
+    return np.stack([x.ravel(), y.ravel()], axis=-1)
+
+
+@register
+class AffineGrid(keras.layers.Layer):
+    """Sampling grid of an affine transform:
+
+        (x_s, y_s)ᵀ = A_θ (x_t, y_t, 1)ᵀ,   A_θ = [[θ11 θ12 θ13], [θ21 θ22 θ23]]
+
+    for every target pixel (x_t, y_t) of an `output_size` grid.
+
+    Call arguments:
+        theta: `(B, 2, 3)` or `(B, 6)`.
+
+    Returns:
+        `(B, H_out, W_out, 2)` source coordinates (x_s, y_s).
+    """
+
+    def __init__(self, output_size, **kwargs):
+        super().__init__(**kwargs)
+        self.output_size = _check_size(output_size, "AffineGrid")
+
+    def build(self, theta_shape):
+        if tuple(theta_shape[1:]) not in ((2, 3), (6,)):
+            raise ValueError(
+                f"`theta` of AffineGrid must have shape (B, 2, 3) or (B, 6); received shape {tuple(theta_shape)}."
+            )
+        height, width = self.output_size
+        grid = target_grid(height, width)
+        self._homogeneous = np.concatenate([grid, np.ones((height * width, 1))], 1).astype("float32")  # (H·W, 3)
+        self.built = True
+
+    def call(self, theta):
+        theta = ops.reshape(ops.cast(theta, "float32"), (-1, 2, 3))
+        coordinates = ops.einsum("pk,bjk->bpj", self._homogeneous, theta)  # (B, H·W, 2)
+        height, width = self.output_size
+        return ops.cast(ops.reshape(coordinates, (-1, height, width, 2)), self.compute_dtype)
+
+    def compute_output_shape(self, theta_shape):
+        return (theta_shape[0],) + self.output_size + (2,)
+
+    def get_config(self):
+        return {**super().get_config(), "output_size": list(self.output_size)}
+
+
+def _tps_kernel(squared_distance):
+    """U(r) = r² log r² (0 at r = 0)."""
+    return np.where(squared_distance > 0, squared_distance * np.log(np.maximum(squared_distance, 1e-12)), 0.0)
+
+
+def control_grid(num_control_points):
+    """A √K × √K regular grid of control points in [-1, 1]², `(K, 2)`."""
+    side = int(round(np.sqrt(num_control_points)))
+    if side * side != num_control_points or side < 2:
+        raise ValueError(
+            "`num_control_points` of ThinPlateSplineGrid must be a square of an integer >= 2 "
+            f"(4, 9, 16, ...): the points form a regular grid; received {num_control_points!r}."
+        )
+    return target_grid(side, side)
+
+
+@register
+class ThinPlateSplineGrid(keras.layers.Layer):
+    """Sampling grid of a thin-plate spline through K control points.
+
+    The control points p_k form a regular grid over the target. Given where
+    each lands in the source, p'_k (the input), the spline
+
+        T(x) = a_0 + a_x x + a_y y + Σ_k w_k U(‖x - p_k‖),   U(r) = r² log r²
+
+    interpolates them (T(p_k) = p'_k) with the least bending. Its parameters
+    solve `L [w; a] = [P'; 0]`, with `L = [[U(‖p_i - p_j‖), P̂], [P̂ᵀ, 0]]`
+    and `P̂ = [1, x, y]`; L depends only on the fixed p_k, so the whole
+    map from P' to the grid is one precomputed matrix, `grid = M P'`.
+    With p'_k = p_k the grid is the identity.
+
+    Args:
+        num_control_points: K, a square (4, 9, 16, ...).
+        output_size: (height, width) of the grid.
+
+    Call arguments:
+        control_points: `(B, K, 2)` or `(B, 2K)`, the p'_k as (x, y).
+
+    Returns:
+        `(B, H_out, W_out, 2)` source coordinates.
+    """
+
+    def __init__(self, num_control_points, output_size, **kwargs):
+        super().__init__(**kwargs)
+        self.control = control_grid(num_control_points)
+        self.num_control_points = num_control_points
+        self.output_size = _check_size(output_size, "ThinPlateSplineGrid")
+
+    def build(self, control_points_shape):
+        K = self.num_control_points
+        if tuple(control_points_shape[1:]) not in ((K, 2), (2 * K,)):
+            raise ValueError(
+                f"`control_points` of ThinPlateSplineGrid(num_control_points={K}) must have shape "
+                f"(B, {K}, 2) or (B, {2 * K}); received shape {tuple(control_points_shape)}."
+            )
+        p = self.control
+        squared = ((p[:, None, :] - p[None, :, :]) ** 2).sum(-1)
+        P_hat = np.concatenate([np.ones((K, 1)), p], 1)  # (K, 3)
+        L = np.block([[_tps_kernel(squared), P_hat], [P_hat.T, np.zeros((3, 3))]])
+        L_inverse = np.linalg.inv(L)[:, :K]  # only the P' block of the right-hand side is non-zero
+        grid = target_grid(*self.output_size)
+        basis = np.concatenate(
+            [_tps_kernel(((grid[:, None, :] - p[None, :, :]) ** 2).sum(-1)), np.ones((len(grid), 1)), grid], 1
+        )  # (H·W, K + 3)
+        self._grid_from_points = (basis @ L_inverse).astype("float32")  # M, (H·W, K)
+        self.built = True
+
+    def call(self, control_points):
+        points = ops.reshape(ops.cast(control_points, "float32"), (-1, self.num_control_points, 2))
+        coordinates = ops.einsum("pk,bkj->bpj", self._grid_from_points, points)  # (B, H·W, 2)
+        height, width = self.output_size
+        return ops.cast(ops.reshape(coordinates, (-1, height, width, 2)), self.compute_dtype)
+
+    def compute_output_shape(self, control_points_shape):
+        return (control_points_shape[0],) + self.output_size + (2,)
+
+    def get_config(self):
+        return {**super().get_config(), "num_control_points": self.num_control_points,
+                "output_size": list(self.output_size)}
+
+
+@register
+class BilinearSampler(keras.layers.Layer):
+    """Reads `image` at the (normalised) coordinates of `grid`, bilinearly:
+
+        V_i^c = Σ_n Σ_m U_nm^c max(0, 1 - |x_i^s - m|) max(0, 1 - |y_i^s - n|)
+
+    with (x_i^s, y_i^s) in pixel units (x = (x_norm + 1)(W - 1)/2). Only the
+    four pixels around each point have non-zero weight, so the sum is four
+    gathers. It is differentiable with respect to the image
+    (∂V/∂U_nm = the weights) and the coordinates (∂V/∂x = Σ U_nm
+    max(0, 1 - |y - n|) · (+1 if m ≥ x else -1) within distance 1), built
+    from `keras.ops` gathers: no custom op.
+
+    Args:
+        padding: "zeros" (outside the image reads 0) or "border" (reads
+            the nearest edge pixel).
+
+    Call arguments:
+        image: `(B, H, W, C)`.
+        grid: `(B, H_out, W_out, 2)` from `AffineGrid` or `ThinPlateSplineGrid`.
+
+    Returns:
+        `(B, H_out, W_out, C)`.
+    """
+
+    def __init__(self, padding="zeros", **kwargs):
+        super().__init__(**kwargs)
+        check_choice("padding", padding, ("zeros", "border"), "BilinearSampler")
+        self.padding = padding
+
+    def build(self, image_shape, grid_shape):
+        check_rank("image", image_shape, (4,), "BilinearSampler", "(B, H, W, C)")
+        check_rank("grid", grid_shape, (4,), "BilinearSampler", "(B, H_out, W_out, 2)")
+        if grid_shape[-1] != 2:
+            raise ValueError(
+                f"`grid` of BilinearSampler must end in 2 coordinates (x, y); received shape {tuple(grid_shape)}."
+            )
+        self.built = True
+
+    def call(self, image, grid):
+        shape = ops.shape(image)
+        batch, height, width, channels = shape[0], shape[1], shape[2], shape[3]
+        grid = ops.cast(grid, "float32")
+        x = (grid[..., 0] + 1.0) * (ops.cast(width, "float32") - 1.0) / 2.0  # (B, Ho, Wo) in pixels
+        y = (grid[..., 1] + 1.0) * (ops.cast(height, "float32") - 1.0) / 2.0
+        if self.padding == "border":
+            x = ops.clip(x, 0.0, ops.cast(width, "float32") - 1.0)
+            y = ops.clip(y, 0.0, ops.cast(height, "float32") - 1.0)
+        x0, y0 = ops.floor(x), ops.floor(y)
+        flat = ops.reshape(image, (-1, channels))  # (B·H·W, C)
+        offsets = (ops.arange(batch) * height * width)[:, None, None]  # (B, 1, 1)
+        output = 0.0
+        for dy in (0.0, 1.0):
+            for dx in (0.0, 1.0):
+                xn, yn = x0 + dx, y0 + dy  # a neighbouring pixel (m, n)
+                weight = ops.maximum(0.0, 1.0 - ops.abs(x - xn)) * ops.maximum(0.0, 1.0 - ops.abs(y - yn))
+                inside = ((xn >= 0) & (xn <= ops.cast(width, "float32") - 1)
+                          & (yn >= 0) & (yn <= ops.cast(height, "float32") - 1))
+                weight = ops.where(inside, weight, 0.0)  # outside the image reads 0
+                xi = ops.clip(ops.cast(xn, "int32"), 0, width - 1)
+                yi = ops.clip(ops.cast(yn, "int32"), 0, height - 1)
+                pixels = ops.take(flat, offsets + yi * width + xi, axis=0)  # (B, Ho, Wo, C)
+                output = output + pixels * ops.cast(weight, image.dtype)[..., None]
+        return output
+
+    def compute_output_shape(self, image_shape, grid_shape):
+        return tuple(grid_shape[:3]) + (image_shape[-1],)
+
+    def get_config(self):
+        return {**super().get_config(), "padding": self.padding}
+
+
+def default_localization(name="localization"):
+    """A small CNN: two conv + max-pool stages and a 32-unit dense layer."""
+    return keras.Sequential([
+        keras.layers.Conv2D(8, 5, activation="relu", padding="same"),
+        keras.layers.MaxPooling2D(2),
+        keras.layers.Conv2D(10, 5, activation="relu", padding="same"),
+        keras.layers.MaxPooling2D(2),
+        keras.layers.Flatten(),
+        keras.layers.Dense(32, activation="relu"),
+    ], name=name)
+
+
+@register
+class SpatialTransformer(keras.layers.Layer):
+    """The spatial transformer module: localisation network → grid → sampler.
+
+        θ = f_loc(U)                    (a regression layer on the localisation features)
+        (x^s, y^s) = T_θ(G)             (AffineGrid or ThinPlateSplineGrid)
+        V = BilinearSampler(U, T_θ(G))
+
+    The final regression layer (added here, after `localization`) starts
+    with zero weights and a bias equal to the identity transform, so an
+    untrained module passes its input through; it can be inserted anywhere
+    in a network.
+
+    Args:
+        output_size: (height, width) of the output.
+        localization: a Keras layer/model mapping the input to features,
+            or None for `default_localization()`.
+        transform: "affine" (θ has 6 numbers) or "tps" (2K numbers).
+        num_control_points: K for "tps".
+        padding: the sampler's "zeros" or "border".
+        return_theta: also return θ (`(B, 2, 3)` or control points `(B, K, 2)`).
+
+    Call arguments:
+        inputs: `(B, H, W, C)`.
+
+    Returns:
+        `(B, H_out, W_out, C)`, or `(output, theta)`.
+    """
+
+    def __init__(self, output_size, localization=None, transform="affine", num_control_points=16,
+                 padding="zeros", return_theta=False, **kwargs):
+        super().__init__(**kwargs)
+        self.output_size = _check_size(output_size, "SpatialTransformer")
+        check_choice("transform", transform, ("affine", "tps"), "SpatialTransformer")
+        self.transform = transform
+        self.num_control_points = num_control_points
+        if transform == "tps":
+            control_grid(num_control_points)  # validates K
+        self.padding = padding
+        self.return_theta = bool(return_theta)
+        self.localization = localization if localization is not None else default_localization()
+
+    def build(self, inputs_shape):
+        check_rank("inputs", inputs_shape, (4,), "SpatialTransformer", "(B, H, W, C)")
+        if not self.localization.built:
+            self.localization.build(inputs_shape)
+        features = self.localization.compute_output_shape(inputs_shape)
+        if self.transform == "affine":
+            identity = np.array([1, 0, 0, 0, 1, 0], "float32")
+            self.grid_generator = AffineGrid(self.output_size, dtype=self.dtype_policy, name="grid")
+        else:
+            identity = control_grid(self.num_control_points).ravel().astype("float32")
+            self.grid_generator = ThinPlateSplineGrid(self.num_control_points, self.output_size,
+                                                      dtype=self.dtype_policy, name="grid")
+        self.regression = keras.layers.Dense(
+            len(identity), kernel_initializer="zeros", bias_initializer=keras.initializers.Constant(identity),
+            dtype="float32", name="regression",  # θ stays float32 under mixed precision
+        )
+        self.regression.build(features)
+        self.grid_generator.build((None, len(identity)))
+        self.sampler = BilinearSampler(self.padding, dtype=self.dtype_policy, name="sampler")
+        self.built = True
+
+    def call(self, inputs, training=None):
+        theta = self.regression(ops.cast(self.localization(inputs, training=training), "float32"))
+        output = self.sampler(inputs, self.grid_generator(theta))
+        if not self.return_theta:
+            return output
+        shape = (-1, 2, 3) if self.transform == "affine" else (-1, self.num_control_points, 2)
+        return output, ops.reshape(theta, shape)
+
+    def compute_output_shape(self, inputs_shape):
+        return (inputs_shape[0],) + self.output_size + (inputs_shape[-1],)
+
+    def compute_output_spec(self, inputs, training=None):
+        output = keras.KerasTensor(self.compute_output_shape(inputs.shape), dtype=self.compute_dtype)
+        if not self.return_theta:
+            return output
+        shape = (inputs.shape[0], 2, 3) if self.transform == "affine" else (inputs.shape[0], self.num_control_points, 2)
+        return output, keras.KerasTensor(shape, dtype="float32")
+
+    def get_config(self):
+        return {**super().get_config(), "output_size": list(self.output_size),
+                "localization": keras.saving.serialize_keras_object(self.localization),
+                "transform": self.transform, "num_control_points": self.num_control_points,
+                "padding": self.padding, "return_theta": self.return_theta}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["localization"] = keras.saving.deserialize_keras_object(config["localization"])
+        return cls(**config)
