@@ -197,27 +197,41 @@ class BilinearSampler(keras.layers.Layer):
     def call(self, image, grid):
         shape = ops.shape(image)
         batch, height, width, channels = shape[0], shape[1], shape[2], shape[3]
+        h, w = ops.cast(height, "float32"), ops.cast(width, "float32")
         grid = ops.cast(grid, "float32")
-        x = (grid[..., 0] + 1.0) * (ops.cast(width, "float32") - 1.0) / 2.0  # (B, Ho, Wo) in pixels
-        y = (grid[..., 1] + 1.0) * (ops.cast(height, "float32") - 1.0) / 2.0
-        if self.padding == "border":
-            x = ops.clip(x, 0.0, ops.cast(width, "float32") - 1.0)
-            y = ops.clip(y, 0.0, ops.cast(height, "float32") - 1.0)
-        x0, y0 = ops.floor(x), ops.floor(y)
+        x = (grid[..., 0] + 1.0) * (w - 1.0) / 2.0  # (B, Ho, Wo), pixel units
+        y = (grid[..., 1] + 1.0) * (h - 1.0) / 2.0
+        # Points further than one pixel outside are clamped to one pixel
+        # outside (every weight then falls outside: zero, and a zero gradient,
+        # as in the equation); "border" clamps onto the image instead.
+        margin = 0.0 if self.padding == "border" else 1.0
+        x = ops.clip(x, -margin, w - 1.0 + margin)
+        y = ops.clip(y, -margin, h - 1.0 + margin)
+        x0, y0 = ops.floor(x), ops.floor(y)  # the neighbours are m = x0, x0 + 1 and n = y0, y0 + 1
+        x1, y1 = x0 + 1.0, y0 + 1.0
+
+        def axis_weights(position, low, high, size):
+            """max(0, 1 - |position - m|) for m = low, high; 0 outside [0, size)."""
+            w_high = position - low
+            w_low = 1.0 - w_high
+            valid = lambda m: ops.logical_and(m >= 0.0, m <= size - 1.0)  # noqa: E731
+            return ops.where(valid(low), w_low, 0.0), ops.where(valid(high), w_high, 0.0)
+
+        wx0, wx1 = axis_weights(x, x0, x1, w)
+        wy0, wy1 = axis_weights(y, y0, y1, h)
+
+        def pixel_index(m, size):
+            return ops.clip(ops.cast(m, "int32"), 0, size - 1)
+
+        xi0, xi1 = pixel_index(x0, width), pixel_index(x1, width)
+        rows0 = (ops.arange(batch) * height * width)[:, None, None] + pixel_index(y0, height) * width
+        rows1 = (ops.arange(batch) * height * width)[:, None, None] + pixel_index(y1, height) * width
         flat = ops.reshape(image, (-1, channels))  # (B·H·W, C)
-        offsets = (ops.arange(batch) * height * width)[:, None, None]  # (B, 1, 1)
         output = 0.0
-        for dy in (0.0, 1.0):
-            for dx in (0.0, 1.0):
-                xn, yn = x0 + dx, y0 + dy  # a neighbouring pixel (m, n)
-                weight = ops.maximum(0.0, 1.0 - ops.abs(x - xn)) * ops.maximum(0.0, 1.0 - ops.abs(y - yn))
-                inside = ((xn >= 0) & (xn <= ops.cast(width, "float32") - 1)
-                          & (yn >= 0) & (yn <= ops.cast(height, "float32") - 1))
-                weight = ops.where(inside, weight, 0.0)  # outside the image reads 0
-                xi = ops.clip(ops.cast(xn, "int32"), 0, width - 1)
-                yi = ops.clip(ops.cast(yn, "int32"), 0, height - 1)
-                pixels = ops.take(flat, offsets + yi * width + xi, axis=0)  # (B, Ho, Wo, C)
-                output = output + pixels * ops.cast(weight, image.dtype)[..., None]
+        for rows, wy in ((rows0, wy0), (rows1, wy1)):
+            for columns, wx in ((xi0, wx0), (xi1, wx1)):
+                pixels = ops.take(flat, rows + columns, axis=0)  # (B, Ho, Wo, C)
+                output = output + pixels * ops.cast(wy * wx, image.dtype)[..., None]
         return output
 
     def compute_output_shape(self, image_shape, grid_shape):
