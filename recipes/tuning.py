@@ -1,0 +1,51 @@
+"""The tuning interface every recipe shares: KerasTuner search that resumes
+after an interruption, a summary table, and the best hyperparameters as JSON.
+
+A recipe passes a `build(hp) -> compiled keras.Model` and its data. The
+search state lives in `<output>/tuning/<project>`; re-running the same
+command continues it (`overwrite=False`). Distributed tuning uses
+KerasTuner's own chief/worker mode: set `KERASTUNER_TUNER_ID`,
+`KERASTUNER_ORACLE_IP` and `KERASTUNER_ORACLE_PORT` in each process.
+"""
+
+import json
+import os
+
+ALGORITHMS = ("hyperband", "bayesian", "random")
+
+
+def make_tuner(build, algorithm, objective, max_trials, max_epochs, directory, project, seed=0):
+    import keras_tuner
+
+    common = dict(objective=objective, directory=directory, project_name=project, overwrite=False, seed=seed)
+    if algorithm == "hyperband":
+        return keras_tuner.Hyperband(build, max_epochs=max_epochs, factor=3, hyperband_iterations=1, **common)
+    if algorithm == "bayesian":
+        return keras_tuner.BayesianOptimization(build, max_trials=max_trials, **common)
+    if algorithm == "random":
+        return keras_tuner.RandomSearch(build, max_trials=max_trials, **common)
+    raise ValueError(f"--algorithm must be one of {list(ALGORITHMS)}; received {algorithm!r}.")
+
+
+def run_search(build, train, validation, *, algorithm="hyperband", objective="val_loss", max_trials=10,
+               max_epochs=4, output="runs", project="tuning", batch_size=64, seed=0, callbacks=()):
+    """Search, print a summary table, write `best_hyperparameters.json` in
+    `output`; returns `(tuner, best_hyperparameters_dict)`."""
+    tuner = make_tuner(build, algorithm, objective, max_trials, max_epochs,
+                       os.path.join(output, "tuning"), project, seed)
+    x, y = train
+    tuner.search(x, y, validation_data=validation, epochs=max_epochs, batch_size=batch_size,
+                 callbacks=list(callbacks), verbose=0)
+    if os.environ.get("KERASTUNER_TUNER_ID", "chief") != "chief":
+        return tuner, None  # a worker: the chief reports
+    trials = tuner.oracle.get_best_trials(num_trials=len(tuner.oracle.trials))
+    print(f"\n{'trial':<8s} {'score':>10s}  hyperparameters")
+    for trial in trials:
+        score = "-" if trial.score is None else f"{trial.score:10.4f}"
+        print(f"{trial.trial_id:<8s} {score:>10s}  {trial.hyperparameters.values}")
+    best = trials[0].hyperparameters.values if trials else {}
+    path = os.path.join(output, "best_hyperparameters.json")
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(best, handle, indent=2, sort_keys=True)
+    print(f"\nbest hyperparameters ({objective} {trials[0].score if trials else '-'}): {path}")
+    return tuner, best
