@@ -199,6 +199,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--epochs", type=int, default=10, help="epochs for each model (default 10)")
     parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--learning-rate", type=float, default=1e-3)
     parser.add_argument("--limit", type=int, default=None, help="use only the first N digits")
     parser.add_argument("--rotate", action="store_true", help="also rotate the digits by up to 45 degrees")
     parser.add_argument("--transform", choices=["affine", "tps"], default="affine")
@@ -215,6 +216,8 @@ def main(argv=None):
     for name in ("epochs", "batch_size", "trials"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1; got {getattr(args, name)}")
+    if not args.learning_rate > 0:
+        parser.error(f"--learning-rate must be > 0; got {args.learning_rate}")
     if args.limit is not None and args.limit < 20:
         parser.error(f"--limit must be >= 20; got {args.limit}")
     hyperparameters = {}
@@ -235,8 +238,9 @@ def main(argv=None):
         tune(args, train_data, test_data)
         return
 
-    baseline, _ = build_models(False, hyperparameters.get("learning_rate", 1e-3))
-    st_model, warp = build_models(True, hyperparameters.get("learning_rate", 1e-3),
+    learning_rate = hyperparameters.get("learning_rate", args.learning_rate)
+    baseline, _ = build_models(False, learning_rate)
+    st_model, warp = build_models(True, learning_rate,
                                   hyperparameters.get("loc_filters", 8), hyperparameters.get("loc_units", 32),
                                   hyperparameters.get("transform", args.transform))
     results = {}
