@@ -26,6 +26,7 @@ setup(
             "sacrebleu>=2.4",
             "matplotlib>=3.8",
             "mlxtend>=0.23",
+            "tensorboard",
         ],
         "dev": ["pytest>=8", "pytest-xdist>=3"],
         # Peers that bench/ measures against; not needed by the library.

@@ -13,6 +13,15 @@ from keras_attention.local import LocalAttention
 from keras_attention.multi_head import MultiHead
 from keras_attention.multiplicative import DotProductAttention, GeneralAttention
 from keras_attention.positional import PositionalEmbedding
+from keras_attention.rnn import AttentionDecoder, RecurrentEncoder
+from keras_attention.seq2seq import (
+    ConvS2SSeq2Seq,
+    MaskedCrossEntropy,
+    RecurrentSeq2Seq,
+    ScheduledSampling,
+    Seq2Seq,
+    TransformerSeq2Seq,
+)
 from keras_attention.spatial import (
     AffineGrid,
     BilinearSampler,
@@ -30,21 +39,29 @@ __version__ = "0.1.0"
 __all__ = [
     "AdditiveAttention",
     "AffineGrid",
+    "AttentionDecoder",
     "BilinearSampler",
     "ConcatAttention",
     "ConvS2SDecoder",
     "ConvS2SEncoder",
+    "ConvS2SSeq2Seq",
     "DotProductAttention",
     "FeedForward",
     "GeneralAttention",
     "GLUConv1D",
     "LocalAttention",
+    "MaskedCrossEntropy",
     "MultiHead",
     "MultiStepAttention",
     "PositionalEmbedding",
+    "RecurrentEncoder",
+    "RecurrentSeq2Seq",
+    "ScheduledSampling",
     "ScoreAttention",
+    "Seq2Seq",
     "SpatialTransformer",
     "ThinPlateSplineGrid",
     "TransformerDecoderLayer",
     "TransformerEncoderLayer",
+    "TransformerSeq2Seq",
 ]
