@@ -1,15 +1,17 @@
 # Two commands on a fresh machine:
-#   make demo   set up (virtualenv + install) and run the main job
+#   make demo   set up (virtualenv, packages, the Ding corpus) and run the main job
 #   make test   set up and run the test suite
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
+DING := /usr/share/trans/de-en
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: demo test bench setup clean
+.PHONY: demo test bench results setup clean
 
-setup: $(STAMP)
+setup: $(STAMP) $(DING)
 
 $(STAMP): setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -17,10 +19,15 @@ $(STAMP): setup.py
 	$(PY) -m pip install --quiet -e ".[recipes,dev]"
 	touch $(STAMP)
 
-demo: $(STAMP)
-	$(PY) -m recipes.attention_demo
+# The German-English sentences of the translation recipes (Debian package).
+$(DING):
+	$(SUDO) apt-get update -qq
+	$(SUDO) apt-get install -y -qq trans-de-en
 
-test: $(STAMP)
+demo: $(STAMP) $(DING)
+	$(PY) -m recipes.translate demo --output runs/demo
+
+test: $(STAMP) $(DING)
 	$(PY) -m pytest -q -n 2 tests
 
 bench: $(STAMP)
@@ -28,6 +35,10 @@ bench: $(STAMP)
 	$(PY) bench/attention.py
 	$(PY) bench/convs2s.py
 	$(PY) bench/generation.py
+	$(PY) bench/spatial.py
+
+results: $(STAMP) $(DING)
+	$(PY) -m recipes.results
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache

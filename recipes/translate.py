@@ -173,8 +173,13 @@ def train(args, log=print):
     with strategy.scope():
         model = build_model(config, source_tokenizer.vocab_size, target_tokenizer.vocab_size)
         model(next(iter(train_data))[0])  # build the weights: BackupAndRestore restores into them
+    # Workers other than the chief keep their checkpoints apart, so that no
+    # two processes write one file.
     work = args.output if is_chief() else os.path.join(args.output, f"worker-{os.getpid()}")
-    callbacks = [keras.callbacks.BackupAndRestore(os.path.join(work, "backup")),
+    backup = os.path.join(work, "backup")
+    if os.path.isdir(backup) and os.listdir(backup):
+        log(f"resuming an interrupted run from its last completed epoch ({backup})")
+    callbacks = [keras.callbacks.BackupAndRestore(backup),
                  keras.callbacks.TensorBoard(os.path.join(work, "logs"))]
     log(f"training {config['family']}"
         + (f" with {config['attention']} attention" if config["family"] == "rnn" else "")
@@ -183,6 +188,7 @@ def train(args, log=print):
     history = model.fit(train_data, validation_data=valid_data, epochs=args.epochs, callbacks=callbacks,
                         verbose=args.verbose)
     seconds = time.perf_counter() - started
+    model.save_weights(os.path.join(work, "final.weights.h5"))
     if is_chief():
         with open(os.path.join(args.output, "config.json"), "w", encoding="utf-8") as handle:
             json.dump({**config, "source_vocab": source_tokenizer.vocab_size,
@@ -372,7 +378,9 @@ def parser():
     demo_command = add("demo", "train, evaluate and translate: the main job of `make demo`")
     demo_command.add_argument("--beam-width", type=int, default=4)
     demo_command.add_argument("--limit-test", type=int, default=300)
-    demo_command.set_defaults(epochs=6)
+    # Sized to finish (vocabularies, training, evaluation) in about ten
+    # minutes on a 2-core CPU; `train` defaults are larger.
+    demo_command.set_defaults(epochs=8, units=128)
     return main
 
 

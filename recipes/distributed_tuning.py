@@ -1,0 +1,73 @@
+"""Run a KerasTuner search with one chief and N workers on this machine.
+
+    python -m recipes.distributed_tuning --workers 2 -- --output runs/tune --algorithm random --trials 8
+
+Everything after `--` is passed to `python -m recipes.translate tune`. The
+chief runs KerasTuner's oracle on `--port`; each worker asks it for trials.
+On a GPU machine worker i sees only GPU i (`CUDA_VISIBLE_DEVICES`); on a
+CPU the workers share the processors. Across machines, start the same
+command on each host with `KERASTUNER_TUNER_ID` (`chief` on one, a
+unique `tuner<i>` elsewhere), `KERASTUNER_ORACLE_IP` (the chief's address)
+and `KERASTUNER_ORACLE_PORT` set: that is all this helper does.
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+
+
+def gpu_count():
+    try:
+        output = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    return sum(1 for line in output.splitlines() if line.startswith("GPU "))
+
+
+def launch(workers, port, tune_args, log_dir):
+    os.makedirs(log_dir, exist_ok=True)
+    gpus = gpu_count()
+    processes = []
+    for index, tuner_id in enumerate(["chief"] + [f"tuner{i}" for i in range(workers)]):
+        env = dict(os.environ, KERASTUNER_TUNER_ID=tuner_id, KERASTUNER_ORACLE_IP="127.0.0.1",
+                   KERASTUNER_ORACLE_PORT=str(port))
+        if gpus and tuner_id != "chief":
+            env["CUDA_VISIBLE_DEVICES"] = str((index - 1) % gpus)
+        elif gpus:
+            env["CUDA_VISIBLE_DEVICES"] = ""  # the chief only hands out trials
+        log = open(os.path.join(log_dir, f"{tuner_id}.log"), "w")
+        processes.append((tuner_id, subprocess.Popen([sys.executable, "-m", "recipes.translate", "tune", *tune_args],
+                                                     env=env, stdout=log, stderr=subprocess.STDOUT), log))
+        if tuner_id == "chief":
+            time.sleep(3)  # let the oracle start listening
+    return processes
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--logs", default="runs/tune-logs", help="one log file per process")
+    parser.add_argument("tune_args", nargs=argparse.REMAINDER, help="arguments of `translate tune`, after --")
+    args = parser.parse_args(argv)
+    if args.workers < 1:
+        parser.error(f"--workers must be >= 1; got {args.workers}")
+    tune_args = args.tune_args[1:] if args.tune_args[:1] == ["--"] else args.tune_args
+    processes = launch(args.workers, args.port, tune_args, args.logs)
+    failed = []
+    for tuner_id, process, log in reversed(processes):  # workers finish first, then the chief
+        if process.wait() != 0:
+            failed.append(tuner_id)
+        log.close()
+    for tuner_id, _, _ in processes:
+        print(f"--- {tuner_id} ({os.path.join(args.logs, tuner_id + '.log')})")
+    if failed:
+        sys.exit(f"error: {', '.join(failed)} failed; see the logs in {args.logs}")
+    with open(os.path.join(args.logs, "chief.log"), encoding="utf-8") as handle:
+        print(handle.read()[-3000:])
+
+
+if __name__ == "__main__":
+    main()

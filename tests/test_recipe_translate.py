@@ -1,0 +1,207 @@
+"""The translation recipe on a 200-pair slice of the Ding corpus with tiny
+models: train, evaluate, translate, tune, resume, distributed training and
+tuning, and bad input."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from recipes import translate
+from recipes.translation_data import DING, SPLITS, prepare, split_of, tsv_pairs
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TINY = ["--limit", "200", "--vocab-size", "400", "--embed-dim", "16", "--units", "32", "--layers", "1",
+        "--heads", "2", "--max-length", "24", "--batch-size", "32", "--verbose", "0"]
+
+pytestmark = pytest.mark.skipif(not os.path.exists(DING), reason=f"{DING} missing: make test installs trans-de-en")
+
+
+def run(*argv):
+    """Run the CLI in process, returning what it printed."""
+    lines = []
+    args = translate.parser().parse_args(list(argv))
+    translate.check(args)
+    {"train": translate.train, "evaluate": translate.evaluate, "translate": translate.translate_command,
+     "tune": translate.tune}[args.command](args, log=lines.append)
+    return "\n".join(str(line) for line in lines)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    output = str(tmp_path_factory.mktemp("run"))
+    log = run("train", "--output", output, "--family", "rnn", "--attention", "additive", "--epochs", "1", *TINY)
+    return output, log
+
+
+def test_ding_corpus_has_the_expected_size():
+    from recipes.translation_data import ding_pairs
+
+    pairs = list(ding_pairs())
+    assert 17_000 <= len(pairs) <= 20_000
+    assert all(de and en and en[-1] in ".!?" for de, en in pairs[:100])
+
+
+def test_split_is_deterministic_and_stable():
+    assert [split_of(s) for s in ("Ich habe keine Zeit.", "Wo ist der Bahnhof?")] == \
+           [split_of(s) for s in ("Ich habe keine Zeit.", "Wo ist der Bahnhof?")]
+    shares = np.bincount([SPLITS.index(split_of(f"Satz Nummer {i}.")) for i in range(4000)]) / 4000
+    np.testing.assert_allclose(shares, [0.90, 0.05, 0.05], atol=0.02)
+
+
+def test_train_writes_a_complete_run(trained):
+    output, log = trained
+    for name in ("model.keras", "config.json", "source.vocab", "target.vocab", "data/train.tsv", "data/test.tsv"):
+        assert os.path.exists(os.path.join(output, name)), name
+    assert os.listdir(os.path.join(output, "logs"))  # TensorBoard
+    assert "training rnn with additive attention" in log and "validation loss" in log
+
+
+def test_evaluate_reports_bleu_samples_and_heatmaps(trained):
+    output, _ = trained
+    log = run("evaluate", "--output", output, "--samples", "2", "--beam-width", "2")
+    scores = json.load(open(os.path.join(output, "scores.json")))
+    assert 0.0 <= scores["bleu"] <= 100.0 and 0.0 <= scores["chrf"] <= 100.0
+    assert "BLEU" in log and "reference:" in log
+    assert os.path.getsize(os.path.join(output, "attention", "sample0.png")) > 1000
+
+
+def test_translate_prints_a_translation(trained):
+    output, _ = trained
+    log = run("translate", "--output", output, "Ich habe keine Zeit.", "")
+    assert log.startswith("Ich habe keine Zeit.\n  -> ")
+
+
+@pytest.mark.parametrize("family", ["convs2s", "transformer"])
+def test_other_families_train(tmp_path, family):
+    run("train", "--output", str(tmp_path), "--family", family, "--epochs", "1", *TINY)
+    assert json.load(open(tmp_path / "config.json"))["family"] == family
+
+
+def test_interrupted_training_resumes(tmp_path):
+    command = [sys.executable, "-m", "recipes.translate", "train", "--output", str(tmp_path), "--family", "rnn",
+               "--epochs", "30", *TINY]
+    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    backup = tmp_path / "backup"
+    deadline = time.time() + 120
+    while time.time() < deadline and not (backup.exists() and any(backup.iterdir())):
+        time.sleep(0.5)
+    time.sleep(1.0)
+    process.send_signal(signal.SIGINT)
+    output = process.communicate(timeout=60)[0]
+    assert "interrupted: re-run the same command to resume" in output, output[-2000:]
+    assert "Traceback" not in output
+    log = run("train", "--output", str(tmp_path), "--family", "rnn", "--epochs", "2", *TINY)
+    assert "resuming an interrupted run" in log
+    assert os.path.exists(tmp_path / "model.keras")
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_two_workers_train_to_identical_weights(tmp_path):
+    import keras
+
+    prepared = tmp_path / "run"
+    run("train", "--output", str(prepared), "--epochs", "1", "--family", "rnn", *TINY)  # data and vocabularies
+    ports = [free_port(), free_port()]
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
+    processes = []
+    for index in range(2):
+        env = dict(os.environ, TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}}))
+        processes.append(subprocess.Popen(
+            [sys.executable, "-m", "recipes.translate", "train", "--output", str(prepared), "--family", "rnn",
+             "--epochs", "1", "--seed", "3", *TINY], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True))
+    outputs = [p.communicate(timeout=240)[0] for p in processes]
+    assert all(p.returncode == 0 for p in processes), outputs[0][-2000:] + outputs[1][-2000:]
+    assert "on 2 replica(s)" in outputs[0]
+    worker_dirs = [d for d in os.listdir(prepared) if d.startswith("worker-")]
+    assert len(worker_dirs) == 1
+
+    def weights(path):
+        model = keras.saving.load_model(os.path.join(prepared, "model.keras"))
+        model.load_weights(path)
+        return model.get_weights()
+
+    chief = weights(str(prepared / "final.weights.h5"))
+    other = weights(str(prepared / worker_dirs[0] / "final.weights.h5"))
+    for a, b in zip(chief, other):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_tuning_runs_resumes_and_writes_best_hyperparameters(tmp_path):
+    args = ["tune", "--output", str(tmp_path), "--algorithm", "random", "--trials", "2", "--epochs", "1",
+            "--families", "rnn", "transformer", "--bleu-trials", "1", "--limit", "200", "--vocab-size", "400",
+            "--max-length", "24", "--verbose", "0"]
+    log = run(*args)
+    best = json.load(open(tmp_path / "best_hyperparameters.json"))
+    assert best["family"] in ("rnn", "transformer") and "learning_rate" in best
+    assert "validation BLEU" in log
+    trials = sorted(d for d in os.listdir(tmp_path / "tuning" / "translate") if d.startswith("trial_"))
+    assert len(trials) == 2
+    run(*args)  # resumes: nothing left to do
+    assert sorted(d for d in os.listdir(tmp_path / "tuning" / "translate") if d.startswith("trial_")) == trials
+    # train accepts the best hyperparameters
+    run("train", "--output", str(tmp_path / "best"), "--hyperparameters", str(tmp_path / "best_hyperparameters.json"),
+        "--epochs", "1", *TINY)
+
+
+def test_distributed_tuning_runs_every_trial_once(tmp_path):
+    output, logs = tmp_path / "tune", tmp_path / "logs"
+    run("train", "--output", str(output), "--epochs", "1", "--family", "rnn", *TINY)  # data and vocabularies once
+    result = subprocess.run(
+        [sys.executable, "-m", "recipes.distributed_tuning", "--workers", "2", "--port", str(free_port()),
+         "--logs", str(logs), "--", "--output", str(output), "--algorithm", "random", "--trials", "3", "--epochs", "1",
+         "--families", "rnn", "--bleu-trials", "0", *TINY[:4], "--max-length", "24", "--verbose", "0"],
+        cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    trial_dirs = [d for d in os.listdir(output / "tuning" / "translate") if d.startswith("trial_")]
+    assert len(trial_dirs) == 3
+    statuses = [json.load(open(output / "tuning" / "translate" / d / "trial.json"))["status"] for d in trial_dirs]
+    assert statuses == ["COMPLETED"] * 3
+    ran = sum(open(logs / f"tuner{i}.log").read().count("Search: Running Trial") for i in range(2))
+    assert ran in (0, 3)  # when the log shows trials, each ran exactly once
+
+
+# -- bad input -------------------------------------------------------------------------
+def test_tsv_problems_are_reported_by_line(tmp_path):
+    path = tmp_path / "corpus.tsv"
+    path.write_bytes(b"Hallo Welt.\tHello world.\n\nno tab here\n\xff\xfe broken\tbytes\n\tempty source\nGut.\tGood.\n")
+    problems = []
+    pairs = list(tsv_pairs(str(path), problems))
+    assert pairs == [("Hallo Welt.", "Hello world."), ("Gut.", "Good.")]
+    assert problems[0].endswith(":3: expected 'source<TAB>target', found no tab; skipped")
+    assert ":4: not valid UTF-8" in problems[1] and ":5: expected exactly one non-empty source and target" in problems[2]
+
+
+def test_too_small_corpus_stops_with_a_message(tmp_path):
+    path = tmp_path / "corpus.tsv"
+    path.write_text("".join(f"Satz {i}.\tSentence {i}.\n" for i in range(8)), encoding="utf-8")
+    with pytest.raises(SystemExit, match=r"error: the corpus gave 8 usable pairs .* needs at least"):
+        translate.main(["train", "--corpus", str(path), "--output", str(tmp_path / "run")])
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["train", "--family", "lstm"], "invalid choice: 'lstm'"),
+    (["train", "--epochs", "0"], "error: --epochs must be >= 1; got 0"),
+    (["train", "--family", "convs2s", "--attention", "additive"], "error: --attention chooses the recurrent model"),
+    (["train", "--corpus", "/nonexistent.tsv"], "error: --corpus /nonexistent.tsv: no such file"),
+    (["evaluate", "--output", "/nonexistent-run"], "error: no trained model in /nonexistent-run"),
+    (["translate", "--output", "/nonexistent-run"], "error: give the text to translate"),
+])
+def test_cli_errors_are_messages_not_tracebacks(tmp_path, argv, message):
+    argv = argv + (["--output", str(tmp_path)] if "--output" not in argv else [])
+    result = subprocess.run([sys.executable, "-m", "recipes.translate", *argv], cwd=ROOT, capture_output=True,
+                            text=True)
+    assert result.returncode != 0
+    assert message in result.stderr and "Traceback" not in result.stderr, result.stderr[-1500:]
