@@ -200,9 +200,36 @@ class Seq2Seq(keras.Model):
         _, _, _, outputs = ops.while_loop(lambda t, *_: t < length, body, (1, logits, state, outputs))
         return outputs
 
+    def _maybe_symbolic_build(self, iterator=None, data_batch=None):
+        # Keras 3.15's TF trainer first averages the first batch across
+        # replicas with `strategy.reduce`, which fails on nested integer
+        # batches under MultiWorkerMirroredStrategy, and only then checks
+        # whether anything is unbuilt. A model whose weights and optimizer
+        # were built before `fit` has nothing to build: skip straight past.
+        if self.built and self.optimizer is not None and self.optimizer.built:
+            return
+        return super()._maybe_symbolic_build(iterator=iterator, data_batch=data_batch)
+
+    @staticmethod
+    def _for_multi_worker_reduce(logs):
+        """Keras 3.15's `fit` under MultiWorkerMirroredStrategy averages each
+        step's metrics with `strategy.reduce("MEAN", v, axis=0)`, which fails
+        on scalars ("Invalid reduction dimension 0 for input with 0
+        dimensions", tensorflow#72388). Shape (1,) metrics reduce to the
+        same scalar mean."""
+        import tensorflow as tf  # train/test steps are backend-specific in Keras 3
+
+        strategy = tf.distribute.get_strategy()
+        if strategy.extended._in_multi_worker_mode():
+            return {name: tf.reshape(value, (1,)) for name, value in logs.items()}
+        return logs
+
+    def test_step(self, data):
+        return self._for_multi_worker_reduce(super().test_step(data))
+
     def train_step(self, data):
         if self.scheduled_sampling is None:
-            return super().train_step(data)
+            return self._for_multi_worker_reduce(super().train_step(data))
         import tensorflow as tf  # train_step is backend-specific in Keras 3
 
         x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
@@ -213,7 +240,7 @@ class Seq2Seq(keras.Model):
             loss = self.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight)
         gradients = tape.gradient(loss, self.trainable_variables)
         self.optimizer.apply(gradients, self.trainable_variables)
-        return self.compute_metrics(x, y, y_pred, sample_weight)
+        return self._for_multi_worker_reduce(self.compute_metrics(x, y, y_pred, sample_weight))
 
     def get_config(self):
         config = {"sos_id": self.sos_id, "eos_id": self.eos_id, "padding_id": self.padding_id}

@@ -112,8 +112,10 @@ class SubwordTokenizer(tf.Module):
         ids = tf.cast(ids, tf.int64)
         words = tf.ragged.boolean_mask(self.tokens(ids), ids > UNK)
         text = tf.strings.reduce_join(words, axis=-1, separator=" ")
-        text = tf.strings.regex_replace(text, r" ##", "")
-        text = tf.strings.regex_replace(text, r" ([.,!?;:%)\]’'”])", r"\1")
-        text = tf.strings.regex_replace(text, r"([(\[‘'“]) ", r"\1")
-        text = tf.strings.regex_replace(text, r"(\w[’'])\s+(s|t|m|d|re|ve|ll)\b", r"\1\2")
+        text = tf.strings.regex_replace(text, r" ##", "")  # join word pieces
+        text = tf.strings.regex_replace(text, r" ([.,!?;:%)\]”])", r"\1")  # no space before closing marks
+        text = tf.strings.regex_replace(text, r"([(\[“„]) ", r"\1")  # nor after opening ones
+        # Contractions: "didn ' t", "he ’ s" -> "didn't", "he’s". A straight
+        # quote elsewhere may open or close a quotation, so it keeps its spaces.
+        text = tf.strings.regex_replace(text, r"(\w) ?([’']) ?(s|t|m|d|re|ve|ll)\b", r"\1\2\3")
         return text

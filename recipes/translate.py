@@ -82,6 +82,10 @@ def build_model(config, source_vocab, target_vocab):
             raise UsageError(f"--heads {heads} must divide --units {units} (each head gets units/heads features)")
         model = TransformerSeq2Seq(source_vocab, target_vocab, units, heads, 2 * units, layers,
                                    max_length=int(config["max_length"]) + 2, dropout=float(config["dropout"]))
+    # Build the weights now (a two-token dummy batch): KerasTuner loads
+    # checkpoints into freshly built models, and BackupAndRestore restores.
+    dummy = keras.ops.ones((1, 2), "int32")
+    model((dummy, dummy))
     optimizer = keras.optimizers.Adam(float(config["learning_rate"]), global_clipnorm=1.0)
     model.compile(optimizer, MaskedCrossEntropy(label_smoothing=float(config["label_smoothing"])),
                   jit_compile=bool(config.get("jit", False)))
@@ -108,6 +112,10 @@ def is_chief():
     if task.get("type") == "chief":
         return True
     return task.get("type") == "worker" and task.get("index", 0) == 0 and "chief" not in config.get("cluster", {})
+
+
+def task_index():
+    return json.loads(os.environ.get("TF_CONFIG", "{}")).get("task", {}).get("index", 0)
 
 
 # -- data and vocabularies ----------------------------------------------------------
@@ -159,6 +167,7 @@ def train(args, log=print):
             raise UsageError(f"--hyperparameters {args.hyperparameters}: {error}")
     config = model_config(args, hyperparameters)
     config["jit"] = args.jit
+    strategy = choose_strategy()  # first: collective ops must be set up before any other TF op
     if args.mixed_precision:
         keras.mixed_precision.set_global_policy(f"mixed_{args.mixed_precision}")
     keras.utils.set_random_seed(args.seed)
@@ -169,13 +178,12 @@ def train(args, log=print):
                               args.batch_size, shuffle=True, seed=args.seed)
     valid_data = make_dataset(paths["valid"], source_tokenizer, target_tokenizer, config["max_length"],
                               args.batch_size)
-    strategy = choose_strategy()
     with strategy.scope():
         model = build_model(config, source_tokenizer.vocab_size, target_tokenizer.vocab_size)
-        model(next(iter(train_data))[0])  # build the weights: BackupAndRestore restores into them
+        model.optimizer.build(model.trainable_variables)
     # Workers other than the chief keep their checkpoints apart, so that no
     # two processes write one file.
-    work = args.output if is_chief() else os.path.join(args.output, f"worker-{os.getpid()}")
+    work = args.output if is_chief() else os.path.join(args.output, f"worker-{task_index()}")
     backup = os.path.join(work, "backup")
     if os.path.isdir(backup) and os.listdir(backup):
         log(f"resuming an interrupted run from its last completed epoch ({backup})")
@@ -186,7 +194,7 @@ def train(args, log=print):
         + f" for {args.epochs} epochs on {strategy.num_replicas_in_sync} replica(s)")
     started = time.perf_counter()
     history = model.fit(train_data, validation_data=valid_data, epochs=args.epochs, callbacks=callbacks,
-                        verbose=args.verbose)
+                        verbose=args.verbose).history
     seconds = time.perf_counter() - started
     model.save_weights(os.path.join(work, "final.weights.h5"))
     if is_chief():
@@ -195,7 +203,7 @@ def train(args, log=print):
                        "target_vocab": target_tokenizer.vocab_size, "epochs": args.epochs,
                        "train_seconds": round(seconds, 1)}, handle, indent=2)
         model.save(os.path.join(args.output, "model.keras"))
-    losses = history.history.get("val_loss") or [float("nan")]
+    losses = history.get("val_loss") or [float("nan")]
     log(f"trained in {seconds:.0f}s, validation loss {losses[-1]:.3f} -> {os.path.join(args.output, 'model.keras')}")
     return model
 

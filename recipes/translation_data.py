@@ -174,4 +174,8 @@ def make_dataset(path, source_tokenizer, target_tokenizer, max_length, batch_siz
         source, target = tf.boolean_mask(source, keep), tf.boolean_mask(target, keep)
         return (source, target[:, :-1]), target[:, 1:]
 
-    return lines.batch(batch_size).map(encode, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+    options = tf.data.Options()
+    # One file per split: several workers shard it by element, not by file.
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    batches = lines.batch(batch_size).map(encode, num_parallel_calls=tf.data.AUTOTUNE)
+    return batches.prefetch(tf.data.AUTOTUNE).with_options(options)
