@@ -208,3 +208,12 @@ def test_cli_errors_are_messages_not_tracebacks(tmp_path, argv, message):
                             text=True)
     assert result.returncode != 0
     assert message in result.stderr and "Traceback" not in result.stderr, result.stderr[-1500:]
+
+
+def test_mixed_precision_training(tmp_path):
+    import keras
+
+    log = run("train", "--output", str(tmp_path), "--family", "transformer", "--epochs", "1",
+              "--mixed-precision", "bfloat16", *TINY)
+    assert "validation loss" in log and "nan" not in log.split("validation loss")[1]
+    keras.mixed_precision.set_global_policy("float32")
