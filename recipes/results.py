@@ -12,6 +12,7 @@ exact commands.
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -38,17 +39,25 @@ def main(argv=None):
     args = parser.parse_args(argv)
     common = ["--epochs", str(args.epochs), "--units", str(args.units), "--embed-dim", str(args.embed_dim),
               "--layers", "2", "--verbose", "0"]
-    rows = []
+    rows, shared = [], None
     for name, flags in CONFIGURATIONS:
         if args.only and not any(part.lower() in name.lower() for part in args.only):
             continue
         output = os.path.join(args.output, name.split(" (")[0].lower().replace(" + ", "-").replace(", ", "-")
                               .replace(" ", "-"))
+        if shared is not None and not os.path.exists(os.path.join(output, "source.vocab")):
+            # Same data, same vocabularies: copy the first run's split and
+            # WordPiece files instead of learning them again.
+            os.makedirs(output, exist_ok=True)
+            shutil.copytree(os.path.join(shared, "data"), os.path.join(output, "data"), dirs_exist_ok=True)
+            for vocab in ("source.vocab", "target.vocab"):
+                shutil.copy(os.path.join(shared, vocab), os.path.join(output, vocab))
         train = ["train", "--output", output, *flags, *common]
         evaluate = ["evaluate", "--output", output, "--beam-width", "4", "--samples", "0"]
         for command in (train, evaluate):
             print("$ python -m recipes.translate " + " ".join(command), flush=True)
             subprocess.run([sys.executable, "-m", "recipes.translate", *command], check=True)
+        shared = shared or output
         scores = json.load(open(os.path.join(output, "scores.json")))
         config = json.load(open(os.path.join(output, "config.json")))
         import keras

@@ -223,13 +223,12 @@ def main(argv=None):
         parser.error(f"--learning-rate must be > 0; got {args.learning_rate}")
     if args.limit is not None and args.limit < 20:
         parser.error(f"--limit must be >= 20; got {args.limit}")
-    hyperparameters = {}
-    if args.hyperparameters:
-        try:
-            with open(args.hyperparameters, encoding="utf-8") as handle:
-                hyperparameters = json.load(handle)
-        except (OSError, ValueError) as error:
-            parser.error(f"--hyperparameters {args.hyperparameters}: {error}")
+    from recipes.tuning import load_hyperparameters
+
+    try:
+        hyperparameters = load_hyperparameters(args.hyperparameters)
+    except ValueError as error:
+        parser.error(str(error))
 
     import keras
 

@@ -158,13 +158,12 @@ def train(args, log=print):
 
     from recipes.translation_data import make_dataset, prepare
 
-    hyperparameters = {}
-    if args.hyperparameters:
-        try:
-            with open(args.hyperparameters, encoding="utf-8") as handle:
-                hyperparameters = json.load(handle)
-        except (OSError, ValueError) as error:
-            raise UsageError(f"--hyperparameters {args.hyperparameters}: {error}")
+    from recipes.tuning import load_hyperparameters
+
+    try:
+        hyperparameters = load_hyperparameters(args.hyperparameters)
+    except ValueError as error:
+        raise UsageError(str(error))
     config = model_config(args, hyperparameters)
     config["jit"] = args.jit
     strategy = choose_strategy()  # first: collective ops must be set up before any other TF op

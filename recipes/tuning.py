@@ -49,3 +49,18 @@ def run_search(build, train, validation, *, algorithm="hyperband", objective="va
         json.dump(best, handle, indent=2, sort_keys=True)
     print(f"\nbest hyperparameters ({objective} {trials[0].score if trials else '-'}): {path}")
     return tuner, best
+
+
+def load_hyperparameters(path):
+    """The dict in a `best_hyperparameters.json` (`{}` for no path); raises
+    `ValueError` with the path and the reason for a file that cannot be read."""
+    if not path:
+        return {}
+    try:
+        with open(path, encoding="utf-8") as handle:
+            values = json.load(handle)
+    except (OSError, ValueError) as error:
+        raise ValueError(f"--hyperparameters {path}: {error}") from None
+    if not isinstance(values, dict):
+        raise ValueError(f"--hyperparameters {path}: expected a JSON object of name: value, got {type(values).__name__}")
+    return values
