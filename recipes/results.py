@@ -35,7 +35,11 @@ def main(argv=None):
     parser.add_argument("--embed-dim", type=int, default=128)
     parser.add_argument("--output", default="runs/results")
     parser.add_argument("--results", default="RESULTS.md")
+    parser.add_argument("--machine", default="the project's 2-core CPU machine, no GPU",
+                        help="where the runs trained, for the report")
     parser.add_argument("--only", nargs="*", help="run only configurations whose name contains one of these")
+    parser.add_argument("--table-only", action="store_true",
+                        help="train nothing: write RESULTS.md from the runs already finished in --output")
     args = parser.parse_args(argv)
     common = ["--epochs", str(args.epochs), "--units", str(args.units), "--embed-dim", str(args.embed_dim),
               "--layers", "2", "--verbose", "0"]
@@ -54,7 +58,13 @@ def main(argv=None):
                 shutil.copy(os.path.join(shared, vocab), os.path.join(output, vocab))
         train = ["train", "--output", output, *flags, *common]
         evaluate = ["evaluate", "--output", output, "--beam-width", "4", "--samples", "0"]
-        for command in (train, evaluate):
+        if args.table_only:
+            if not os.path.exists(os.path.join(output, "scores.json")):
+                continue
+            commands = ()
+        else:
+            commands = (train, evaluate)
+        for command in commands:
             print("$ python -m recipes.translate " + " ".join(command), flush=True)
             subprocess.run([sys.executable, "-m", "recipes.translate", *command], check=True)
         shared = shared or output
@@ -73,8 +83,11 @@ def main(argv=None):
                      "the Ding dictionary's example sentences (Debian `trans-de-en`, hashed 90/5/5 split), beam "
                      f"search of width 4, sacrebleu BLEU and chrF. Every model trained {args.epochs} epochs with "
                      f"width {args.units}, 2 layers, dropout 0.1, label smoothing 0.1, Adam 1e-3, batch 64, the "
-                     "same data, vocabularies built per run from the training split, seed 0, on the machine "
-                     "named below.\n\n")
+                     "same data and WordPiece vocabularies (learned once from the training split), seed 0, on "
+                     f"{args.machine}. Training time is wall-clock on that (shared, noisy) machine.\n\n")
+        missing = [name for name, _ in CONFIGURATIONS if name not in [row[0] for row in rows]]
+        if missing:
+            handle.write(f"Not yet run at this budget: {', '.join(missing)}.\n\n")
         handle.write("| model | BLEU | chrF | parameters | training time (s) |\n|---|---|---|---|---|\n")
         for name, bleu, chrf, parameters, seconds, _ in rows:
             handle.write(f"| {name} | {bleu:.2f} | {chrf:.2f} | {parameters:,} | {seconds:.0f} |\n")
