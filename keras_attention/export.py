@@ -72,3 +72,78 @@ def export_archive(archive, base_dir, model_name, version=None, before_publish=N
         if before_publish is not None:
             before_publish(staging)
     return target
+
+
+def translator_archive(model, source_tokenizer, target_tokenizer, max_length, beam_width=4):
+    """An `ExportArchive` of a `Seq2Seq` translator with its tokenizers.
+
+    Signatures (all with in-graph tokenisation; inputs longer than
+    `max_length` pieces are truncated and flagged):
+
+    - `serving_default`: `text` string `[batch]` -> `translation` string
+      `[batch]`, `score` float `[batch]` (beam search of `beam_width`),
+      `truncated` bool `[batch]`.
+    - `greedy`: the same with greedy decoding.
+    - `attention`: `text` -> `translation`, `attention` float `[batch,
+      target_len, source_len]` of the best hypothesis, `source_tokens` and
+      `target_tokens` strings.
+    - `tokens`: `token_ids` int32 `[batch, source_len]` and `lengths` int32
+      `[batch]` -> `token_ids` int32 `[batch, target_len]` (beam search).
+    """
+    import keras
+    import tensorflow as tf
+
+    from keras_attention.generation import beam_search, greedy_search
+
+    archive = keras.export.ExportArchive()
+    archive.track(model)
+    archive.track(source_tokenizer)
+    archive.track(target_tokenizer)
+    decode_length = max_length + 1
+
+    def encode(text):
+        return source_tokenizer.encode(text, max_length)
+
+    def blank_if_empty(text, translation):
+        """An empty (or all-space) input translates to an empty string."""
+        empty = tf.equal(tf.strings.length(source_tokenizer.clean(text)), 0)
+        return tf.where(empty, tf.constant(""), translation)
+
+    def best(source, attention=False):
+        if beam_width > 1:
+            result = beam_search(model, source, decode_length, beam_width=beam_width, return_attention=attention)
+            return {key: value[:, 0] for key, value in result.items()}
+        return greedy_search(model, source, decode_length, return_attention=attention)
+
+    def translate(text):
+        source, truncated = encode(text)
+        result = best(source)
+        return {"translation": blank_if_empty(text, target_tokenizer.decode(result["tokens"])),
+                "score": result["scores"], "truncated": truncated}
+
+    def greedy(text):
+        source, truncated = encode(text)
+        result = greedy_search(model, source, decode_length)
+        return {"translation": blank_if_empty(text, target_tokenizer.decode(result["tokens"])),
+                "score": result["scores"], "truncated": truncated}
+
+    def attention(text):
+        source, truncated = encode(text)
+        result = best(source, attention=True)
+        return {"translation": blank_if_empty(text, target_tokenizer.decode(result["tokens"])),
+                "attention": result["attention"],
+                "source_tokens": source_tokenizer.tokens(source), "target_tokens": target_tokenizer.tokens(result["tokens"]),
+                "truncated": truncated}
+
+    def tokens(token_ids, lengths):
+        mask = tf.sequence_mask(lengths, tf.shape(token_ids)[1])
+        source = tf.where(mask, token_ids, tf.zeros_like(token_ids))
+        return {"token_ids": best(source)["tokens"]}
+
+    text_spec = [tf.TensorSpec((None,), tf.string, name="text")]
+    archive.add_endpoint("serving_default", translate, input_signature=text_spec)
+    archive.add_endpoint("greedy", greedy, input_signature=text_spec)
+    archive.add_endpoint("attention", attention, input_signature=text_spec)
+    archive.add_endpoint("tokens", tokens, input_signature=[tf.TensorSpec((None, None), tf.int32, name="token_ids"),
+                                                             tf.TensorSpec((None,), tf.int32, name="lengths")])
+    return archive

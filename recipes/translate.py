@@ -321,6 +321,17 @@ def tune(args, log=print):
     return best
 
 
+def export_command(args, log=print):
+    """Write the trained model as the next version of a TF Serving model."""
+    from keras_attention.export import export_archive, translator_archive
+
+    model, config, source_tokenizer, target_tokenizer = load_run(args.output)
+    archive = translator_archive(model, source_tokenizer, target_tokenizer, config["max_length"], args.beam_width)
+    path = export_archive(archive, args.export_dir, args.model_name)
+    log(f"exported {path} (signatures: serving_default, greedy, attention, tokens)")
+    return path
+
+
 def demo(args, log=print):
     """The main job: train a Transformer on the Ding corpus, report BLEU and
     samples, draw an attention heatmap, translate a sentence."""
@@ -330,6 +341,12 @@ def demo(args, log=print):
     evaluate(args, log)
     args.text = ["Ich habe keine Zeit.", "Wo ist der Bahnhof?"]
     translate_command(args, log)
+    import tensorflow as tf
+
+    args.export_dir, args.model_name = "saved_models", "translator"
+    path = export_command(args, log)
+    served = tf.saved_model.load(path).signatures["serving_default"](text=tf.constant(args.text[:1]))
+    log(f"through the exported model: {args.text[0]} -> {served['translation'].numpy()[0].decode()}")
 
 
 # -- command line -------------------------------------------------------------------
@@ -376,6 +393,11 @@ def parser():
             command.add_argument("--limit-test", type=int, help="evaluate only the first N test sentences")
         else:
             command.add_argument("text", nargs="*")
+    export = add("export", "export the trained model as a SavedModel for TensorFlow Serving", data=False,
+                 model=False)
+    export.add_argument("--export-dir", default="saved_models", help="base directory: <dir>/<name>/<version>/")
+    export.add_argument("--model-name", default="translator")
+    export.add_argument("--beam-width", type=int, default=4, help="beam width of serving_default")
     tune_command = add("tune", "KerasTuner search (resumable; chief/worker distributed)", model=False)
     tune_command.add_argument("--algorithm", choices=["hyperband", "bayesian", "random"], default="hyperband")
     tune_command.add_argument("--trials", type=int, default=10, help="trials for bayesian/random")
@@ -402,7 +424,8 @@ def main(argv=None):
     args = parser().parse_args(argv)
     try:
         check(args)
-        command = {"train": train, "evaluate": evaluate, "translate": translate_command, "tune": tune, "demo": demo}
+        command = {"train": train, "evaluate": evaluate, "translate": translate_command, "tune": tune, "demo": demo,
+                   "export": export_command}
         command[args.command](args)
     except UsageError as error:
         sys.exit(f"error: {error}")

@@ -217,3 +217,45 @@ def test_mixed_precision_training(tmp_path):
               "--mixed-precision", "bfloat16", *TINY)
     assert "validation loss" in log and "nan" not in log.split("validation loss")[1]
     keras.mixed_precision.set_global_policy("float32")
+
+
+def test_export_loads_in_plain_tensorflow_and_matches_in_process(trained, tmp_path):
+    """The exported translator runs in a fresh process that imports only
+    tensorflow and tensorflow_text, from a moved directory, and gives the
+    in-process model's tokens and scores."""
+    import shutil
+
+    import tensorflow as tf
+
+    from keras_attention.generation import greedy_search
+
+    output, _ = trained
+    path = translate.export_command(translate.parser().parse_args(
+        ["export", "--output", output, "--export-dir", str(tmp_path / "exports"), "--beam-width", "2"]), log=lambda _: 0)
+    moved = tmp_path / "moved"
+    shutil.move(path, moved)  # assets must be relative
+    texts = ["Ich habe keine Zeit.", "Wo ist der Bahnhof?", "", "Das ist ein sehr langer Satz " * 10]
+    model, config, source_tokenizer, target_tokenizer = translate.load_run(output)
+    source, _ = source_tokenizer.encode(tf.constant(texts), config["max_length"])
+    expected = greedy_search(model, source, config["max_length"] + 1)
+    expected_text = [t.decode() for t in target_tokenizer.decode(expected["tokens"]).numpy()]
+    script = f"""
+import json, sys, tensorflow as tf, tensorflow_text
+assert "keras_attention" not in sys.modules
+loaded = tf.saved_model.load({str(moved)!r})
+out = loaded.signatures["greedy"](text=tf.constant({texts!r}))
+beam = loaded.signatures["serving_default"](text=tf.constant({texts!r}))
+att = loaded.signatures["attention"](text=tf.constant({texts[:1]!r}))
+print(json.dumps({{"translation": [t.decode() for t in out["translation"].numpy()],
+                  "score": out["score"].numpy().tolist(), "truncated": beam["truncated"].numpy().tolist(),
+                  "beam": [t.decode() for t in beam["translation"].numpy()],
+                  "attention": list(att["attention"].shape), "signatures": sorted(loaded.signatures)}}))
+"""
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=str(tmp_path))
+    assert result.returncode == 0, result.stderr[-2000:]
+    got = json.loads(result.stdout.strip().splitlines()[-1])
+    assert got["signatures"] == ["attention", "greedy", "serving_default", "tokens"]
+    assert got["translation"][:2] == expected_text[:2] and got["translation"][2] == "" and got["beam"][2] == ""
+    np.testing.assert_allclose(got["score"][:2], np.asarray(expected["scores"])[:2], atol=1e-5)
+    assert got["truncated"] == [False, False, False, True]
+    assert got["attention"][0] == 1
