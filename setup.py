@@ -27,6 +27,8 @@ setup(
             "matplotlib>=3.8",
             "mlxtend>=0.23",
             "tensorboard",
+            "tensorflow-serving-api==2.21.*",
+            "requests",
         ],
         "dev": ["pytest>=8", "pytest-xdist>=3"],
         # Peers that bench/ measures against; not needed by the library.

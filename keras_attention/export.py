@@ -147,3 +147,39 @@ def translator_archive(model, source_tokenizer, target_tokenizer, max_length, be
     archive.add_endpoint("tokens", tokens, input_signature=[tf.TensorSpec((None, None), tf.int32, name="token_ids"),
                                                              tf.TensorSpec((None,), tf.int32, name="lengths")])
     return archive
+
+
+def write_warmup_requests(version_dir, model_name, requests):
+    """Write `assets.extra/tf_serving_warmup_requests`: one `PredictionLog`
+    record per `(signature_name, {input_name: value})`, which TF Serving
+    replays to warm the model up before it serves. Needs the
+    tensorflow-serving-api package."""
+    import tensorflow as tf
+    from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
+
+    directory = os.path.join(version_dir, "assets.extra")
+    os.makedirs(directory, exist_ok=True)
+    with tf.io.TFRecordWriter(os.path.join(directory, "tf_serving_warmup_requests")) as writer:
+        for signature, inputs in requests:
+            request = predict_pb2.PredictRequest(
+                model_spec=model_pb2.ModelSpec(name=model_name, signature_name=signature))
+            for name, value in inputs.items():
+                request.inputs[name].CopyFrom(tf.make_tensor_proto(value))
+            log = prediction_log_pb2.PredictionLog(predict_log=prediction_log_pb2.PredictLog(request=request))
+            writer.write(log.SerializeToString())
+
+
+def read_warmup_requests(version_dir):
+    """The `(signature_name, {input_name: numpy array})` pairs of a version's
+    warm-up file."""
+    import tensorflow as tf
+    from tensorflow_serving.apis import prediction_log_pb2
+
+    path = os.path.join(version_dir, "assets.extra", "tf_serving_warmup_requests")
+    requests = []
+    for record in tf.data.TFRecordDataset(path):
+        log = prediction_log_pb2.PredictionLog.FromString(record.numpy())
+        request = log.predict_log.request
+        requests.append((request.model_spec.signature_name,
+                         {name: tf.make_ndarray(proto) for name, proto in request.inputs.items()}))
+    return requests

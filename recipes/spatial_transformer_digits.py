@@ -169,11 +169,11 @@ def tune(args, train_data, test_data):
     return best
 
 
-def export(model, warp, args):
+def export(model, warp, args, examples):
     import tensorflow as tf
 
     import keras
-    from keras_attention.export import export_archive
+    from keras_attention.export import export_archive, write_warmup_requests
 
     archive = keras.export.ExportArchive()
     archive.track(model)
@@ -195,7 +195,13 @@ def export(model, warp, args):
         input_signature=[tf.TensorSpec((None,), tf.string, name="image_bytes")])
     archive.add_endpoint("transformed", lambda image: {"transformed": warp(image, training=False)},
                          input_signature=[image_spec])
-    return export_archive(archive, args.export_dir, args.model_name)
+    images = examples[:4].astype("float32")
+    pngs = np.array([tf.io.encode_png(tf.cast(tf.round(image * 255), tf.uint8)).numpy() for image in images],
+                    dtype=object)
+    warmup = [("serving_default", {"image": images}), ("image_bytes", {"image_bytes": pngs}),
+              ("transformed", {"image": images[:1]})]
+    return export_archive(archive, args.export_dir, args.model_name,
+                          before_publish=lambda staging: write_warmup_requests(staging, args.model_name, warmup))
 
 
 def main(argv=None):
@@ -257,7 +263,7 @@ def main(argv=None):
                      os.path.join(args.output, "transformed.png"))
     print(f"inputs and transformer outputs: {grid}")
     if args.export:
-        print(f"exported: {export(st_model, warp, args)}")
+        print(f"exported: {export(st_model, warp, args, test_data[0])}")
 
 
 if __name__ == "__main__":

@@ -323,11 +323,21 @@ def tune(args, log=print):
 
 def export_command(args, log=print):
     """Write the trained model as the next version of a TF Serving model."""
-    from keras_attention.export import export_archive, translator_archive
+    import numpy as np
+
+    from keras_attention.export import export_archive, translator_archive, write_warmup_requests
+    from recipes.translation_data import read_pairs
 
     model, config, source_tokenizer, target_tokenizer = load_run(args.output)
     archive = translator_archive(model, source_tokenizer, target_tokenizer, config["max_length"], args.beam_width)
-    path = export_archive(archive, args.export_dir, args.model_name)
+    # Warm-up requests: real test sentences, for every signature.
+    sentences = [pair[0] for pair in read_pairs(os.path.join(args.output, "data", "test.tsv"))[:4]]
+    text = np.array(sentences or ["Ich habe keine Zeit."], dtype=object)
+    ids = source_tokenizer.encode(text, config["max_length"])[0].numpy()
+    warmup = [("serving_default", {"text": text}), ("greedy", {"text": text}), ("attention", {"text": text[:1]}),
+              ("tokens", {"token_ids": ids, "lengths": (ids > 0).sum(1).astype("int32")})]
+    path = export_archive(archive, args.export_dir, args.model_name,
+                          before_publish=lambda staging: write_warmup_requests(staging, args.model_name, warmup))
     log(f"exported {path} (signatures: serving_default, greedy, attention, tokens)")
     return path
 

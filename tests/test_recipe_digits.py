@@ -33,6 +33,9 @@ def test_tiny_run_trains_reports_and_exports(tmp_path):
     version = os.path.join(exports, "digits", "1")
     assert os.path.exists(os.path.join(version, "saved_model.pb"))
     assert os.path.exists(os.path.join(exports, "digits", "models.config"))
+    from keras_attention.export import read_warmup_requests
+
+    assert [s for s, _ in read_warmup_requests(version)] == ["serving_default", "image_bytes", "transformed"]
 
     # A fresh process with only TensorFlow: the three signatures work and agree.
     script = f"""
@@ -50,9 +53,16 @@ direct = loaded.signatures["serving_default"](image=tf.constant(np.round(image[:
 np.testing.assert_allclose(from_bytes["probabilities"].numpy()[0], direct["probabilities"].numpy()[0], atol=1e-5)
 warped = loaded.signatures["transformed"](image=tf.constant(image))["transformed"]
 assert warped.shape == (2, 30, 30, 1)
+from recipes.serving_client import rest_body, tensors_from_rest_body
+import json
+body = json.loads(json.dumps(rest_body(dict(image_bytes=np.array([png], dtype=object)), "image_bytes", "instances")))
+assert body["instances"][0]["b64"]
+via_rest = loaded.signatures["image_bytes"](image_bytes=tf.constant(tensors_from_rest_body(body, ["image_bytes"])["image_bytes"]))
+np.testing.assert_allclose(via_rest["probabilities"].numpy()[0], from_bytes["probabilities"].numpy()[0], atol=1e-6)
 print("ok")
 """
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=str(tmp_path))
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=str(tmp_path),
+                            env=dict(os.environ, PYTHONPATH=ROOT))
     assert result.returncode == 0 and "ok" in result.stdout, result.stderr[-2000:]
 
 

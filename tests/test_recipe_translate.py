@@ -4,6 +4,7 @@ tuning, and bad input."""
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -259,3 +260,89 @@ print(json.dumps({{"translation": [t.decode() for t in out["translation"].numpy(
     np.testing.assert_allclose(got["score"][:2], np.asarray(expected["scores"])[:2], atol=1e-5)
     assert got["truncated"] == [False, False, False, True]
     assert got["attention"][0] == 1
+
+
+@pytest.fixture(scope="module")
+def exported(trained, tmp_path_factory):
+    output, _ = trained
+    base = str(tmp_path_factory.mktemp("exports"))
+    path = translate.export_command(translate.parser().parse_args(
+        ["export", "--output", output, "--export-dir", base, "--beam-width", "2"]), log=lambda _: 0)
+    return path
+
+
+def test_warmup_requests_parse_and_run(exported):
+    import tensorflow as tf
+
+    from keras_attention.export import read_warmup_requests
+
+    requests = read_warmup_requests(exported)
+    assert [signature for signature, _ in requests] == ["serving_default", "greedy", "attention", "tokens"]
+    loaded = tf.saved_model.load(exported)
+    for signature, inputs in requests:
+        outputs = loaded.signatures[signature](**{k: tf.constant(v) for k, v in inputs.items()})
+        assert outputs and all(v.shape[0] == len(next(iter(inputs.values()))) for v in outputs.values())
+
+
+def test_saved_model_cli_lists_the_signatures(exported):
+    cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
+    shown = subprocess.run([cli, "show", "--dir", exported, "--all"], capture_output=True, text=True).stdout
+    for signature in ("serving_default", "greedy", "attention", "tokens"):
+        assert f"signature_def['{signature}']" in shown
+    assert "inputs['text'] tensor_info:\n        dtype: DT_STRING\n        shape: (-1)" in shown
+    assert "outputs['translation'] tensor_info:\n        dtype: DT_STRING\n        shape: (-1)" in shown
+    assert "outputs['score'] tensor_info:\n        dtype: DT_FLOAT" in shown
+    assert "inputs['token_ids'] tensor_info:\n        dtype: DT_INT32\n        shape: (-1, -1)" in shown
+
+
+def test_rest_bodies_become_the_signature_inputs(exported):
+    import tensorflow as tf
+
+    from recipes.serving_client import parse_rest_response, rest_body, tensors_from_rest_body
+
+    loaded = tf.saved_model.load(exported)
+    text = np.array(["Ich habe keine Zeit.".encode(), "Wo ist der Bahnhof?".encode()], dtype=object)
+    direct = loaded.signatures["greedy"](text=tf.constant(text))
+    for style in ("instances", "inputs"):
+        body = json.loads(json.dumps(rest_body({"text": text}, "greedy", style)))  # through JSON, as sent
+        tensors = tensors_from_rest_body(body, ["text"])
+        np.testing.assert_array_equal(tensors["text"], text)
+        out = loaded.signatures["greedy"](**{k: tf.constant(v) for k, v in tensors.items()})
+        np.testing.assert_array_equal(out["translation"].numpy(), direct["translation"].numpy())
+    ids = np.array([[1, 5, 6, 2], [1, 7, 2, 0]], "int32")
+    body = json.loads(json.dumps(rest_body({"token_ids": ids, "lengths": np.array([4, 3], "int32")}, "tokens",
+                                           "instances")))
+    tensors = tensors_from_rest_body(body, ["token_ids", "lengths"])
+    np.testing.assert_array_equal(tensors["token_ids"], ids)
+    # Responses in both formats parse back.
+    translations = [t.decode() for t in direct["translation"].numpy()]
+    rows = {"predictions": [{"translation": t, "score": 0.5} for t in translations]}
+    columns = {"outputs": {"translation": translations, "score": [0.5, 0.5]}}
+    for response in (rows, columns):
+        parsed = parse_rest_response(response)
+        assert [t.decode() for t in parsed["translation"]] == translations
+
+
+@pytest.mark.skipif(shutil.which("tensorflow_model_server") is None,
+                    reason="tensorflow_model_server is not installed (not on PyPI or Debian; see the README's "
+                           "Docker and apt commands)")
+def test_real_server_rest_and_grpc(exported, tmp_path):
+    from recipes.serving_client import predict_grpc, predict_rest
+
+    base = os.path.dirname(exported)
+    grpc_port, rest_port = free_port(), free_port()
+    server = subprocess.Popen(["tensorflow_model_server", f"--port={grpc_port}", f"--rest_api_port={rest_port}",
+                               "--model_name=translator", f"--model_base_path={base}"])
+    try:
+        text = {"text": np.array([b"Ich habe keine Zeit."], dtype=object)}
+        for _ in range(60):
+            try:
+                rest = predict_rest("127.0.0.1", rest_port, "translator", text, "greedy")
+                break
+            except Exception:
+                time.sleep(1)
+        grpc_out = predict_grpc("127.0.0.1", grpc_port, "translator", text, "greedy")
+        assert rest["translation"][0] == grpc_out["translation"][0]
+    finally:
+        server.terminate()
+        server.wait(timeout=30)

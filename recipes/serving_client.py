@@ -1,0 +1,155 @@
+"""Send requests to a model served by TensorFlow Serving, over REST or gRPC.
+
+    python -m recipes.serving_client --text "Ich habe keine Zeit."                 # translator, REST
+    python -m recipes.serving_client --text "Wo ist der Bahnhof?" --protocol grpc
+    python -m recipes.serving_client --image digit.png --model-name digits --signature image_bytes
+
+Start the server first, e.g. with Docker:
+
+    docker run -p 8500:8500 -p 8501:8501 -v "$PWD/saved_models/translator:/models/translator" \
+        -e MODEL_NAME=translator tensorflow/serving
+
+REST bodies come in TF Serving's two formats: "instances" (a list of rows)
+and "inputs" (a dict of columns); bytes travel as {"b64": "..."}.
+"""
+
+import argparse
+import base64
+import json
+import sys
+
+import numpy as np
+
+
+def _encode(value):
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, bytes):
+        return {"b64": base64.b64encode(value).decode("ascii")}
+    if isinstance(value, np.ndarray):
+        return [_encode(v) for v in value.tolist()] if value.dtype == object else value.tolist()
+    if isinstance(value, (list, tuple)):
+        return [_encode(v) for v in value]
+    return value
+
+
+def rest_body(inputs, signature="serving_default", style="inputs"):
+    """The JSON body of a REST predict request for `{input_name: batch}`."""
+    if style == "inputs":
+        return {"signature_name": signature, "inputs": {name: _encode(value) for name, value in inputs.items()}}
+    if style == "instances":
+        names = list(inputs)
+        rows = [dict(zip(names, values)) for values in zip(*(inputs[name] for name in names))]
+        if len(names) == 1:  # a single input: bare values per row
+            rows = [row[names[0]] for row in rows]
+        return {"signature_name": signature, "instances": [_encode(row) if not isinstance(row, dict)
+                                                          else {k: _encode(v) for k, v in row.items()}
+                                                          for row in rows]}
+    raise ValueError(f"`style` must be 'inputs' or 'instances'; received {style!r}.")
+
+
+def _decode(value):
+    if isinstance(value, dict) and set(value) == {"b64"}:
+        return base64.b64decode(value["b64"])
+    if isinstance(value, list):
+        return [_decode(v) for v in value]
+    return value
+
+
+def _array(values):
+    values = _decode(values)
+    flat = np.array(values, dtype=object)
+    if flat.size and all(isinstance(v, (bytes, str)) for v in flat.ravel()):
+        return np.array([v.encode() if isinstance(v, str) else v for v in flat.ravel()], dtype=object).reshape(flat.shape)
+    return np.array(values)
+
+
+def tensors_from_rest_body(body, input_names):
+    """What TF Serving feeds the signature for a REST body, as
+    `{input_name: numpy array}` (the inverse of `rest_body`)."""
+    if "inputs" in body:
+        inputs = body["inputs"]
+        if not isinstance(inputs, dict):
+            inputs = {input_names[0]: inputs}
+        return {name: _array(value) for name, value in inputs.items()}
+    rows = body["instances"]
+    if rows and isinstance(rows[0], dict) and not set(rows[0]) == {"b64"}:
+        return {name: _array([row[name] for row in rows]) for name in input_names}
+    return {input_names[0]: _array(rows)}
+
+
+def parse_rest_response(body):
+    """`{output_name: numpy array}` from a REST response in either format
+    ("predictions" rows or "outputs" columns)."""
+    if "outputs" in body:
+        outputs = body["outputs"]
+        return {name: _array(value) for name, value in outputs.items()} if isinstance(outputs, dict) \
+            else {"output": _array(outputs)}
+    rows = body["predictions"]
+    if rows and isinstance(rows[0], dict):
+        return {name: _array([row[name] for row in rows]) for name in rows[0]}
+    return {"output": _array(rows)}
+
+
+def predict_rest(host, port, model_name, inputs, signature, style="inputs", timeout=30):
+    import requests
+
+    url = f"http://{host}:{port}/v1/models/{model_name}:predict"
+    response = requests.post(url, json=rest_body(inputs, signature, style), timeout=timeout)
+    if response.status_code != 200:
+        raise RuntimeError(f"{url} answered {response.status_code}: {response.text[:500]}")
+    return parse_rest_response(response.json())
+
+
+def predict_grpc(host, port, model_name, inputs, signature, timeout=30):
+    import grpc
+    import tensorflow as tf
+    from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+
+    request = predict_pb2.PredictRequest()
+    request.model_spec.name, request.model_spec.signature_name = model_name, signature
+    for name, value in inputs.items():
+        request.inputs[name].CopyFrom(tf.make_tensor_proto(value))
+    with grpc.insecure_channel(f"{host}:{port}") as channel:
+        response = prediction_service_pb2_grpc.PredictionServiceStub(channel).Predict(request, timeout=timeout)
+    return {name: tf.make_ndarray(proto) for name, proto in response.outputs.items()}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    what = parser.add_mutually_exclusive_group(required=True)
+    what.add_argument("--text", nargs="+", help="sentences for a translator")
+    what.add_argument("--image", nargs="+", help="PNG/JPEG files for the digits classifier")
+    parser.add_argument("--model-name", help="served model name (default: translator or digits)")
+    parser.add_argument("--signature", default="serving_default")
+    parser.add_argument("--protocol", choices=["rest", "grpc"], default="rest")
+    parser.add_argument("--host", default="localhost")
+    parser.add_argument("--port", type=int, help="default 8501 (REST) or 8500 (gRPC)")
+    parser.add_argument("--style", choices=["inputs", "instances"], default="inputs", help="REST body format")
+    args = parser.parse_args(argv)
+    if args.text:
+        inputs, model_name = {"text": np.array([t.encode() for t in args.text], dtype=object)}, "translator"
+    else:
+        try:
+            images = [open(path, "rb").read() for path in args.image]
+        except OSError as error:
+            parser.error(f"--image: {error}")
+        inputs, model_name = {"image_bytes": np.array(images, dtype=object)}, "digits"
+        if args.signature == "serving_default":
+            args.signature = "image_bytes"
+    model_name = args.model_name or model_name
+    port = args.port or (8501 if args.protocol == "rest" else 8500)
+    try:
+        if args.protocol == "rest":
+            outputs = predict_rest(args.host, port, model_name, inputs, args.signature, args.style)
+        else:
+            outputs = predict_grpc(args.host, port, model_name, inputs, args.signature)
+    except Exception as error:  # a server that is down or refuses is the user's environment, not a bug
+        sys.exit(f"error: {args.protocol} request to {args.host}:{port} failed: {error}")
+    print(json.dumps({k: _encode(v) if isinstance(v, np.ndarray) and v.dtype != object
+                      else [x.decode() if isinstance(x, bytes) else x for x in np.ravel(v)]
+                      for k, v in outputs.items()}, indent=2, default=str))
+
+
+if __name__ == "__main__":
+    main()
