@@ -346,3 +346,25 @@ def test_real_server_rest_and_grpc(exported, tmp_path):
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def test_export_holds_only_core_and_text_ops(exported):
+    """No py_function, no XLA-only ops: what TF Serving has (core TensorFlow
+    and TensorFlow Text kernels) is enough."""
+    from tensorflow.core.protobuf import saved_model_pb2
+    from tensorflow.python.framework import op_def_registry
+
+    import tensorflow_text  # noqa: F401  (registers the text ops, as the server does)
+
+    proto = saved_model_pb2.SavedModel()
+    proto.ParseFromString(open(os.path.join(exported, "saved_model.pb"), "rb").read())
+    graph = proto.meta_graphs[0].graph_def
+    ops = {node.op for node in graph.node}
+    for function in graph.library.function:
+        ops |= {node.op for node in function.node_def}
+    library = {function.signature.name for function in graph.library.function}
+    ops -= library  # calls of the graph's own functions
+    assert not {op for op in ops if "PyFunc" in op or op.startswith("Xla")}, ops
+    unknown = sorted(op for op in ops if op_def_registry.get(op) is None)
+    assert not unknown, f"ops no TensorFlow / TensorFlow Text kernel registers: {unknown}"
+    assert any(op.startswith("FastWordpiece") or "Wordpiece" in op or "RegexSplit" in op for op in ops)
