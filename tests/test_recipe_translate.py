@@ -221,16 +221,23 @@ def test_mixed_precision_training(tmp_path):
 
 
 def test_export_loads_in_plain_tensorflow_and_matches_in_process(trained, tmp_path):
+    check_export(trained[0], tmp_path)
+
+
+@pytest.mark.parametrize("family", ["convs2s", "transformer"])
+def test_export_of_the_other_families(tmp_path, family):
+    run("train", "--output", str(tmp_path / "run"), "--family", family, "--epochs", "1", *TINY)
+    check_export(str(tmp_path / "run"), tmp_path)
+
+
+def check_export(output, tmp_path):
     """The exported translator runs in a fresh process that imports only
     tensorflow and tensorflow_text, from a moved directory, and gives the
     in-process model's tokens and scores."""
-    import shutil
-
     import tensorflow as tf
 
     from keras_attention.generation import greedy_search
 
-    output, _ = trained
     path = translate.export_command(translate.parser().parse_args(
         ["export", "--output", output, "--export-dir", str(tmp_path / "exports"), "--beam-width", "2"]), log=lambda _: 0)
     moved = tmp_path / "moved"
