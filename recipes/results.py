@@ -75,7 +75,8 @@ def main(argv=None):
         import keras_attention  # noqa: F401
 
         parameters = keras.saving.load_model(os.path.join(output, "model.keras")).count_params()
-        rows.append((name, scores["bleu"], scores["chrf"], parameters, config["train_seconds"], train))
+        rows.append((name, scores["bleu"], scores["chrf"], config.get("val_loss", float("nan")), parameters,
+                     config["train_seconds"], train))
     with open(args.results, "w", encoding="utf-8") as handle:
         handle.write("# Results: German → English on the Ding corpus\n\n")
         handle.write(f"Produced by `python -m recipes.results --epochs {args.epochs} --units {args.units} "
@@ -88,9 +89,10 @@ def main(argv=None):
         missing = [name for name, _ in CONFIGURATIONS if name not in [row[0] for row in rows]]
         if missing:
             handle.write(f"Not yet run at this budget: {', '.join(missing)}.\n\n")
-        handle.write("| model | BLEU | chrF | parameters | training time (s) |\n|---|---|---|---|---|\n")
-        for name, bleu, chrf, parameters, seconds, _ in rows:
-            handle.write(f"| {name} | {bleu:.2f} | {chrf:.2f} | {parameters:,} | {seconds:.0f} |\n")
+        handle.write("| model | BLEU | chrF | validation loss | parameters | training time (s) |\n"
+                     "|---|---|---|---|---|---|\n")
+        for name, bleu, chrf, val_loss, parameters, seconds, _ in rows:
+            handle.write(f"| {name} | {bleu:.2f} | {chrf:.2f} | {val_loss:.3f} | {parameters:,} | {seconds:.0f} |\n")
         handle.write("\nCommands (each followed by `python -m recipes.translate evaluate --output DIR "
                      "--beam-width 4`):\n\n```bash\n")
         for *_, command in rows:

@@ -200,7 +200,9 @@ def train(args, log=print):
         with open(os.path.join(args.output, "config.json"), "w", encoding="utf-8") as handle:
             json.dump({**config, "source_vocab": source_tokenizer.vocab_size,
                        "target_vocab": target_tokenizer.vocab_size, "epochs": args.epochs,
-                       "train_seconds": round(seconds, 1)}, handle, indent=2)
+                       "train_seconds": round(seconds, 1),
+                       "val_loss": round(float((history.get("val_loss") or [float("nan")])[-1]), 4)},
+                      handle, indent=2)
         model.save(os.path.join(args.output, "model.keras"))
     losses = history.get("val_loss") or [float("nan")]
     log(f"trained in {seconds:.0f}s, validation loss {losses[-1]:.3f} -> {os.path.join(args.output, 'model.keras')}")
