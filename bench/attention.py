@@ -24,7 +24,6 @@ import sys
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import keras  # noqa: E402
-import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from keras_attention import AdditiveAttention, DotProductAttention, MultiHead  # noqa: E402

@@ -14,7 +14,6 @@ alternately, `--repeats` rounds, medians.
 import argparse
 import os
 import statistics
-import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -141,7 +140,7 @@ def main(argv=None):
         for pass_index, pass_name in enumerate(("fwd", "fwd+bwd")):
             times = {name: [] for name in contenders}
             tf_args = (tf.constant(image), tf.constant(grid))
-            for name, fns in contenders.items():
+            for fns in contenders.values():
                 timed(fns[pass_index], tf_args, 1)
             for _ in range(args.repeats):
                 for name, fns in contenders.items():

@@ -48,7 +48,9 @@ def _decode(model, source, max_length, choose, sos_id, eos_id, padding_id, retur
     output = ops.full((batch, max_length), padding_id, "int32")
     scores = ops.zeros((batch,), "float32")
     finished = ops.zeros((batch,), "bool")
-    attention = ops.zeros((batch, max_length, ops.shape(source)[1]), "float32")
+    # The alignment buffer is only carried through the loop when asked for.
+    attention_shape = (batch, max_length, ops.shape(source)[1]) if return_attention else (batch, 1, 1)
+    attention = ops.zeros(attention_shape, "float32")
 
     def body(t, tokens, state, output, scores, finished, attention):
         logits, state = model.decode_step(tokens, state)

@@ -11,7 +11,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_attention.validation import check_choice, check_positive_int, check_rank
+from keras_attention.validation import check_choice, check_rank
 
 register = keras.saving.register_keras_serializable(package="keras_attention")
 

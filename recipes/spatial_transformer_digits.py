@@ -152,7 +152,7 @@ def save_grid(images, warped, path, columns=8):
     return path
 
 
-def tune(args, train_data, test_data):
+def tune(args, train_data):
     from recipes.tuning import run_search
 
     def build(hp):
@@ -243,7 +243,7 @@ def main(argv=None):
     train_data, test_data = make_dataset(args.limit, args.rotate, args.seed)
     print(f"{len(train_data[1])} training and {len(test_data[1])} test canvases of {CANVAS}x{CANVAS}")
     if args.tune:
-        tune(args, train_data, test_data)
+        tune(args, train_data)
         return
 
     learning_rate = hyperparameters.get("learning_rate", args.learning_rate)

@@ -154,10 +154,8 @@ def load_run(output):
 # -- commands -------------------------------------------------------------------------
 def train(args, log=print):
     import keras
-    import tensorflow as tf
 
     from recipes.translation_data import make_dataset, prepare
-
     from recipes.tuning import load_hyperparameters
 
     try:
@@ -195,17 +193,17 @@ def train(args, log=print):
     history = model.fit(train_data, validation_data=valid_data, epochs=args.epochs, callbacks=callbacks,
                         verbose=args.verbose).history
     seconds = time.perf_counter() - started
+    val_loss = float((history.get("val_loss") or [float("nan")])[-1])
     model.save_weights(os.path.join(work, "final.weights.h5"))
     if is_chief():
         with open(os.path.join(args.output, "config.json"), "w", encoding="utf-8") as handle:
             json.dump({**config, "source_vocab": source_tokenizer.vocab_size,
                        "target_vocab": target_tokenizer.vocab_size, "epochs": args.epochs,
                        "train_seconds": round(seconds, 1),
-                       "val_loss": round(float((history.get("val_loss") or [float("nan")])[-1]), 4)},
+                       "val_loss": round(val_loss, 4)},
                       handle, indent=2)
         model.save(os.path.join(args.output, "model.keras"))
-    losses = history.get("val_loss") or [float("nan")]
-    log(f"trained in {seconds:.0f}s, validation loss {losses[-1]:.3f} -> {os.path.join(args.output, 'model.keras')}")
+    log(f"trained in {seconds:.0f}s, validation loss {val_loss:.3f} -> {os.path.join(args.output, 'model.keras')}")
     return model
 
 

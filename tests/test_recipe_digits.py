@@ -1,7 +1,6 @@
 """The cluttered-digits recipe: a tiny run, its export loaded by plain
 TensorFlow in a fresh process, tuning that resumes, and CLI errors."""
 
-import io
 import json
 import os
 import subprocess

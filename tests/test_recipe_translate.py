@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from recipes import translate
-from recipes.translation_data import DING, SPLITS, prepare, split_of, tsv_pairs
+from recipes.translation_data import DING, SPLITS, split_of, tsv_pairs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = ["--limit", "200", "--vocab-size", "400", "--embed-dim", "16", "--units", "32", "--layers", "1",

@@ -7,7 +7,6 @@ import tempfile
 import keras
 import numpy as np
 import pytest
-from keras import ops
 
 from keras_attention.generation import greedy_search
 from keras_attention.rnn import reverse_valid
