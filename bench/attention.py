@@ -95,7 +95,9 @@ def matmul_gflops(repeats, iters):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--length", type=int, default=128)
     parser.add_argument("--width", type=int, default=256)
@@ -107,22 +109,30 @@ def main(argv=None):
 
     keras.utils.set_random_seed(0)
     x = tf.random.normal((args.batch, args.length, args.width))
-    print(f"keras {keras.__version__}, tensorflow {tf.__version__}, backend {keras.backend.backend()}, "
-          f"{os.cpu_count()} CPUs, GPU: {bool(tf.config.list_physical_devices('GPU'))}, jit={args.jit}")
-    print(f"B={args.batch} T={args.length} D={args.width} H={args.heads}, causal; "
-          f"{args.repeats} alternating repeats x {args.iters} calls; medians\n")
+    print(
+        f"keras {keras.__version__}, tensorflow {tf.__version__}, backend {keras.backend.backend()}, "
+        f"{os.cpu_count()} CPUs, GPU: {bool(tf.config.list_physical_devices('GPU'))}, jit={args.jit}"
+    )
+    print(
+        f"B={args.batch} T={args.length} D={args.width} H={args.heads}, causal; "
+        f"{args.repeats} alternating repeats x {args.iters} calls; medians\n"
+    )
     print(f"plain matmul 1024^3: {matmul_gflops(args.repeats, args.iters):.1f} GFLOP/s\n")
-    print(f"{'layer':<21s} {'pass':<9s} {'ours ms':>8s} {'peer ms':>8s} {'peer/ours':>9s} "
-          f"{'ours GF/s':>9s} {'peer GF/s':>9s}")
+    print(
+        f"{'layer':<21s} {'pass':<9s} {'ours ms':>8s} {'peer ms':>8s} {'peer/ours':>9s} "
+        f"{'ours GF/s':>9s} {'peer GF/s':>9s}"
+    )
     for name, (ours, peer, flops) in cases(args.batch, args.length, args.width, args.heads).items():
         for backward in (False, True):
             steps = [make_step(fn, layers, x, backward, args.jit) for fn, layers in (ours, peer)]
             times = alternate([(step, (x,)) for step in steps], args.repeats, args.iters)
             ours_s, peer_s = statistics.median(times[0]), statistics.median(times[1])
             total = flops * (3 if backward else 1)  # backward ~ 2x the forward
-            print(f"{name:<21s} {'fwd+bwd' if backward else 'fwd':<9s} {ours_s * 1e3:8.2f} "
-                  f"{peer_s * 1e3:8.2f} {median_ratio(times[1], times[0]):9.2f} "
-                  f"{total / ours_s / 1e9:9.1f} {total / peer_s / 1e9:9.1f}")
+            print(
+                f"{name:<21s} {'fwd+bwd' if backward else 'fwd':<9s} {ours_s * 1e3:8.2f} "
+                f"{peer_s * 1e3:8.2f} {median_ratio(times[1], times[0]):9.2f} "
+                f"{total / ours_s / 1e9:9.1f} {total / peer_s / 1e9:9.1f}"
+            )
 
 
 if __name__ == "__main__":

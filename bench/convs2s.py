@@ -41,8 +41,12 @@ VOCAB = 1000
 
 
 def convs2s(width, layers, max_length):
-    encoder = ConvS2SEncoder(VOCAB, width, [(width, 3)] * layers, max_length=max_length, dropout=0.0)
-    decoder = ConvS2SDecoder(VOCAB, width, [(width, 3)] * layers, max_length=max_length, dropout=0.0)
+    encoder = ConvS2SEncoder(
+        VOCAB, width, [(width, 3)] * layers, max_length=max_length, dropout=0.0
+    )
+    decoder = ConvS2SDecoder(
+        VOCAB, width, [(width, 3)] * layers, max_length=max_length, dropout=0.0
+    )
     return encoder, decoder
 
 
@@ -61,23 +65,34 @@ def decoding(args):
     def recompute(prefix, keys, values):
         return decoder(prefix, keys, values)[:, -1]
 
-    print(f"decoding, batch {args.batch}, width {args.width}, {args.layers} decoder layers of kernel 3, "
-          f"source length 32")
-    print(f"{'prefix':>6s} {'cached ms/token':>16s} {'recompute ms/token':>19s} {'recompute/cached':>17s}")
+    print(
+        f"decoding, batch {args.batch}, width {args.width}, {args.layers} decoder layers of kernel 3, "
+        f"source length 32"
+    )
+    print(
+        f"{'prefix':>6s} {'cached ms/token':>16s} {'recompute ms/token':>19s} {'recompute/cached':>17s}"
+    )
     for length in args.prefixes:
         prefix = tf.constant(rng.integers(1, VOCAB, (args.batch, length)), tf.int32)
         tokens = prefix[:, -1]
         index = tf.constant(length - 1)
-        times = alternate([(cached_step, (tokens, cache, index)), (recompute, (prefix, keys, values))],
-                          args.repeats, args.iters)
-        print(f"{length:6d} {statistics.median(times[0]) * 1e3:16.2f} "
-              f"{statistics.median(times[1]) * 1e3:19.2f} {median_ratio(times[1], times[0]):17.1f}")
+        times = alternate(
+            [(cached_step, (tokens, cache, index)), (recompute, (prefix, keys, values))],
+            args.repeats,
+            args.iters,
+        )
+        print(
+            f"{length:6d} {statistics.median(times[0]) * 1e3:16.2f} "
+            f"{statistics.median(times[1]) * 1e3:19.2f} {median_ratio(times[1], times[0]):17.1f}"
+        )
 
 
 def transformer(width, layers, heads, intermediate, max_length):
     source = keras.Input((None,), dtype="int32")
     target = keras.Input((None,), dtype="int32")
-    x = PositionalEmbedding(max_length)(keras.layers.Embedding(VOCAB, width, mask_zero=True)(source))
+    x = PositionalEmbedding(max_length)(
+        keras.layers.Embedding(VOCAB, width, mask_zero=True)(source)
+    )
     for _ in range(layers):
         x = TransformerEncoderLayer(heads, intermediate)(x)
     y = PositionalEmbedding(max_length)(keras.layers.Embedding(VOCAB, width)(target))
@@ -119,7 +134,9 @@ def training(args):
             return loss
 
         steps[name] = tf.function(step)
-    times = alternate([(fn, (source, target, labels)) for fn in steps.values()], args.repeats, args.iters)
+    times = alternate(
+        [(fn, (source, target, labels)) for fn in steps.values()], args.repeats, args.iters
+    )
     print(f"\ntraining step, batch {args.batch}, source and target length 32")
     print(f"{'model':<12s} {'parameters':>10s} {'ms/step':>8s}")
     for (name, model), seconds in zip(models.items(), times):
@@ -128,7 +145,9 @@ def training(args):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--width", type=int, default=256)
     parser.add_argument("--layers", type=int, default=4)
@@ -137,8 +156,10 @@ def main(argv=None):
     parser.add_argument("--iters", type=int, default=5)
     args = parser.parse_args(argv)
     keras.utils.set_random_seed(0)
-    print(f"keras {keras.__version__}, tensorflow {tf.__version__}, {os.cpu_count()} CPUs, "
-          f"GPU: {bool(tf.config.list_physical_devices('GPU'))}\n")
+    print(
+        f"keras {keras.__version__}, tensorflow {tf.__version__}, {os.cpu_count()} CPUs, "
+        f"GPU: {bool(tf.config.list_physical_devices('GPU'))}\n"
+    )
     decoding(args)
     training(args)
 

@@ -30,9 +30,9 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from keras import ops  # noqa: E402
 
-from keras_attention.generation import beam_search, greedy_search  # noqa: E402
 from keras_attention.masking import write_at  # noqa: E402
 from keras_attention.seq2seq import ConvS2SSeq2Seq, RecurrentSeq2Seq, TransformerSeq2Seq  # noqa: E402
+from keras_attention.seq2seq.generation import beam_search, greedy_search  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from timing import alternate, median_ratio  # noqa: E402
@@ -50,14 +50,21 @@ class Uncached:
 
     def encode(self, source, max_length=None):
         batch = ops.shape(source)[0]
-        return {"source": source, "prefix": ops.zeros((batch, max_length), "int32"),
-                "step": ops.zeros((batch,), "int32")}
+        return {
+            "source": source,
+            "prefix": ops.zeros((batch, max_length), "int32"),
+            "step": ops.zeros((batch,), "int32"),
+        }
 
     def decode_step(self, tokens, state):
         index = state["step"][0]
         prefix = write_at(state["prefix"], ops.cast(tokens, "int32")[:, None], index, axis=1)
         logits = ops.take(self.model.teacher_forced(state["source"], prefix), index, axis=1)
-        return logits, dict(state, prefix=prefix, step=state["step"] + 1)
+        return (
+            logits,
+            dict(state, prefix=prefix, step=state["step"] + 1),
+            ops.zeros(ops.shape(state["source"])),
+        )
 
     def reorder_state(self, state, indices):
         return keras.tree.map_structure(lambda t: ops.take(t, indices, axis=0), state)
@@ -65,12 +72,28 @@ class Uncached:
 
 def families(width, layers, length):
     return {
-        "rnn": RecurrentSeq2Seq(VOCAB, VOCAB, width, width, attention="general", style="luong",
-                                encoder_layers=layers, decoder_layers=layers, eos_id=NEVER),
-        "convs2s": ConvS2SSeq2Seq(VOCAB, VOCAB, width, [(width, 3)] * layers, [(width, 3)] * layers,
-                                  max_length=length + 1, eos_id=NEVER),
-        "transformer": TransformerSeq2Seq(VOCAB, VOCAB, width, 4, 2 * width, layers, max_length=length + 1,
-                                          eos_id=NEVER),
+        "rnn": RecurrentSeq2Seq(
+            VOCAB,
+            VOCAB,
+            width,
+            width,
+            attention="general",
+            style="luong",
+            num_layers=layers,
+            eos_id=NEVER,
+        ),
+        "convs2s": ConvS2SSeq2Seq(
+            VOCAB,
+            VOCAB,
+            width,
+            [(width, 3)] * layers,
+            [(width, 3)] * layers,
+            max_length=length + 1,
+            eos_id=NEVER,
+        ),
+        "transformer": TransformerSeq2Seq(
+            VOCAB, VOCAB, width, 4, 2 * width, layers, max_length=length + 1, eos_id=NEVER
+        ),
     }
 
 
@@ -83,12 +106,14 @@ def keras_hub_beam(model, length, beams):
     def search(source):
         state = model.encode(source, max_length=length + 1)
         batch = ops.shape(source)[0]
-        prompt = ops.concatenate([ops.full((batch, 1), model.sos_id, "int32"),
-                                  ops.zeros((batch, length), "int32")], axis=1)
+        prompt = ops.concatenate(
+            [ops.full((batch, 1), model.sos_id, "int32"), ops.zeros((batch, length), "int32")],
+            axis=1,
+        )
 
         def next(prompt, cache, index):
             tokens = ops.take(prompt, index - 1, axis=1)
-            logits, cache = model.decode_step(tokens, cache)
+            logits, cache, _ = model.decode_step(tokens, cache)
             return logits, None, cache
 
         return sampler(next, prompt, cache=state, index=1)
@@ -97,7 +122,9 @@ def keras_hub_beam(model, length, beams):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--source-length", type=int, default=20)
     parser.add_argument("--length", type=int, default=32, help="tokens generated")
@@ -110,32 +137,48 @@ def main(argv=None):
     keras.utils.set_random_seed(0)
     rng = np.random.default_rng(0)
     source = tf.constant(rng.integers(3, VOCAB, (args.batch, args.source_length)), tf.int32)
-    print(f"keras {keras.__version__}, tensorflow {tf.__version__}, {os.cpu_count()} CPUs, "
-          f"GPU: {bool(tf.config.list_physical_devices('GPU'))}")
-    print(f"batch {args.batch}, source length {args.source_length}, {args.length} tokens generated, width "
-          f"{args.width}, {args.layers} layers, beam {args.beam_width}; tokens/s = batch x length / time\n")
+    print(
+        f"keras {keras.__version__}, tensorflow {tf.__version__}, {os.cpu_count()} CPUs, "
+        f"GPU: {bool(tf.config.list_physical_devices('GPU'))}"
+    )
+    print(
+        f"batch {args.batch}, source length {args.source_length}, {args.length} tokens generated, width "
+        f"{args.width}, {args.layers} layers, beam {args.beam_width}; tokens/s = batch x length / time\n"
+    )
     L, K = args.length, args.beam_width
     tokens = args.batch * L
-    print(f"{'family':<12s} {'search':<7s} {'cached tok/s':>12s} {'uncached tok/s':>15s} {'cached/uncached':>16s}")
+    print(
+        f"{'family':<12s} {'search':<7s} {'cached tok/s':>12s} {'uncached tok/s':>15s} {'cached/uncached':>16s}"
+    )
     models = families(args.width, args.layers, L)
     for name, model in models.items():
         model((source, ops.ones((args.batch, 2), "int32")))  # build
-        for search_name, search in (("greedy", lambda m, s: greedy_search(m, s, L)["tokens"]),
-                                    (f"beam{K}", lambda m, s: beam_search(m, s, L, beam_width=K)["tokens"])):
+        for search_name, search in (
+            ("greedy", lambda m, s: greedy_search(m, s, L)["tokens"]),
+            (f"beam{K}", lambda m, s: beam_search(m, s, L, beam_width=K)["tokens"]),
+        ):
             cached = tf.function(lambda s, m=model, f=search: f(m, s), autograph=False)
             uncached = tf.function(lambda s, m=Uncached(model), f=search: f(m, s), autograph=False)
-            times = alternate([(cached, (source,)), (uncached, (source,))], args.repeats, args.iters)
-            print(f"{name:<12s} {search_name:<7s} {tokens / statistics.median(times[0]):12.0f} "
-                  f"{tokens / statistics.median(times[1]):15.0f} {median_ratio(times[1], times[0]):16.1f}")
+            times = alternate(
+                [(cached, (source,)), (uncached, (source,))], args.repeats, args.iters
+            )
+            print(
+                f"{name:<12s} {search_name:<7s} {tokens / statistics.median(times[0]):12.0f} "
+                f"{tokens / statistics.median(times[1]):15.0f} {median_ratio(times[1], times[0]):16.1f}"
+            )
 
     try:
         import keras_hub
     except ImportError:
-        print("\nkeras_hub is not installed: skipping the BeamSampler comparison "
-              "(pip install -e '.[bench]').")
+        print(
+            "\nkeras_hub is not installed: skipping the BeamSampler comparison "
+            "(pip install -e '.[bench]')."
+        )
         return
     transformer = models["transformer"]
-    ours = tf.function(lambda s: beam_search(transformer, s, L, beam_width=K)["tokens"], autograph=False)
+    ours = tf.function(
+        lambda s: beam_search(transformer, s, L, beam_width=K)["tokens"], autograph=False
+    )
     peer = tf.function(keras_hub_beam(transformer, L, K), autograph=False)
     times = alternate([(ours, (source,)), (peer, (source,))], args.repeats, args.iters)
     print(f"\nbeam search, K={K}, same Transformer, keras_hub {keras_hub.__version__}")

@@ -27,7 +27,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from keras_attention.generation import beam_search, greedy_search  # noqa: E402
+from keras_attention.seq2seq.generation import beam_search, greedy_search  # noqa: E402
 from recipes import translate  # noqa: E402
 from recipes.translation_data import read_pairs  # noqa: E402
 
@@ -38,33 +38,56 @@ def in_process(model, source_tokenizer, target_tokenizer, max_length, beam_width
         if greedy:
             tokens = greedy_search(model, source, max_length + 1)["tokens"]
         else:
-            tokens = beam_search(model, source, max_length + 1, beam_width=beam_width)["tokens"][:, 0]
+            tokens = beam_search(model, source, max_length + 1, beam_width=beam_width)["tokens"][
+                :, 0
+            ]
         return target_tokenizer.decode(tokens)
 
     return run
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--output", default="runs/demo", help="a trained translate run")
     parser.add_argument("--beam-width", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=20)
     args = parser.parse_args(argv)
     model, config, source_tokenizer, target_tokenizer = translate.load_run(args.output)
     export_dir = tempfile.mkdtemp()
-    path = translate.export_command(translate.parser().parse_args(
-        ["export", "--output", args.output, "--export-dir", export_dir, "--beam-width", str(args.beam_width)]),
-        log=lambda _: None)
+    path = translate.export_command(
+        translate.parser().parse_args(
+            [
+                "export",
+                "--output",
+                args.output,
+                "--export-dir",
+                export_dir,
+                "--beam-width",
+                str(args.beam_width),
+            ]
+        ),
+        log=lambda _: None,
+    )
     served = tf.saved_model.load(path)
     sentences = [pair[0] for pair in read_pairs(os.path.join(args.output, "data", "test.tsv"))]
-    print(f"tensorflow {tf.__version__}, {os.cpu_count()} CPUs, GPU: {bool(tf.config.list_physical_devices('GPU'))}; "
-          f"{config['family']} from {args.output}, beam {args.beam_width}, {args.repeats} calls each\n")
-    print(f"{'search':<8s} {'batch':>5s} {'path':<22s} {'p50 ms':>8s} {'p95 ms':>8s} {'sent/s':>8s} {'ratio':>7s}")
+    print(
+        f"tensorflow {tf.__version__}, {os.cpu_count()} CPUs, GPU: {bool(tf.config.list_physical_devices('GPU'))}; "
+        f"{config['family']} from {args.output}, beam {args.beam_width}, {args.repeats} calls each\n"
+    )
+    print(
+        f"{'search':<8s} {'batch':>5s} {'path':<22s} {'p50 ms':>8s} {'p95 ms':>8s} {'sent/s':>8s} {'ratio':>7s}"
+    )
     for name, greedy in (("beam", False), ("greedy", True)):
         signature = served.signatures["greedy" if greedy else "serving_default"]
-        eager = in_process(model, source_tokenizer, target_tokenizer, config["max_length"], args.beam_width, greedy)
+        eager = in_process(
+            model, source_tokenizer, target_tokenizer, config["max_length"], args.beam_width, greedy
+        )
         contenders = {
-            "exported signature": lambda text, signature=signature: signature(text=text)["translation"],
+            "exported signature": lambda text, signature=signature: signature(text=text)[
+                "translation"
+            ],
             "in-process, eager": eager,
             "in-process, tf.function": tf.function(eager, autograph=False),
         }
@@ -81,8 +104,10 @@ def main(argv=None):
             exported_p50 = statistics.median(times["exported signature"])
             for key, values in times.items():
                 p50, p95 = statistics.median(values), float(np.percentile(values, 95))
-                print(f"{name:<8s} {batch:5d} {key:<22s} {p50 * 1e3:8.1f} {p95 * 1e3:8.1f} {batch / p50:8.1f} "
-                      f"{p50 / exported_p50:7.2f}")
+                print(
+                    f"{name:<8s} {batch:5d} {key:<22s} {p50 * 1e3:8.1f} {p95 * 1e3:8.1f} {batch / p50:8.1f} "
+                    f"{p50 / exported_p50:7.2f}"
+                )
     print("\nratio: the path's p50 latency / the exported signature's (> 1: the export is faster)")
 
 

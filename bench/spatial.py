@@ -24,7 +24,6 @@ import tensorflow as tf  # noqa: E402
 
 from keras_attention import AffineGrid, BilinearSampler  # noqa: E402
 
-
 CASES = [(64, 60, 60, 1, 40, 40), (16, 128, 128, 32, 64, 64)]
 
 
@@ -68,7 +67,9 @@ def map_coordinates(image, grid):
         return [b, tf.broadcast_to(y[..., None], shape), tf.broadcast_to(x[..., None], shape), c]
 
     def sample(image, grid):
-        return keras.ops.image.map_coordinates(image, coordinates(grid), order=1, fill_mode="constant")
+        return keras.ops.image.map_coordinates(
+            image, coordinates(grid), order=1, fill_mode="constant"
+        )
 
     @tf.function
     def step(image, grid):
@@ -88,13 +89,16 @@ def torch_grid_sample(image, grid):
 
     def forward(image, grid):
         with torch.no_grad():
-            return torch.nn.functional.grid_sample(image_t, grid_t, mode="bilinear", padding_mode="zeros",
-                                                   align_corners=True)
+            return torch.nn.functional.grid_sample(
+                image_t, grid_t, mode="bilinear", padding_mode="zeros", align_corners=True
+            )
 
     def step(image, grid):
         x = image_t.clone().requires_grad_(True)
         g = grid_t.clone().requires_grad_(True)
-        torch.nn.functional.grid_sample(x, g, mode="bilinear", padding_mode="zeros", align_corners=True).sum().backward()
+        torch.nn.functional.grid_sample(
+            x, g, mode="bilinear", padding_mode="zeros", align_corners=True
+        ).sum().backward()
         return x.grad, g.grad
 
     return forward, step
@@ -105,13 +109,15 @@ def timed(fn, args, iters):
     start = time.perf_counter()
     for _ in range(iters):
         result = fn(*args)
-    for item in (result if isinstance(result, (list, tuple)) else [result]):
+    for item in result if isinstance(result, (list, tuple)) else [result]:
         np.asarray(item.numpy() if hasattr(item, "numpy") else item)
     return (time.perf_counter() - start) / iters
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--iters", type=int, default=5)
     parser.add_argument("--jit", action="store_true", help="also time ours compiled with XLA")
@@ -125,9 +131,13 @@ def main(argv=None):
     except ImportError:
         torch = None
         peer_note = "torch not installed: grid_sample skipped (pip install torch)"
-    print(f"keras {keras.__version__}, tensorflow {tf.__version__}, {os.cpu_count()} CPUs; {peer_note}\n")
-    print(f"{'case':<30s} {'pass':<8s} {'ours ms':>8s} {'map_coord ms':>12s} {'grid_sample ms':>14s} "
-          f"{'map_coord/ours':>14s} {'ours/grid_sample':>16s}")
+    print(
+        f"keras {keras.__version__}, tensorflow {tf.__version__}, {os.cpu_count()} CPUs; {peer_note}\n"
+    )
+    print(
+        f"{'case':<30s} {'pass':<8s} {'ours ms':>8s} {'map_coord ms':>12s} {'grid_sample ms':>14s} "
+        f"{'map_coord/ours':>14s} {'ours/grid_sample':>16s}"
+    )
     for case in CASES:
         image, grid = make_inputs(*case, rng)
         contenders = {"ours": ours(image, grid), "map_coordinates": map_coordinates(image, grid)}
@@ -146,17 +156,25 @@ def main(argv=None):
                 for name, fns in contenders.items():
                     times[name].append(timed(fns[pass_index], tf_args, args.iters))
             median = {name: statistics.median(t) for name, t in times.items()}
-            ratio_mc = statistics.median(m / o for m, o in zip(times["map_coordinates"], times["ours"]))
+            ratio_mc = statistics.median(
+                m / o for m, o in zip(times["map_coordinates"], times["ours"])
+            )
             grid_ms, ratio_gs = "-", "-"
             if "grid_sample" in times:
                 grid_ms = f"{median['grid_sample'] * 1e3:.2f}"
                 ratio_gs = f"{statistics.median(o / g for o, g in zip(times['ours'], times['grid_sample'])):.2f}"
-            print(f"{label:<30s} {pass_name:<8s} {median['ours'] * 1e3:8.2f} {median['map_coordinates'] * 1e3:12.2f} "
-                  f"{grid_ms:>14s} {ratio_mc:14.2f} {ratio_gs:>16s}")
+            print(
+                f"{label:<30s} {pass_name:<8s} {median['ours'] * 1e3:8.2f} {median['map_coordinates'] * 1e3:12.2f} "
+                f"{grid_ms:>14s} {ratio_mc:14.2f} {ratio_gs:>16s}"
+            )
             if "ours (XLA)" in times and "grid_sample" in times:
-                xla = statistics.median(o / g for o, g in zip(times["ours (XLA)"], times["grid_sample"]))
-                print(f"{'':<30s} {'':<8s} ours compiled with XLA: {median['ours (XLA)'] * 1e3:.2f} ms, "
-                      f"ours (XLA)/grid_sample {xla:.2f}")
+                xla = statistics.median(
+                    o / g for o, g in zip(times["ours (XLA)"], times["grid_sample"])
+                )
+                print(
+                    f"{'':<30s} {'':<8s} ours compiled with XLA: {median['ours (XLA)'] * 1e3:.2f} ms, "
+                    f"ours (XLA)/grid_sample {xla:.2f}"
+                )
 
 
 if __name__ == "__main__":

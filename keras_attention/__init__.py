@@ -1,5 +1,18 @@
 """keras_attention: the attention mechanisms of sequence-to-sequence learning,
-as Keras 3 layers written with `keras.ops` only."""
+as Keras 3 layers written with `keras.ops` only.
+
+Three tiers, each importing only from those below it:
+
+- the layers, flat in this package (`multiplicative`, `additive`, `local`,
+  `multi_head`, `positional`, `transformer`, `convs2s`, `rnn`, `spatial`,
+  with `masking`, `base`, `validation` and the `registry` of names);
+- `keras_attention.seq2seq`: encoder-decoder models, their loss and
+  training regimes, generation (every backend);
+- `keras_attention.serving`: TensorFlow-only export, tokenizer and
+  multi-worker helpers (imported on demand, never from here).
+"""
+
+from importlib.metadata import PackageNotFoundError, version
 
 from keras_attention.additive import AdditiveAttention, ConcatAttention
 from keras_attention.base import ScoreAttention
@@ -12,7 +25,8 @@ from keras_attention.convs2s import (
 from keras_attention.local import LocalAttention
 from keras_attention.multi_head import MultiHead
 from keras_attention.multiplicative import DotProductAttention, GeneralAttention
-from keras_attention.positional import PositionalEmbedding
+from keras_attention.positional import PositionalEmbedding, TokenAndPositionEmbedding
+from keras_attention.registry import get
 from keras_attention.rnn import AttentionDecoder, RecurrentEncoder
 from keras_attention.seq2seq import (
     ConvS2SSeq2Seq,
@@ -34,7 +48,10 @@ from keras_attention.transformer import (
     TransformerEncoderLayer,
 )
 
-__version__ = "0.1.0"
+try:  # the version is written once, in pyproject.toml
+    __version__ = version("keras_attention")
+except PackageNotFoundError:  # running from a source tree that was never installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "AdditiveAttention",
@@ -61,7 +78,9 @@ __all__ = [
     "Seq2Seq",
     "SpatialTransformer",
     "ThinPlateSplineGrid",
+    "TokenAndPositionEmbedding",
     "TransformerDecoderLayer",
     "TransformerEncoderLayer",
     "TransformerSeq2Seq",
+    "get",
 ]

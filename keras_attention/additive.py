@@ -23,7 +23,8 @@ class AdditiveAttention(ScoreAttention):
     `sqrt(1/U)`.
 
     Args:
-        units: int, width `U` of the hidden layer of the score.
+        units: int, width `U` of the hidden layer of the score (default:
+            the query width `Dq`).
         normalize: bool, weight-normalise `v`.
         kernel_initializer: initializer of `W_q`, `W_k`, `v`.
         bias_initializer: initializer of `b`.
@@ -46,7 +47,7 @@ class AdditiveAttention(ScoreAttention):
 
     def __init__(
         self,
-        units,
+        units=None,
         normalize=False,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
@@ -55,7 +56,8 @@ class AdditiveAttention(ScoreAttention):
         **kwargs,
     ):
         super().__init__(dropout=dropout, seed=seed, **kwargs)
-        check_positive_int("units", units, "AdditiveAttention")
+        if units is not None:
+            check_positive_int("units", units, "AdditiveAttention")
         self.units = units
         self.normalize = bool(normalize)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
@@ -65,14 +67,17 @@ class AdditiveAttention(ScoreAttention):
         def weight(name, shape, initializer):
             return self.add_weight(name=name, shape=shape, initializer=initializer)
 
-        self.query_kernel = weight("query_kernel", (query_shape[-1], self.units), self.kernel_initializer)
-        self.key_kernel = weight("key_kernel", (key_shape[-1], self.units), self.kernel_initializer)
-        self.bias = weight("bias", (self.units,), self.bias_initializer)
-        self.score_vector = weight("score_vector", (self.units,), self.kernel_initializer)
+        units = self.units or query_shape[-1]
+        self.query_kernel = weight(
+            "query_kernel", (query_shape[-1], units), self.kernel_initializer
+        )
+        self.key_kernel = weight("key_kernel", (key_shape[-1], units), self.kernel_initializer)
+        self.bias = weight("bias", (units,), self.bias_initializer)
+        self.score_vector = weight("score_vector", (units,), self.kernel_initializer)
         if self.normalize:
             # Raffel et al. (2017), Sec. 2.5: g starts at sqrt(1/U).
             self.score_scale = weight(
-                "score_scale", (), keras.initializers.Constant((1.0 / self.units) ** 0.5)
+                "score_scale", (), keras.initializers.Constant((1.0 / units) ** 0.5)
             )
 
     def effective_score_vector(self):
@@ -85,7 +90,9 @@ class AdditiveAttention(ScoreAttention):
     def score(self, query, key):
         dtype = query.dtype
         q = ops.matmul(query, ops.cast(self.query_kernel, dtype))  # (B, Tq, U)
-        k = ops.matmul(key, ops.cast(self.key_kernel, dtype)) + ops.cast(self.bias, dtype)  # (B, Tv, U)
+        k = ops.matmul(key, ops.cast(self.key_kernel, dtype)) + ops.cast(
+            self.bias, dtype
+        )  # (B, Tv, U)
         hidden = ops.tanh(ops.expand_dims(q, 2) + ops.expand_dims(k, 1))  # (B, Tq, Tv, U)
         return ops.matmul(hidden, ops.cast(self.effective_score_vector(), dtype))  # (B, Tq, Tv)
 
@@ -115,7 +122,8 @@ class ConcatAttention(ScoreAttention):
     concatenation is never materialised.
 
     Args:
-        hidden_units: tuple of ints, widths of the hidden layers (>= 1 layer).
+        hidden_units: tuple of ints, widths of the hidden layers (>= 1
+            layer); default one layer of the query width, `(Dq,)`.
         activation: activation `f` of the hidden layers.
         kernel_initializer, bias_initializer: of every layer.
         dropout: float in [0, 1), dropout on the attention weights.
@@ -132,7 +140,7 @@ class ConcatAttention(ScoreAttention):
 
     def __init__(
         self,
-        hidden_units=(16,),
+        hidden_units=None,
         activation="tanh",
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
@@ -141,30 +149,40 @@ class ConcatAttention(ScoreAttention):
         **kwargs,
     ):
         super().__init__(dropout=dropout, seed=seed, **kwargs)
-        if isinstance(hidden_units, int) or not hidden_units:
-            raise ValueError(
-                "`hidden_units` of ConcatAttention must be a non-empty tuple of "
-                f"positive ints, e.g. (16,); received hidden_units={hidden_units!r}."
-            )
-        for units in hidden_units:
-            check_positive_int("hidden_units", units, "ConcatAttention")
-        self.hidden_units = tuple(hidden_units)
+        if hidden_units is not None:
+            if isinstance(hidden_units, int) or not hidden_units:
+                raise ValueError(
+                    "`hidden_units` of ConcatAttention must be a non-empty tuple of "
+                    f"positive ints, e.g. (16,); received hidden_units={hidden_units!r}."
+                )
+            for units in hidden_units:
+                check_positive_int("hidden_units", units, "ConcatAttention")
+            hidden_units = tuple(hidden_units)
+        self.hidden_units = hidden_units
         self.activation = keras.activations.get(activation)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
 
     def build_score(self, query_shape, key_shape):
         self.key_dim = key_shape[-1]
-        widths = (key_shape[-1] + query_shape[-1],) + self.hidden_units + (1,)
+        hidden_units = self.hidden_units or (query_shape[-1],)
+        widths = (key_shape[-1] + query_shape[-1],) + hidden_units + (1,)
         self.kernels, self.biases = [], []
         for layer, (fan_in, fan_out) in enumerate(zip(widths[:-1], widths[1:])):
-            self.kernels.append(self.add_weight(
-                name=f"kernel_{layer}", shape=(fan_in, fan_out),
-                initializer=self.kernel_initializer,
-            ))
-            self.biases.append(self.add_weight(
-                name=f"bias_{layer}", shape=(fan_out,), initializer=self.bias_initializer,
-            ))
+            self.kernels.append(
+                self.add_weight(
+                    name=f"kernel_{layer}",
+                    shape=(fan_in, fan_out),
+                    initializer=self.kernel_initializer,
+                )
+            )
+            self.biases.append(
+                self.add_weight(
+                    name=f"bias_{layer}",
+                    shape=(fan_out,),
+                    initializer=self.bias_initializer,
+                )
+            )
 
     def score(self, query, key):
         dtype = query.dtype
@@ -182,7 +200,7 @@ class ConcatAttention(ScoreAttention):
     def get_config(self):
         return {
             **super().get_config(),
-            "hidden_units": list(self.hidden_units),
+            "hidden_units": None if self.hidden_units is None else list(self.hidden_units),
             "activation": keras.activations.serialize(self.activation),
             "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
             "bias_initializer": keras.initializers.serialize(self.bias_initializer),

@@ -40,6 +40,11 @@ class ScoreAttention(keras.layers.Layer):
             `j <= i + (Tv - Tq)` (see `masking.causal_mask`).
         return_attention_scores: bool; also return the weights.
         training: bool, whether dropout is active.
+        query_positions: optional int/float `(B, Tq)` (`(B,)` for a rank-2
+            query), the source position each query is aligned to. Every
+            mechanism accepts it, so a decoder can pass it without knowing
+            which one it holds; only those that restrict attention around a
+            position (`LocalAttention(mode="monotonic")`) use it.
 
     Returns:
         `output` `(B, Tq, Dv)` (`(B, Dv)` for a rank-2 query), or
@@ -55,9 +60,7 @@ class ScoreAttention(keras.layers.Layer):
         self.dropout = dropout
         self.seed = seed
         self.supports_masking = True
-        self._dropout_layer = keras.layers.Dropout(
-            dropout, seed=seed, dtype=self.dtype_policy
-        )
+        self._dropout_layer = keras.layers.Dropout(dropout, seed=seed, dtype=self.dtype_policy)
 
     # -- the hooks a mechanism implements -------------------------------
     def build_score(self, query_shape, key_shape):
@@ -67,7 +70,7 @@ class ScoreAttention(keras.layers.Layer):
         """`(B, Tq, Dq), (B, Tv, Dk) -> (B, Tq, Tv)` unnormalised scores."""
         raise NotImplementedError
 
-    def restrict(self, scores, query, key, mask, value_mask, **kwargs):
+    def restrict(self, scores, query, key, mask, value_mask, query_positions=None):
         """Optionally confine attention; returns `(scores, mask)`."""
         return scores, mask
 
@@ -79,7 +82,11 @@ class ScoreAttention(keras.layers.Layer):
         check_rank("value", value_shape, (3,), owner, "(B, Tv, Dv)")
         check_rank("key", key_shape, (3,), owner, "(B, Tv, Dk)")
         check_equal_dim(
-            "Tv of value", value_shape[1], "Tv of key", key_shape[1], owner,
+            "Tv of value",
+            value_shape[1],
+            "Tv of key",
+            key_shape[1],
+            owner,
             "key and value must have one entry per source position",
         )
         if len(query_shape) == 2:
@@ -98,10 +105,19 @@ class ScoreAttention(keras.layers.Layer):
         use_causal_mask=False,
         return_attention_scores=False,
         training=None,
+        query_positions=None,
     ):
         return self._attend(
-            query, value, key, query_mask, value_mask, attention_mask,
-            use_causal_mask, return_attention_scores, training,
+            query,
+            value,
+            key,
+            query_mask,
+            value_mask,
+            attention_mask,
+            use_causal_mask,
+            return_attention_scores,
+            training,
+            query_positions,
         )
 
     def _attend(
@@ -115,7 +131,7 @@ class ScoreAttention(keras.layers.Layer):
         use_causal_mask,
         return_attention_scores,
         training,
-        **restrict_kwargs,
+        query_positions=None,
     ):
         owner = type(self).__name__
         key = value if key is None else key
@@ -132,14 +148,19 @@ class ScoreAttention(keras.layers.Layer):
                 query_mask = ops.expand_dims(query_mask, 1)  # (B, 1)
             if attention_mask is not None:
                 attention_mask = ops.expand_dims(attention_mask, 1)  # (B, 1, Tv)
+            if query_positions is not None:
+                query_positions = ops.expand_dims(query_positions, 1)  # (B, 1)
         mask = masking.merge_masks(
-            query, key, query_mask, value_mask, attention_mask,
-            use_causal_mask, owner,
+            query,
+            key,
+            query_mask,
+            value_mask,
+            attention_mask,
+            use_causal_mask,
+            owner,
         )
         scores = self.score(query, key)  # (B, Tq, Tv)
-        scores, mask = self.restrict(
-            scores, query, key, mask, value_mask, **restrict_kwargs
-        )
+        scores, mask = self.restrict(scores, query, key, mask, value_mask, query_positions)
         weights = masking.masked_softmax(scores, mask)  # (B, Tq, Tv)
         weights = ops.cast(weights, value.dtype)
         dropped = self._dropout_layer(weights, training=training)

@@ -8,7 +8,7 @@ import keras
 from keras import ops
 
 from keras_attention import masking
-from keras_attention.positional import PositionalEmbedding
+from keras_attention.positional import TokenAndPositionEmbedding
 from keras_attention.validation import (
     check_positive_int,
     check_rank,
@@ -116,13 +116,16 @@ class GLUConv1D(keras.layers.Layer):
         self.input_width = d_in
         std = math.sqrt(4.0 * (1.0 - self.dropout) / (self.kernel_size * d_in))
         self.kernel = self.add_weight(
-            name="kernel", shape=(self.kernel_size, d_in, 2 * self.filters), initializer=_normal(std)
+            name="kernel",
+            shape=(self.kernel_size, d_in, 2 * self.filters),
+            initializer=_normal(std),
         )
         self.bias = self.add_weight(name="bias", shape=(2 * self.filters,), initializer="zeros")
         self.residual_kernel = None
         if self.residual and d_in != self.filters:
             self.residual_kernel = self.add_weight(
-                name="residual_kernel", shape=(d_in, self.filters),
+                name="residual_kernel",
+                shape=(d_in, self.filters),
                 initializer=_normal(math.sqrt(1.0 / d_in)),
             )
             self.residual_bias = self.add_weight(
@@ -159,7 +162,9 @@ class GLUConv1D(keras.layers.Layer):
 
     def init_buffer(self, batch_size, dtype=None):
         """The last `k-1` inputs, zeros at the start: `(B, k-1, d_in)`."""
-        return ops.zeros((batch_size, self.kernel_size - 1, self.input_width), dtype or self.compute_dtype)
+        return ops.zeros(
+            (batch_size, self.kernel_size - 1, self.input_width), dtype or self.compute_dtype
+        )
 
     def step(self, inputs, buffer, training=None):
         """One causal step: `inputs (B, 1, d_in)`, returns `(output (B, 1, d),
@@ -170,7 +175,9 @@ class GLUConv1D(keras.layers.Layer):
                 "this layer was built with causal=False."
             )
         inputs = ops.cast(inputs, self.compute_dtype)
-        window = ops.concatenate([buffer, self._dropout_layer(inputs, training=training)], axis=1)  # (B, k, d_in)
+        window = ops.concatenate(
+            [buffer, self._dropout_layer(inputs, training=training)], axis=1
+        )  # (B, k, d_in)
         kernel = ops.cast(self.kernel, window.dtype)
         conv = ops.einsum("bkd,kdf->bf", window, kernel) + ops.cast(self.bias, window.dtype)
         output = self._gate_and_residual(conv[:, None, :], inputs)  # (B, 1, d)
@@ -227,15 +234,22 @@ class MultiStepAttention(keras.layers.Layer):
         super().__init__(**kwargs)
         self.supports_masking = True
 
-    def build(self, decoder_state_shape, target_embedding_shape, encoder_keys_shape,
-              encoder_values_shape=None):
+    def build(
+        self,
+        decoder_state_shape,
+        target_embedding_shape,
+        encoder_keys_shape,
+        encoder_values_shape=None,
+    ):
         owner = "MultiStepAttention"
         check_rank("decoder_state", decoder_state_shape, (3,), owner, "(B, T, C)")
         check_rank("target_embedding", target_embedding_shape, (3,), owner, "(B, T, E)")
         check_rank("encoder_keys", encoder_keys_shape, (3,), owner, "(B, S, E)")
         width, embed = decoder_state_shape[-1], encoder_keys_shape[-1]
-        for name, shape in (("target_embedding", target_embedding_shape),
-                            ("encoder_values", encoder_values_shape or encoder_keys_shape)):
+        for name, shape in (
+            ("target_embedding", target_embedding_shape),
+            ("encoder_values", encoder_values_shape or encoder_keys_shape),
+        ):
             if shape[-1] != embed:
                 raise ValueError(
                     f"{owner}: `{name}` must have the width of `encoder_keys` (E = {embed}), "
@@ -249,13 +263,24 @@ class MultiStepAttention(keras.layers.Layer):
         self.context_kernel = None
         if width != embed:
             self.context_kernel = self.add_weight(
-                name="context_kernel", shape=(embed, width), initializer=_normal(math.sqrt(1.0 / embed))
+                name="context_kernel",
+                shape=(embed, width),
+                initializer=_normal(math.sqrt(1.0 / embed)),
             )
-            self.context_bias = self.add_weight(name="context_bias", shape=(width,), initializer="zeros")
+            self.context_bias = self.add_weight(
+                name="context_bias", shape=(width,), initializer="zeros"
+            )
         self.built = True
 
-    def call(self, decoder_state, target_embedding, encoder_keys, encoder_values,
-             source_mask=None, return_attention_scores=False):
+    def call(
+        self,
+        decoder_state,
+        target_embedding,
+        encoder_keys,
+        encoder_values,
+        source_mask=None,
+        return_attention_scores=False,
+    ):
         h = decoder_state
         dtype = h.dtype
         d = ops.matmul(h, ops.cast(self.state_kernel, dtype)) + ops.cast(self.state_bias, dtype)
@@ -264,8 +289,11 @@ class MultiStepAttention(keras.layers.Layer):
         mask = None
         if source_mask is not None:
             masking.check_mask_shape(
-                "source_mask", source_mask, (encoder_keys.shape[0], encoder_keys.shape[1]),
-                "MultiStepAttention", "(B, S)",
+                "source_mask",
+                source_mask,
+                (encoder_keys.shape[0], encoder_keys.shape[1]),
+                "MultiStepAttention",
+                "(B, S)",
             )
             mask = ops.expand_dims(ops.cast(source_mask, "bool"), 1)  # (B, 1, S)
         weights = masking.masked_softmax(scores, mask)  # (B, T, S)
@@ -285,12 +313,24 @@ class MultiStepAttention(keras.layers.Layer):
     def compute_mask(self, decoder_state, previous_mask=None):
         return previous_mask
 
-    def compute_output_shape(self, decoder_state_shape, target_embedding_shape,
-                             encoder_keys_shape, encoder_values_shape=None):
+    def compute_output_shape(
+        self,
+        decoder_state_shape,
+        target_embedding_shape,
+        encoder_keys_shape,
+        encoder_values_shape=None,
+    ):
         return tuple(decoder_state_shape)
 
-    def compute_output_spec(self, decoder_state, target_embedding, encoder_keys,
-                            encoder_values=None, return_attention_scores=False, **kwargs):
+    def compute_output_spec(
+        self,
+        decoder_state,
+        target_embedding,
+        encoder_keys,
+        encoder_values=None,
+        return_attention_scores=False,
+        **kwargs,
+    ):
         output = keras.KerasTensor(decoder_state.shape, dtype=self.compute_dtype)
         if not return_attention_scores:
             return output
@@ -298,47 +338,15 @@ class MultiStepAttention(keras.layers.Layer):
         return output, keras.KerasTensor((b, t, s), dtype=self.compute_dtype)
 
 
-class _Embedder:
-    """Token embedding + learned positions, `e = w + p`, and the padding mask
-    (token id `padding_id`), shared by the encoder and the decoder."""
+class _ConvS2SStack(keras.layers.Layer):
+    """What the encoder and decoder share: arguments, config, the embedding
+    `e = w + p` (token + learned position) and the paper's linear layers."""
 
-    def _build_embedding(self, tokens_shape):
-        policy = self.dtype_policy
-        self.token_embedding = keras.layers.Embedding(
-            self.vocab_size, self.embed_dim, embeddings_initializer=_normal(0.1),
-            dtype=policy, name="token_embedding",
-        )
-        self.token_embedding.build(tokens_shape)
-        self.position_embedding = PositionalEmbedding(
-            self.max_length, mode="learned", embeddings_initializer=_normal(0.1),
-            dtype=policy, name="position_embedding",
-        )
-        self.position_embedding.build(tuple(tokens_shape) + (self.embed_dim,))
-        self.embedding_dropout = keras.layers.Dropout(self.dropout, dtype=policy)
-
-    def _embed(self, tokens, start_index=0, training=None):
-        if isinstance(start_index, int) and tokens.shape[1] is not None:
-            self.position_embedding._check_range(tokens.shape[1], start_index)
-        e = self.position_embedding.call(self.token_embedding(tokens), start_index)
-        return self.embedding_dropout(e, training=training)  # (B, T, E)
-
-    def _linear(self, name, width):
-        return keras.layers.Dense(
-            width, kernel_initializer=_normal(math.sqrt((1.0 - self.dropout) / self.embed_dim)),
-            dtype=self.dtype_policy, name=name,
-        )
-
-    def _common_config(self):
-        return {
-            "vocab_size": self.vocab_size,
-            "embed_dim": self.embed_dim,
-            "convolutions": [list(pair) for pair in self.convolutions],
-            "max_length": self.max_length,
-            "dropout": self.dropout,
-            "padding_id": self.padding_id,
-        }
-
-    def _init_common(self, owner, vocab_size, embed_dim, convolutions, max_length, dropout, padding_id):
+    def __init__(
+        self, vocab_size, embed_dim, convolutions, max_length, dropout, padding_id, **kwargs
+    ):
+        super().__init__(**kwargs)
+        owner = type(self).__name__
         check_positive_int("vocab_size", vocab_size, owner)
         check_positive_int("embed_dim", embed_dim, owner)
         check_positive_int("max_length", max_length, owner)
@@ -350,9 +358,46 @@ class _Embedder:
         self.dropout = dropout
         self.padding_id = padding_id
 
+    def _build_embedding(self, tokens_shape):
+        # Attribute names are the weight paths in .keras files: the token
+        # table stays at `token_embedding` and the learned positions at
+        # `position_embedding` (an alias, visited first), where 0.1.0 kept them.
+        self.token_embedding = TokenAndPositionEmbedding(
+            self.vocab_size,
+            self.embed_dim,
+            self.max_length,
+            position="learned",
+            embeddings_initializer=_normal(0.1),
+            dropout=self.dropout,
+            padding_id=self.padding_id,
+            dtype=self.dtype_policy,
+            name="token_embedding",
+        )
+        self.token_embedding.build(tokens_shape)
+        self.position_embedding = self.token_embedding.position_embedding
+
+    def _linear(self, name, width):
+        return keras.layers.Dense(
+            width,
+            kernel_initializer=_normal(math.sqrt((1.0 - self.dropout) / self.embed_dim)),
+            dtype=self.dtype_policy,
+            name=name,
+        )
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "vocab_size": self.vocab_size,
+            "embed_dim": self.embed_dim,
+            "convolutions": [list(pair) for pair in self.convolutions],
+            "max_length": self.max_length,
+            "dropout": self.dropout,
+            "padding_id": self.padding_id,
+        }
+
 
 @register
-class ConvS2SEncoder(_Embedder, keras.layers.Layer):
+class ConvS2SEncoder(_ConvS2SStack):
     """The ConvS2S encoder.
 
         e_j = w_j + p_j                            (token + learned position)
@@ -378,11 +423,19 @@ class ConvS2SEncoder(_Embedder, keras.layers.Layer):
         `(keys (B, S, E), values (B, S, E))`, each carrying the source mask.
     """
 
-    def __init__(self, vocab_size, embed_dim, convolutions=((256, 3),) * 4, max_length=1024,
-                 dropout=0.1, padding_id=0, **kwargs):
-        super().__init__(**kwargs)
-        self._init_common("ConvS2SEncoder", vocab_size, embed_dim, convolutions, max_length,
-                          dropout, padding_id)
+    def __init__(
+        self,
+        vocab_size,
+        embed_dim,
+        convolutions=((256, 3),) * 4,
+        max_length=1024,
+        dropout=0.1,
+        padding_id=0,
+        **kwargs,
+    ):
+        super().__init__(
+            vocab_size, embed_dim, convolutions, max_length, dropout, padding_id, **kwargs
+        )
 
     def build(self, source_tokens_shape):
         check_rank("source_tokens", source_tokens_shape, (2,), "ConvS2SEncoder", "(B, S)")
@@ -393,8 +446,14 @@ class ConvS2SEncoder(_Embedder, keras.layers.Layer):
         self.convolution_layers = []
         width = self.convolutions[0][0]
         for index, (filters, kernel_size) in enumerate(self.convolutions):
-            layer = GLUConv1D(filters, kernel_size, causal=False, dropout=self.dropout,
-                              dtype=self.dtype_policy, name=f"convolution_{index}")
+            layer = GLUConv1D(
+                filters,
+                kernel_size,
+                causal=False,
+                dropout=self.dropout,
+                dtype=self.dtype_policy,
+                name=f"convolution_{index}",
+            )
             layer.build(tuple(source_tokens_shape) + (width,))
             self.convolution_layers.append(layer)
             width = filters
@@ -407,7 +466,7 @@ class ConvS2SEncoder(_Embedder, keras.layers.Layer):
 
     def call(self, source_tokens, training=None):
         mask = self.source_mask(source_tokens)
-        e = self._embed(source_tokens, training=training)  # (B, S, E)
+        e = self.token_embedding(source_tokens, training=training)  # (B, S, E)
         x = self.in_projection(e)
         for layer in self.convolution_layers:
             x = layer(x, mask=mask, training=training)
@@ -422,12 +481,9 @@ class ConvS2SEncoder(_Embedder, keras.layers.Layer):
         shape = tuple(source_tokens_shape) + (self.embed_dim,)
         return shape, shape
 
-    def get_config(self):
-        return {**super().get_config(), **self._common_config()}
-
 
 @register
-class ConvS2SDecoder(_Embedder, keras.layers.Layer):
+class ConvS2SDecoder(_ConvS2SStack):
     """The ConvS2S decoder with one multi-step attention per layer.
 
         g_i = w_i + p_i                                   (previous target element)
@@ -457,11 +513,19 @@ class ConvS2SDecoder(_Embedder, keras.layers.Layer):
         logits `(B, T, vocab_size)`, or `(logits, [scores per layer])`.
     """
 
-    def __init__(self, vocab_size, embed_dim, convolutions=((256, 3),) * 3, max_length=1024,
-                 dropout=0.1, padding_id=0, **kwargs):
-        super().__init__(**kwargs)
-        self._init_common("ConvS2SDecoder", vocab_size, embed_dim, convolutions, max_length,
-                          dropout, padding_id)
+    def __init__(
+        self,
+        vocab_size,
+        embed_dim,
+        convolutions=((256, 3),) * 3,
+        max_length=1024,
+        dropout=0.1,
+        padding_id=0,
+        **kwargs,
+    ):
+        super().__init__(
+            vocab_size, embed_dim, convolutions, max_length, dropout, padding_id, **kwargs
+        )
 
     def build(self, target_tokens_shape, encoder_keys_shape, encoder_values_shape=None):
         owner = "ConvS2SDecoder"
@@ -480,18 +544,28 @@ class ConvS2SDecoder(_Embedder, keras.layers.Layer):
         self.convolution_layers, self.attention_layers = [], []
         width = self.convolutions[0][0]
         for index, (filters, kernel_size) in enumerate(self.convolutions):
-            conv = GLUConv1D(filters, kernel_size, causal=True, dropout=self.dropout,
-                             dtype=self.dtype_policy, name=f"convolution_{index}")
+            conv = GLUConv1D(
+                filters,
+                kernel_size,
+                causal=True,
+                dropout=self.dropout,
+                dtype=self.dtype_policy,
+                name=f"convolution_{index}",
+            )
             conv.build(batch_time + (width,))
             attention = MultiStepAttention(dtype=self.dtype_policy, name=f"attention_{index}")
-            attention.build(batch_time + (filters,), embed_shape, encoder_keys_shape, encoder_keys_shape)
+            attention.build(
+                batch_time + (filters,), embed_shape, encoder_keys_shape, encoder_keys_shape
+            )
             self.convolution_layers.append(conv)
             self.attention_layers.append(attention)
             width = filters
         self.output_dropout = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
         self.output_projection = keras.layers.Dense(
-            self.vocab_size, kernel_initializer=_normal(math.sqrt((1.0 - self.dropout) / width)),
-            dtype=self.dtype_policy, name="output_projection",
+            self.vocab_size,
+            kernel_initializer=_normal(math.sqrt((1.0 - self.dropout) / width)),
+            dtype=self.dtype_policy,
+            name="output_projection",
         )
         self.output_projection.build(batch_time + (width,))
         self.built = True
@@ -499,24 +573,34 @@ class ConvS2SDecoder(_Embedder, keras.layers.Layer):
     def _stack(self, x, g, keys, values, source_mask, training, step=None):
         """The stack: `step=(buffers, new_buffers)` decodes one position."""
         scores = []
-        for index, (conv, attention) in enumerate(zip(self.convolution_layers, self.attention_layers)):
+        for index, (conv, attention) in enumerate(
+            zip(self.convolution_layers, self.attention_layers)
+        ):
             if step is None:
                 x = conv(x, training=training)
             else:
                 buffers, new_buffers = step
                 x, buffer = conv.step(x, buffers[index], training=training)
                 new_buffers.append(buffer)
-            x, weights = attention(x, g, keys, values, source_mask=source_mask,
-                                   return_attention_scores=True)
+            x, weights = attention(
+                x, g, keys, values, source_mask=source_mask, return_attention_scores=True
+            )
             scores.append(weights)
         logits = self.output_projection(self.output_dropout(x, training=training))
         return logits, scores
 
-    def call(self, target_tokens, encoder_keys, encoder_values, source_mask=None,
-             return_attention_scores=False, training=None):
+    def call(
+        self,
+        target_tokens,
+        encoder_keys,
+        encoder_values,
+        source_mask=None,
+        return_attention_scores=False,
+        training=None,
+    ):
         if source_mask is None:
             source_mask = masking.keras_mask(encoder_keys)
-        g = self._embed(target_tokens, training=training)  # (B, T, E)
+        g = self.token_embedding(target_tokens, training=training)  # (B, T, E)
         x = self.in_projection(g)
         logits, scores = self._stack(x, g, encoder_keys, encoder_values, source_mask, training)
         return (logits, scores) if return_attention_scores else logits
@@ -542,29 +626,42 @@ class ConvS2SDecoder(_Embedder, keras.layers.Layer):
         """Decode position `index` given `tokens (B,)`, the target element
         at that position (`<sos>` at index 0). Returns `(logits (B, V),
         [scores (B, S) per layer], cache)`."""
-        g = self._embed(ops.expand_dims(tokens, 1), start_index=index, training=training)  # (B, 1, E)
+        g = self.token_embedding(
+            ops.expand_dims(tokens, 1), start_index=index, training=training
+        )  # (B, 1, E)
         x = self.in_projection(g)
         new_buffers = []
         logits, scores = self._stack(
-            x, g, cache["encoder_keys"], cache["encoder_values"], cache["source_mask"],
-            training, step=(cache["buffers"], new_buffers),
+            x,
+            g,
+            cache["encoder_keys"],
+            cache["encoder_values"],
+            cache["source_mask"],
+            training,
+            step=(cache["buffers"], new_buffers),
         )
         new_cache = dict(cache, buffers=new_buffers)
         return logits[:, 0], [s[:, 0] for s in scores], new_cache
 
-    def compute_output_shape(self, target_tokens_shape, encoder_keys_shape, encoder_values_shape=None):
+    def compute_output_shape(
+        self, target_tokens_shape, encoder_keys_shape, encoder_values_shape=None
+    ):
         return tuple(target_tokens_shape) + (self.vocab_size,)
 
-    def compute_output_spec(self, target_tokens, encoder_keys, encoder_values=None,
-                            return_attention_scores=False, **kwargs):
+    def compute_output_spec(
+        self,
+        target_tokens,
+        encoder_keys,
+        encoder_values=None,
+        return_attention_scores=False,
+        **kwargs,
+    ):
         logits = keras.KerasTensor(
             tuple(target_tokens.shape) + (self.vocab_size,), dtype=self.compute_dtype
         )
         if not return_attention_scores:
             return logits
         b, t, s = target_tokens.shape[0], target_tokens.shape[1], encoder_keys.shape[1]
-        return logits, [keras.KerasTensor((b, t, s), dtype=self.compute_dtype)
-                        for _ in self.convolutions]
-
-    def get_config(self):
-        return {**super().get_config(), **self._common_config()}
+        return logits, [
+            keras.KerasTensor((b, t, s), dtype=self.compute_dtype) for _ in self.convolutions
+        ]

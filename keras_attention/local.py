@@ -1,17 +1,17 @@
 """Local attention: attention confined to a window of source positions."""
 
+import warnings
+
 import keras
 from keras import ops
 
-from keras_attention.additive import AdditiveAttention
+from keras_attention import registry
 from keras_attention.base import ScoreAttention
-from keras_attention.multiplicative import DotProductAttention, GeneralAttention
 from keras_attention.validation import check_choice, check_positive_int
 
 register = keras.saving.register_keras_serializable(package="keras_attention")
 
 MODES = ("last", "monotonic", "predictive")
-SCORES = ("dot", "general", "additive")
 
 
 @register
@@ -34,28 +34,35 @@ class LocalAttention(ScoreAttention):
       before the softmax is the same up to a per-query factor, and keeps
       the weights of every layer summing to 1.
 
-    `g_ij = 0` in the other modes. `score` is `"dot"` (needs `Dq == Dk`),
-    `"general"` or `"additive"`.
+    `g_ij = 0` in the other modes. The score is any score layer of this
+    library (`ScoreAttention`: dot, scaled dot, general, additive, concat);
+    `LocalAttention` adds only the window and, in local-p, the Gaussian.
 
     Args:
+        score: the score layer: an instance, a name that
+            `keras_attention.get` resolves ("dot", "scaled_dot", "general",
+            "additive", "concat"), or a serialized layer; default "dot".
         window: int >= 1, the `D` above.
         mode: one of "last", "monotonic", "predictive".
-        score: one of "dot", "general", "additive".
-        units: hidden width of the additive score and of `W_p`
-            (default: the query width).
+        units: hidden width of `W_p` in local-p (default: the query width);
+            with `score="additive"` given by name, also that score's width.
         dropout: float in [0, 1), dropout on the attention weights.
         seed: optional int, dropout seed.
 
     Call arguments:
-        As `ScoreAttention`, plus `query_positions`: optional int/float
-        `(B, Tq)` (`(B,)` for a rank-2 query), the centre `p_i` of
+        As `ScoreAttention`. `query_positions` is the centre `p_i` of
         `mode="monotonic"`; default `p_i = i`. A rank-2 query in that mode
         must give it.
 
+    Returns:
+        As `ScoreAttention`.
+
     Example:
 
-    >>> layer = LocalAttention(window=2, mode="last")
-    >>> layer(np.ones((2, 4)), np.ones((2, 7, 4))).shape
+    >>> layer = LocalAttention(GeneralAttention(), window=2, mode="predictive")
+    >>> layer(np.ones((2, 4)), np.ones((2, 7, 6))).shape
+    (2, 6)
+    >>> LocalAttention(window=2, mode="last")(np.ones((2, 4)), np.ones((2, 7, 4))).shape
     (2, 4)
 
     References:
@@ -65,38 +72,56 @@ class LocalAttention(ScoreAttention):
 
     def __init__(
         self,
-        window,
+        score=None,
+        window=None,
         mode="last",
-        score="dot",
         units=None,
         dropout=0.0,
         seed=None,
         **kwargs,
     ):
         super().__init__(dropout=dropout, seed=seed, **kwargs)
+        if isinstance(score, int) and not isinstance(score, bool):
+            # 0.1.0 took the window first: LocalAttention(4, ...).
+            warnings.warn(
+                "LocalAttention(window, ...) with the window first is deprecated: the first "
+                "argument is now the score layer. Write LocalAttention(window=...).",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            score, window = None, score
         check_positive_int("window", window, "LocalAttention")
         check_choice("mode", mode, MODES, "LocalAttention")
-        check_choice("score", score, SCORES, "LocalAttention")
         if units is not None:
             check_positive_int("units", units, "LocalAttention")
         self.window = window
         self.mode = mode
-        self.score_name = score
         self.units = units
+        self.scorer = self._resolve_score("dot" if score is None else score, units)
+
+    def _resolve_score(self, score, units):
+        if isinstance(score, str):
+            allowed = ("dot", "scaled_dot", "general", "additive", "concat")
+            check_choice("score", score, allowed, "LocalAttention")
+            extra = {"units": units} if score == "additive" else {}
+            return registry.get(score, dtype=self.dtype_policy, name="scorer", **extra)
+        layer = registry.get(score)
+        if not isinstance(layer, ScoreAttention) or isinstance(layer, LocalAttention):
+            raise ValueError(
+                "`score` of LocalAttention must be a score layer (DotProductAttention, "
+                "GeneralAttention, AdditiveAttention, ConcatAttention) or its name; received "
+                f"{layer!r}."
+            )
+        return layer
 
     def build_score(self, query_shape, key_shape):
-        units = self.units or query_shape[-1]
-        policy = self.dtype_policy
-        if self.score_name == "dot":
-            self.scorer = DotProductAttention(dtype=policy, name="scorer")
-        elif self.score_name == "general":
-            self.scorer = GeneralAttention(dtype=policy, name="scorer")
-        else:
-            self.scorer = AdditiveAttention(units, dtype=policy, name="scorer")
-        self.scorer.build(query_shape, key_shape)
+        if not self.scorer.built:
+            self.scorer.build(query_shape, key_shape)
         if self.mode == "predictive":
+            units = self.units or query_shape[-1]
             self.position_kernel = self.add_weight(
-                name="position_kernel", shape=(query_shape[-1], units),
+                name="position_kernel",
+                shape=(query_shape[-1], units),
                 initializer="glorot_uniform",
             )
             self.position_vector = self.add_weight(
@@ -119,18 +144,23 @@ class LocalAttention(ScoreAttention):
         training=None,
         query_positions=None,
     ):
-        if query_positions is not None and len(query.shape) == 2:
-            query_positions = ops.expand_dims(query_positions, 1)  # (B, 1)
         if self.mode == "monotonic" and query_positions is None and len(query.shape) == 2:
             raise ValueError(
                 "LocalAttention(mode='monotonic') with a single-step query of shape "
                 f"{tuple(query.shape)} needs `query_positions` of shape (B,): the "
                 "source position each query is aligned to."
             )
-        return self._attend(
-            query, value, key, query_mask, value_mask, attention_mask,
-            use_causal_mask, return_attention_scores, training,
-            query_positions=query_positions,
+        return super().call(
+            query,
+            value,
+            key,
+            query_mask,
+            value_mask,
+            attention_mask,
+            use_causal_mask,
+            return_attention_scores,
+            training,
+            query_positions,
         )
 
     def predicted_positions(self, query, source_length):
@@ -168,6 +198,6 @@ class LocalAttention(ScoreAttention):
             **super().get_config(),
             "window": self.window,
             "mode": self.mode,
-            "score": self.score_name,
+            "score": keras.saving.serialize_keras_object(self.scorer),
             "units": self.units,
         }

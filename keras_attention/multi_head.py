@@ -7,10 +7,10 @@ from keras import ops
 
 from keras_attention import masking
 from keras_attention.validation import (
+    check_built,
     check_equal_dim,
     check_positive_int,
     check_rank,
-    check_built,
     check_rate,
 )
 
@@ -42,7 +42,8 @@ class MultiHead(keras.layers.Layer):
 
     Args:
         num_heads: int, number of heads `H`.
-        key_dim: int, width `d_k` of each query/key head.
+        key_dim: int, width `d_k` of each query/key head (default: the
+            query width divided by `num_heads`, which must divide it).
         value_dim: int, width `d_v` of each value head (default `key_dim`).
         output_dim: int, width `Do` of the output (default: query width).
         dropout: float in [0, 1), dropout on the attention weights.
@@ -51,7 +52,8 @@ class MultiHead(keras.layers.Layer):
         seed: optional int, dropout seed.
 
     Call arguments:
-        query: `(B, Tq, Dq)`.
+        query: `(B, Tq, Dq)`, or `(B, Dq)` for one decoder step (the output
+            is then `(B, Do)` and the weights `(B, H, Tv)`).
         value: `(B, Tv, Dv)`.
         key: optional `(B, Tv, Dk)`, defaults to `value`.
         query_mask, value_mask, attention_mask, use_causal_mask, training:
@@ -76,7 +78,7 @@ class MultiHead(keras.layers.Layer):
     def __init__(
         self,
         num_heads,
-        key_dim,
+        key_dim=None,
         value_dim=None,
         output_dim=None,
         dropout=0.0,
@@ -88,7 +90,8 @@ class MultiHead(keras.layers.Layer):
     ):
         super().__init__(**kwargs)
         check_positive_int("num_heads", num_heads, "MultiHead")
-        check_positive_int("key_dim", key_dim, "MultiHead")
+        if key_dim is not None:
+            check_positive_int("key_dim", key_dim, "MultiHead")
         if value_dim is not None:
             check_positive_int("value_dim", value_dim, "MultiHead")
         if output_dim is not None:
@@ -108,20 +111,34 @@ class MultiHead(keras.layers.Layer):
 
     def build(self, query_shape, value_shape, key_shape=None):
         key_shape = value_shape if key_shape is None else key_shape
-        check_rank("query", query_shape, (3,), "MultiHead", "(B, Tq, Dq)")
+        check_rank("query", query_shape, (2, 3), "MultiHead", "(B, Tq, Dq) or (B, Dq)")
         check_rank("value", value_shape, (3,), "MultiHead", "(B, Tv, Dv)")
         check_rank("key", key_shape, (3,), "MultiHead", "(B, Tv, Dk)")
         check_equal_dim(
-            "Tv of value", value_shape[1], "Tv of key", key_shape[1], "MultiHead",
+            "Tv of value",
+            value_shape[1],
+            "Tv of key",
+            key_shape[1],
+            "MultiHead",
             "key and value must have one entry per source position",
         )
         heads = self.num_heads
         self.query_width = query_shape[-1]
+        if self.key_dim is None:
+            if self.query_width % heads:
+                raise ValueError(
+                    f"MultiHead: `num_heads` must divide the query width when `key_dim` is not "
+                    f"given; received num_heads={heads} for query width {self.query_width}. "
+                    "Pass `key_dim` to choose the head width yourself."
+                )
+            self.key_dim = self.query_width // heads
+        self.value_dim = self.value_dim or self.key_dim
         output_dim = self.output_dim or self.query_width
 
         def projection(name, fan_in, width):
             kernel = self.add_weight(
-                name=f"{name}_kernel", shape=(fan_in, heads, width),
+                name=f"{name}_kernel",
+                shape=(fan_in, heads, width),
                 initializer=self.kernel_initializer,
             )
             bias = None
@@ -135,7 +152,8 @@ class MultiHead(keras.layers.Layer):
         self.key_kernel, self.key_bias = projection("key", key_shape[-1], self.key_dim)
         self.value_kernel, self.value_bias = projection("value", value_shape[-1], self.value_dim)
         self.output_kernel = self.add_weight(
-            name="output_kernel", shape=(heads, self.value_dim, output_dim),
+            name="output_kernel",
+            shape=(heads, self.value_dim, output_dim),
             initializer=self.kernel_initializer,
         )
         self.output_bias = None
@@ -178,7 +196,9 @@ class MultiHead(keras.layers.Layer):
         scores = ops.matmul(q, ops.swapaxes(key, -1, -2))  # (B, H, Tq, Tv)
         mask = None if attention_mask is None else ops.expand_dims(attention_mask, 1)
         weights = masking.masked_softmax(scores, mask)  # (B, H, Tq, Tv)
-        heads = ops.matmul(self._dropout_layer(weights, training=training), value)  # (B, H, Tq, d_v)
+        heads = ops.matmul(
+            self._dropout_layer(weights, training=training), value
+        )  # (B, H, Tq, d_v)
         heads = ops.transpose(heads, (0, 2, 1, 3))  # (B, Tq, H, d_v)
         shape = ops.shape(heads)
         heads = ops.reshape(heads, (shape[0], shape[1], self.num_heads * self.value_dim))
@@ -199,13 +219,30 @@ class MultiHead(keras.layers.Layer):
         use_causal_mask=False,
         return_attention_scores=False,
         training=None,
+        query_positions=None,
     ):
+        # query_positions: accepted as by every attention layer of the
+        # library (see ScoreAttention); content-based heads do not use it.
         key = value if key is None else key
+        single_step = len(query.shape) == 2
+        if single_step:
+            if use_causal_mask:
+                raise ValueError(
+                    "`use_causal_mask=True` of MultiHead needs a rank-3 query (B, Tq, Dq); "
+                    f"received a single-step query with shape {tuple(query.shape)}."
+                )
+            query = ops.expand_dims(query, 1)  # (B, 1, Dq)
+            if query_mask is not None:
+                query_mask = ops.expand_dims(query_mask, 1)  # (B, 1)
+            if attention_mask is not None:
+                attention_mask = ops.expand_dims(attention_mask, 1)  # (B, 1, Tv)
         mask = masking.merge_masks(
             query, key, query_mask, value_mask, attention_mask, use_causal_mask, "MultiHead"
         )
         projected_key, projected_value = self.project_key_value(value, key)
         output, weights = self.attend(query, projected_key, projected_value, mask, training)
+        if single_step:
+            output, weights = output[:, 0], weights[:, :, 0]  # (B, Do), (B, H, Tv)
         if return_attention_scores:
             return output, weights
         return output
@@ -263,7 +300,7 @@ class MultiHead(keras.layers.Layer):
         )
         if not return_attention_scores:
             return output
-        scores = (query.shape[0], self.num_heads, query.shape[1], value.shape[1])
+        scores = (query.shape[0], self.num_heads) + tuple(query.shape[1:-1]) + (value.shape[1],)
         return output, keras.KerasTensor(scores, dtype=self.compute_dtype)
 
     def get_config(self):

@@ -53,8 +53,11 @@ class DotProductAttention(ScoreAttention):
 
     def build_score(self, query_shape, key_shape):
         check_equal_dim(
-            "Dq (last dimension of query)", query_shape[-1],
-            "Dk (last dimension of key)", key_shape[-1], "DotProductAttention",
+            "Dq (last dimension of query)",
+            query_shape[-1],
+            "Dk (last dimension of key)",
+            key_shape[-1],
+            "DotProductAttention",
             "the score q·k needs query and key of the same width "
             "(use GeneralAttention for different widths)",
         )

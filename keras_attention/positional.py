@@ -1,9 +1,17 @@
-"""Absolute positional embeddings: fixed sinusoids or learned positions."""
+"""Absolute positional embeddings: fixed sinusoids or learned positions,
+alone or with the token embedding they are added to."""
+
+import math
 
 import keras
 from keras import ops
 
-from keras_attention.validation import check_choice, check_positive_int, check_rank
+from keras_attention.validation import (
+    check_choice,
+    check_positive_int,
+    check_rank,
+    check_rate,
+)
 
 register = keras.saving.register_keras_serializable(package="keras_attention")
 
@@ -79,12 +87,16 @@ class PositionalEmbedding(keras.layers.Layer):
         self.width = inputs_shape[-1]
         if self.mode == "learned":
             self.position_embeddings = self.add_weight(
-                name="position_embeddings", shape=(self.max_length, self.width),
+                name="position_embeddings",
+                shape=(self.max_length, self.width),
                 initializer=self.embeddings_initializer,
             )
         self.built = True
 
-    def _check_range(self, length, start_index):
+    def check_range(self, length, start_index):
+        """Raise `ValueError` if learned positions `start_index ..
+        start_index + length - 1` do not exist (checked when both are known
+        in Python)."""
         if self.mode != "learned" or not isinstance(start_index, int) or length is None:
             return
         if start_index < 0 or start_index + length > self.max_length:
@@ -103,7 +115,7 @@ class PositionalEmbedding(keras.layers.Layer):
         return ops.take(self.position_embeddings, positions, axis=0)
 
     def call(self, inputs, start_index=0):
-        self._check_range(inputs.shape[1], start_index)
+        self.check_range(inputs.shape[1], start_index)
         embedding = self.position_embedding(ops.shape(inputs)[1], start_index)
         return inputs + ops.cast(embedding, inputs.dtype)[None]  # (B, T, D)
 
@@ -119,4 +131,129 @@ class PositionalEmbedding(keras.layers.Layer):
             "max_length": self.max_length,
             "mode": self.mode,
             "embeddings_initializer": keras.initializers.serialize(self.embeddings_initializer),
+        }
+
+
+@register
+class TokenAndPositionEmbedding(keras.layers.Layer):
+    """Token embedding plus absolute position embedding, then dropout.
+
+        e_t = s · W_x[x_t] + p_{t + start_index}
+
+    with `s = sqrt(D)` when `scale_embeddings=True` (Vaswani et al., Sec.
+    3.4; the Transformer) and `s = 1` otherwise (ConvS2S), and `p` a
+    `PositionalEmbedding` (sinusoidal or learned).
+
+    Args:
+        vocab_size: int.
+        embed_dim: int, `D`.
+        max_length: int, number of positions (see `PositionalEmbedding`).
+        position: "sinusoidal" or "learned".
+        scale_embeddings: bool, multiply token embeddings by `sqrt(D)`.
+        embeddings_initializer: of the token table (and learned positions).
+        dropout: float in [0, 1), on the sum.
+        mask_zero: bool; if True the output carries a Keras padding mask
+            (False where the token is `padding_id`), as
+            `keras.layers.Embedding(mask_zero=True)` does.
+        padding_id: the padding token id of `mask_zero`.
+
+    Call arguments:
+        tokens: int `(B, T)`.
+        start_index: int (or int scalar tensor), the position of
+            `tokens[:, 0]` (incremental decoding); default 0.
+        training: bool.
+
+    Returns:
+        `(B, T, D)`.
+
+    Example:
+
+    >>> layer = TokenAndPositionEmbedding(vocab_size=10, embed_dim=4, max_length=8)
+    >>> layer(np.array([[1, 2, 3]])).shape
+    (1, 3, 4)
+    """
+
+    def __init__(
+        self,
+        vocab_size,
+        embed_dim,
+        max_length,
+        position="sinusoidal",
+        scale_embeddings=False,
+        embeddings_initializer="uniform",
+        dropout=0.0,
+        mask_zero=False,
+        padding_id=0,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        owner = "TokenAndPositionEmbedding"
+        check_positive_int("vocab_size", vocab_size, owner)
+        check_positive_int("embed_dim", embed_dim, owner)
+        check_rate("dropout", dropout, owner)
+        self.vocab_size = vocab_size
+        self.embed_dim = embed_dim
+        self.max_length = max_length
+        self.position = position
+        self.scale_embeddings = bool(scale_embeddings)
+        self.embeddings_initializer = keras.initializers.get(embeddings_initializer)
+        self.dropout = dropout
+        self.mask_zero = bool(mask_zero)
+        self.padding_id = padding_id
+        self.position_embedding = PositionalEmbedding(
+            max_length,
+            mode=position,
+            embeddings_initializer=self.embeddings_initializer,
+            dtype=self.dtype_policy,
+            name="position_embedding",
+        )
+        self.embedding_dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+
+    def build(self, tokens_shape):
+        check_rank("tokens", tokens_shape, (2,), "TokenAndPositionEmbedding", "(B, T)")
+        # The token table is this layer's own weight, at the place a
+        # keras.layers.Embedding of 0.1.0's models kept it, so their .keras
+        # files load.
+        self.embeddings = self.add_weight(
+            name="embeddings",
+            shape=(self.vocab_size, self.embed_dim),
+            initializer=self.embeddings_initializer,
+        )
+        self.position_embedding.build(tuple(tokens_shape) + (self.embed_dim,))
+        self.built = True
+
+    def load_own_variables(self, store):
+        legacy = getattr(self, "legacy_embeddings", None)
+        if len(store.keys()) == 0 and legacy is not None:
+            self.embeddings.assign(legacy)  # found by the owner at a 0.1.0 path
+            self.legacy_embeddings = None
+            return
+        super().load_own_variables(store)
+
+    def call(self, tokens, start_index=0, training=None):
+        tokens = ops.cast(tokens, "int32")
+        x = ops.take(ops.cast(self.embeddings, self.compute_dtype), tokens, axis=0)  # (B, T, D)
+        if self.scale_embeddings:
+            x = x * ops.cast(math.sqrt(self.embed_dim), x.dtype)
+        x = self.position_embedding(x, start_index=start_index)
+        return self.embedding_dropout(x, training=training)
+
+    def compute_mask(self, tokens, previous_mask=None):
+        return ops.not_equal(tokens, self.padding_id) if self.mask_zero else None
+
+    def compute_output_shape(self, tokens_shape):
+        return tuple(tokens_shape) + (self.embed_dim,)
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "vocab_size": self.vocab_size,
+            "embed_dim": self.embed_dim,
+            "max_length": self.max_length,
+            "position": self.position,
+            "scale_embeddings": self.scale_embeddings,
+            "embeddings_initializer": keras.initializers.serialize(self.embeddings_initializer),
+            "dropout": self.dropout,
+            "mask_zero": self.mask_zero,
+            "padding_id": self.padding_id,
         }

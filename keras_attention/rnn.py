@@ -14,9 +14,7 @@ and the bottleneck baseline without attention, logits_t = W_o s_t + b_o.
 import keras
 from keras import ops
 
-from keras_attention.base import ScoreAttention
-from keras_attention.local import LocalAttention
-from keras_attention.multi_head import MultiHead
+from keras_attention import registry
 from keras_attention.validation import check_choice, check_positive_int, check_rank, check_rate
 
 register = keras.saving.register_keras_serializable(package="keras_attention")
@@ -68,12 +66,27 @@ class RecurrentEncoder(keras.layers.Layer):
         final state, a list (`[h, c]` for LSTM, `[h]` for GRU).
     """
 
-    def __init__(self, vocab_size, embed_dim, units, num_layers=1, cell="lstm", bidirectional=False,
-                 reverse_source=False, dropout=0.0, padding_id=0, **kwargs):
+    def __init__(
+        self,
+        vocab_size,
+        embed_dim,
+        units,
+        num_layers=1,
+        cell="lstm",
+        bidirectional=False,
+        reverse_source=False,
+        dropout=0.0,
+        padding_id=0,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         owner = "RecurrentEncoder"
-        for name, value in (("vocab_size", vocab_size), ("embed_dim", embed_dim), ("units", units),
-                            ("num_layers", num_layers)):
+        for name, value in (
+            ("vocab_size", vocab_size),
+            ("embed_dim", embed_dim),
+            ("units", units),
+            ("num_layers", num_layers),
+        ):
             check_positive_int(name, value, owner)
         check_choice("cell", cell, tuple(CELLS), owner)
         check_rate("dropout", dropout, owner)
@@ -89,16 +102,25 @@ class RecurrentEncoder(keras.layers.Layer):
     def build(self, source_tokens_shape):
         check_rank("source_tokens", source_tokens_shape, (2,), "RecurrentEncoder", "(B, S)")
         policy = self.dtype_policy
-        self.embedding = keras.layers.Embedding(self.vocab_size, self.embed_dim, dtype=policy, name="embedding")
+        self.embedding = keras.layers.Embedding(
+            self.vocab_size, self.embed_dim, dtype=policy, name="embedding"
+        )
         self.embedding.build(source_tokens_shape)
         self.rnn_layers = []
         width = self.embed_dim
         for index in range(self.num_layers):
-            layer = LAYERS[self.cell](self.units, return_sequences=True, return_state=True,
-                                      dropout=self.dropout if index else 0.0, dtype=policy,
-                                      name=f"{self.cell}_{index}")
+            layer = LAYERS[self.cell](
+                self.units,
+                return_sequences=True,
+                return_state=True,
+                dropout=self.dropout if index else 0.0,
+                dtype=policy,
+                name=f"{self.cell}_{index}",
+            )
             if self.bidirectional:
-                layer = keras.layers.Bidirectional(layer, dtype=policy, name=f"bidirectional_{index}")
+                layer = keras.layers.Bidirectional(
+                    layer, dtype=policy, name=f"bidirectional_{index}"
+                )
             layer.build(tuple(source_tokens_shape) + (width,))
             self.rnn_layers.append(layer)
             width = self.output_width
@@ -125,12 +147,26 @@ class RecurrentEncoder(keras.layers.Layer):
     def compute_mask(self, source_tokens, previous_mask=None):
         return self.source_mask(source_tokens), None
 
+    def compute_output_shape(self, source_tokens_shape):
+        batch = source_tokens_shape[0]
+        states = 2 if self.cell == "lstm" else 1
+        return (
+            tuple(source_tokens_shape) + (self.output_width,),
+            [(batch, self.output_width)] * states,
+        )
+
     def get_config(self):
         return {
             **super().get_config(),
-            "vocab_size": self.vocab_size, "embed_dim": self.embed_dim, "units": self.units,
-            "num_layers": self.num_layers, "cell": self.cell, "bidirectional": self.bidirectional,
-            "reverse_source": self.reverse_source, "dropout": self.dropout, "padding_id": self.padding_id,
+            "vocab_size": self.vocab_size,
+            "embed_dim": self.embed_dim,
+            "units": self.units,
+            "num_layers": self.num_layers,
+            "cell": self.cell,
+            "bidirectional": self.bidirectional,
+            "reverse_source": self.reverse_source,
+            "dropout": self.dropout,
+            "padding_id": self.padding_id,
         }
 
 
@@ -138,12 +174,26 @@ class RecurrentEncoder(keras.layers.Layer):
 class AttentionDecoder(keras.layers.Layer):
     """A recurrent decoder that attends to the encoder's states at every step.
 
-    `attention` is any attention layer of this library (or None for the
-    bottleneck baseline); `style` is "bahdanau" or "luong" (see the module
-    docstring for both). The encoder's final state initialises the decoder
-    state, through a learned projection (the bridge) when the widths
-    differ. With `context_input=True` that final encoder state (the seeds'
-    "context") is also fed as a constant input at every step.
+    Bahdanau style (the query is the previous state s_{t-1}):
+
+        c_t = Attention(s_{t-1}, H)
+        s_t = RNN([y_{t-1}; c_t], s_{t-1})
+        logits_t = W_o [s_t; c_t] + b_o
+
+    Luong style (the query is the new state s_t; h̃_{t-1} is fed back only
+    with input feeding):
+
+        s_t = RNN([y_{t-1}; h̃_{t-1}], s_{t-1})
+        a_t = Attention(s_t, H),   h̃_t = [s_t; a_t]
+        logits_t = W_o h̃_t + b_o
+
+    Without attention (the bottleneck baseline), `logits_t = W_o s_t + b_o`.
+    The encoder's final state initialises the decoder state, through a
+    learned projection (the bridge) when the widths differ. With
+    `context_input=True` that final encoder state (the seeds' "context") is
+    also fed as a constant input at every step. The attention is called
+    with `query_positions=t`, so position-based mechanisms (local-m) work
+    like every other.
 
     Teacher-forced `call` runs the same `step` as generation over the
     target (with `ops.scan`), so incremental decoding equals it exactly.
@@ -152,52 +202,115 @@ class AttentionDecoder(keras.layers.Layer):
         vocab_size: int, target vocabulary.
         embed_dim: int.
         units: int, decoder RNN width.
-        attention: an attention layer instance, or None.
+        attention: an attention layer, a name or config that
+            `keras_attention.get` resolves, or None (no attention).
         style: "bahdanau" or "luong".
         input_feeding: bool (Luong): feed h̃_{t-1} with the next input.
         context_input: bool: feed the final encoder state at every step.
         num_layers: int, stacked cells (attention reads the top one).
         cell: "lstm" or "gru".
         dropout: float, on the cell inputs.
+
+    Call arguments:
+        target_tokens: int `(B, T)`, the target shifted right.
+        memory: `(B, S, Dm)`, the encoder's states (the attention memory).
+        encoder_state: list of `(B, Ue)` tensors, the encoder's final state
+            (`[h, c]` for LSTM, `[h]` for GRU).
+        memory_mask: optional boolean `(B, S)`, False at source padding.
+        training: bool.
+        (0.1.0's `decoder(target_tokens, state)`, with the dict that
+        `initial_state` returns, still works.)
+
+    Returns:
+        `(logits (B, T, V), weights (B, T, S))`; the weights are averaged
+        over heads for multi-head attention, and zero without attention.
+
+    Example:
+
+    >>> encoder = RecurrentEncoder(vocab_size=20, embed_dim=8, units=16)
+    >>> decoder = AttentionDecoder(20, 8, 16, attention="additive")
+    >>> source = np.array([[3, 4, 5, 0]])
+    >>> memory, final_state = encoder(source)
+    >>> mask = encoder.source_mask(source)
+    >>> logits, weights = decoder(np.array([[1, 6]]), memory, final_state, mask)
+    >>> logits.shape, weights.shape
+    ((1, 2, 20), (1, 2, 4))
+
+    References:
+        Bahdanau et al., "Neural Machine Translation by Jointly Learning to
+        Align and Translate" (2015); Luong et al., "Effective Approaches to
+        Attention-based Neural Machine Translation" (2015).
     """
 
-    def __init__(self, vocab_size, embed_dim, units, attention=None, style="bahdanau", input_feeding=True,
-                 context_input=False, num_layers=1, cell="lstm", dropout=0.0, **kwargs):
+    def __init__(
+        self,
+        vocab_size,
+        embed_dim,
+        units,
+        attention=None,
+        style="bahdanau",
+        input_feeding=True,
+        context_input=False,
+        num_layers=1,
+        cell="lstm",
+        dropout=0.0,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         owner = "AttentionDecoder"
-        for name, value in (("vocab_size", vocab_size), ("embed_dim", embed_dim), ("units", units),
-                            ("num_layers", num_layers)):
+        for name, value in (
+            ("vocab_size", vocab_size),
+            ("embed_dim", embed_dim),
+            ("units", units),
+            ("num_layers", num_layers),
+        ):
             check_positive_int(name, value, owner)
         check_choice("style", style, ("bahdanau", "luong"), owner)
         check_choice("cell", cell, tuple(CELLS), owner)
         check_rate("dropout", dropout, owner)
-        if attention is not None and not isinstance(attention, (ScoreAttention, MultiHead)):
-            raise ValueError(
-                "`attention` of AttentionDecoder must be a keras_attention attention layer "
-                f"(ScoreAttention subclass or MultiHead) or None; received {attention!r}."
-            )
         self.vocab_size, self.embed_dim, self.units = vocab_size, embed_dim, units
-        self.attention = attention
-        self.style, self.input_feeding, self.context_input = style, bool(input_feeding), bool(context_input)
+        self.attention = None if attention is None else registry.get(attention)
+        self.style, self.input_feeding, self.context_input = (
+            style,
+            bool(input_feeding),
+            bool(context_input),
+        )
         self.num_layers, self.cell, self.dropout = num_layers, cell, dropout
 
     # -- sizes -------------------------------------------------------------
-    def _feed_width(self, memory_width):
+    def _feed_width(self):
         """Width of the extra cell input that carries attention forward."""
         if self.attention is None:
             return 0
         if self.style == "bahdanau":
-            return memory_width  # c_t
-        return self.units + memory_width if self.input_feeding else 0  # h̃_{t-1} = [s; a]
+            return self.context_width  # c_t
+        return self.units + self.context_width if self.input_feeding else 0  # h̃_{t-1} = [s; a]
 
-    def build(self, memory_shape, encoder_state_shapes):
+    def build(
+        self,
+        target_tokens_shape=None,
+        memory_shape=None,
+        encoder_state_shape=None,
+        memory_mask_shape=None,
+    ):
+        """Needs `memory_shape` `(B, S, Dm)` and `encoder_state_shape`, a list
+        of `(B, Ue)` (the names `call`'s arguments give Keras)."""
+        encoder_state_shapes = encoder_state_shape
         policy = self.dtype_policy
-        memory_width = memory_shape[-1]
-        self.memory_width = memory_width
-        self.embedding = keras.layers.Embedding(self.vocab_size, self.embed_dim, dtype=policy, name="embedding")
+        query_shape = (memory_shape[0], self.units)
+        if self.attention is not None and not self.attention.built:
+            self.attention.build(query_shape, tuple(memory_shape))
+        # The context is whatever the attention outputs: the memory width
+        # for score layers, `output_dim` for multi-head attention.
+        self.context_width = 0
+        if self.attention is not None:
+            self.context_width = self.attention.compute_output_shape(query_shape, memory_shape)[-1]
+        self.embedding = keras.layers.Embedding(
+            self.vocab_size, self.embed_dim, dtype=policy, name="embedding"
+        )
         self.embedding.build((None, None))
         context_width = encoder_state_shapes[0][-1] if self.context_input else 0
-        input_width = self.embed_dim + self._feed_width(memory_width) + context_width
+        input_width = self.embed_dim + self._feed_width() + context_width
         self.cells = []
         for index in range(self.num_layers):
             cell = CELLS[self.cell](self.units, dtype=policy, name=f"{self.cell}_cell_{index}")
@@ -207,41 +320,44 @@ class AttentionDecoder(keras.layers.Layer):
         for index, shape in enumerate(encoder_state_shapes):
             bridge = None
             if shape[-1] != self.units:
-                bridge = keras.layers.Dense(self.units, activation="tanh", dtype=policy, name=f"bridge_{index}")
+                bridge = keras.layers.Dense(
+                    self.units, activation="tanh", dtype=policy, name=f"bridge_{index}"
+                )
                 bridge.build((None, shape[-1]))
             self.bridges.append(bridge)
-        if self.attention is not None and not self.attention.built:
-            query = (None, self.units)
-            if isinstance(self.attention, MultiHead):
-                self.attention.build((None, 1, self.units), tuple(memory_shape))
-            else:
-                self.attention.build(query, tuple(memory_shape))
         self.input_dropout = keras.layers.Dropout(self.dropout, dtype=policy)
-        output_width = self.units + (memory_width if self.attention is not None else 0)
-        self.output_projection = keras.layers.Dense(self.vocab_size, dtype=policy, name="output_projection")
+        output_width = self.units + self.context_width
+        self.output_projection = keras.layers.Dense(
+            self.vocab_size, dtype=policy, name="output_projection"
+        )
         self.output_projection.build((None, output_width))
         self.built = True
 
     # -- one step ----------------------------------------------------------
     def _attend(self, query, memory, memory_mask, step):
         """`query (B, U)` -> `(context (B, Dv), weights (B, S))`."""
-        if isinstance(self.attention, MultiHead):
-            mask = None if memory_mask is None else memory_mask[:, None, :]
-            context, weights = self.attention(query[:, None, :], memory, attention_mask=mask,
-                                              return_attention_scores=True)
-            return context[:, 0], ops.mean(weights[:, :, 0], axis=1)  # mean over heads
-        kwargs = {}
-        if isinstance(self.attention, LocalAttention):
-            kwargs["query_positions"] = step
-        return self.attention(query, memory, value_mask=memory_mask, return_attention_scores=True, **kwargs)
+        context, weights = self.attention(
+            query,
+            memory,
+            value_mask=memory_mask,
+            query_positions=step,
+            return_attention_scores=True,
+        )
+        if len(weights.shape) == 3:  # (B, H, S): multi-head weights, averaged over heads
+            weights = ops.mean(weights, axis=1)
+        return context, weights
 
     def initial_state(self, memory, encoder_state, memory_mask=None):
         """The decoding state at t = 0: a dict of batch-major tensors."""
         if not self.built:
-            self.build(memory.shape, [s.shape for s in encoder_state])
+            self.build(
+                memory_shape=memory.shape, encoder_state_shape=[s.shape for s in encoder_state]
+            )
         dtype = self.compute_dtype
         encoder_state = [ops.cast(s, dtype) for s in encoder_state]
-        bridged = [s if bridge is None else bridge(s) for s, bridge in zip(encoder_state, self.bridges)]
+        bridged = [
+            s if bridge is None else bridge(s) for s, bridge in zip(encoder_state, self.bridges)
+        ]
         batch = ops.shape(memory)[0]
         if memory_mask is None:
             memory_mask = ops.ones(ops.shape(memory)[:2], "bool")
@@ -250,9 +366,8 @@ class AttentionDecoder(keras.layers.Layer):
             "memory": ops.cast(memory, dtype),
             "memory_mask": ops.cast(memory_mask, "bool"),
             "step": ops.zeros((batch,), "int32"),
-            "attention": ops.zeros(ops.shape(memory)[:2], dtype),
         }
-        feed = self._feed_width(self.memory_width)
+        feed = self._feed_width()
         if feed:
             state["feed"] = ops.zeros((batch, feed), dtype)
         if self.context_input:
@@ -261,12 +376,14 @@ class AttentionDecoder(keras.layers.Layer):
 
     def step(self, tokens, state, training=None):
         """Decode one position: `tokens (B,)` are y_{t-1}. Returns
-        `(logits (B, V), state)`; `state["attention"]` holds a_t (B, S)."""
-        output, state = self._step_output(tokens, state, training)
-        return self.output_projection(output), state
+        `(logits (B, V), weights (B, S), state)`, the weights a_t of this
+        step (zeros without attention)."""
+        output, weights, state = self._step_output(tokens, state, training)
+        return self.output_projection(output), weights, state
 
     def _step_output(self, tokens, state, training):
-        """One step up to the output layer's input ([s_t; c_t], or s_t)."""
+        """One step up to the output layer's input ([s_t; c_t], or s_t):
+        returns `(output, weights (B, S), state)`."""
         memory, memory_mask = state["memory"], state["memory_mask"]
         pieces = [self.embedding(tokens)]
         context = weights = None
@@ -286,6 +403,7 @@ class AttentionDecoder(keras.layers.Layer):
         new_state = dict(state, cells=new_cells, step=state["step"] + 1)
         if self.attention is None:
             output = x  # W_o s_t
+            weights = ops.zeros(ops.shape(memory)[:2], self.compute_dtype)
         elif self.style == "bahdanau":
             output = ops.concatenate([x, context], axis=-1)  # W_o [s_t; c_t]
             new_state["feed"] = context
@@ -294,46 +412,58 @@ class AttentionDecoder(keras.layers.Layer):
             output = ops.concatenate([x, context], axis=-1)  # h̃_t = [s_t; a_t]
             if "feed" in state:
                 new_state["feed"] = output
-        if weights is not None:
-            new_state["attention"] = ops.cast(weights, state["attention"].dtype)
-        return output, new_state
+        return output, ops.cast(weights, self.compute_dtype), new_state
 
-    def call(self, target_tokens, state, training=None):
+    def call(self, target_tokens, memory, encoder_state=None, memory_mask=None, training=None):
         """Teacher forcing: logits `(B, T, V)` and attention weights `(B, T, S)`.
 
         Runs `_step_output` over time with `ops.scan`. The encoder memory is
         constant, so the step closes over it, and the scanned carry holds
-        only what changes (Keras's scan stacks a copy of the carry per step).
-        The output layer is applied once to all steps afterwards."""
+        only what changes (Keras's scan stacks a copy of the carry per step,
+        so the step's output and weights ride in the carry too). The output
+        layer is applied once to all steps afterwards."""
+        state = (
+            memory
+            if isinstance(memory, dict)
+            else self.initial_state(memory, list(encoder_state), memory_mask)
+        )
         constant_keys = ("memory", "memory_mask", "context")
         constants = {k: v for k, v in state.items() if k in constant_keys}
         carry = {k: v for k, v in state.items() if k not in constant_keys}
-        width = self.units + (self.memory_width if self.attention is not None else 0)
-        carry["output"] = ops.zeros((ops.shape(target_tokens)[0], width), self.compute_dtype)
+        batch = ops.shape(target_tokens)[0]
+        carry["output"] = ops.zeros((batch, self.units + self.context_width), self.compute_dtype)
+        carry["weights"] = ops.zeros(ops.shape(state["memory"])[:2], self.compute_dtype)
 
         def scan_step(carry, tokens):
-            output, new_state = self._step_output(tokens, {**constants, **carry}, training)
-            new_carry = {k: new_state[k] for k in carry if k != "output"}
-            new_carry["output"] = output
+            output, weights, new_state = self._step_output(tokens, {**constants, **carry}, training)
+            new_carry = {k: new_state[k] for k in carry if k not in ("output", "weights")}
+            new_carry.update(output=output, weights=weights)
             return new_carry, new_carry
 
         _, per_step = ops.scan(scan_step, carry, ops.transpose(target_tokens))  # time-major
         outputs = ops.transpose(per_step["output"], (1, 0, 2))  # (B, T, U [+ Dv])
-        weights = ops.transpose(per_step["attention"], (1, 0, 2))  # (B, T, S)
+        weights = ops.transpose(per_step["weights"], (1, 0, 2))  # (B, T, S)
         return self.output_projection(outputs), weights
+
+    def compute_output_shape(
+        self, target_tokens_shape, memory_shape, encoder_state_shape=None, memory_mask_shape=None
+    ):
+        batch_time = tuple(target_tokens_shape)
+        return batch_time + (self.vocab_size,), batch_time + (memory_shape[1],)
 
     def get_config(self):
         return {
             **super().get_config(),
-            "vocab_size": self.vocab_size, "embed_dim": self.embed_dim, "units": self.units,
-            "attention": None if self.attention is None else keras.saving.serialize_keras_object(self.attention),
-            "style": self.style, "input_feeding": self.input_feeding, "context_input": self.context_input,
-            "num_layers": self.num_layers, "cell": self.cell, "dropout": self.dropout,
+            "vocab_size": self.vocab_size,
+            "embed_dim": self.embed_dim,
+            "units": self.units,
+            "attention": None
+            if self.attention is None
+            else keras.saving.serialize_keras_object(self.attention),
+            "style": self.style,
+            "input_feeding": self.input_feeding,
+            "context_input": self.context_input,
+            "num_layers": self.num_layers,
+            "cell": self.cell,
+            "dropout": self.dropout,
         }
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        if config.get("attention") is not None:
-            config["attention"] = keras.saving.deserialize_keras_object(config["attention"])
-        return cls(**config)

@@ -17,8 +17,11 @@ register = keras.saving.register_keras_serializable(package="keras_attention")
 
 
 def _check_size(output_size, owner):
-    if (not isinstance(output_size, (tuple, list)) or len(output_size) != 2
-            or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in output_size)):
+    if (
+        not isinstance(output_size, (tuple, list))
+        or len(output_size) != 2
+        or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in output_size)
+    ):
         raise ValueError(
             f"`output_size` of {owner} must be (height, width) with both >= 1; "
             f"received output_size={output_size!r}."
@@ -58,7 +61,9 @@ class AffineGrid(keras.layers.Layer):
             )
         height, width = self.output_size
         grid = target_grid(height, width)
-        self._homogeneous = np.concatenate([grid, np.ones((height * width, 1))], 1).astype("float32")  # (H·W, 3)
+        self._homogeneous = np.concatenate([grid, np.ones((height * width, 1))], 1).astype(
+            "float32"
+        )  # (H·W, 3)
         self.built = True
 
     def call(self, theta):
@@ -76,7 +81,9 @@ class AffineGrid(keras.layers.Layer):
 
 def _tps_kernel(squared_distance):
     """U(r) = r² log r² (0 at r = 0)."""
-    return np.where(squared_distance > 0, squared_distance * np.log(np.maximum(squared_distance, 1e-12)), 0.0)
+    return np.where(
+        squared_distance > 0, squared_distance * np.log(np.maximum(squared_distance, 1e-12)), 0.0
+    )
 
 
 def control_grid(num_control_points):
@@ -136,7 +143,12 @@ class ThinPlateSplineGrid(keras.layers.Layer):
         L_inverse = np.linalg.inv(L)[:, :K]  # only the P' block of the right-hand side is non-zero
         grid = target_grid(*self.output_size)
         basis = np.concatenate(
-            [_tps_kernel(((grid[:, None, :] - p[None, :, :]) ** 2).sum(-1)), np.ones((len(grid), 1)), grid], 1
+            [
+                _tps_kernel(((grid[:, None, :] - p[None, :, :]) ** 2).sum(-1)),
+                np.ones((len(grid), 1)),
+                grid,
+            ],
+            1,
         )  # (H·W, K + 3)
         self._grid_from_points = (basis @ L_inverse).astype("float32")  # M, (H·W, K)
         self.built = True
@@ -151,8 +163,11 @@ class ThinPlateSplineGrid(keras.layers.Layer):
         return (control_points_shape[0],) + self.output_size + (2,)
 
     def get_config(self):
-        return {**super().get_config(), "num_control_points": self.num_control_points,
-                "output_size": list(self.output_size)}
+        return {
+            **super().get_config(),
+            "num_control_points": self.num_control_points,
+            "output_size": list(self.output_size),
+        }
 
 
 @register
@@ -224,8 +239,12 @@ class BilinearSampler(keras.layers.Layer):
             return ops.clip(ops.cast(m, "int32"), 0, size - 1)
 
         xi0, xi1 = pixel_index(x0, width), pixel_index(x1, width)
-        rows0 = (ops.arange(batch) * height * width)[:, None, None] + pixel_index(y0, height) * width
-        rows1 = (ops.arange(batch) * height * width)[:, None, None] + pixel_index(y1, height) * width
+        rows0 = (ops.arange(batch) * height * width)[:, None, None] + pixel_index(
+            y0, height
+        ) * width
+        rows1 = (ops.arange(batch) * height * width)[:, None, None] + pixel_index(
+            y1, height
+        ) * width
         flat = ops.reshape(image, (-1, channels))  # (B·H·W, C)
         output = 0.0
         for rows, wy in ((rows0, wy0), (rows1, wy1)):
@@ -243,14 +262,17 @@ class BilinearSampler(keras.layers.Layer):
 
 def default_localization(name="localization"):
     """A small CNN: two conv + max-pool stages and a 32-unit dense layer."""
-    return keras.Sequential([
-        keras.layers.Conv2D(8, 5, activation="relu", padding="same"),
-        keras.layers.MaxPooling2D(2),
-        keras.layers.Conv2D(10, 5, activation="relu", padding="same"),
-        keras.layers.MaxPooling2D(2),
-        keras.layers.Flatten(),
-        keras.layers.Dense(32, activation="relu"),
-    ], name=name)
+    return keras.Sequential(
+        [
+            keras.layers.Conv2D(8, 5, activation="relu", padding="same"),
+            keras.layers.MaxPooling2D(2),
+            keras.layers.Conv2D(10, 5, activation="relu", padding="same"),
+            keras.layers.MaxPooling2D(2),
+            keras.layers.Flatten(),
+            keras.layers.Dense(32, activation="relu"),
+        ],
+        name=name,
+    )
 
 
 @register
@@ -282,8 +304,16 @@ class SpatialTransformer(keras.layers.Layer):
         `(B, H_out, W_out, C)`, or `(output, theta)`.
     """
 
-    def __init__(self, output_size, localization=None, transform="affine", num_control_points=16,
-                 padding="zeros", return_theta=False, **kwargs):
+    def __init__(
+        self,
+        output_size,
+        localization=None,
+        transform="affine",
+        num_control_points=16,
+        padding="zeros",
+        return_theta=False,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.output_size = _check_size(output_size, "SpatialTransformer")
         check_choice("transform", transform, ("affine", "tps"), "SpatialTransformer")
@@ -305,11 +335,15 @@ class SpatialTransformer(keras.layers.Layer):
             self.grid_generator = AffineGrid(self.output_size, dtype=self.dtype_policy, name="grid")
         else:
             identity = control_grid(self.num_control_points).ravel().astype("float32")
-            self.grid_generator = ThinPlateSplineGrid(self.num_control_points, self.output_size,
-                                                      dtype=self.dtype_policy, name="grid")
+            self.grid_generator = ThinPlateSplineGrid(
+                self.num_control_points, self.output_size, dtype=self.dtype_policy, name="grid"
+            )
         self.regression = keras.layers.Dense(
-            len(identity), kernel_initializer="zeros", bias_initializer=keras.initializers.Constant(identity),
-            dtype="float32", name="regression",  # θ stays float32 under mixed precision
+            len(identity),
+            kernel_initializer="zeros",
+            bias_initializer=keras.initializers.Constant(identity),
+            dtype="float32",
+            name="regression",  # θ stays float32 under mixed precision
         )
         self.regression.build(features)
         self.grid_generator.build((None, len(identity)))
@@ -328,17 +362,28 @@ class SpatialTransformer(keras.layers.Layer):
         return (inputs_shape[0],) + self.output_size + (inputs_shape[-1],)
 
     def compute_output_spec(self, inputs, training=None):
-        output = keras.KerasTensor(self.compute_output_shape(inputs.shape), dtype=self.compute_dtype)
+        output = keras.KerasTensor(
+            self.compute_output_shape(inputs.shape), dtype=self.compute_dtype
+        )
         if not self.return_theta:
             return output
-        shape = (inputs.shape[0], 2, 3) if self.transform == "affine" else (inputs.shape[0], self.num_control_points, 2)
+        shape = (
+            (inputs.shape[0], 2, 3)
+            if self.transform == "affine"
+            else (inputs.shape[0], self.num_control_points, 2)
+        )
         return output, keras.KerasTensor(shape, dtype="float32")
 
     def get_config(self):
-        return {**super().get_config(), "output_size": list(self.output_size),
-                "localization": keras.saving.serialize_keras_object(self.localization),
-                "transform": self.transform, "num_control_points": self.num_control_points,
-                "padding": self.padding, "return_theta": self.return_theta}
+        return {
+            **super().get_config(),
+            "output_size": list(self.output_size),
+            "localization": keras.saving.serialize_keras_object(self.localization),
+            "transform": self.transform,
+            "num_control_points": self.num_control_points,
+            "padding": self.padding,
+            "return_theta": self.return_theta,
+        }
 
     @classmethod
     def from_config(cls, config):

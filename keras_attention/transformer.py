@@ -24,8 +24,14 @@ class FeedForward(keras.layers.Layer):
         inputs: `(B, T, D)`; returns `(B, T, D)`.
     """
 
-    def __init__(self, intermediate_dim, activation="relu", dropout=0.0,
-                 kernel_initializer="glorot_uniform", **kwargs):
+    def __init__(
+        self,
+        intermediate_dim,
+        activation="relu",
+        dropout=0.0,
+        kernel_initializer="glorot_uniform",
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         check_positive_int("intermediate_dim", intermediate_dim, "FeedForward")
         check_rate("dropout", dropout, "FeedForward")
@@ -38,14 +44,19 @@ class FeedForward(keras.layers.Layer):
     def build(self, inputs_shape):
         policy = self.dtype_policy
         self.intermediate = keras.layers.Dense(
-            self.intermediate_dim, activation=self.activation,
-            kernel_initializer=self.kernel_initializer, dtype=policy, name="intermediate",
+            self.intermediate_dim,
+            activation=self.activation,
+            kernel_initializer=self.kernel_initializer,
+            dtype=policy,
+            name="intermediate",
         )
         self.intermediate.build(inputs_shape)
         self.intermediate_dropout = keras.layers.Dropout(self.dropout, dtype=policy)
         self.projection = keras.layers.Dense(
-            inputs_shape[-1], kernel_initializer=self.kernel_initializer,
-            dtype=policy, name="projection",
+            inputs_shape[-1],
+            kernel_initializer=self.kernel_initializer,
+            dtype=policy,
+            name="projection",
         )
         self.projection.build(tuple(inputs_shape[:-1]) + (self.intermediate_dim,))
         self.built = True
@@ -75,8 +86,17 @@ class _TransformerLayer(keras.layers.Layer):
         pre-norm:   x = x + Dropout(Sublayer(LayerNorm(x)))
     """
 
-    def __init__(self, num_heads, intermediate_dim, key_dim=None, dropout=0.0,
-                 activation="relu", norm_first=False, layer_norm_epsilon=1e-5, **kwargs):
+    def __init__(
+        self,
+        num_heads,
+        intermediate_dim,
+        key_dim=None,
+        dropout=0.0,
+        activation="relu",
+        norm_first=False,
+        layer_norm_epsilon=1e-5,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         owner = type(self).__name__
         check_positive_int("num_heads", num_heads, owner)
@@ -168,8 +188,11 @@ class TransformerEncoderLayer(_TransformerLayer):
         check_rank("inputs", inputs_shape, (3,), owner, "(B, T, D)")
         policy = self.dtype_policy
         self.self_attention = MultiHead(
-            self.num_heads, self._head_dim(owner, inputs_shape[-1]),
-            dropout=self.dropout, dtype=policy, name="self_attention",
+            self.num_heads,
+            self._head_dim(owner, inputs_shape[-1]),
+            dropout=self.dropout,
+            dtype=policy,
+            name="self_attention",
         )
         self.self_attention.build(inputs_shape, inputs_shape)
         self.self_attention_norm = self._make_norm("self_attention_norm", inputs_shape)
@@ -181,8 +204,14 @@ class TransformerEncoderLayer(_TransformerLayer):
         self._dropout_layer = keras.layers.Dropout(self.dropout, dtype=policy)
         self.built = True
 
-    def call(self, inputs, padding_mask=None, attention_mask=None,
-             return_attention_scores=False, training=None):
+    def call(
+        self,
+        inputs,
+        padding_mask=None,
+        attention_mask=None,
+        return_attention_scores=False,
+        training=None,
+    ):
         if padding_mask is None:
             padding_mask = masking.keras_mask(inputs)
         mask = masking.merge_masks(
@@ -190,13 +219,16 @@ class TransformerEncoderLayer(_TransformerLayer):
         )
 
         def attention(x):
-            return self.self_attention(x, x, attention_mask=mask, return_attention_scores=True,
-                                       training=training)
+            return self.self_attention(
+                x, x, attention_mask=mask, return_attention_scores=True, training=training
+            )
 
         x, scores = self._residual(inputs, self.self_attention_norm, attention, training)
         x, _ = self._residual(
-            x, self.feed_forward_norm,
-            lambda h: (self.feed_forward(h, training=training), None), training,
+            x,
+            self.feed_forward_norm,
+            lambda h: (self.feed_forward(h, training=training), None),
+            training,
         )
         return (x, scores) if return_attention_scores else x
 
@@ -212,7 +244,6 @@ class TransformerEncoderLayer(_TransformerLayer):
             return output
         b, t = inputs.shape[0], inputs.shape[1]
         return output, keras.KerasTensor((b, self.num_heads, t, t), dtype=self.compute_dtype)
-
 
 
 @register
@@ -264,7 +295,10 @@ class TransformerDecoderLayer(_TransformerLayer):
         if encoder_sequence_shape is not None:
             check_rank("encoder_sequence", encoder_sequence_shape, (3,), owner, "(B, S, De)")
             self.cross_attention = MultiHead(
-                self.num_heads, head_dim, dropout=self.dropout, dtype=policy,
+                self.num_heads,
+                head_dim,
+                dropout=self.dropout,
+                dtype=policy,
                 name="cross_attention",
             )
             self.cross_attention.build(shape, encoder_sequence_shape)
@@ -291,26 +325,41 @@ class TransformerDecoderLayer(_TransformerLayer):
         x, self_scores = self._residual(x, self.self_attention_norm, self_attention, training)
         cross_scores = None
         if self.cross_attention is not None:
+
             def cross(h):
                 return self.cross_attention.attend(h, *encoder_kv, encoder_mask, training)
 
             x, cross_scores = self._residual(x, self.cross_attention_norm, cross, training)
         x, _ = self._residual(
-            x, self.feed_forward_norm,
-            lambda h: (self.feed_forward(h, training=training), None), training,
+            x,
+            self.feed_forward_norm,
+            lambda h: (self.feed_forward(h, training=training), None),
+            training,
         )
         return x, self_scores, cross_scores
 
-    def call(self, decoder_sequence, encoder_sequence=None, decoder_padding_mask=None,
-             encoder_padding_mask=None, use_causal_mask=True, return_attention_scores=False,
-             training=None):
+    def call(
+        self,
+        decoder_sequence,
+        encoder_sequence=None,
+        decoder_padding_mask=None,
+        encoder_padding_mask=None,
+        use_causal_mask=True,
+        return_attention_scores=False,
+        training=None,
+    ):
         owner = "TransformerDecoderLayer"
         self._check_encoder(encoder_sequence)
         if decoder_padding_mask is None:
             decoder_padding_mask = masking.keras_mask(decoder_sequence)
         self_mask = masking.merge_masks(
-            decoder_sequence, decoder_sequence, None, decoder_padding_mask, None,
-            use_causal_mask, owner,
+            decoder_sequence,
+            decoder_sequence,
+            None,
+            decoder_padding_mask,
+            None,
+            use_causal_mask,
+            owner,
         )
         encoder_kv, encoder_mask = None, None
         if encoder_sequence is not None:
@@ -322,8 +371,9 @@ class TransformerDecoderLayer(_TransformerLayer):
             encoder_kv = self.cross_attention.project_key_value(encoder_sequence)
 
         def self_attention(h):
-            return self.self_attention(h, h, attention_mask=self_mask,
-                                       return_attention_scores=True, training=training)
+            return self.self_attention(
+                h, h, attention_mask=self_mask, return_attention_scores=True, training=training
+            )
 
         x, self_scores, cross_scores = self._blocks(
             decoder_sequence, self_attention, encoder_kv, encoder_mask, training
@@ -346,8 +396,8 @@ class TransformerDecoderLayer(_TransformerLayer):
         key, value = self.self_attention.init_cache(batch_size, max_length)
         cache = {"self_key": key, "self_value": value}
         if encoder_sequence is not None:
-            cache["cross_key"], cache["cross_value"] = (
-                self.cross_attention.project_key_value(encoder_sequence)
+            cache["cross_key"], cache["cross_value"] = self.cross_attention.project_key_value(
+                encoder_sequence
             )
         return cache
 
@@ -371,7 +421,9 @@ class TransformerDecoderLayer(_TransformerLayer):
             encoder_kv = (cache["cross_key"], cache["cross_value"])
             if encoder_padding_mask is not None:
                 encoder_mask = ops.expand_dims(ops.cast(encoder_padding_mask, "bool"), 1)
-        x, _, cross_scores = self._blocks(inputs, self_attention, encoder_kv, encoder_mask, training)
+        x, _, cross_scores = self._blocks(
+            inputs, self_attention, encoder_kv, encoder_mask, training
+        )
         return x, cross_scores, new_cache
 
     def compute_mask(self, decoder_sequence, previous_mask=None):
@@ -380,15 +432,19 @@ class TransformerDecoderLayer(_TransformerLayer):
     def compute_output_shape(self, decoder_sequence_shape, encoder_sequence_shape=None):
         return tuple(decoder_sequence_shape)
 
-    def compute_output_spec(self, decoder_sequence, encoder_sequence=None,
-                            return_attention_scores=False, **kwargs):
+    def compute_output_spec(
+        self, decoder_sequence, encoder_sequence=None, return_attention_scores=False, **kwargs
+    ):
         output = keras.KerasTensor(decoder_sequence.shape, dtype=self.compute_dtype)
         if not return_attention_scores:
             return output
         b, t = decoder_sequence.shape[0], decoder_sequence.shape[1]
-        scores = {"self_attention": keras.KerasTensor((b, self.num_heads, t, t), dtype=self.compute_dtype)}
+        scores = {
+            "self_attention": keras.KerasTensor((b, self.num_heads, t, t), dtype=self.compute_dtype)
+        }
         if encoder_sequence is not None:
             s = encoder_sequence.shape[1]
-            scores["cross_attention"] = keras.KerasTensor((b, self.num_heads, t, s), dtype=self.compute_dtype)
+            scores["cross_attention"] = keras.KerasTensor(
+                (b, self.num_heads, t, s), dtype=self.compute_dtype
+            )
         return output, scores
-

@@ -14,8 +14,7 @@ def check_positive_int(name, value, owner):
     """`value` must be an int >= 1 (bools are rejected)."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(
-            f"`{name}` of {owner} must be a positive integer; "
-            f"received {name}={value!r}."
+            f"`{name}` of {owner} must be a positive integer; received {name}={value!r}."
         )
 
 
@@ -23,16 +22,14 @@ def check_rate(name, value, owner):
     """`value` must be a float in [0, 1)."""
     if not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
         raise ValueError(
-            f"`{name}` of {owner} must be a float in [0, 1); "
-            f"received {name}={value!r}."
+            f"`{name}` of {owner} must be a float in [0, 1); received {name}={value!r}."
         )
 
 
 def check_choice(name, value, choices, owner):
     if value not in choices:
         raise ValueError(
-            f"`{name}` of {owner} must be one of {list(choices)}; "
-            f"received {name}={value!r}."
+            f"`{name}` of {owner} must be one of {list(choices)}; received {name}={value!r}."
         )
 
 
@@ -52,8 +49,7 @@ def check_equal_dim(name_a, dim_a, name_b, dim_b, owner, why):
     """Two static dimensions must agree (unknown dimensions pass)."""
     if dim_a is not None and dim_b is not None and dim_a != dim_b:
         raise ValueError(
-            f"{owner}: {why}; expected {name_b} = {name_a} = {dim_a}, "
-            f"received {name_b} = {dim_b}."
+            f"{owner}: {why}; expected {name_b} = {name_a} = {dim_a}, received {name_b} = {dim_b}."
         )
 
 
@@ -75,8 +71,7 @@ def check_mask_shape(name, mask, expected, owner, layout, broadcast=False):
         return
     shape = _shape(mask.shape)
     ok = len(shape) == len(expected) and all(
-        a is None or b is None or a == b or (broadcast and a == 1)
-        for a, b in zip(shape, expected)
+        a is None or b is None or a == b or (broadcast and a == 1) for a, b in zip(shape, expected)
     )
     if not ok:
         raise ValueError(
@@ -91,4 +86,20 @@ def check_built(layer, method):
         raise ValueError(
             f"{type(layer).__name__}.{method}() needs a built layer: call the layer once "
             "on a batch (or call `build()` with the input shapes) before decoding."
+        )
+
+
+def check_token_ids(name, tokens, owner):
+    """`tokens` must be int ids of static rank 2, `(B, T)`, with `T >= 1`
+    when known: the one check of a source batch that models and generation
+    share."""
+    shape = _shape(tokens.shape)
+    if len(shape) != 2:
+        raise ValueError(
+            f"`{name}` of {owner} must be int token ids of shape (B, T); received shape {shape}."
+        )
+    if shape[1] == 0:
+        raise ValueError(
+            f"`{name}` of {owner} is empty (shape {shape}): it needs at least one token per "
+            "row (pad short rows with the padding id)."
         )

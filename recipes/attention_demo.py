@@ -7,8 +7,8 @@ that solves the task must learn the anti-diagonal alignment t -> T-1-t. The
 script trains one tiny model per mechanism for a few seconds, then prints
 its exact-match accuracy on unseen sequences and the alignment it learned.
 
-    python -m recipes.attention_demo                  # every mechanism
-    python -m recipes.attention_demo --attention additive --epochs 20
+    keras-attention-demo                  # every mechanism
+    keras-attention-demo --attention additive --epochs 20
 """
 
 import argparse
@@ -71,9 +71,15 @@ def show_alignment(weights, length):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--attention", choices=["all", *MECHANISMS], default="all",
-                        help="mechanism to train (default: all of them)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--attention",
+        choices=["all", *MECHANISMS],
+        default="all",
+        help="mechanism to train (default: all of them)",
+    )
     parser.add_argument("--length", type=int, default=8, help="sequence length T (default 8)")
     parser.add_argument("--width", type=int, default=32, help="embedding width (default 32)")
     parser.add_argument("--epochs", type=int, default=12, help="training epochs (default 12)")
@@ -91,8 +97,10 @@ def main(argv=None):
     results = []
     for name in chosen:
         model, score_model = build_model(name, args.length, args.width)
-        model.compile(keras.optimizers.Adam(1e-2),
-                      keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        model.compile(
+            keras.optimizers.Adam(1e-2),
+            keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        )
         start = time.perf_counter()
         model.fit(train_x, train_y, batch_size=64, epochs=args.epochs, verbose=0)
         seconds = time.perf_counter() - start
@@ -105,8 +113,10 @@ def main(argv=None):
         alignment = weights.mean(0)  # (Tq, Tv), averaged over test sequences
         diagonal = float(np.mean([alignment[t, args.length - 1 - t] for t in range(args.length)]))
         results.append((name, token_accuracy, exact, diagonal, seconds))
-        print(f"\n== {name}: token accuracy {token_accuracy:.3f}, exact match {exact:.3f}, "
-              f"weight on the anti-diagonal {diagonal:.2f} ({seconds:.0f}s of training)")
+        print(
+            f"\n== {name}: token accuracy {token_accuracy:.3f}, exact match {exact:.3f}, "
+            f"weight on the anti-diagonal {diagonal:.2f} ({seconds:.0f}s of training)"
+        )
         print(show_alignment(alignment, args.length))
 
     print("\nmechanism         token acc  exact match  anti-diagonal weight")

@@ -1,8 +1,8 @@
 """Run a KerasTuner search with one chief and N workers on this machine.
 
-    python -m recipes.distributed_tuning --workers 2 -- --output runs/tune --algorithm random --trials 8
+    keras-attention-distributed-tuning --workers 2 -- --output runs/tune --algorithm random --trials 8
 
-Everything after `--` is passed to `python -m recipes.translate tune`. The
+Everything after `--` is passed to `keras-attention-translate tune`. The
 chief runs KerasTuner's oracle on `--port`; each worker asks it for trials.
 On a GPU machine worker i sees only GPU i (`CUDA_VISIBLE_DEVICES`); on a
 CPU the workers share the processors. Across machines, start the same
@@ -20,7 +20,9 @@ import time
 
 def gpu_count():
     try:
-        output = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10).stdout
+        output = subprocess.run(
+            ["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return 0
     return sum(1 for line in output.splitlines() if line.startswith("GPU "))
@@ -31,26 +33,44 @@ def launch(workers, port, tune_args, log_dir):
     gpus = gpu_count()
     processes = []
     for index, tuner_id in enumerate(["chief"] + [f"tuner{i}" for i in range(workers)]):
-        env = dict(os.environ, KERASTUNER_TUNER_ID=tuner_id, KERASTUNER_ORACLE_IP="127.0.0.1",
-                   KERASTUNER_ORACLE_PORT=str(port))
+        env = dict(
+            os.environ,
+            KERASTUNER_TUNER_ID=tuner_id,
+            KERASTUNER_ORACLE_IP="127.0.0.1",
+            KERASTUNER_ORACLE_PORT=str(port),
+        )
         if gpus and tuner_id != "chief":
             env["CUDA_VISIBLE_DEVICES"] = str((index - 1) % gpus)
         elif gpus:
             env["CUDA_VISIBLE_DEVICES"] = ""  # the chief only hands out trials
         log = open(os.path.join(log_dir, f"{tuner_id}.log"), "w")
-        processes.append((tuner_id, subprocess.Popen([sys.executable, "-m", "recipes.translate", "tune", *tune_args],
-                                                     env=env, stdout=log, stderr=subprocess.STDOUT), log))
+        processes.append(
+            (
+                tuner_id,
+                subprocess.Popen(
+                    [sys.executable, "-m", f"{__package__}.translate", "tune", *tune_args],
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                ),
+                log,
+            )
+        )
         if tuner_id == "chief":
             time.sleep(3)  # let the oracle start listening
     return processes
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--logs", default="runs/tune-logs", help="one log file per process")
-    parser.add_argument("tune_args", nargs=argparse.REMAINDER, help="arguments of `translate tune`, after --")
+    parser.add_argument(
+        "tune_args", nargs=argparse.REMAINDER, help="arguments of `translate tune`, after --"
+    )
     args = parser.parse_args(argv)
     if args.workers < 1:
         parser.error(f"--workers must be >= 1; got {args.workers}")

@@ -1,9 +1,9 @@
 """Train and evaluate every configuration of the translation recipe at one
 training budget on the Ding corpus and write RESULTS.md.
 
-    python -m recipes.results [--epochs 4] [--units 128] [--output runs/results]
+    keras-attention-results [--epochs 4] [--units 128] [--output runs/results]
 
-Each configuration is `python -m recipes.translate train` then `evaluate`
+Each configuration is `keras-attention-translate train` then `evaluate`
 (beam 4, the whole test split) with the same epochs, widths, data and
 seed; the table lists BLEU, chrF, parameters and training time, and the
 exact commands.
@@ -20,7 +20,10 @@ CONFIGURATIONS = [
     ("RNN, no attention (bottleneck)", ["--family", "rnn", "--attention", "none"]),
     ("RNN + dot attention", ["--family", "rnn", "--attention", "dot"]),
     ("RNN + general attention", ["--family", "rnn", "--attention", "general"]),
-    ("RNN + additive attention", ["--family", "rnn", "--attention", "additive", "--style", "bahdanau"]),
+    (
+        "RNN + additive attention",
+        ["--family", "rnn", "--attention", "additive", "--style", "bahdanau"],
+    ),
     ("RNN + concat attention", ["--family", "rnn", "--attention", "concat"]),
     ("RNN + local-p attention", ["--family", "rnn", "--attention", "local"]),
     ("ConvS2S", ["--family", "convs2s"]),
@@ -29,31 +32,55 @@ CONFIGURATIONS = [
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--epochs", type=int, default=4)
     parser.add_argument("--units", type=int, default=128)
     parser.add_argument("--embed-dim", type=int, default=128)
     parser.add_argument("--output", default="runs/results")
     parser.add_argument("--results", default="RESULTS.md")
-    parser.add_argument("--machine", default="the project's 2-core CPU machine, no GPU",
-                        help="where the runs trained, for the report")
-    parser.add_argument("--only", nargs="*", help="run only configurations whose name contains one of these")
-    parser.add_argument("--table-only", action="store_true",
-                        help="train nothing: write RESULTS.md from the runs already finished in --output")
+    parser.add_argument(
+        "--machine",
+        default="the project's 2-core CPU machine, no GPU",
+        help="where the runs trained, for the report",
+    )
+    parser.add_argument(
+        "--only", nargs="*", help="run only configurations whose name contains one of these"
+    )
+    parser.add_argument(
+        "--table-only",
+        action="store_true",
+        help="train nothing: write RESULTS.md from the runs already finished in --output",
+    )
     args = parser.parse_args(argv)
-    common = ["--epochs", str(args.epochs), "--units", str(args.units), "--embed-dim", str(args.embed_dim),
-              "--layers", "2", "--verbose", "0"]
+    common = [
+        "--epochs",
+        str(args.epochs),
+        "--units",
+        str(args.units),
+        "--embed-dim",
+        str(args.embed_dim),
+        "--layers",
+        "2",
+        "--verbose",
+        "0",
+    ]
     rows, shared = [], None
     for name, flags in CONFIGURATIONS:
         if args.only and not any(part.lower() in name.lower() for part in args.only):
             continue
-        output = os.path.join(args.output, name.split(" (")[0].lower().replace(" + ", "-").replace(", ", "-")
-                              .replace(" ", "-"))
+        output = os.path.join(
+            args.output,
+            name.split(" (")[0].lower().replace(" + ", "-").replace(", ", "-").replace(" ", "-"),
+        )
         if shared is not None and not os.path.exists(os.path.join(output, "source.vocab")):
             # Same data, same vocabularies: copy the first run's split and
             # WordPiece files instead of learning them again.
             os.makedirs(output, exist_ok=True)
-            shutil.copytree(os.path.join(shared, "data"), os.path.join(output, "data"), dirs_exist_ok=True)
+            shutil.copytree(
+                os.path.join(shared, "data"), os.path.join(output, "data"), dirs_exist_ok=True
+            )
             for vocab in ("source.vocab", "target.vocab"):
                 shutil.copy(os.path.join(shared, vocab), os.path.join(output, vocab))
         train = ["train", "--output", output, *flags, *common]
@@ -65,8 +92,8 @@ def main(argv=None):
         else:
             commands = (train, evaluate)
         for command in commands:
-            print("$ python -m recipes.translate " + " ".join(command), flush=True)
-            subprocess.run([sys.executable, "-m", "recipes.translate", *command], check=True)
+            print("$ keras-attention-translate " + " ".join(command), flush=True)
+            subprocess.run([sys.executable, "-m", f"{__package__}.translate", *command], check=True)
         shared = shared or output
         scores = json.load(open(os.path.join(output, "scores.json")))
         config = json.load(open(os.path.join(output, "config.json")))
@@ -75,28 +102,45 @@ def main(argv=None):
         import keras_attention  # noqa: F401
 
         parameters = keras.saving.load_model(os.path.join(output, "model.keras")).count_params()
-        rows.append((name, scores["bleu"], scores["chrf"], config.get("val_loss", float("nan")), parameters,
-                     config["train_seconds"], train))
+        rows.append(
+            (
+                name,
+                scores["bleu"],
+                scores["chrf"],
+                config.get("val_loss", float("nan")),
+                parameters,
+                config["train_seconds"],
+                train,
+            )
+        )
     with open(args.results, "w", encoding="utf-8") as handle:
         handle.write("# Results: German → English on the Ding corpus\n\n")
-        handle.write(f"Produced by `python -m recipes.results --epochs {args.epochs} --units {args.units} "
-                     f"--embed-dim {args.embed_dim}` (the `make results` target runs the defaults). Test split of "
-                     "the Ding dictionary's example sentences (Debian `trans-de-en`, hashed 90/5/5 split), beam "
-                     f"search of width 4, sacrebleu BLEU and chrF. Every model trained {args.epochs} epochs with "
-                     f"width {args.units}, 2 layers, dropout 0.1, label smoothing 0.1, Adam 1e-3, batch 64, the "
-                     "same data and WordPiece vocabularies (learned once from the training split), seed 0, on "
-                     f"{args.machine}. Training time is wall-clock on that (shared, noisy) machine.\n\n")
+        handle.write(
+            f"Produced by `keras-attention-results --epochs {args.epochs} --units {args.units} "
+            f"--embed-dim {args.embed_dim}` (the `make results` target runs the defaults). Test split of "
+            "the Ding dictionary's example sentences (Debian `trans-de-en`, hashed 90/5/5 split), beam "
+            f"search of width 4, sacrebleu BLEU and chrF. Every model trained {args.epochs} epochs with "
+            f"width {args.units}, 2 layers, dropout 0.1, label smoothing 0.1, Adam 1e-3, batch 64, the "
+            "same data and WordPiece vocabularies (learned once from the training split), seed 0, on "
+            f"{args.machine}. Training time is wall-clock on that (shared, noisy) machine.\n\n"
+        )
         missing = [name for name, _ in CONFIGURATIONS if name not in [row[0] for row in rows]]
         if missing:
             handle.write(f"Not yet run at this budget: {', '.join(missing)}.\n\n")
-        handle.write("| model | BLEU | chrF | validation loss | parameters | training time (s) |\n"
-                     "|---|---|---|---|---|---|\n")
+        handle.write(
+            "| model | BLEU | chrF | validation loss | parameters | training time (s) |\n"
+            "|---|---|---|---|---|---|\n"
+        )
         for name, bleu, chrf, val_loss, parameters, seconds, _ in rows:
-            handle.write(f"| {name} | {bleu:.2f} | {chrf:.2f} | {val_loss:.3f} | {parameters:,} | {seconds:.0f} |\n")
-        handle.write("\nCommands (each followed by `python -m recipes.translate evaluate --output DIR "
-                     "--beam-width 4`):\n\n```bash\n")
+            handle.write(
+                f"| {name} | {bleu:.2f} | {chrf:.2f} | {val_loss:.3f} | {parameters:,} | {seconds:.0f} |\n"
+            )
+        handle.write(
+            "\nCommands (each followed by `keras-attention-translate evaluate --output DIR "
+            "--beam-width 4`):\n\n```bash\n"
+        )
         for *_, command in rows:
-            handle.write("python -m recipes.translate " + " ".join(command) + "\n")
+            handle.write("keras-attention-translate " + " ".join(command) + "\n")
         handle.write("```\n")
     print(f"wrote {args.results}")
 

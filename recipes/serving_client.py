@@ -1,8 +1,8 @@
 """Send requests to a model served by TensorFlow Serving, over REST or gRPC.
 
-    python -m recipes.serving_client --text "Ich habe keine Zeit."                 # translator, REST
-    python -m recipes.serving_client --text "Wo ist der Bahnhof?" --protocol grpc
-    python -m recipes.serving_client --image digit.png --model-name digits --signature image_bytes
+    keras-attention-serving-client --text "Ich habe keine Zeit."                 # translator, REST
+    keras-attention-serving-client --text "Wo ist der Bahnhof?" --protocol grpc
+    keras-attention-serving-client --image digit.png --model-name digits --signature image_bytes
 
 Start the server first, e.g. with Docker:
 
@@ -36,15 +36,24 @@ def _encode(value):
 def rest_body(inputs, signature="serving_default", style="inputs"):
     """The JSON body of a REST predict request for `{input_name: batch}`."""
     if style == "inputs":
-        return {"signature_name": signature, "inputs": {name: _encode(value) for name, value in inputs.items()}}
+        return {
+            "signature_name": signature,
+            "inputs": {name: _encode(value) for name, value in inputs.items()},
+        }
     if style == "instances":
         names = list(inputs)
         rows = [dict(zip(names, values)) for values in zip(*(inputs[name] for name in names))]
         if len(names) == 1:  # a single input: bare values per row
             rows = [row[names[0]] for row in rows]
-        return {"signature_name": signature, "instances": [_encode(row) if not isinstance(row, dict)
-                                                          else {k: _encode(v) for k, v in row.items()}
-                                                          for row in rows]}
+        return {
+            "signature_name": signature,
+            "instances": [
+                _encode(row)
+                if not isinstance(row, dict)
+                else {k: _encode(v) for k, v in row.items()}
+                for row in rows
+            ],
+        }
     raise ValueError(f"`style` must be 'inputs' or 'instances'; received {style!r}.")
 
 
@@ -60,7 +69,9 @@ def _array(values):
     values = _decode(values)
     flat = np.array(values, dtype=object)
     if flat.size and all(isinstance(v, (bytes, str)) for v in flat.ravel()):
-        return np.array([v.encode() if isinstance(v, str) else v for v in flat.ravel()], dtype=object).reshape(flat.shape)
+        return np.array(
+            [v.encode() if isinstance(v, str) else v for v in flat.ravel()], dtype=object
+        ).reshape(flat.shape)
     return np.array(values)
 
 
@@ -83,8 +94,11 @@ def parse_rest_response(body):
     ("predictions" rows or "outputs" columns)."""
     if "outputs" in body:
         outputs = body["outputs"]
-        return {name: _array(value) for name, value in outputs.items()} if isinstance(outputs, dict) \
+        return (
+            {name: _array(value) for name, value in outputs.items()}
+            if isinstance(outputs, dict)
             else {"output": _array(outputs)}
+        )
     rows = body["predictions"]
     if rows and isinstance(rows[0], dict):
         return {name: _array([row[name] for row in rows]) for name in rows[0]}
@@ -111,12 +125,16 @@ def predict_grpc(host, port, model_name, inputs, signature, timeout=30):
     for name, value in inputs.items():
         request.inputs[name].CopyFrom(tf.make_tensor_proto(value))
     with grpc.insecure_channel(f"{host}:{port}") as channel:
-        response = prediction_service_pb2_grpc.PredictionServiceStub(channel).Predict(request, timeout=timeout)
+        response = prediction_service_pb2_grpc.PredictionServiceStub(channel).Predict(
+            request, timeout=timeout
+        )
     return {name: tf.make_ndarray(proto) for name, proto in response.outputs.items()}
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     what = parser.add_mutually_exclusive_group(required=True)
     what.add_argument("--text", nargs="+", help="sentences for a translator")
     what.add_argument("--image", nargs="+", help="PNG/JPEG files for the digits classifier")
@@ -125,10 +143,15 @@ def main(argv=None):
     parser.add_argument("--protocol", choices=["rest", "grpc"], default="rest")
     parser.add_argument("--host", default="localhost")
     parser.add_argument("--port", type=int, help="default 8501 (REST) or 8500 (gRPC)")
-    parser.add_argument("--style", choices=["inputs", "instances"], default="inputs", help="REST body format")
+    parser.add_argument(
+        "--style", choices=["inputs", "instances"], default="inputs", help="REST body format"
+    )
     args = parser.parse_args(argv)
     if args.text:
-        inputs, model_name = {"text": np.array([t.encode() for t in args.text], dtype=object)}, "translator"
+        inputs, model_name = (
+            {"text": np.array([t.encode() for t in args.text], dtype=object)},
+            "translator",
+        )
     else:
         try:
             images = [open(path, "rb").read() for path in args.image]
@@ -144,11 +167,22 @@ def main(argv=None):
             outputs = predict_rest(args.host, port, model_name, inputs, args.signature, args.style)
         else:
             outputs = predict_grpc(args.host, port, model_name, inputs, args.signature)
-    except Exception as error:  # a server that is down or refuses is the user's environment, not a bug
+    except (
+        Exception
+    ) as error:  # a server that is down or refuses is the user's environment, not a bug
         sys.exit(f"error: {args.protocol} request to {args.host}:{port} failed: {error}")
-    print(json.dumps({k: _encode(v) if isinstance(v, np.ndarray) and v.dtype != object
-                      else [x.decode() if isinstance(x, bytes) else x for x in np.ravel(v)]
-                      for k, v in outputs.items()}, indent=2, default=str))
+    print(
+        json.dumps(
+            {
+                k: _encode(v)
+                if isinstance(v, np.ndarray) and v.dtype != object
+                else [x.decode() if isinstance(x, bytes) else x for x in np.ravel(v)]
+                for k, v in outputs.items()
+            },
+            indent=2,
+            default=str,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -1,11 +1,11 @@
 """Train, evaluate, tune and use translation models built from keras_attention.
 
-    python -m recipes.translate train --family transformer              # Ding corpus, German -> English
-    python -m recipes.translate train --family rnn --attention additive --epochs 8
-    python -m recipes.translate evaluate --output runs/translate        # BLEU, chrF, samples, heatmaps
-    python -m recipes.translate translate --output runs/translate "Ich habe keine Zeit."
-    python -m recipes.translate tune --output runs/tune                 # KerasTuner (resumable)
-    python -m recipes.translate demo                                    # what `make demo` runs
+    keras-attention-translate train --family transformer              # Ding corpus, German -> English
+    keras-attention-translate train --family rnn --attention additive --epochs 8
+    keras-attention-translate evaluate --output runs/translate        # BLEU, chrF, samples, heatmaps
+    keras-attention-translate translate --output runs/translate "Ich habe keine Zeit."
+    keras-attention-translate tune --output runs/tune                 # KerasTuner (resumable)
+    keras-attention-translate demo                                    # what `make demo` runs
 
 Data: the German-English sentences of Debian's `trans-de-en` by default
 (`--reverse` for English -> German), or `--corpus FILE.tsv` with
@@ -28,11 +28,19 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+from keras_attention.registry import names as attention_names  # noqa: E402
+
 FAMILIES = ("rnn", "convs2s", "transformer")
-ATTENTION = ("dot", "general", "additive", "concat", "local", "multihead", "none")
+ATTENTION = attention_names() + ("none",)  # the RNN's attention, by the library's own names
 DEFAULTS = {  # sizes that train a reasonable model on the Ding corpus in minutes on a CPU
-    "embed_dim": 128, "units": 256, "layers": 2, "heads": 4, "dropout": 0.1, "learning_rate": 1e-3,
-    "label_smoothing": 0.1, "style": "luong",
+    "embed_dim": 128,
+    "units": 256,
+    "layers": 2,
+    "heads": 4,
+    "dropout": 0.1,
+    "learning_rate": 1e-3,
+    "label_smoothing": 0.1,
+    "style": "luong",
 }
 
 
@@ -42,17 +50,34 @@ class UsageError(Exception):
 
 # -- configuration -----------------------------------------------------------------
 def model_config(args, hyperparameters=None):
-    config = {key: getattr(args, key) for key in ("family", "attention", "embed_dim", "units", "layers", "heads",
-                                                   "dropout", "learning_rate", "label_smoothing", "max_length",
-                                                   "style")}
+    config = {
+        key: getattr(args, key)
+        for key in (
+            "family",
+            "attention",
+            "embed_dim",
+            "units",
+            "layers",
+            "heads",
+            "dropout",
+            "learning_rate",
+            "label_smoothing",
+            "max_length",
+            "style",
+        )
+    }
     config.update(hyperparameters or {})
     if config["family"] not in FAMILIES:
         raise UsageError(f"--family must be one of {list(FAMILIES)}; got {config['family']!r}")
-    if config["family"] != "rnn" and config["attention"] not in (None, "multihead" if config["family"] == "transformer"
-                                                                  else "multistep"):
-        raise UsageError(f"--attention chooses the recurrent model's attention; the {config['family']} family has "
-                         f"its own ({'multi-head' if config['family'] == 'transformer' else 'multi-step'}): "
-                         "leave --attention out")
+    if config["family"] != "rnn" and config["attention"] not in (
+        None,
+        "multihead" if config["family"] == "transformer" else "multistep",
+    ):
+        raise UsageError(
+            f"--attention chooses the recurrent model's attention; the {config['family']} family has "
+            f"its own ({'multi-head' if config['family'] == 'transformer' else 'multi-step'}): "
+            "leave --attention out"
+        )
     if config["family"] == "rnn" and config["attention"] is None:
         config["attention"] = "general"
     for key in ("embed_dim", "units", "layers", "heads", "max_length"):
@@ -64,31 +89,62 @@ def model_config(args, hyperparameters=None):
 def build_model(config, source_vocab, target_vocab):
     import keras
 
-    from keras_attention.seq2seq import ConvS2SSeq2Seq, MaskedCrossEntropy, RecurrentSeq2Seq, TransformerSeq2Seq
+    from keras_attention.seq2seq import (
+        ConvS2SSeq2Seq,
+        MaskedCrossEntropy,
+        RecurrentSeq2Seq,
+        TransformerSeq2Seq,
+    )
 
     family, units, layers = config["family"], int(config["units"]), int(config["layers"])
     if family == "rnn":
         attention = None if config["attention"] == "none" else config["attention"]
-        model = RecurrentSeq2Seq(source_vocab, target_vocab, int(config["embed_dim"]), units, attention=attention,
-                                 style=config["style"], encoder_layers=layers, decoder_layers=layers,
-                                 dropout=float(config["dropout"]))
+        model = RecurrentSeq2Seq(
+            source_vocab,
+            target_vocab,
+            int(config["embed_dim"]),
+            units,
+            attention=attention,
+            style=config["style"],
+            num_layers=layers,
+            dropout=float(config["dropout"]),
+        )
     elif family == "convs2s":
         convolutions = [(units, 3)] * (2 * layers)
-        model = ConvS2SSeq2Seq(source_vocab, target_vocab, int(config["embed_dim"]), convolutions, convolutions,
-                               max_length=int(config["max_length"]) + 2, dropout=float(config["dropout"]))
+        model = ConvS2SSeq2Seq(
+            source_vocab,
+            target_vocab,
+            int(config["embed_dim"]),
+            convolutions,
+            convolutions,
+            max_length=int(config["max_length"]) + 2,
+            dropout=float(config["dropout"]),
+        )
     else:
         heads = int(config["heads"])
         if units % heads:
-            raise UsageError(f"--heads {heads} must divide --units {units} (each head gets units/heads features)")
-        model = TransformerSeq2Seq(source_vocab, target_vocab, units, heads, 2 * units, layers,
-                                   max_length=int(config["max_length"]) + 2, dropout=float(config["dropout"]))
-    # Build the weights now (a two-token dummy batch): KerasTuner loads
-    # checkpoints into freshly built models, and BackupAndRestore restores.
-    dummy = keras.ops.ones((1, 2), "int32")
-    model((dummy, dummy))
+            raise UsageError(
+                f"--heads {heads} must divide --units {units} (each head gets units/heads features)"
+            )
+        model = TransformerSeq2Seq(
+            source_vocab,
+            target_vocab,
+            units,
+            heads,
+            2 * units,
+            layers,
+            max_length=int(config["max_length"]) + 2,
+            dropout=float(config["dropout"]),
+        )
+    # Build the weights now: KerasTuner loads checkpoints into freshly
+    # built models, and BackupAndRestore restores.
+    model.build()
     optimizer = keras.optimizers.Adam(float(config["learning_rate"]), global_clipnorm=1.0)
-    model.compile(optimizer, MaskedCrossEntropy(label_smoothing=float(config["label_smoothing"])),
-                  jit_compile=bool(config.get("jit", False)))
+    model.compile(
+        optimizer,
+        MaskedCrossEntropy(label_smoothing=float(config["label_smoothing"])),
+        jit_compile=bool(config.get("jit", False)),
+    )
     return model
 
 
@@ -111,7 +167,11 @@ def is_chief():
     task = config.get("task", {})
     if task.get("type") == "chief":
         return True
-    return task.get("type") == "worker" and task.get("index", 0) == 0 and "chief" not in config.get("cluster", {})
+    return (
+        task.get("type") == "worker"
+        and task.get("index", 0) == 0
+        and "chief" not in config.get("cluster", {})
+    )
 
 
 def task_index():
@@ -120,8 +180,9 @@ def task_index():
 
 # -- data and vocabularies ----------------------------------------------------------
 def load_tokenizers(output, paths=None, vocab_size=8000, log=print):
-    from keras_attention.text import SubwordTokenizer, build_vocabulary
-    from recipes.translation_data import read_pairs
+    from keras_attention.serving.text import SubwordTokenizer, build_vocabulary
+
+    from .translation_data import read_pairs
 
     tokenizers = []
     for side, column in (("source", 0), ("target", 1)):
@@ -130,8 +191,12 @@ def load_tokenizers(output, paths=None, vocab_size=8000, log=print):
             if paths is None:
                 raise UsageError(f"{path} is missing: train a model into --output {output} first")
             started = time.perf_counter()
-            size = build_vocabulary([pair[column] for pair in read_pairs(paths["train"])], path, vocab_size)
-            log(f"{side} vocabulary: {size} WordPiece tokens ({time.perf_counter() - started:.0f}s) -> {path}")
+            size = build_vocabulary(
+                [pair[column] for pair in read_pairs(paths["train"])], path, vocab_size
+            )
+            log(
+                f"{side} vocabulary: {size} WordPiece tokens ({time.perf_counter() - started:.0f}s) -> {path}"
+            )
         tokenizers.append(SubwordTokenizer(path))
     return tokenizers
 
@@ -142,9 +207,14 @@ def load_run(output):
 
     import keras_attention  # noqa: F401  (registers the model classes for loading)
 
-    config_path, model_path = os.path.join(output, "config.json"), os.path.join(output, "model.keras")
+    config_path, model_path = (
+        os.path.join(output, "config.json"),
+        os.path.join(output, "model.keras"),
+    )
     if not os.path.exists(model_path):
-        raise UsageError(f"no trained model in {output} ({model_path} is missing): run `train --output {output}`")
+        raise UsageError(
+            f"no trained model in {output} ({model_path} is missing): run `train --output {output}`"
+        )
     with open(config_path, encoding="utf-8") as handle:
         config = json.load(handle)
     source, target = load_tokenizers(output)
@@ -155,8 +225,10 @@ def load_run(output):
 def train(args, log=print):
     import keras
 
-    from recipes.translation_data import make_dataset, prepare
-    from recipes.tuning import load_hyperparameters
+    from keras_attention.serving.distribute import adapt_for_distribution
+
+    from .translation_data import make_dataset, prepare
+    from .tuning import load_hyperparameters
 
     try:
         hyperparameters = load_hyperparameters(args.hyperparameters)
@@ -170,63 +242,98 @@ def train(args, log=print):
     keras.utils.set_random_seed(args.seed)
     os.makedirs(args.output, exist_ok=True)
     paths = prepare(args.output, args.corpus, args.reverse, args.limit, log=log)
-    source_tokenizer, target_tokenizer = load_tokenizers(args.output, paths, args.vocab_size, log=log)
-    train_data = make_dataset(paths["train"], source_tokenizer, target_tokenizer, config["max_length"],
-                              args.batch_size, shuffle=True, seed=args.seed)
-    valid_data = make_dataset(paths["valid"], source_tokenizer, target_tokenizer, config["max_length"],
-                              args.batch_size)
+    source_tokenizer, target_tokenizer = load_tokenizers(
+        args.output, paths, args.vocab_size, log=log
+    )
+    train_data = make_dataset(
+        paths["train"],
+        source_tokenizer,
+        target_tokenizer,
+        config["max_length"],
+        args.batch_size,
+        shuffle=True,
+        seed=args.seed,
+    )
+    valid_data = make_dataset(
+        paths["valid"], source_tokenizer, target_tokenizer, config["max_length"], args.batch_size
+    )
     with strategy.scope():
         model = build_model(config, source_tokenizer.vocab_size, target_tokenizer.vocab_size)
         model.optimizer.build(model.trainable_variables)
+        adapt_for_distribution(model)  # several replicas: global token counts; multi-worker fixes
     # Workers other than the chief keep their checkpoints apart, so that no
     # two processes write one file.
     work = args.output if is_chief() else os.path.join(args.output, f"worker-{task_index()}")
     backup = os.path.join(work, "backup")
     if os.path.isdir(backup) and os.listdir(backup):
         log(f"resuming an interrupted run from its last completed epoch ({backup})")
-    callbacks = [keras.callbacks.BackupAndRestore(backup),
-                 keras.callbacks.TensorBoard(os.path.join(work, "logs"))]
-    log(f"training {config['family']}"
+    callbacks = [
+        keras.callbacks.BackupAndRestore(backup),
+        keras.callbacks.TensorBoard(os.path.join(work, "logs")),
+    ]
+    log(
+        f"training {config['family']}"
         + (f" with {config['attention']} attention" if config["family"] == "rnn" else "")
-        + f" for {args.epochs} epochs on {strategy.num_replicas_in_sync} replica(s)")
+        + f" for {args.epochs} epochs on {strategy.num_replicas_in_sync} replica(s)"
+    )
     started = time.perf_counter()
-    history = model.fit(train_data, validation_data=valid_data, epochs=args.epochs, callbacks=callbacks,
-                        verbose=args.verbose).history
+    history = model.fit(
+        train_data,
+        validation_data=valid_data,
+        epochs=args.epochs,
+        callbacks=callbacks,
+        verbose=args.verbose,
+    ).history
     seconds = time.perf_counter() - started
     val_loss = float((history.get("val_loss") or [float("nan")])[-1])
     model.save_weights(os.path.join(work, "final.weights.h5"))
     if is_chief():
         with open(os.path.join(args.output, "config.json"), "w", encoding="utf-8") as handle:
-            json.dump({**config, "source_vocab": source_tokenizer.vocab_size,
-                       "target_vocab": target_tokenizer.vocab_size, "epochs": args.epochs,
-                       "train_seconds": round(seconds, 1),
-                       "val_loss": round(val_loss, 4)},
-                      handle, indent=2)
+            json.dump(
+                {
+                    **config,
+                    "source_vocab": source_tokenizer.vocab_size,
+                    "target_vocab": target_tokenizer.vocab_size,
+                    "epochs": args.epochs,
+                    "train_seconds": round(seconds, 1),
+                    "val_loss": round(val_loss, 4),
+                },
+                handle,
+                indent=2,
+            )
         model.save(os.path.join(args.output, "model.keras"))
-    log(f"trained in {seconds:.0f}s, validation loss {val_loss:.3f} -> {os.path.join(args.output, 'model.keras')}")
+    log(
+        f"trained in {seconds:.0f}s, validation loss {val_loss:.3f} -> {os.path.join(args.output, 'model.keras')}"
+    )
     return model
 
 
-def translate_texts(model, source_tokenizer, target_tokenizer, texts, max_length, beam_width=4, batch_size=64,
-                    return_attention=False):
+def translate_texts(
+    model,
+    source_tokenizer,
+    target_tokenizer,
+    texts,
+    max_length,
+    beam_width=4,
+    batch_size=64,
+    return_attention=False,
+):
     """Translate a list of strings with beam search; returns the best
     translations (and, optionally, token ids and attention of each)."""
     import numpy as np
     import tensorflow as tf
 
-    from keras_attention.generation import beam_search, greedy_search
+    from keras_attention.seq2seq.generation import generate
 
     translations, details = [], []
     for start in range(0, len(texts), batch_size):
-        source, _ = source_tokenizer.encode(tf.constant(texts[start : start + batch_size]), max_length)
-        if beam_width > 1:
-            result = beam_search(model, source, max_length + 1, beam_width=beam_width,
-                                 return_attention=return_attention)
-            tokens = result["tokens"][:, 0]
-            attention = result["attention"][:, 0] if return_attention else None
-        else:
-            result = greedy_search(model, source, max_length + 1, return_attention=return_attention)
-            tokens, attention = result["tokens"], result.get("attention")
+        source, _ = source_tokenizer.encode(
+            tf.constant(texts[start : start + batch_size]), max_length
+        )
+        result = generate(
+            model, source, max_length + 1, beam_width, return_attention=return_attention
+        )
+        tokens, attention = result["tokens"], result.get("attention")
         translations += [t.decode("utf-8") for t in target_tokenizer.decode(tokens).numpy()]
         if return_attention:
             details += list(zip(np.asarray(source), np.asarray(tokens), np.asarray(attention)))
@@ -236,8 +343,9 @@ def translate_texts(model, source_tokenizer, target_tokenizer, texts, max_length
 def evaluate(args, log=print):
     import sacrebleu
 
-    from keras_attention.plotting import plot_attention
-    from recipes.translation_data import read_pairs
+    from keras_attention.seq2seq.plotting import plot_attention
+
+    from .translation_data import read_pairs
 
     model, config, source_tokenizer, target_tokenizer = load_run(args.output)
     pairs = read_pairs(os.path.join(args.output, "data", "test.tsv"))
@@ -245,11 +353,20 @@ def evaluate(args, log=print):
         pairs = pairs[: args.limit_test]
     sources, references = [p[0] for p in pairs], [p[1] for p in pairs]
     started = time.perf_counter()
-    hypotheses, details = translate_texts(model, source_tokenizer, target_tokenizer, sources, config["max_length"],
-                                          args.beam_width, return_attention=True)
+    hypotheses, details = translate_texts(
+        model,
+        source_tokenizer,
+        target_tokenizer,
+        sources,
+        config["max_length"],
+        args.beam_width,
+        return_attention=True,
+    )
     bleu = sacrebleu.corpus_bleu(hypotheses, [references])
     chrf = sacrebleu.corpus_chrf(hypotheses, [references])
-    log(f"test set: {len(pairs)} sentences, beam {args.beam_width}, {time.perf_counter() - started:.0f}s")
+    log(
+        f"test set: {len(pairs)} sentences, beam {args.beam_width}, {time.perf_counter() - started:.0f}s"
+    )
     log(f"BLEU {bleu.score:.2f}  chrF {chrf.score:.2f}")
     for source, reference, hypothesis in list(zip(sources, references, hypotheses))[: args.samples]:
         log(f"\n  source:     {source}\n  reference:  {reference}\n  model:      {hypothesis}")
@@ -258,15 +375,28 @@ def evaluate(args, log=print):
     else:
         os.makedirs(os.path.join(args.output, "attention"), exist_ok=True)
         for index, (source_ids, target_ids, weights) in enumerate(details[: args.samples]):
-            source_labels = [t.decode() for t in source_tokenizer.tokens(source_ids[source_ids > 0]).numpy()]
+            source_labels = [
+                t.decode() for t in source_tokenizer.tokens(source_ids[source_ids > 0]).numpy()
+            ]
             length = int((target_ids > 0).sum())
-            target_labels = [t.decode() for t in target_tokenizer.tokens(target_ids[:length]).numpy()]
+            target_labels = [
+                t.decode() for t in target_tokenizer.tokens(target_ids[:length]).numpy()
+            ]
             path = os.path.join(args.output, "attention", f"sample{index}.png")
-            plot_attention(weights[:length, : len(source_labels)], source_labels, target_labels, path,
-                           title=sources[index])
+            plot_attention(
+                weights[:length, : len(source_labels)],
+                source_labels,
+                target_labels,
+                path,
+                title=sources[index],
+            )
         log(f"\nattention heatmaps: {os.path.join(args.output, 'attention')}/sample*.png")
-    scores = {"bleu": round(bleu.score, 2), "chrf": round(chrf.score, 2), "sentences": len(pairs),
-              "beam_width": args.beam_width}
+    scores = {
+        "bleu": round(bleu.score, 2),
+        "chrf": round(chrf.score, 2),
+        "sentences": len(pairs),
+        "beam_width": args.beam_width,
+    }
     with open(os.path.join(args.output, "scores.json"), "w", encoding="utf-8") as handle:
         json.dump(scores, handle, indent=2)
     return scores
@@ -274,50 +404,99 @@ def evaluate(args, log=print):
 
 def translate_command(args, log=print):
     if not args.text:
-        raise UsageError("give the text to translate, e.g. translate --output runs/translate \"Ich habe keine Zeit.\"")
+        raise UsageError(
+            'give the text to translate, e.g. translate --output runs/translate "Ich habe keine Zeit."'
+        )
     model, config, source_tokenizer, target_tokenizer = load_run(args.output)
-    for text, translation in zip(args.text, translate_texts(model, source_tokenizer, target_tokenizer, args.text,
-                                                            config["max_length"], args.beam_width)):
+    for text, translation in zip(
+        args.text,
+        translate_texts(
+            model,
+            source_tokenizer,
+            target_tokenizer,
+            args.text,
+            config["max_length"],
+            args.beam_width,
+        ),
+    ):
         log(f"{text}\n  -> {translation}")
 
 
 def tune(args, log=print):
-    from recipes.translation_data import make_dataset, prepare
-    from recipes.tuning import run_search
+    from .translation_data import make_dataset, prepare
+    from .tuning import run_search
 
     paths = prepare(args.output, args.corpus, args.reverse, args.limit, log=log)
-    source_tokenizer, target_tokenizer = load_tokenizers(args.output, paths, args.vocab_size, log=log)
-    data = [make_dataset(paths[split], source_tokenizer, target_tokenizer, args.max_length, args.batch_size,
-                         shuffle=split == "train") for split in ("train", "valid")]
+    source_tokenizer, target_tokenizer = load_tokenizers(
+        args.output, paths, args.vocab_size, log=log
+    )
+    data = [
+        make_dataset(
+            paths[split],
+            source_tokenizer,
+            target_tokenizer,
+            args.max_length,
+            args.batch_size,
+            shuffle=split == "train",
+        )
+        for split in ("train", "valid")
+    ]
 
     def build(hp):
         family = hp.Choice("family", list(args.families))
         config = {
             "family": family,
-            "attention": hp.Choice("attention", ["dot", "general", "additive", "concat"],
-                                   parent_name="family", parent_values=["rnn"]) if family == "rnn" else None,
-            "embed_dim": hp.Choice("embed_dim", [64, 128]), "units": hp.Choice("units", [64, 128, 256]),
-            "layers": hp.Int("layers", 1, 3), "heads": hp.Choice("heads", [2, 4]),
+            "attention": hp.Choice(
+                "attention", list(attention_names()), parent_name="family", parent_values=["rnn"]
+            )
+            if family == "rnn"
+            else None,
+            "embed_dim": hp.Choice("embed_dim", [64, 128]),
+            "units": hp.Choice("units", [64, 128, 256]),
+            "layers": hp.Int("layers", 1, 3),
+            "heads": hp.Choice("heads", [2, 4]),
             "dropout": hp.Float("dropout", 0.0, 0.3, step=0.1),
             "learning_rate": hp.Float("learning_rate", 3e-4, 3e-3, sampling="log"),
             "label_smoothing": hp.Choice("label_smoothing", [0.0, 0.1]),
-            "max_length": args.max_length, "style": "luong",
+            "max_length": args.max_length,
+            "style": "luong",
         }
         return build_model(config, source_tokenizer.vocab_size, target_tokenizer.vocab_size)
 
-    tuner, best = run_search(build, (data[0], None), data[1], algorithm=args.algorithm, objective="val_loss",
-                             max_trials=args.trials, max_epochs=args.epochs, output=args.output, project="translate")
+    tuner, best = run_search(
+        build,
+        (data[0], None),
+        data[1],
+        algorithm=args.algorithm,
+        objective="val_loss",
+        max_trials=args.trials,
+        max_epochs=args.epochs,
+        output=args.output,
+        project="translate",
+    )
     if best is not None and args.bleu_trials:
         import sacrebleu
 
-        from recipes.translation_data import read_pairs
+        from .translation_data import read_pairs
 
         pairs = read_pairs(paths["valid"])[:200]
-        log(f"\nvalidation BLEU of the {args.bleu_trials} best trials (beam 1, {len(pairs)} sentences):")
-        for trial, model in zip(tuner.oracle.get_best_trials(args.bleu_trials), tuner.get_best_models(args.bleu_trials)):
-            hypotheses = translate_texts(model, source_tokenizer, target_tokenizer, [p[0] for p in pairs],
-                                         args.max_length, beam_width=1)
-            log(f"  trial {trial.trial_id}: BLEU {sacrebleu.corpus_bleu(hypotheses, [[p[1] for p in pairs]]).score:.2f}")
+        log(
+            f"\nvalidation BLEU of the {args.bleu_trials} best trials (beam 1, {len(pairs)} sentences):"
+        )
+        for trial, model in zip(
+            tuner.oracle.get_best_trials(args.bleu_trials), tuner.get_best_models(args.bleu_trials)
+        ):
+            hypotheses = translate_texts(
+                model,
+                source_tokenizer,
+                target_tokenizer,
+                [p[0] for p in pairs],
+                args.max_length,
+                beam_width=1,
+            )
+            log(
+                f"  trial {trial.trial_id}: BLEU {sacrebleu.corpus_bleu(hypotheses, [[p[1] for p in pairs]]).score:.2f}"
+            )
     return best
 
 
@@ -325,19 +504,34 @@ def export_command(args, log=print):
     """Write the trained model as the next version of a TF Serving model."""
     import numpy as np
 
-    from keras_attention.export import export_archive, translator_archive, write_warmup_requests
-    from recipes.translation_data import read_pairs
+    from keras_attention.serving.export import (
+        export_archive,
+        translator_archive,
+        write_warmup_requests,
+    )
+
+    from .translation_data import read_pairs
 
     model, config, source_tokenizer, target_tokenizer = load_run(args.output)
-    archive = translator_archive(model, source_tokenizer, target_tokenizer, config["max_length"], args.beam_width)
+    archive = translator_archive(
+        model, source_tokenizer, target_tokenizer, config["max_length"], args.beam_width
+    )
     # Warm-up requests: real test sentences, for every signature.
     sentences = [pair[0] for pair in read_pairs(os.path.join(args.output, "data", "test.tsv"))[:4]]
     text = np.array(sentences or ["Ich habe keine Zeit."], dtype=object)
     ids = source_tokenizer.encode(text, config["max_length"])[0].numpy()
-    warmup = [("serving_default", {"text": text}), ("greedy", {"text": text}), ("attention", {"text": text[:1]}),
-              ("tokens", {"token_ids": ids, "lengths": (ids > 0).sum(1).astype("int32")})]
-    path = export_archive(archive, args.export_dir, args.model_name,
-                          before_publish=lambda staging: write_warmup_requests(staging, args.model_name, warmup))
+    warmup = [
+        ("serving_default", {"text": text}),
+        ("greedy", {"text": text}),
+        ("attention", {"text": text[:1]}),
+        ("tokens", {"token_ids": ids, "lengths": (ids > 0).sum(1).astype("int32")}),
+    ]
+    path = export_archive(
+        archive,
+        args.export_dir,
+        args.model_name,
+        before_publish=lambda staging: write_warmup_requests(staging, args.model_name, warmup),
+    )
     log(f"exported {path} (signatures: serving_default, greedy, attention, tokens)")
     return path
 
@@ -355,38 +549,70 @@ def demo(args, log=print):
 
     args.export_dir, args.model_name = "saved_models", "translator"
     path = export_command(args, log)
-    served = tf.saved_model.load(path).signatures["serving_default"](text=tf.constant(args.text[:1]))
-    log(f"through the exported model: {args.text[0]} -> {served['translation'].numpy()[0].decode()}")
+    served = tf.saved_model.load(path).signatures["serving_default"](
+        text=tf.constant(args.text[:1])
+    )
+    log(
+        f"through the exported model: {args.text[0]} -> {served['translation'].numpy()[0].decode()}"
+    )
 
 
 # -- command line -------------------------------------------------------------------
 def parser():
-    main = argparse.ArgumentParser(prog="python -m recipes.translate", description=__doc__,
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    main = argparse.ArgumentParser(
+        prog="keras-attention-translate",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     commands = main.add_subparsers(dest="command", required=True)
 
     def add(name, help_text, data=True, model=True):
         command = commands.add_parser(name, help=help_text, description=help_text)
-        command.add_argument("--output", default=f"runs/{'translate' if name != 'demo' else 'demo'}",
-                             help="the run's folder (data split, vocabularies, checkpoints, model)")
+        command.add_argument(
+            "--output",
+            default=f"runs/{'translate' if name != 'demo' else 'demo'}",
+            help="the run's folder (data split, vocabularies, checkpoints, model)",
+        )
         if data:
-            command.add_argument("--corpus", help="a TSV file of source<TAB>target lines (default: Ding de-en)")
-            command.add_argument("--reverse", action="store_true", help="swap the direction (Ding: English -> German)")
-            command.add_argument("--limit", type=int, help="use only the first N pairs of the corpus")
-            command.add_argument("--vocab-size", type=int, default=8000, help="WordPiece vocabulary size target")
+            command.add_argument(
+                "--corpus", help="a TSV file of source<TAB>target lines (default: Ding de-en)"
+            )
+            command.add_argument(
+                "--reverse",
+                action="store_true",
+                help="swap the direction (Ding: English -> German)",
+            )
+            command.add_argument(
+                "--limit", type=int, help="use only the first N pairs of the corpus"
+            )
+            command.add_argument(
+                "--vocab-size", type=int, default=8000, help="WordPiece vocabulary size target"
+            )
             command.add_argument("--batch-size", type=int, default=64)
-            command.add_argument("--max-length", type=int, default=32, help="longest sentence in subword pieces")
+            command.add_argument(
+                "--max-length", type=int, default=32, help="longest sentence in subword pieces"
+            )
             command.add_argument("--seed", type=int, default=0)
-            command.add_argument("--verbose", type=int, default=2, choices=[0, 1, 2], help="Keras fit verbosity")
+            command.add_argument(
+                "--verbose", type=int, default=2, choices=[0, 1, 2], help="Keras fit verbosity"
+            )
         if model:
             command.add_argument("--family", choices=FAMILIES, default="transformer")
-            command.add_argument("--attention", choices=ATTENTION, default=None,
-                                 help="the recurrent model's attention ('none': the bottleneck baseline)")
-            command.add_argument("--style", choices=["luong", "bahdanau"], default=DEFAULTS["style"])
+            command.add_argument(
+                "--attention",
+                choices=ATTENTION,
+                default=None,
+                help="the recurrent model's attention ('none': the bottleneck baseline)",
+            )
+            command.add_argument(
+                "--style", choices=["luong", "bahdanau"], default=DEFAULTS["style"]
+            )
             for key in ("embed_dim", "units", "layers", "heads"):
                 command.add_argument(f"--{key.replace('_', '-')}", type=int, default=DEFAULTS[key])
             for key in ("dropout", "learning_rate", "label_smoothing"):
-                command.add_argument(f"--{key.replace('_', '-')}", type=float, default=DEFAULTS[key])
+                command.add_argument(
+                    f"--{key.replace('_', '-')}", type=float, default=DEFAULTS[key]
+                )
             command.add_argument("--epochs", type=int, default=10)
             command.add_argument("--hyperparameters", help="best_hyperparameters.json from `tune`")
             command.add_argument("--mixed-precision", choices=["bfloat16", "float16"])
@@ -394,26 +620,42 @@ def parser():
         return command
 
     add("train", "train a model")
-    for name, help_text in (("evaluate", "BLEU/chrF on the test split, samples, attention heatmaps"),
-                            ("translate", "translate sentences with a trained model")):
+    for name, help_text in (
+        ("evaluate", "BLEU/chrF on the test split, samples, attention heatmaps"),
+        ("translate", "translate sentences with a trained model"),
+    ):
         command = add(name, help_text, data=False, model=False)
         command.add_argument("--beam-width", type=int, default=4)
         if name == "evaluate":
             command.add_argument("--samples", type=int, default=5)
-            command.add_argument("--limit-test", type=int, help="evaluate only the first N test sentences")
+            command.add_argument(
+                "--limit-test", type=int, help="evaluate only the first N test sentences"
+            )
         else:
             command.add_argument("text", nargs="*")
-    export = add("export", "export the trained model as a SavedModel for TensorFlow Serving", data=False,
-                 model=False)
-    export.add_argument("--export-dir", default="saved_models", help="base directory: <dir>/<name>/<version>/")
+    export = add(
+        "export",
+        "export the trained model as a SavedModel for TensorFlow Serving",
+        data=False,
+        model=False,
+    )
+    export.add_argument(
+        "--export-dir", default="saved_models", help="base directory: <dir>/<name>/<version>/"
+    )
     export.add_argument("--model-name", default="translator")
     export.add_argument("--beam-width", type=int, default=4, help="beam width of serving_default")
-    tune_command = add("tune", "KerasTuner search (resumable; chief/worker distributed)", model=False)
-    tune_command.add_argument("--algorithm", choices=["hyperband", "bayesian", "random"], default="hyperband")
+    tune_command = add(
+        "tune", "KerasTuner search (resumable; chief/worker distributed)", model=False
+    )
+    tune_command.add_argument(
+        "--algorithm", choices=["hyperband", "bayesian", "random"], default="hyperband"
+    )
     tune_command.add_argument("--trials", type=int, default=10, help="trials for bayesian/random")
     tune_command.add_argument("--epochs", type=int, default=4, help="most epochs a trial trains")
     tune_command.add_argument("--families", nargs="+", choices=FAMILIES, default=list(FAMILIES))
-    tune_command.add_argument("--bleu-trials", type=int, default=3, help="report validation BLEU of the N best")
+    tune_command.add_argument(
+        "--bleu-trials", type=int, default=3, help="report validation BLEU of the N best"
+    )
     demo_command = add("demo", "train, evaluate and translate: the main job of `make demo`")
     demo_command.add_argument("--beam-width", type=int, default=4)
     demo_command.add_argument("--limit-test", type=int, default=300)
@@ -424,7 +666,16 @@ def parser():
 
 
 def check(args):
-    for name in ("epochs", "batch_size", "max_length", "beam_width", "trials", "limit", "vocab_size", "limit_test"):
+    for name in (
+        "epochs",
+        "batch_size",
+        "max_length",
+        "beam_width",
+        "trials",
+        "limit",
+        "vocab_size",
+        "limit_test",
+    ):
         value = getattr(args, name, None)
         if value is not None and value < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be >= 1; got {value}")
@@ -434,15 +685,21 @@ def main(argv=None):
     args = parser().parse_args(argv)
     try:
         check(args)
-        command = {"train": train, "evaluate": evaluate, "translate": translate_command, "tune": tune, "demo": demo,
-                   "export": export_command}
+        command = {
+            "train": train,
+            "evaluate": evaluate,
+            "translate": translate_command,
+            "tune": tune,
+            "demo": demo,
+            "export": export_command,
+        }
         command[args.command](args)
     except UsageError as error:
         sys.exit(f"error: {error}")
     except KeyboardInterrupt:
         sys.exit("interrupted: re-run the same command to resume from the last completed epoch")
     except Exception as error:  # a corpus problem is a user error too
-        from recipes.translation_data import CorpusError
+        from .translation_data import CorpusError
 
         if isinstance(error, CorpusError):
             sys.exit(f"error: {error}")

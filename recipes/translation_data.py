@@ -42,7 +42,9 @@ def ding_pairs(path=DING):
     three or more words, a capital first letter, and a final `.`, `!` or `?`.
     """
     if not os.path.exists(path):
-        raise CorpusError(f"the Ding corpus {path} is missing; {DING_HINT}, or pass --corpus FILE.tsv")
+        raise CorpusError(
+            f"the Ding corpus {path} is missing; {DING_HINT}, or pass --corpus FILE.tsv"
+        )
     with open(path, encoding="utf-8", errors="replace") as handle:
         for line in handle:
             if line.startswith("#") or " :: " not in line:
@@ -67,16 +69,22 @@ def tsv_pairs(path, problems):
             try:
                 line = raw.decode("utf-8").rstrip("\r\n")
             except UnicodeDecodeError as error:
-                problems.append(f"{path}:{number}: not valid UTF-8 ({error.reason} at byte {error.start}); skipped")
+                problems.append(
+                    f"{path}:{number}: not valid UTF-8 ({error.reason} at byte {error.start}); skipped"
+                )
                 continue
             if not line.strip():
                 continue  # blank lines are allowed and ignored
             if "\t" not in line:
-                problems.append(f"{path}:{number}: expected 'source<TAB>target', found no tab; skipped")
+                problems.append(
+                    f"{path}:{number}: expected 'source<TAB>target', found no tab; skipped"
+                )
                 continue
             source, target = (part.strip() for part in line.split("\t", 1))
             if not source or not target or "\t" in target:
-                problems.append(f"{path}:{number}: expected exactly one non-empty source and target; skipped")
+                problems.append(
+                    f"{path}:{number}: expected exactly one non-empty source and target; skipped"
+                )
                 continue
             yield source, target
 
@@ -94,7 +102,11 @@ def prepare(output, corpus=None, reverse=False, limit=None, log=print):
     commands on the same output); returns `{split: path}`."""
     data_dir = os.path.join(output, "data")
     meta_path = os.path.join(data_dir, "meta.json")
-    meta = {"corpus": os.path.abspath(corpus) if corpus else DING, "reverse": reverse, "limit": limit}
+    meta = {
+        "corpus": os.path.abspath(corpus) if corpus else DING,
+        "reverse": reverse,
+        "limit": limit,
+    }
     paths = {split: os.path.join(data_dir, f"{split}.tsv") for split in SPLITS}
     if os.path.exists(meta_path):
         with open(meta_path, encoding="utf-8") as handle:
@@ -119,7 +131,9 @@ def prepare(output, corpus=None, reverse=False, limit=None, log=print):
                 counts["train"] += 1
             else:
                 held_out.append((split, source, target))
-    outputs = {split: open(paths[split] + ".tmp", "w", encoding="utf-8") for split in ("valid", "test")}
+    outputs = {
+        split: open(paths[split] + ".tmp", "w", encoding="utf-8") for split in ("valid", "test")
+    }
     leaked = 0
     for split, source, target in held_out:
         if ("s", source) in seen_train or ("t", target) in seen_train:
@@ -145,9 +159,11 @@ def prepare(output, corpus=None, reverse=False, limit=None, log=print):
         os.replace(paths[split] + ".tmp", paths[split])
     with open(meta_path, "w", encoding="utf-8") as handle:
         json.dump(meta, handle)
-    log(f"corpus: {counts['train']} train, {counts['valid']} validation, {counts['test']} test pairs"
+    log(
+        f"corpus: {counts['train']} train, {counts['valid']} validation, {counts['test']} test pairs"
         + (f" ({leaked} held-out pairs dropped: their sentence is in train)" if leaked else "")
-        + (f", {len(problems)} lines skipped" if problems else ""))
+        + (f", {len(problems)} lines skipped" if problems else "")
+    )
     return paths
 
 
@@ -156,7 +172,9 @@ def read_pairs(path):
         return [tuple(line.rstrip("\n").split("\t", 1)) for line in handle if line.strip()]
 
 
-def make_dataset(path, source_tokenizer, target_tokenizer, max_length, batch_size, shuffle=False, seed=0):
+def make_dataset(
+    path, source_tokenizer, target_tokenizer, max_length, batch_size, shuffle=False, seed=0
+):
     """`((source, target_in), target_out)` batches from a split file,
     tokenised in the graph: `target_in = [START] y`, `target_out = y [END]`.
     Pairs longer than `max_length` pieces are left out of training."""

@@ -17,9 +17,13 @@ ALGORITHMS = ("hyperband", "bayesian", "random")
 def make_tuner(build, algorithm, objective, max_trials, max_epochs, directory, project, seed=0):
     import keras_tuner
 
-    common = dict(objective=objective, directory=directory, project_name=project, overwrite=False, seed=seed)
+    common = dict(
+        objective=objective, directory=directory, project_name=project, overwrite=False, seed=seed
+    )
     if algorithm == "hyperband":
-        return keras_tuner.Hyperband(build, max_epochs=max_epochs, factor=3, hyperband_iterations=1, **common)
+        return keras_tuner.Hyperband(
+            build, max_epochs=max_epochs, factor=3, hyperband_iterations=1, **common
+        )
     if algorithm == "bayesian":
         return keras_tuner.BayesianOptimization(build, max_trials=max_trials, **common)
     if algorithm == "random":
@@ -27,15 +31,43 @@ def make_tuner(build, algorithm, objective, max_trials, max_epochs, directory, p
     raise ValueError(f"--algorithm must be one of {list(ALGORITHMS)}; received {algorithm!r}.")
 
 
-def run_search(build, train, validation, *, algorithm="hyperband", objective="val_loss", max_trials=10,
-               max_epochs=4, output="runs", project="tuning", batch_size=64, seed=0, callbacks=()):
+def run_search(
+    build,
+    train,
+    validation,
+    *,
+    algorithm="hyperband",
+    objective="val_loss",
+    max_trials=10,
+    max_epochs=4,
+    output="runs",
+    project="tuning",
+    batch_size=64,
+    seed=0,
+    callbacks=(),
+):
     """Search, print a summary table, write `best_hyperparameters.json` in
     `output`; returns `(tuner, best_hyperparameters_dict)`."""
-    tuner = make_tuner(build, algorithm, objective, max_trials, max_epochs,
-                       os.path.join(output, "tuning"), project, seed)
+    tuner = make_tuner(
+        build,
+        algorithm,
+        objective,
+        max_trials,
+        max_epochs,
+        os.path.join(output, "tuning"),
+        project,
+        seed,
+    )
     x, y = train
-    tuner.search(x, y, validation_data=validation, epochs=max_epochs, batch_size=batch_size,
-                 callbacks=list(callbacks), verbose=0)
+    tuner.search(
+        x,
+        y,
+        validation_data=validation,
+        epochs=max_epochs,
+        batch_size=batch_size,
+        callbacks=list(callbacks),
+        verbose=0,
+    )
     if os.environ.get("KERASTUNER_TUNER_ID", "chief") != "chief":
         return tuner, None  # a worker: the chief reports
     trials = tuner.oracle.get_best_trials(num_trials=len(tuner.oracle.trials))
@@ -62,5 +94,7 @@ def load_hyperparameters(path):
     except (OSError, ValueError) as error:
         raise ValueError(f"--hyperparameters {path}: {error}") from None
     if not isinstance(values, dict):
-        raise ValueError(f"--hyperparameters {path}: expected a JSON object of name: value, got {type(values).__name__}")
+        raise ValueError(
+            f"--hyperparameters {path}: expected a JSON object of name: value, got {type(values).__name__}"
+        )
     return values

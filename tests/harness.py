@@ -28,6 +28,19 @@ def _flat(x):
     return keras.tree.flatten(x)
 
 
+def _symbolic(name, value):
+    """A `keras.Input` per array (a list of arrays gives a list of Inputs)."""
+    if isinstance(value, (list, tuple)):
+        return [_symbolic(f"{name}_{i}", v) for i, v in enumerate(value)]
+    return keras.Input(shape=value.shape[1:], dtype=str(value.dtype), name=name)
+
+
+def _shapes(value):
+    if isinstance(value, (list, tuple)):
+        return [v.shape for v in value]
+    return value.shape
+
+
 def _perturb(array, positions, rng):
     """Replace entries of `array` (B, T, ...) where `positions` (B, T) is True."""
     noise = rng.normal(scale=10.0, size=array.shape).astype(array.dtype)
@@ -79,7 +92,8 @@ def run_layer_test(
     eager = _as_numpy(layer(**inputs, **call_kwargs))
     main = _flat(eager)[0]
     shape_args = {
-        f"{name}_shape": value.shape for name, value in inputs.items()
+        f"{name}_shape": _shapes(value)
+        for name, value in inputs.items()
         if name != "mask" and not name.endswith("_mask")
     }
     expected = layer.compute_output_shape(**shape_args)
@@ -87,10 +101,7 @@ def run_layer_test(
         expected = expected[0]
     assert tuple(expected) == main.shape
 
-    symbolic = {
-        name: keras.Input(shape=value.shape[1:], dtype=str(value.dtype), name=name)
-        for name, value in inputs.items()
-    }
+    symbolic = {name: _symbolic(name, value) for name, value in inputs.items()}
     model_layer = layer_cls.from_config(config)
     outputs = model_layer(**symbolic, **call_kwargs)
     for sym, real in zip(_flat(outputs), _flat(eager)):

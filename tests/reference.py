@@ -129,7 +129,9 @@ def glu_conv(x, kernel, bias, left, right, residual=None, mask=None):
         x = x * mask[..., None]
     B, T, _ = x.shape
     k = kernel.shape[0]
-    padded = np.concatenate([np.zeros((B, left, x.shape[2])), x, np.zeros((B, right, x.shape[2]))], 1)
+    padded = np.concatenate(
+        [np.zeros((B, left, x.shape[2])), x, np.zeros((B, right, x.shape[2]))], 1
+    )
     y = np.zeros((B, T, kernel.shape[2]))
     for t in range(T):
         window = padded[:, t : t + k].reshape(B, -1)  # [h_{i-k/2} ... h_{i+k/2}]
@@ -149,7 +151,11 @@ def multi_step_attention(h, g, z, values, Wd, bd, mask=None, Wc=None, bc=None):
     scores = np.einsum("bte,bse->bts", d, z)
     weights = softmax(scores, None if mask is None else mask[:, None, :])
     c = weights @ values
-    m = np.full((h.shape[0], 1, 1), z.shape[1], float) if mask is None else mask.sum(1)[:, None, None]
+    m = (
+        np.full((h.shape[0], 1, 1), z.shape[1], float)
+        if mask is None
+        else mask.sum(1)[:, None, None]
+    )
     c = c * m * np.sqrt(1.0 / m)
     if Wc is not None:
         c = c @ Wc + bc

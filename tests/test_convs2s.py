@@ -14,7 +14,9 @@ from tests.test_score_attention import random, randomise
 B, T, D = 2, 7, 6
 
 
-@pytest.mark.parametrize("kernel_size,causal", [(3, False), (4, False), (3, True), (1, True), (2, True)])
+@pytest.mark.parametrize(
+    "kernel_size,causal", [(3, False), (4, False), (3, True), (1, True), (2, True)]
+)
 @pytest.mark.parametrize("filters", [D, 5])
 def test_glu_conv_matches_reference(rng, kernel_size, causal, filters):
     x = random(rng, B, T, D)
@@ -22,10 +24,21 @@ def test_glu_conv_matches_reference(rng, kernel_size, causal, filters):
     layer = GLUConv1D(filters, kernel_size, causal=causal)
     layer(x)
     randomise(layer, rng)
-    left, right = ((kernel_size - 1, 0) if causal else ((kernel_size - 1) // 2, kernel_size // 2))
-    residual = "identity" if filters == D else (np.asarray(layer.residual_kernel), np.asarray(layer.residual_bias))
-    want = reference.glu_conv(x, np.asarray(layer.kernel), np.asarray(layer.bias), left, right,
-                              residual, mask.astype(float))
+    left, right = (kernel_size - 1, 0) if causal else ((kernel_size - 1) // 2, kernel_size // 2)
+    residual = (
+        "identity"
+        if filters == D
+        else (np.asarray(layer.residual_kernel), np.asarray(layer.residual_bias))
+    )
+    want = reference.glu_conv(
+        x,
+        np.asarray(layer.kernel),
+        np.asarray(layer.bias),
+        left,
+        right,
+        residual,
+        mask.astype(float),
+    )
     np.testing.assert_allclose(np.asarray(layer(x, mask=mask)), want, atol=1e-5)
 
 
@@ -85,9 +98,21 @@ def test_multi_step_attention_matches_reference(rng, width):
     layer(h, g, z, values)
     randomise(layer, rng)
     out, weights = layer(h, g, z, values, source_mask=mask, return_attention_scores=True)
-    projection = {} if width == 8 else {"Wc": np.asarray(layer.context_kernel), "bc": np.asarray(layer.context_bias)}
+    projection = (
+        {}
+        if width == 8
+        else {"Wc": np.asarray(layer.context_kernel), "bc": np.asarray(layer.context_bias)}
+    )
     want, want_w = reference.multi_step_attention(
-        h, g, z, values, np.asarray(layer.state_kernel), np.asarray(layer.state_bias), mask, **projection)
+        h,
+        g,
+        z,
+        values,
+        np.asarray(layer.state_kernel),
+        np.asarray(layer.state_bias),
+        mask,
+        **projection,
+    )
     np.testing.assert_allclose(np.asarray(weights), want_w, atol=1e-5)
     np.testing.assert_allclose(np.asarray(out), want, atol=1e-4)
     assert np.all(np.asarray(weights)[0, :, 3] == 0.0)
@@ -109,16 +134,20 @@ def test_encoder_returns_keys_and_values(rng):
     encoder, _ = make_pair()
     source, _ = tokens(rng)
     keys, values = encoder(source)
-    e = np.asarray(encoder._embed(source))
+    e = np.asarray(encoder.token_embedding(source))
     np.testing.assert_allclose(np.asarray(values), np.asarray(keys) + e, atol=1e-6)  # z + e
     np.testing.assert_array_equal(np.asarray(keys._keras_mask), source != 0)
     # Padding does not leak: more padding leaves the real positions unchanged.
     longer = np.concatenate([source, np.zeros((B, 4), source.dtype)], 1)
-    np.testing.assert_allclose(np.asarray(encoder(longer)[0])[:, :5], np.asarray(keys)[:, :5], atol=1e-5)
+    np.testing.assert_allclose(
+        np.asarray(encoder(longer)[0])[:, :5], np.asarray(keys)[:, :5], atol=1e-5
+    )
     # ... whereas an encoder that did not zero padding would differ: check the
     # test can tell, by feeding the padding as a real token.
     unmasked = np.where(longer == 0, 19, longer)
-    assert not np.allclose(np.asarray(encoder(unmasked)[0])[0, :5], np.asarray(keys)[0, :5], atol=1e-5)
+    assert not np.allclose(
+        np.asarray(encoder(unmasked)[0])[0, :5], np.asarray(keys)[0, :5], atol=1e-5
+    )
 
 
 def test_incremental_decoding_equals_full_pass(rng):
@@ -131,7 +160,9 @@ def test_incremental_decoding_equals_full_pass(rng):
         logits, scores, cache = decoder.step(target[:, i], cache, i)
         np.testing.assert_allclose(np.asarray(logits), np.asarray(full)[:, i], atol=1e-5)
         for layer_scores, layer_full in zip(scores, full_scores):
-            np.testing.assert_allclose(np.asarray(layer_scores), np.asarray(layer_full)[:, i], atol=1e-6)
+            np.testing.assert_allclose(
+                np.asarray(layer_scores), np.asarray(layer_full)[:, i], atol=1e-6
+            )
     assert np.all(np.asarray(full_scores[0])[0, :, 5:] == 0.0)  # padded source gets no weight
 
 
@@ -162,8 +193,10 @@ def test_step_inside_while_loop(rng):
         return i + 1, cache, keras.ops.slice_update(out, [0, i, 0], logits[:, None])
 
     _, _, out = keras.ops.while_loop(
-        lambda i, c, o: i < steps, body,
-        (0, decoder.init_cache(keys, values), keras.ops.zeros((B, steps, 20))))
+        lambda i, c, o: i < steps,
+        body,
+        (0, decoder.init_cache(keys, values), keras.ops.zeros((B, steps, 20))),
+    )
     np.testing.assert_allclose(np.asarray(out), full, atol=1e-5)
 
 
@@ -176,51 +209,88 @@ def test_presets_build():
 
 
 # -- harness --------------------------------------------------------------------
-@pytest.mark.parametrize("kwargs", [
-    {"filters": 6, "kernel_size": 3},
-    {"filters": 4, "kernel_size": 4, "dropout": 0.1},
-    {"filters": 6, "kernel_size": 2, "causal": True},
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"filters": 6, "kernel_size": 3},
+        {"filters": 4, "kernel_size": 4, "dropout": 0.1},
+        {"filters": 6, "kernel_size": 2, "causal": True},
+    ],
+)
 def test_harness_glu_conv(rng, kwargs):
     x = random(rng, B, T, D)
     mask = np.array([[1] * 5 + [0] * 2, [1] * 6 + [0]], bool)
-    run_layer_test(GLUConv1D, kwargs, inputs={"inputs": x, "mask": mask},
-                   masked_inputs={"inputs": ~mask}, valid_outputs=mask)
+    run_layer_test(
+        GLUConv1D,
+        kwargs,
+        inputs={"inputs": x, "mask": mask},
+        masked_inputs={"inputs": ~mask},
+        valid_outputs=mask,
+    )
 
 
 def test_harness_multi_step_attention(rng):
     mask = np.array([[1, 1, 1, 0], [1, 1, 0, 0]], bool)
-    run_layer_test(MultiStepAttention, {},
-                   inputs={"decoder_state": random(rng, B, T, 5), "target_embedding": random(rng, B, T, 8),
-                           "encoder_keys": random(rng, B, 4, 8), "encoder_values": random(rng, B, 4, 8),
-                           "source_mask": mask},
-                   masked_inputs={"encoder_keys": ~mask, "encoder_values": ~mask})
+    run_layer_test(
+        MultiStepAttention,
+        {},
+        inputs={
+            "decoder_state": random(rng, B, T, 5),
+            "target_embedding": random(rng, B, T, 8),
+            "encoder_keys": random(rng, B, 4, 8),
+            "encoder_values": random(rng, B, 4, 8),
+            "source_mask": mask,
+        },
+        masked_inputs={"encoder_keys": ~mask, "encoder_values": ~mask},
+    )
 
 
 def test_harness_encoder(rng):
     source, _ = tokens(rng)
-    run_layer_test(ConvS2SEncoder, {"vocab_size": 20, "embed_dim": 8, "convolutions": [(12, 3), (12, 3)],
-                                    "max_length": 16, "dropout": 0.1},
-                   inputs={"source_tokens": source.astype("int32")})
+    run_layer_test(
+        ConvS2SEncoder,
+        {
+            "vocab_size": 20,
+            "embed_dim": 8,
+            "convolutions": [(12, 3), (12, 3)],
+            "max_length": 16,
+            "dropout": 0.1,
+        },
+        inputs={"source_tokens": source.astype("int32")},
+    )
 
 
 def test_harness_decoder(rng):
     mask = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], bool)
-    run_layer_test(ConvS2SDecoder, {"vocab_size": 20, "embed_dim": 8, "convolutions": [(12, 3), (10, 2)],
-                                    "max_length": 16},
-                   inputs={"target_tokens": rng.integers(1, 20, (B, 6)).astype("int32"),
-                           "encoder_keys": random(rng, B, 5, 8), "encoder_values": random(rng, B, 5, 8),
-                           "source_mask": mask},
-                   call_kwargs={"return_attention_scores": True},
-                   masked_inputs={"encoder_keys": ~mask, "encoder_values": ~mask})
+    run_layer_test(
+        ConvS2SDecoder,
+        {"vocab_size": 20, "embed_dim": 8, "convolutions": [(12, 3), (10, 2)], "max_length": 16},
+        inputs={
+            "target_tokens": rng.integers(1, 20, (B, 6)).astype("int32"),
+            "encoder_keys": random(rng, B, 5, 8),
+            "encoder_values": random(rng, B, 5, 8),
+            "source_mask": mask,
+        },
+        call_kwargs={"return_attention_scores": True},
+        masked_inputs={"encoder_keys": ~mask, "encoder_values": ~mask},
+    )
 
 
 # -- bad input --------------------------------------------------------------------
-@pytest.mark.parametrize("kwargs,pattern", [
-    ({"filters": 0, "kernel_size": 3}, r"`filters` of GLUConv1D must be a positive integer"),
-    ({"filters": 4, "kernel_size": 0}, r"`kernel_size` of GLUConv1D must be a positive integer"),
-    ({"filters": 4, "kernel_size": 3, "dropout": 2.0}, r"`dropout` of GLUConv1D must be a float"),
-])
+@pytest.mark.parametrize(
+    "kwargs,pattern",
+    [
+        ({"filters": 0, "kernel_size": 3}, r"`filters` of GLUConv1D must be a positive integer"),
+        (
+            {"filters": 4, "kernel_size": 0},
+            r"`kernel_size` of GLUConv1D must be a positive integer",
+        ),
+        (
+            {"filters": 4, "kernel_size": 3, "dropout": 2.0},
+            r"`dropout` of GLUConv1D must be a float",
+        ),
+    ],
+)
 def test_error_glu_conv_arguments(kwargs, pattern):
     with pytest.raises(ValueError, match=pattern):
         GLUConv1D(**kwargs)
@@ -234,21 +304,30 @@ def test_error_step_needs_causal(rng):
 
 
 def test_error_width_mismatch_names_both_widths(rng):
-    with pytest.raises(ValueError, match=r"`target_embedding` must have the width of `encoder_keys` \(E = 8\).*"
-                                         r"received target_embedding width 6 and encoder_keys width 8"):
-        MultiStepAttention()(random(rng, B, T, 5), random(rng, B, T, 6), random(rng, B, 4, 8), random(rng, B, 4, 8))
+    with pytest.raises(
+        ValueError,
+        match=r"`target_embedding` must have the width of `encoder_keys` \(E = 8\).*"
+        r"received target_embedding width 6 and encoder_keys width 8",
+    ):
+        MultiStepAttention()(
+            random(rng, B, T, 5), random(rng, B, T, 6), random(rng, B, 4, 8), random(rng, B, 4, 8)
+        )
     _, decoder = make_pair()
     with pytest.raises(ValueError, match=r"embed_dim = 8.*received encoder width 6"):
         decoder(np.ones((B, 3), "int32"), random(rng, B, 4, 6), random(rng, B, 4, 6))
 
 
 def test_error_convolutions_and_positions(rng):
-    with pytest.raises(ValueError, match=r"`convolutions` of ConvS2SEncoder must be a non-empty list"):
+    with pytest.raises(
+        ValueError, match=r"`convolutions` of ConvS2SEncoder must be a non-empty list"
+    ):
         ConvS2SEncoder(10, 8, [])
     with pytest.raises(ValueError, match=r"must hold \(width, kernel_size\) pairs; received 3"):
         ConvS2SDecoder(10, 8, [3])
     encoder = ConvS2SEncoder(10, 8, [(8, 3)], max_length=4)
-    with pytest.raises(ValueError, match=r"max_length=4\) has positions 0..3; received positions 0..5"):
+    with pytest.raises(
+        ValueError, match=r"max_length=4\) has positions 0..3; received positions 0..5"
+    ):
         encoder(np.ones((1, 6), "int32"))
 
 
@@ -257,4 +336,6 @@ def test_init_cache_builds_an_unbuilt_decoder(rng):
     source, target = tokens(rng)
     keys, values = encoder(source)
     logits, _, _ = decoder.step(target[:, 0], decoder.init_cache(keys, values), 0)
-    np.testing.assert_allclose(np.asarray(logits), np.asarray(decoder(target, keys, values))[:, 0], atol=1e-5)
+    np.testing.assert_allclose(
+        np.asarray(logits), np.asarray(decoder(target, keys, values))[:, 0], atol=1e-5
+    )

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from keras_attention.export import atomic_version_dir, next_version
+from keras_attention.serving.export import atomic_version_dir, next_version
 
 
 def test_versions_count_up_and_publish_atomically(tmp_path):
@@ -13,7 +13,9 @@ def test_versions_count_up_and_publish_atomically(tmp_path):
     with atomic_version_dir(base, "m") as (staging, target):
         open(os.path.join(staging, "saved_model.pb"), "w").write("x")
         assert not os.path.exists(target)  # nothing visible until it is complete
-    assert target.endswith(os.path.join("m", "1")) and os.path.exists(os.path.join(target, "saved_model.pb"))
+    assert target.endswith(os.path.join("m", "1")) and os.path.exists(
+        os.path.join(target, "saved_model.pb")
+    )
     assert next_version(os.path.join(base, "m")) == 2
     assert "model_config_list" in open(os.path.join(base, "m", "models.config")).read()
 

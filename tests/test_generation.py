@@ -7,8 +7,14 @@ import pytest
 import tensorflow as tf
 from keras import ops
 
-from keras_attention.generation import beam_search, filter_logits, greedy_search, length_penalty, sample
 from keras_attention.seq2seq import RecurrentSeq2Seq, TransformerSeq2Seq
+from keras_attention.seq2seq.generation import (
+    beam_search,
+    filter_logits,
+    greedy_search,
+    length_penalty,
+    sample,
+)
 from tests import reference
 
 PAD, SOS, EOS, A, B, C = 0, 1, 2, 3, 4, 5
@@ -37,10 +43,14 @@ class ScriptedModel:
         self.log_table = np.log(table / table.sum(1, keepdims=True)).astype("float32")
 
     def encode(self, source, max_length=None):
-        return {"attention": ops.one_hot(ops.zeros(ops.shape(source)[:1], "int32"), ops.shape(source)[1])}
+        return {
+            "attention": ops.one_hot(
+                ops.zeros(ops.shape(source)[:1], "int32"), ops.shape(source)[1]
+            )
+        }
 
     def decode_step(self, tokens, state):
-        return ops.take(self.log_table, tokens, axis=0), state
+        return ops.take(self.log_table, tokens, axis=0), state, state["attention"]
 
     def reorder_state(self, state, indices):
         return keras.tree.map_structure(lambda t: ops.take(t, indices, axis=0), state)
@@ -56,7 +66,9 @@ def test_greedy_and_beam_differ_on_the_scripted_model():
     np.testing.assert_array_equal(np.asarray(greedy["lengths"]), [2, 2])
 
     beam = beam_search(ScriptedModel(), SOURCE, max_length=5, beam_width=2, alpha=0.0)
-    np.testing.assert_array_equal(np.asarray(beam["tokens"])[0], [[B, EOS, 0, 0, 0], [A, EOS, 0, 0, 0]])
+    np.testing.assert_array_equal(
+        np.asarray(beam["tokens"])[0], [[B, EOS, 0, 0, 0], [A, EOS, 0, 0, 0]]
+    )
     np.testing.assert_allclose(np.exp(np.asarray(beam["scores"])[0]), [0.405, 0.2], rtol=1e-5)
 
 
@@ -67,8 +79,11 @@ def test_beam_length_penalty_and_early_stop():
     # finished (B <eos>: log 0.405 / (7/6) = -0.78) beats the best any live
     # hypothesis can reach (A C: log 0.15 / lp(5) = -1.14), so the search
     # stops: the third slot keeps <eos> (step 1), not A C <eos>.
-    expected = [((B, EOS), np.log(0.405) / (7 / 6)), ((A, EOS), np.log(0.2) / (7 / 6)),
-                ((EOS,), np.log(0.05) / 1.0)]
+    expected = [
+        ((B, EOS), np.log(0.405) / (7 / 6)),
+        ((A, EOS), np.log(0.2) / (7 / 6)),
+        ((EOS,), np.log(0.05) / 1.0),
+    ]
     for (sequence, score), row, got in zip(expected, tokens, scores):
         assert tuple(row[: len(sequence) + 1]) == sequence + (PAD,)
         assert got == pytest.approx(score, rel=1e-5)
@@ -86,14 +101,18 @@ def test_beam_fills_unfinished_slots_with_live_hypotheses():
 def test_beam_of_one_is_greedy():
     model = ScriptedModel()
     beam = beam_search(model, SOURCE, max_length=5, beam_width=1, alpha=0.0)
-    np.testing.assert_array_equal(np.asarray(beam["tokens"])[:, 0], np.asarray(greedy_search(model, SOURCE, 5)["tokens"]))
+    np.testing.assert_array_equal(
+        np.asarray(beam["tokens"])[:, 0], np.asarray(greedy_search(model, SOURCE, 5)["tokens"])
+    )
 
 
 def test_filter_logits_matches_reference(rng):
     logits = rng.normal(size=(3, 10)).astype("float32")
     kept = np.asarray(filter_logits(logits, temperature=2.0, top_k=3)) > -1e8
     np.testing.assert_array_equal(kept, logits >= np.sort(logits, 1)[:, -3:-2])
-    np.testing.assert_allclose(np.asarray(filter_logits(logits, temperature=2.0))[kept], (logits / 2)[kept], rtol=1e-6)
+    np.testing.assert_allclose(
+        np.asarray(filter_logits(logits, temperature=2.0))[kept], (logits / 2)[kept], rtol=1e-6
+    )
     probs = reference.softmax(logits)
     nucleus = np.asarray(filter_logits(logits, top_p=0.6)) > -1e8
     for row, keep in zip(probs, nucleus):
@@ -109,8 +128,12 @@ def test_sampling_follows_the_distribution():
     np.testing.assert_allclose(frequencies, [0.50, 0.45, 0.05], atol=0.03)
     # top_k=1 and a tiny nucleus leave only the argmax: greedy.
     greedy = np.asarray(greedy_search(ScriptedModel(), SOURCE, 5)["tokens"])
-    np.testing.assert_array_equal(np.asarray(sample(ScriptedModel(), SOURCE, 5, top_k=1, seed=1)["tokens"]), greedy)
-    np.testing.assert_array_equal(np.asarray(sample(ScriptedModel(), SOURCE, 5, top_p=0.01, seed=1)["tokens"]), greedy)
+    np.testing.assert_array_equal(
+        np.asarray(sample(ScriptedModel(), SOURCE, 5, top_k=1, seed=1)["tokens"]), greedy
+    )
+    np.testing.assert_array_equal(
+        np.asarray(sample(ScriptedModel(), SOURCE, 5, top_p=0.01, seed=1)["tokens"]), greedy
+    )
 
 
 @pytest.fixture(scope="module")
@@ -130,7 +153,9 @@ def test_batch_of_different_lengths_equals_one_by_one(tiny_models, family):
     for row in range(2):
         alone = source[row : row + 1, : 4 if row == 0 else 6]
         single = greedy_search(model, alone, max_length=6)
-        np.testing.assert_array_equal(np.asarray(batched["tokens"])[row], np.asarray(single["tokens"])[0])
+        np.testing.assert_array_equal(
+            np.asarray(batched["tokens"])[row], np.asarray(single["tokens"])[0]
+        )
     attention = np.asarray(batched["attention"])
     assert np.all(attention[0, :, 4:] == 0.0)
     beams = beam_search(model, source, max_length=6, beam_width=3, return_attention=True)
@@ -150,21 +175,42 @@ def test_generation_runs_inside_tf_function(tiny_models, family):
 
     @tf.function(autograph=False)  # as in a Keras export, which turns AutoGraph off
     def generate(source):
-        return greedy_search(model, source, 6)["tokens"], beam_search(model, source, 6, beam_width=2)["tokens"]
+        return greedy_search(model, source, 6)["tokens"], beam_search(
+            model, source, 6, beam_width=2
+        )["tokens"]
 
     greedy, beam = generate(tf.constant(source))
-    np.testing.assert_array_equal(np.asarray(greedy), np.asarray(greedy_search(model, source, 6)["tokens"]))
-    np.testing.assert_array_equal(np.asarray(beam), np.asarray(beam_search(model, source, 6, beam_width=2)["tokens"]))
+    np.testing.assert_array_equal(
+        np.asarray(greedy), np.asarray(greedy_search(model, source, 6)["tokens"])
+    )
+    np.testing.assert_array_equal(
+        np.asarray(beam), np.asarray(beam_search(model, source, 6, beam_width=2)["tokens"])
+    )
 
 
-@pytest.mark.parametrize("call,pattern", [
-    (lambda m: beam_search(m, SOURCE, 5, beam_width=0), r"`beam_width` of beam_search must be a positive integer"),
-    (lambda m: greedy_search(m, SOURCE, 0), r"`max_length` of greedy_search must be a positive integer; received max_length=0"),
-    (lambda m: beam_search(m, SOURCE, -2), r"`max_length` of beam_search must be a positive integer"),
-    (lambda m: greedy_search(m, np.zeros((2, 0), "int32"), 4), r"`source` of greedy_search must be .* S >= 1"),
-    (lambda m: sample(m, SOURCE, 4, temperature=0.0), r"`temperature` of sample must be > 0"),
-    (lambda m: sample(m, SOURCE, 4, top_p=1.5), r"`top_p` of sample must be in \(0, 1\]"),
-])
+@pytest.mark.parametrize(
+    "call,pattern",
+    [
+        (
+            lambda m: beam_search(m, SOURCE, 5, beam_width=0),
+            r"`beam_width` of beam_search must be a positive integer",
+        ),
+        (
+            lambda m: greedy_search(m, SOURCE, 0),
+            r"`max_length` of greedy_search must be a positive integer; received max_length=0",
+        ),
+        (
+            lambda m: beam_search(m, SOURCE, -2),
+            r"`max_length` of beam_search must be a positive integer",
+        ),
+        (
+            lambda m: greedy_search(m, np.zeros((2, 0), "int32"), 4),
+            r"`source` of greedy_search is empty \(shape \(2, 0\)\)",
+        ),
+        (lambda m: sample(m, SOURCE, 4, temperature=0.0), r"`temperature` of sample must be > 0"),
+        (lambda m: sample(m, SOURCE, 4, top_p=1.5), r"`top_p` of sample must be in \(0, 1\]"),
+    ],
+)
 def test_errors(call, pattern):
     with pytest.raises(ValueError, match=pattern):
         call(ScriptedModel())

@@ -50,8 +50,11 @@ def test_cached_decoding_equals_full_causal_pass(rng):
     outputs = []
     for i in range(TV):
         out, scores, cache = layer.step(x[:, i : i + 1], cache, i)
-        np.testing.assert_allclose(np.asarray(scores)[..., : i + 1],
-                                   np.asarray(full_scores)[:, :, i : i + 1, : i + 1], atol=1e-6)
+        np.testing.assert_allclose(
+            np.asarray(scores)[..., : i + 1],
+            np.asarray(full_scores)[:, :, i : i + 1, : i + 1],
+            atol=1e-6,
+        )
         outputs.append(np.asarray(out))
     np.testing.assert_allclose(np.concatenate(outputs, 1), np.asarray(full), atol=1e-5)
     # Several positions at once (a prompt), then one more.
@@ -92,23 +95,38 @@ def test_cross_attention_with_projected_source(rng):
 def test_harness(rng):
     q, v = random(rng, B, TQ, D), random(rng, B, TV, 5)
     value_mask = np.array([[1, 1, 1, 1, 0, 0], [1, 1, 1, 0, 0, 0]], bool)
-    run_layer_test(MultiHead, {"num_heads": 2, "key_dim": 3, "dropout": 0.1},
-                   inputs={"query": q, "value": v, "value_mask": value_mask},
-                   masked_inputs={"value": ~value_mask})
+    run_layer_test(
+        MultiHead,
+        {"num_heads": 2, "key_dim": 3, "dropout": 0.1},
+        inputs={"query": q, "value": v, "value_mask": value_mask},
+        masked_inputs={"value": ~value_mask},
+    )
 
 
 def test_harness_self_attention_with_scores(rng):
     x = random(rng, B, TV, D)
-    run_layer_test(MultiHead, {"num_heads": 4, "key_dim": 2, "output_dim": 3},
-                   inputs={"query": x, "value": x},
-                   call_kwargs={"use_causal_mask": True, "return_attention_scores": True})
+    run_layer_test(
+        MultiHead,
+        {"num_heads": 4, "key_dim": 2, "output_dim": 3},
+        inputs={"query": x, "value": x},
+        call_kwargs={"use_causal_mask": True, "return_attention_scores": True},
+    )
 
 
-@pytest.mark.parametrize("kwargs,pattern", [
-    ({"num_heads": 0, "key_dim": 4}, r"`num_heads` of MultiHead must be a positive integer; received num_heads=0"),
-    ({"num_heads": 2, "key_dim": 0}, r"`key_dim` of MultiHead must be a positive integer"),
-    ({"num_heads": 2, "key_dim": 4, "dropout": -0.1}, r"`dropout` of MultiHead must be a float in \[0, 1\)"),
-])
+@pytest.mark.parametrize(
+    "kwargs,pattern",
+    [
+        (
+            {"num_heads": 0, "key_dim": 4},
+            r"`num_heads` of MultiHead must be a positive integer; received num_heads=0",
+        ),
+        ({"num_heads": 2, "key_dim": 0}, r"`key_dim` of MultiHead must be a positive integer"),
+        (
+            {"num_heads": 2, "key_dim": 4, "dropout": -0.1},
+            r"`dropout` of MultiHead must be a float in \[0, 1\)",
+        ),
+    ],
+)
 def test_error_constructor(kwargs, pattern):
     with pytest.raises(ValueError, match=pattern):
         MultiHead(**kwargs)
@@ -116,10 +134,12 @@ def test_error_constructor(kwargs, pattern):
 
 def test_error_ranks_and_masks(rng):
     layer = MultiHead(2, 4)
-    with pytest.raises(ValueError, match=r"`query` of MultiHead must have rank 3"):
-        layer(random(rng, B, D), random(rng, B, TV, D))
+    with pytest.raises(ValueError, match=r"`query` of MultiHead must have rank 2 or 3"):
+        layer(random(rng, B, 1, TQ, D), random(rng, B, TV, D))
     layer = MultiHead(2, 4)
-    with pytest.raises(ValueError, match=r"`value_mask` of MultiHead must have shape \(B, Tv\) = \(2, 6\)"):
+    with pytest.raises(
+        ValueError, match=r"`value_mask` of MultiHead must have shape \(B, Tv\) = \(2, 6\)"
+    ):
         layer(random(rng, B, TQ, D), random(rng, B, TV, D), value_mask=np.ones((B, 5), bool))
 
 
@@ -127,3 +147,21 @@ def test_error_step_before_build(rng):
     layer = MultiHead(2, 4)
     with pytest.raises(ValueError, match=r"MultiHead.step\(\) needs a built layer"):
         layer.step(random(rng, B, 1, D), layer.init_cache(B, 3), 0)
+
+
+def test_single_step_query_equals_one_position_of_a_sequence(rng):
+    layer = MultiHead(2)  # key_dim defaults to the query width / heads
+    query, value = random(rng, B, D), random(rng, B, TV, D)
+    mask = np.ones((B, TV), bool)
+    mask[0, 4:] = False
+    step, step_scores = layer(query, value, value_mask=mask, return_attention_scores=True)
+    full, full_scores = layer(query[:, None], value, value_mask=mask, return_attention_scores=True)
+    assert layer.key_dim == D // 2
+    np.testing.assert_allclose(np.asarray(step), np.asarray(full)[:, 0], atol=1e-6)
+    np.testing.assert_allclose(np.asarray(step_scores), np.asarray(full_scores)[:, :, 0], atol=1e-6)
+    assert np.asarray(step_scores).shape == (B, 2, TV)
+
+
+def test_error_heads_must_divide_the_query_width(rng):
+    with pytest.raises(ValueError, match=r"`num_heads` must divide the query width .* num_heads=3"):
+        MultiHead(3)(random(rng, B, TQ, 8), random(rng, B, TV, 8))

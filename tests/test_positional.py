@@ -4,7 +4,7 @@ import keras
 import numpy as np
 import pytest
 
-from keras_attention import PositionalEmbedding
+from keras_attention import PositionalEmbedding, TokenAndPositionEmbedding
 from tests import reference
 from tests.harness import run_layer_test
 from tests.test_score_attention import random
@@ -56,16 +56,21 @@ def test_harness(rng, mode):
 
 def test_error_past_max_length(rng):
     layer = PositionalEmbedding(max_length=4, mode="learned")
-    with pytest.raises(ValueError, match=r"max_length=4\) has positions 0..3; received positions 0..5"):
+    with pytest.raises(
+        ValueError, match=r"max_length=4\) has positions 0..3; received positions 0..5"
+    ):
         layer(random(rng, 1, 6, 2))
     with pytest.raises(ValueError, match=r"received positions 3..4"):
         layer(random(rng, 1, 2, 2), start_index=3)
 
 
-@pytest.mark.parametrize("kwargs,pattern", [
-    ({"max_length": 0}, r"`max_length` of PositionalEmbedding must be a positive integer"),
-    ({"max_length": 4, "mode": "rotary"}, r"`mode` of PositionalEmbedding must be one of"),
-])
+@pytest.mark.parametrize(
+    "kwargs,pattern",
+    [
+        ({"max_length": 0}, r"`max_length` of PositionalEmbedding must be a positive integer"),
+        ({"max_length": 4, "mode": "rotary"}, r"`mode` of PositionalEmbedding must be one of"),
+    ],
+)
 def test_error_constructor(kwargs, pattern):
     with pytest.raises(ValueError, match=pattern):
         PositionalEmbedding(**kwargs)
@@ -74,3 +79,25 @@ def test_error_constructor(kwargs, pattern):
 def test_error_rank(rng):
     with pytest.raises(ValueError, match=r"`inputs` of PositionalEmbedding must have rank 3"):
         PositionalEmbedding(4)(random(rng, 2, 4))
+
+
+@pytest.mark.parametrize("position", ["sinusoidal", "learned"])
+def test_token_and_position_harness(rng, position):
+    ids = rng.integers(1, 10, (2, 5)).astype("int32")
+    run_layer_test(
+        TokenAndPositionEmbedding,
+        {"vocab_size": 10, "embed_dim": 4, "max_length": 8, "position": position},
+        inputs={"tokens": ids},
+        mixed_precision=False,
+    )
+
+
+def test_token_and_position_is_scaled_lookup_plus_positions(rng):
+    ids = np.array([[3, 1, 4, 0]], "int32")
+    layer = TokenAndPositionEmbedding(6, 4, 8, scale_embeddings=True, mask_zero=True)
+    out = np.asarray(layer(ids, start_index=2))
+    table = np.asarray(layer.embeddings)
+    np.testing.assert_allclose(
+        out, table[ids] * 2.0 + reference.sinusoidal(4, 4, start=2), atol=1e-5
+    )
+    np.testing.assert_array_equal(np.asarray(layer.compute_mask(ids)), [[True, True, True, False]])

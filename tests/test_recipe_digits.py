@@ -25,16 +25,24 @@ def test_clutter_places_the_digit_and_clutter():
 
 def test_tiny_run_trains_reports_and_exports(tmp_path):
     output, exports = str(tmp_path / "run"), str(tmp_path / "exports")
-    recipe.main(["--limit", "100", "--epochs", "1", "--output", output, "--export", "--export-dir", exports])
+    recipe.main(
+        ["--limit", "100", "--epochs", "1", "--output", output, "--export", "--export-dir", exports]
+    )
     results = json.load(open(os.path.join(output, "results.json")))
-    assert set(results) == {"cnn", "spatial_transformer"} and all(0 <= v <= 1 for v in results.values())
+    assert set(results) == {"cnn", "spatial_transformer"} and all(
+        0 <= v <= 1 for v in results.values()
+    )
     assert os.path.getsize(os.path.join(output, "transformed.png")) > 1000
     version = os.path.join(exports, "digits", "1")
     assert os.path.exists(os.path.join(version, "saved_model.pb"))
     assert os.path.exists(os.path.join(exports, "digits", "models.config"))
-    from keras_attention.export import read_warmup_requests
+    from keras_attention.serving.export import read_warmup_requests
 
-    assert [s for s, _ in read_warmup_requests(version)] == ["serving_default", "image_bytes", "transformed"]
+    assert [s for s, _ in read_warmup_requests(version)] == [
+        "serving_default",
+        "image_bytes",
+        "transformed",
+    ]
 
     # A fresh process with only TensorFlow: the three signatures work and agree.
     script = f"""
@@ -60,14 +68,30 @@ via_rest = loaded.signatures["image_bytes"](image_bytes=tf.constant(tensors_from
 np.testing.assert_allclose(via_rest["probabilities"].numpy()[0], from_bytes["probabilities"].numpy()[0], atol=1e-6)
 print("ok")
 """
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=str(tmp_path),
-                            env=dict(os.environ, PYTHONPATH=ROOT))
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        cwd=str(tmp_path),
+        env=dict(os.environ, PYTHONPATH=ROOT),
+    )
     assert result.returncode == 0 and "ok" in result.stdout, result.stderr[-2000:]
 
 
 def test_tuning_runs_and_resumes(tmp_path):
-    args = ["--tune", "--algorithm", "random", "--trials", "2", "--epochs", "1", "--limit", "60",
-            "--output", str(tmp_path)]
+    args = [
+        "--tune",
+        "--algorithm",
+        "random",
+        "--trials",
+        "2",
+        "--epochs",
+        "1",
+        "--limit",
+        "60",
+        "--output",
+        str(tmp_path),
+    ]
     recipe.main(args)
     best = json.load(open(tmp_path / "best_hyperparameters.json"))
     assert {"learning_rate", "loc_filters", "loc_units", "transform"} <= set(best)
@@ -76,13 +100,20 @@ def test_tuning_runs_and_resumes(tmp_path):
     assert sorted(os.listdir(tmp_path / "tuning" / "digits")) == sorted(trials)
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["--epochs", "0"], "--epochs must be >= 1; got 0"),
-    (["--limit", "5"], "--limit must be >= 20; got 5"),
-    (["--hyperparameters", "/nonexistent.json"], "--hyperparameters /nonexistent.json"),
-])
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["--epochs", "0"], "--epochs must be >= 1; got 0"),
+        (["--limit", "5"], "--limit must be >= 20; got 5"),
+        (["--hyperparameters", "/nonexistent.json"], "--hyperparameters /nonexistent.json"),
+    ],
+)
 def test_cli_errors_are_messages_not_tracebacks(argv, message):
-    result = subprocess.run([sys.executable, "-m", "recipes.spatial_transformer_digits", *argv],
-                            capture_output=True, text=True, cwd=ROOT)
+    result = subprocess.run(
+        [sys.executable, "-m", "recipes.spatial_transformer_digits", *argv],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert result.returncode == 2
     assert message in result.stderr and "Traceback" not in result.stderr

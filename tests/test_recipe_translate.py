@@ -18,10 +18,30 @@ from recipes import translate
 from recipes.translation_data import DING, SPLITS, split_of, tsv_pairs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TINY = ["--limit", "200", "--vocab-size", "400", "--embed-dim", "16", "--units", "32", "--layers", "1",
-        "--heads", "2", "--max-length", "24", "--batch-size", "32", "--verbose", "0"]
+TINY = [
+    "--limit",
+    "200",
+    "--vocab-size",
+    "400",
+    "--embed-dim",
+    "16",
+    "--units",
+    "32",
+    "--layers",
+    "1",
+    "--heads",
+    "2",
+    "--max-length",
+    "24",
+    "--batch-size",
+    "32",
+    "--verbose",
+    "0",
+]
 
-pytestmark = pytest.mark.skipif(not os.path.exists(DING), reason=f"{DING} missing: make test installs trans-de-en")
+pytestmark = pytest.mark.skipif(
+    not os.path.exists(DING), reason=f"{DING} missing: make test installs trans-de-en"
+)
 
 
 def run(*argv):
@@ -29,15 +49,30 @@ def run(*argv):
     lines = []
     args = translate.parser().parse_args(list(argv))
     translate.check(args)
-    {"train": translate.train, "evaluate": translate.evaluate, "translate": translate.translate_command,
-     "tune": translate.tune}[args.command](args, log=lines.append)
+    {
+        "train": translate.train,
+        "evaluate": translate.evaluate,
+        "translate": translate.translate_command,
+        "tune": translate.tune,
+    }[args.command](args, log=lines.append)
     return "\n".join(str(line) for line in lines)
 
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     output = str(tmp_path_factory.mktemp("run"))
-    log = run("train", "--output", output, "--family", "rnn", "--attention", "additive", "--epochs", "1", *TINY)
+    log = run(
+        "train",
+        "--output",
+        output,
+        "--family",
+        "rnn",
+        "--attention",
+        "additive",
+        "--epochs",
+        "1",
+        *TINY,
+    )
     return output, log
 
 
@@ -50,15 +85,23 @@ def test_ding_corpus_has_the_expected_size():
 
 
 def test_split_is_deterministic_and_stable():
-    assert [split_of(s) for s in ("Ich habe keine Zeit.", "Wo ist der Bahnhof?")] == \
-           [split_of(s) for s in ("Ich habe keine Zeit.", "Wo ist der Bahnhof?")]
+    assert [split_of(s) for s in ("Ich habe keine Zeit.", "Wo ist der Bahnhof?")] == [
+        split_of(s) for s in ("Ich habe keine Zeit.", "Wo ist der Bahnhof?")
+    ]
     shares = np.bincount([SPLITS.index(split_of(f"Satz Nummer {i}.")) for i in range(4000)]) / 4000
     np.testing.assert_allclose(shares, [0.90, 0.05, 0.05], atol=0.02)
 
 
 def test_train_writes_a_complete_run(trained):
     output, log = trained
-    for name in ("model.keras", "config.json", "source.vocab", "target.vocab", "data/train.tsv", "data/test.tsv"):
+    for name in (
+        "model.keras",
+        "config.json",
+        "source.vocab",
+        "target.vocab",
+        "data/train.tsv",
+        "data/test.tsv",
+    ):
         assert os.path.exists(os.path.join(output, name)), name
     assert os.listdir(os.path.join(output, "logs"))  # TensorBoard
     assert "training rnn with additive attention" in log and "validation loss" in log
@@ -86,9 +129,22 @@ def test_other_families_train(tmp_path, family):
 
 
 def test_interrupted_training_resumes(tmp_path):
-    command = [sys.executable, "-m", "recipes.translate", "train", "--output", str(tmp_path), "--family", "rnn",
-               "--epochs", "30", *TINY]
-    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    command = [
+        sys.executable,
+        "-m",
+        "recipes.translate",
+        "train",
+        "--output",
+        str(tmp_path),
+        "--family",
+        "rnn",
+        "--epochs",
+        "30",
+        *TINY,
+    ]
+    process = subprocess.Popen(
+        command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     backup = tmp_path / "backup"
     deadline = time.time() + 120
     while time.time() < deadline and not (backup.exists() and any(backup.iterdir())):
@@ -111,16 +167,41 @@ def free_port():
 
 def test_two_workers_train_to_identical_weights(tmp_path):
     prepared = tmp_path / "run"
-    run("train", "--output", str(prepared), "--epochs", "1", "--family", "rnn", *TINY)  # data and vocabularies
+    run(
+        "train", "--output", str(prepared), "--epochs", "1", "--family", "rnn", *TINY
+    )  # data and vocabularies
     ports = [free_port(), free_port()]
     cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
     processes = []
     for index in range(2):
-        env = dict(os.environ, TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}}))
-        processes.append(subprocess.Popen(
-            [sys.executable, "-m", "recipes.translate", "train", "--output", str(prepared), "--family", "rnn",
-             "--epochs", "1", "--seed", "3", *TINY], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, text=True))
+        env = dict(
+            os.environ,
+            TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}}),
+        )
+        processes.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "recipes.translate",
+                    "train",
+                    "--output",
+                    str(prepared),
+                    "--family",
+                    "rnn",
+                    "--epochs",
+                    "1",
+                    "--seed",
+                    "3",
+                    *TINY,
+                ],
+                cwd=ROOT,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+        )
     outputs = [p.communicate(timeout=240)[0] for p in processes]
     assert all(p.returncode == 0 for p in processes), outputs[0][-2000:] + outputs[1][-2000:]
     assert "on 2 replica(s)" in outputs[0]
@@ -132,8 +213,11 @@ def test_two_workers_train_to_identical_weights(tmp_path):
 
         arrays = {}
         with h5py.File(path, "r") as handle:
-            handle.visititems(lambda name, item: arrays.__setitem__(name, item[()])
-                              if isinstance(item, h5py.Dataset) else None)
+            handle.visititems(
+                lambda name, item: (
+                    arrays.__setitem__(name, item[()]) if isinstance(item, h5py.Dataset) else None
+                )
+            )
         return arrays
 
     chief = weights(str(prepared / "final.weights.h5"))
@@ -144,34 +228,103 @@ def test_two_workers_train_to_identical_weights(tmp_path):
 
 
 def test_tuning_runs_resumes_and_writes_best_hyperparameters(tmp_path):
-    args = ["tune", "--output", str(tmp_path), "--algorithm", "random", "--trials", "2", "--epochs", "1",
-            "--families", "rnn", "transformer", "--bleu-trials", "1", "--limit", "200", "--vocab-size", "400",
-            "--max-length", "24", "--verbose", "0"]
+    args = [
+        "tune",
+        "--output",
+        str(tmp_path),
+        "--algorithm",
+        "random",
+        "--trials",
+        "2",
+        "--epochs",
+        "1",
+        "--families",
+        "rnn",
+        "transformer",
+        "--bleu-trials",
+        "1",
+        "--limit",
+        "200",
+        "--vocab-size",
+        "400",
+        "--max-length",
+        "24",
+        "--verbose",
+        "0",
+    ]
     log = run(*args)
     best = json.load(open(tmp_path / "best_hyperparameters.json"))
     assert best["family"] in ("rnn", "transformer") and "learning_rate" in best
     assert "validation BLEU" in log
-    trials = sorted(d for d in os.listdir(tmp_path / "tuning" / "translate") if d.startswith("trial_"))
+    trials = sorted(
+        d for d in os.listdir(tmp_path / "tuning" / "translate") if d.startswith("trial_")
+    )
     assert len(trials) == 2
     run(*args)  # resumes: nothing left to do
-    assert sorted(d for d in os.listdir(tmp_path / "tuning" / "translate") if d.startswith("trial_")) == trials
+    assert (
+        sorted(d for d in os.listdir(tmp_path / "tuning" / "translate") if d.startswith("trial_"))
+        == trials
+    )
     # train accepts the best hyperparameters
-    run("train", "--output", str(tmp_path / "best"), "--hyperparameters", str(tmp_path / "best_hyperparameters.json"),
-        "--epochs", "1", *TINY)
+    run(
+        "train",
+        "--output",
+        str(tmp_path / "best"),
+        "--hyperparameters",
+        str(tmp_path / "best_hyperparameters.json"),
+        "--epochs",
+        "1",
+        *TINY,
+    )
 
 
 def test_distributed_tuning_runs_every_trial_once(tmp_path):
     output, logs = tmp_path / "tune", tmp_path / "logs"
-    run("train", "--output", str(output), "--epochs", "1", "--family", "rnn", *TINY)  # data and vocabularies once
+    run(
+        "train", "--output", str(output), "--epochs", "1", "--family", "rnn", *TINY
+    )  # data and vocabularies once
     result = subprocess.run(
-        [sys.executable, "-m", "recipes.distributed_tuning", "--workers", "2", "--port", str(free_port()),
-         "--logs", str(logs), "--", "--output", str(output), "--algorithm", "random", "--trials", "3", "--epochs", "1",
-         "--families", "rnn", "--bleu-trials", "0", *TINY[:4], "--max-length", "24", "--verbose", "0"],
-        cwd=ROOT, capture_output=True, text=True, timeout=600)
+        [
+            sys.executable,
+            "-m",
+            "recipes.distributed_tuning",
+            "--workers",
+            "2",
+            "--port",
+            str(free_port()),
+            "--logs",
+            str(logs),
+            "--",
+            "--output",
+            str(output),
+            "--algorithm",
+            "random",
+            "--trials",
+            "3",
+            "--epochs",
+            "1",
+            "--families",
+            "rnn",
+            "--bleu-trials",
+            "0",
+            *TINY[:4],
+            "--max-length",
+            "24",
+            "--verbose",
+            "0",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     trial_dirs = [d for d in os.listdir(output / "tuning" / "translate") if d.startswith("trial_")]
     assert len(trial_dirs) == 3
-    statuses = [json.load(open(output / "tuning" / "translate" / d / "trial.json"))["status"] for d in trial_dirs]
+    statuses = [
+        json.load(open(output / "tuning" / "translate" / d / "trial.json"))["status"]
+        for d in trial_dirs
+    ]
     assert statuses == ["COMPLETED"] * 3
     ran = sum(open(logs / f"tuner{i}.log").read().count("Search: Running Trial") for i in range(2))
     assert ran in (0, 3)  # when the log shows trials, each ran exactly once
@@ -180,33 +333,53 @@ def test_distributed_tuning_runs_every_trial_once(tmp_path):
 # -- bad input -------------------------------------------------------------------------
 def test_tsv_problems_are_reported_by_line(tmp_path):
     path = tmp_path / "corpus.tsv"
-    path.write_bytes(b"Hallo Welt.\tHello world.\n\nno tab here\n\xff\xfe broken\tbytes\n\tempty source\nGut.\tGood.\n")
+    path.write_bytes(
+        b"Hallo Welt.\tHello world.\n\nno tab here\n\xff\xfe broken\tbytes\n\tempty source\nGut.\tGood.\n"
+    )
     problems = []
     pairs = list(tsv_pairs(str(path), problems))
     assert pairs == [("Hallo Welt.", "Hello world."), ("Gut.", "Good.")]
     assert problems[0].endswith(":3: expected 'source<TAB>target', found no tab; skipped")
-    assert ":4: not valid UTF-8" in problems[1] and ":5: expected exactly one non-empty source and target" in problems[2]
+    assert (
+        ":4: not valid UTF-8" in problems[1]
+        and ":5: expected exactly one non-empty source and target" in problems[2]
+    )
 
 
 def test_too_small_corpus_stops_with_a_message(tmp_path):
     path = tmp_path / "corpus.tsv"
     path.write_text("".join(f"Satz {i}.\tSentence {i}.\n" for i in range(8)), encoding="utf-8")
-    with pytest.raises(SystemExit, match=r"error: the corpus gave 8 usable pairs .* needs at least"):
+    with pytest.raises(
+        SystemExit, match=r"error: the corpus gave 8 usable pairs .* needs at least"
+    ):
         translate.main(["train", "--corpus", str(path), "--output", str(tmp_path / "run")])
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["train", "--family", "lstm"], "invalid choice: 'lstm'"),
-    (["train", "--epochs", "0"], "error: --epochs must be >= 1; got 0"),
-    (["train", "--family", "convs2s", "--attention", "additive"], "error: --attention chooses the recurrent model"),
-    (["train", "--corpus", "/nonexistent.tsv"], "error: --corpus /nonexistent.tsv: no such file"),
-    (["evaluate", "--output", "/nonexistent-run"], "error: no trained model in /nonexistent-run"),
-    (["translate", "--output", "/nonexistent-run"], "error: give the text to translate"),
-])
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["train", "--family", "lstm"], "invalid choice: 'lstm'"),
+        (["train", "--epochs", "0"], "error: --epochs must be >= 1; got 0"),
+        (
+            ["train", "--family", "convs2s", "--attention", "additive"],
+            "error: --attention chooses the recurrent model",
+        ),
+        (
+            ["train", "--corpus", "/nonexistent.tsv"],
+            "error: --corpus /nonexistent.tsv: no such file",
+        ),
+        (
+            ["evaluate", "--output", "/nonexistent-run"],
+            "error: no trained model in /nonexistent-run",
+        ),
+        (["translate", "--output", "/nonexistent-run"], "error: give the text to translate"),
+    ],
+)
 def test_cli_errors_are_messages_not_tracebacks(tmp_path, argv, message):
     argv = argv + (["--output", str(tmp_path)] if "--output" not in argv else [])
-    result = subprocess.run([sys.executable, "-m", "recipes.translate", *argv], cwd=ROOT, capture_output=True,
-                            text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "recipes.translate", *argv], cwd=ROOT, capture_output=True, text=True
+    )
     assert result.returncode != 0
     assert message in result.stderr and "Traceback" not in result.stderr, result.stderr[-1500:]
 
@@ -214,8 +387,18 @@ def test_cli_errors_are_messages_not_tracebacks(tmp_path, argv, message):
 def test_mixed_precision_training(tmp_path):
     import keras
 
-    log = run("train", "--output", str(tmp_path), "--family", "transformer", "--epochs", "1",
-              "--mixed-precision", "bfloat16", *TINY)
+    log = run(
+        "train",
+        "--output",
+        str(tmp_path),
+        "--family",
+        "transformer",
+        "--epochs",
+        "1",
+        "--mixed-precision",
+        "bfloat16",
+        *TINY,
+    )
     assert "validation loss" in log and "nan" not in log.split("validation loss")[1]
     keras.mixed_precision.set_global_policy("float32")
 
@@ -236,13 +419,30 @@ def check_export(output, tmp_path):
     in-process model's tokens and scores."""
     import tensorflow as tf
 
-    from keras_attention.generation import greedy_search
+    from keras_attention.seq2seq.generation import greedy_search
 
-    path = translate.export_command(translate.parser().parse_args(
-        ["export", "--output", output, "--export-dir", str(tmp_path / "exports"), "--beam-width", "2"]), log=lambda _: 0)
+    path = translate.export_command(
+        translate.parser().parse_args(
+            [
+                "export",
+                "--output",
+                output,
+                "--export-dir",
+                str(tmp_path / "exports"),
+                "--beam-width",
+                "2",
+            ]
+        ),
+        log=lambda _: 0,
+    )
     moved = tmp_path / "moved"
     shutil.move(path, moved)  # assets must be relative
-    texts = ["Ich habe keine Zeit.", "Wo ist der Bahnhof?", "", "Das ist ein sehr langer Satz " * 10]
+    texts = [
+        "Ich habe keine Zeit.",
+        "Wo ist der Bahnhof?",
+        "",
+        "Das ist ein sehr langer Satz " * 10,
+    ]
     model, config, source_tokenizer, target_tokenizer = translate.load_run(output)
     source, _ = source_tokenizer.encode(tf.constant(texts), config["max_length"])
     expected = greedy_search(model, source, config["max_length"] + 1)
@@ -259,11 +459,17 @@ print(json.dumps({{"translation": [t.decode() for t in out["translation"].numpy(
                   "beam": [t.decode() for t in beam["translation"].numpy()],
                   "attention": list(att["attention"].shape), "signatures": sorted(loaded.signatures)}}))
 """
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=str(tmp_path))
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=str(tmp_path)
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     got = json.loads(result.stdout.strip().splitlines()[-1])
     assert got["signatures"] == ["attention", "greedy", "serving_default", "tokens"]
-    assert got["translation"][:2] == expected_text[:2] and got["translation"][2] == "" and got["beam"][2] == ""
+    assert (
+        got["translation"][:2] == expected_text[:2]
+        and got["translation"][2] == ""
+        and got["beam"][2] == ""
+    )
     np.testing.assert_allclose(got["score"][:2], np.asarray(expected["scores"])[:2], atol=1e-5)
     assert got["truncated"] == [False, False, False, True]
     assert got["attention"][0] == 1
@@ -273,33 +479,52 @@ print(json.dumps({{"translation": [t.decode() for t in out["translation"].numpy(
 def exported(trained, tmp_path_factory):
     output, _ = trained
     base = str(tmp_path_factory.mktemp("exports"))
-    path = translate.export_command(translate.parser().parse_args(
-        ["export", "--output", output, "--export-dir", base, "--beam-width", "2"]), log=lambda _: 0)
+    path = translate.export_command(
+        translate.parser().parse_args(
+            ["export", "--output", output, "--export-dir", base, "--beam-width", "2"]
+        ),
+        log=lambda _: 0,
+    )
     return path
 
 
 def test_warmup_requests_parse_and_run(exported):
     import tensorflow as tf
 
-    from keras_attention.export import read_warmup_requests
+    from keras_attention.serving.export import read_warmup_requests
 
     requests = read_warmup_requests(exported)
-    assert [signature for signature, _ in requests] == ["serving_default", "greedy", "attention", "tokens"]
+    assert [signature for signature, _ in requests] == [
+        "serving_default",
+        "greedy",
+        "attention",
+        "tokens",
+    ]
     loaded = tf.saved_model.load(exported)
     for signature, inputs in requests:
         outputs = loaded.signatures[signature](**{k: tf.constant(v) for k, v in inputs.items()})
-        assert outputs and all(v.shape[0] == len(next(iter(inputs.values()))) for v in outputs.values())
+        assert outputs and all(
+            v.shape[0] == len(next(iter(inputs.values()))) for v in outputs.values()
+        )
 
 
 def test_saved_model_cli_lists_the_signatures(exported):
     cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
-    shown = subprocess.run([cli, "show", "--dir", exported, "--all"], capture_output=True, text=True).stdout
+    shown = subprocess.run(
+        [cli, "show", "--dir", exported, "--all"], capture_output=True, text=True
+    ).stdout
     for signature in ("serving_default", "greedy", "attention", "tokens"):
         assert f"signature_def['{signature}']" in shown
     assert "inputs['text'] tensor_info:\n        dtype: DT_STRING\n        shape: (-1)" in shown
-    assert "outputs['translation'] tensor_info:\n        dtype: DT_STRING\n        shape: (-1)" in shown
+    assert (
+        "outputs['translation'] tensor_info:\n        dtype: DT_STRING\n        shape: (-1)"
+        in shown
+    )
     assert "outputs['score'] tensor_info:\n        dtype: DT_FLOAT" in shown
-    assert "inputs['token_ids'] tensor_info:\n        dtype: DT_INT32\n        shape: (-1, -1)" in shown
+    assert (
+        "inputs['token_ids'] tensor_info:\n        dtype: DT_INT32\n        shape: (-1, -1)"
+        in shown
+    )
 
 
 def test_rest_bodies_become_the_signature_inputs(exported):
@@ -311,14 +536,21 @@ def test_rest_bodies_become_the_signature_inputs(exported):
     text = np.array(["Ich habe keine Zeit.".encode(), "Wo ist der Bahnhof?".encode()], dtype=object)
     direct = loaded.signatures["greedy"](text=tf.constant(text))
     for style in ("instances", "inputs"):
-        body = json.loads(json.dumps(rest_body({"text": text}, "greedy", style)))  # through JSON, as sent
+        body = json.loads(
+            json.dumps(rest_body({"text": text}, "greedy", style))
+        )  # through JSON, as sent
         tensors = tensors_from_rest_body(body, ["text"])
         np.testing.assert_array_equal(tensors["text"], text)
         out = loaded.signatures["greedy"](**{k: tf.constant(v) for k, v in tensors.items()})
         np.testing.assert_array_equal(out["translation"].numpy(), direct["translation"].numpy())
     ids = np.array([[1, 5, 6, 2], [1, 7, 2, 0]], "int32")
-    body = json.loads(json.dumps(rest_body({"token_ids": ids, "lengths": np.array([4, 3], "int32")}, "tokens",
-                                           "instances")))
+    body = json.loads(
+        json.dumps(
+            rest_body(
+                {"token_ids": ids, "lengths": np.array([4, 3], "int32")}, "tokens", "instances"
+            )
+        )
+    )
     tensors = tensors_from_rest_body(body, ["token_ids", "lengths"])
     np.testing.assert_array_equal(tensors["token_ids"], ids)
     # Responses in both formats parse back.
@@ -330,16 +562,25 @@ def test_rest_bodies_become_the_signature_inputs(exported):
         assert [t.decode() for t in parsed["translation"]] == translations
 
 
-@pytest.mark.skipif(shutil.which("tensorflow_model_server") is None,
-                    reason="tensorflow_model_server is not installed (not on PyPI or Debian; see the README's "
-                           "Docker and apt commands)")
+@pytest.mark.skipif(
+    shutil.which("tensorflow_model_server") is None,
+    reason="tensorflow_model_server is not installed (not on PyPI or Debian; see the README's "
+    "Docker and apt commands)",
+)
 def test_real_server_rest_and_grpc(exported, tmp_path):
     from recipes.serving_client import predict_grpc, predict_rest
 
     base = os.path.dirname(exported)
     grpc_port, rest_port = free_port(), free_port()
-    server = subprocess.Popen(["tensorflow_model_server", f"--port={grpc_port}", f"--rest_api_port={rest_port}",
-                               "--model_name=translator", f"--model_base_path={base}"])
+    server = subprocess.Popen(
+        [
+            "tensorflow_model_server",
+            f"--port={grpc_port}",
+            f"--rest_api_port={rest_port}",
+            "--model_name=translator",
+            f"--model_base_path={base}",
+        ]
+    )
     try:
         text = {"text": np.array([b"Ich habe keine Zeit."], dtype=object)}
         for _ in range(60):
@@ -358,10 +599,9 @@ def test_real_server_rest_and_grpc(exported, tmp_path):
 def test_export_holds_only_core_and_text_ops(exported):
     """No py_function, no XLA-only ops: what TF Serving has (core TensorFlow
     and TensorFlow Text kernels) is enough."""
+    import tensorflow_text  # noqa: F401  (registers the text ops, as the server does)
     from tensorflow.core.protobuf import saved_model_pb2
     from tensorflow.python.framework import op_def_registry
-
-    import tensorflow_text  # noqa: F401  (registers the text ops, as the server does)
 
     proto = saved_model_pb2.SavedModel()
     proto.ParseFromString(open(os.path.join(exported, "saved_model.pb"), "rb").read())
@@ -374,4 +614,6 @@ def test_export_holds_only_core_and_text_ops(exported):
     assert not {op for op in ops if "PyFunc" in op or op.startswith("Xla")}, ops
     unknown = sorted(op for op in ops if op_def_registry.get(op) is None)
     assert not unknown, f"ops no TensorFlow / TensorFlow Text kernel registers: {unknown}"
-    assert any(op.startswith("FastWordpiece") or "Wordpiece" in op or "RegexSplit" in op for op in ops)
+    assert any(
+        op.startswith("FastWordpiece") or "Wordpiece" in op or "RegexSplit" in op for op in ops
+    )

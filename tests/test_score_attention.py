@@ -47,8 +47,9 @@ def check_against(layer, scores_fn, data, **call):
 
 @pytest.mark.parametrize("scale", [False, True])
 def test_dot_product_matches_reference(data, scale):
-    check_against(DotProductAttention(scale=scale),
-                  lambda q, k: reference.dot_scores(q, k, scale), data)
+    check_against(
+        DotProductAttention(scale=scale), lambda q, k: reference.dot_scores(q, k, scale), data
+    )
 
 
 def test_general_matches_reference(data, rng):
@@ -69,9 +70,18 @@ def test_additive_matches_reference(data, rng, normalize):
     vec = np.asarray(layer.score_vector, np.float64)
     if normalize:
         vec = float(layer.score_scale) * vec / np.linalg.norm(vec)
-    check_against(layer, lambda q, k: reference.additive_scores(
-        q, k, np.asarray(layer.query_kernel), np.asarray(layer.key_kernel),
-        np.asarray(layer.bias), vec), data)
+    check_against(
+        layer,
+        lambda q, k: reference.additive_scores(
+            q,
+            k,
+            np.asarray(layer.query_kernel),
+            np.asarray(layer.key_kernel),
+            np.asarray(layer.bias),
+            vec,
+        ),
+        data,
+    )
 
 
 @pytest.mark.parametrize("hidden_units", [(6,), (6, 5)])
@@ -103,8 +113,11 @@ def test_local_matches_reference(data, rng, mode, score):
     layer = LocalAttention(window=1, mode=mode, score=score)
     layer(q, v, key=k)
     randomise(layer, rng)
-    scores = (reference.dot_scores(q, k) if score == "dot"
-              else reference.general_scores(q, k, np.asarray(layer.scorer.kernel)))
+    scores = (
+        reference.dot_scores(q, k)
+        if score == "dot"
+        else reference.general_scores(q, k, np.asarray(layer.scorer.kernel))
+    )
     lengths = value_mask.sum(1)
     centres = np.tile(np.arange(TQ), (B, 1))
     window = reference.local_window(mode, 1, TQ, TV, lengths, centres)
@@ -122,15 +135,21 @@ def test_local_predictive_matches_reference(data, rng):
     layer(q, v, key=k)
     randomise(layer, rng)
     lengths = value_mask.sum(1)
-    Wp, vp = np.asarray(layer.position_kernel, np.float64), np.asarray(layer.position_vector, np.float64)
-    centres = lengths[:, None] / (1 + np.exp(-(np.tanh(q @ Wp) @ vp)))  # p = S·sigmoid(v_pᵀ tanh(W_p q))
+    Wp, vp = (
+        np.asarray(layer.position_kernel, np.float64),
+        np.asarray(layer.position_vector, np.float64),
+    )
+    centres = lengths[:, None] / (
+        1 + np.exp(-(np.tanh(q @ Wp) @ vp))
+    )  # p = S·sigmoid(v_pᵀ tanh(W_p q))
     sigma = 2 / 2
     j = np.arange(TV)[None, None, :]
     gaussian = -((j - centres[..., None]) ** 2) / (2 * sigma**2)
     window = reference.local_window("predictive", 2, TQ, TV, lengths, centres)
     out, weights = layer(q, v, key=k, value_mask=value_mask, return_attention_scores=True)
-    want_out, want_w = reference.attend(reference.dot_scores(q, k) + gaussian, v,
-                                        window & value_mask[:, None, :])
+    want_out, want_w = reference.attend(
+        reference.dot_scores(q, k) + gaussian, v, window & value_mask[:, None, :]
+    )
     np.testing.assert_allclose(np.asarray(weights), want_w, atol=1e-5)
     np.testing.assert_allclose(np.asarray(out), want_out, atol=1e-5)
 
@@ -147,8 +166,9 @@ def test_local_monotonic_single_step_uses_query_positions(data):
 def test_masked_keys_get_zero_weight_and_empty_rows_are_zero(data):
     q, k, v, _ = data
     value_mask = np.array([[1, 0, 1, 0, 0], [0, 0, 0, 0, 0]], bool)
-    out, weights = DotProductAttention()(q, v, key=k, value_mask=value_mask,
-                                         return_attention_scores=True)
+    out, weights = DotProductAttention()(
+        q, v, key=k, value_mask=value_mask, return_attention_scores=True
+    )
     weights, out = np.asarray(weights), np.asarray(out)
     assert np.all(weights[0][:, ~value_mask[0]] == 0.0)
     np.testing.assert_allclose(weights[0].sum(-1), 1.0, atol=1e-6)
@@ -162,8 +182,9 @@ def test_causal_and_explicit_masks(data):
     attention_mask = np.ones((B, 5, 5), bool)
     attention_mask[:, :, 0] = False
     layer = DotProductAttention()
-    _, weights = layer(x, x, use_causal_mask=True, attention_mask=attention_mask,
-                       return_attention_scores=True)
+    _, weights = layer(
+        x, x, use_causal_mask=True, attention_mask=attention_mask, return_attention_scores=True
+    )
     weights = np.asarray(weights)
     assert np.all(np.triu(weights[0], 1) == 0.0)  # no position sees a later one
     assert np.all(weights[..., 0] == 0.0)
@@ -208,7 +229,8 @@ def test_harness(layer_cls, kwargs, rng):
     q, k, v = random(rng, B, TQ, DQ), random(rng, B, TV, DK), random(rng, B, TV, DV)
     value_mask = np.array([[1, 1, 1, 1, 0], [1, 1, 1, 0, 0]], bool)
     run_layer_test(
-        layer_cls, kwargs,
+        layer_cls,
+        kwargs,
         inputs={"query": q, "value": v, "key": k, "value_mask": value_mask},
         masked_inputs={"value": ~value_mask, "key": ~value_mask},
     )
@@ -218,18 +240,24 @@ def test_harness_query_mask(rng):
     q, v = random(rng, B, TQ, DQ), random(rng, B, TV, DV)
     query_mask = np.array([[1, 1, 0], [1, 0, 0]], bool)
     run_layer_test(
-        AdditiveAttention, {"units": 3},
+        AdditiveAttention,
+        {"units": 3},
         inputs={"query": q, "value": v, "query_mask": query_mask},
-        masked_inputs={"query": ~query_mask}, valid_outputs=query_mask,
+        masked_inputs={"query": ~query_mask},
+        valid_outputs=query_mask,
         mixed_precision=False,
     )
 
 
 def test_harness_causal(rng):
     x = random(rng, B, TV, DQ)
-    run_layer_test(DotProductAttention, {"scale": True}, inputs={"query": x, "value": x},
-                   call_kwargs={"use_causal_mask": True, "return_attention_scores": True},
-                   train=False)
+    run_layer_test(
+        DotProductAttention,
+        {"scale": True},
+        inputs={"query": x, "value": x},
+        call_kwargs={"use_causal_mask": True, "return_attention_scores": True},
+        train=False,
+    )
 
 
 # -- bad input ----------------------------------------------------------------
@@ -254,11 +282,14 @@ def test_error_wrong_value_rank(rng):
         DotProductAttention()(random(rng, B, TQ, DQ), random(rng, B, DQ))
 
 
-@pytest.mark.parametrize("name,mask", [
-    ("value_mask", np.ones((B, TV + 1), bool)),
-    ("query_mask", np.ones((B, TQ + 2), bool)),
-    ("attention_mask", np.ones((B, TV, TQ), bool)),
-])
+@pytest.mark.parametrize(
+    "name,mask",
+    [
+        ("value_mask", np.ones((B, TV + 1), bool)),
+        ("query_mask", np.ones((B, TQ + 2), bool)),
+        ("attention_mask", np.ones((B, TV, TQ), bool)),
+    ],
+)
 def test_error_mask_shape(rng, name, mask):
     with pytest.raises(ValueError, match=rf"`{name}` of DotProductAttention must have shape"):
         DotProductAttention()(random(rng, B, TQ, DQ), random(rng, B, TV, DQ), **{name: mask})
@@ -266,14 +297,20 @@ def test_error_mask_shape(rng, name, mask):
 
 @pytest.mark.parametrize("window", [0, -1, 1.5])
 def test_error_window(window):
-    with pytest.raises(ValueError, match=rf"`window` of LocalAttention must be a positive integer; received window={window}"):
+    with pytest.raises(
+        ValueError,
+        match=rf"`window` of LocalAttention must be a positive integer; received window={window}",
+    ):
         LocalAttention(window=window)
 
 
-@pytest.mark.parametrize("kwargs,pattern", [
-    ({"window": 2, "mode": "center"}, r"`mode` of LocalAttention must be one of"),
-    ({"window": 2, "score": "cosine"}, r"`score` of LocalAttention must be one of"),
-])
+@pytest.mark.parametrize(
+    "kwargs,pattern",
+    [
+        ({"window": 2, "mode": "center"}, r"`mode` of LocalAttention must be one of"),
+        ({"window": 2, "score": "cosine"}, r"`score` of LocalAttention must be one of"),
+    ],
+)
 def test_error_local_choices(kwargs, pattern):
     with pytest.raises(ValueError, match=pattern):
         LocalAttention(**kwargs)
@@ -289,12 +326,27 @@ def test_error_causal_with_single_step(rng):
         DotProductAttention()(random(rng, B, DQ), random(rng, B, TV, DQ), use_causal_mask=True)
 
 
-@pytest.mark.parametrize("make,pattern", [
-    (lambda: AdditiveAttention(units=0), r"`units` of AdditiveAttention must be a positive integer"),
-    (lambda: ConcatAttention(hidden_units=()), r"`hidden_units` of ConcatAttention must be a non-empty"),
-    (lambda: DotProductAttention(dropout=1.5), r"`dropout` of DotProductAttention must be a float in \[0, 1\)"),
-    (lambda: DotProductAttention(scale="yes"), r"`scale` of DotProductAttention must be a bool"),
-])
+@pytest.mark.parametrize(
+    "make,pattern",
+    [
+        (
+            lambda: AdditiveAttention(units=0),
+            r"`units` of AdditiveAttention must be a positive integer",
+        ),
+        (
+            lambda: ConcatAttention(hidden_units=()),
+            r"`hidden_units` of ConcatAttention must be a non-empty",
+        ),
+        (
+            lambda: DotProductAttention(dropout=1.5),
+            r"`dropout` of DotProductAttention must be a float in \[0, 1\)",
+        ),
+        (
+            lambda: DotProductAttention(scale="yes"),
+            r"`scale` of DotProductAttention must be a bool",
+        ),
+    ],
+)
 def test_error_constructor_arguments(make, pattern):
     with pytest.raises(ValueError, match=pattern):
         make()

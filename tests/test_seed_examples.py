@@ -6,9 +6,7 @@ import numpy as np
 from keras_attention import DotProductAttention, MultiHead
 
 # Keys/values A¹(T): one column per encoder state; the query a²(t-1).
-KEYS = np.array([[0.7, -0.6, 0.2, -0.8],
-                 [0.3, 0.5, -0.7, -0.5],
-                 [-0.6, 0.1, 0.6, 0.4]])
+KEYS = np.array([[0.7, -0.6, 0.2, -0.8], [0.3, 0.5, -0.7, -0.5], [-0.6, 0.1, 0.6, 0.4]])
 QUERY = np.array([0.4, 0.1, -0.3])
 
 
@@ -62,6 +60,7 @@ def test_self_attention_example_scaled_dot_product():
     WQ, WK, WV, P = _self_attention_weights()
     AQ, AK, AV = (W @ P for W in (WQ, WK, WV))  # 2 x 2, columns = positions
     layer = DotProductAttention(scale=True)
-    output = layer(AQ.T[None].astype("float32"), AV.T[None].astype("float32"),
-                   key=AK.T[None].astype("float32"))
+    output = layer(
+        AQ.T[None].astype("float32"), AV.T[None].astype("float32"), key=AK.T[None].astype("float32")
+    )
     np.testing.assert_allclose(np.asarray(output)[0].T, [[1.5, 1.94], [1.0, 0.12]], atol=1e-2)

@@ -8,7 +8,6 @@ import keras
 import numpy as np
 import pytest
 
-from keras_attention.generation import greedy_search
 from keras_attention.rnn import reverse_valid
 from keras_attention.seq2seq import (
     ConvS2SSeq2Seq,
@@ -17,26 +16,39 @@ from keras_attention.seq2seq import (
     ScheduledSampling,
     TransformerSeq2Seq,
 )
+from keras_attention.seq2seq.generation import greedy_search
+from keras_attention.seq2seq.scheduled_sampling import scheduled_sampling_logits
 from tests import reference
 
 VOCAB, PAD, SOS, EOS = 13, 0, 1, 2
 
 FAMILIES = {
-    "rnn-luong-general": lambda: RecurrentSeq2Seq(VOCAB, VOCAB, 16, 16, attention="general", style="luong"),
-    "rnn-luong-no-feeding": lambda: RecurrentSeq2Seq(VOCAB, VOCAB, 16, 16, attention="dot", style="luong",
-                                                     input_feeding=False),
-    "rnn-bahdanau-additive": lambda: RecurrentSeq2Seq(VOCAB, VOCAB, 16, 16, attention="additive",
-                                                      style="bahdanau"),
-    "rnn-concat-gru-2layers": lambda: RecurrentSeq2Seq(VOCAB, VOCAB, 16, 16, attention="concat", cell="gru",
-                                                       encoder_layers=2, decoder_layers=2),
-    "rnn-bidirectional-reversed": lambda: RecurrentSeq2Seq(VOCAB, VOCAB, 16, 16, attention="multihead",
-                                                           bidirectional=True, reverse_source=True),
+    "rnn-luong-general": lambda: RecurrentSeq2Seq(
+        VOCAB, VOCAB, 16, 16, attention="general", style="luong"
+    ),
+    "rnn-luong-no-feeding": lambda: RecurrentSeq2Seq(
+        VOCAB, VOCAB, 16, 16, attention="dot", style="luong", input_feeding=False
+    ),
+    "rnn-bahdanau-additive": lambda: RecurrentSeq2Seq(
+        VOCAB, VOCAB, 16, 16, attention="additive", style="bahdanau"
+    ),
+    "rnn-concat-gru-2layers": lambda: RecurrentSeq2Seq(
+        VOCAB, VOCAB, 16, 16, attention="concat", cell="gru", num_layers=2
+    ),
+    "rnn-bidirectional-reversed": lambda: RecurrentSeq2Seq(
+        VOCAB, VOCAB, 16, 16, attention="multihead", bidirectional=True, reverse_source=True
+    ),
     "rnn-local": lambda: RecurrentSeq2Seq(VOCAB, VOCAB, 16, 16, attention="local"),
-    "rnn-no-attention": lambda: RecurrentSeq2Seq(VOCAB, VOCAB, 16, 16, attention=None, context_input=True),
-    "convs2s": lambda: ConvS2SSeq2Seq(VOCAB, VOCAB, 16, [(16, 3)] * 2, [(16, 3)] * 2, max_length=16),
+    "rnn-no-attention": lambda: RecurrentSeq2Seq(
+        VOCAB, VOCAB, 16, 16, attention=None, context_input=True
+    ),
+    "convs2s": lambda: ConvS2SSeq2Seq(
+        VOCAB, VOCAB, 16, [(16, 3)] * 2, [(16, 3)] * 2, max_length=16
+    ),
     "transformer": lambda: TransformerSeq2Seq(VOCAB, VOCAB, 16, 2, 32, 2, max_length=16),
-    "transformer-pre-norm": lambda: TransformerSeq2Seq(VOCAB, VOCAB, 16, 2, 32, 1, max_length=16,
-                                                       norm_first=True),
+    "transformer-pre-norm": lambda: TransformerSeq2Seq(
+        VOCAB, VOCAB, 16, 2, 32, 1, max_length=16, norm_first=True
+    ),
 }
 
 
@@ -55,7 +67,7 @@ def test_incremental_decoding_equals_teacher_forcing(rng, family):
     full = np.asarray(model((source, target_in)))
     state = model.encode(source, max_length=target_in.shape[1])
     for t in range(target_in.shape[1]):
-        logits, state = model.decode_step(target_in[:, t], state)
+        logits, state, _ = model.decode_step(target_in[:, t], state)
         np.testing.assert_allclose(np.asarray(logits), full[:, t], atol=1e-5)
     weights = model.attention_weights(source, target_in)
     for value in weights.values():
@@ -72,17 +84,18 @@ def test_reorder_state_equals_permuted_batch(rng, family):
     full = np.asarray(model((source[order], target_in[order])))
     state = model.encode(source, max_length=5)
     for t in range(2):
-        _, state = model.decode_step(target_in[:, t], state)
+        _, state, _ = model.decode_step(target_in[:, t], state)
     state = model.reorder_state(state, order)
     for t in range(2, 5):
-        logits, state = model.decode_step(target_in[order, t], state)
+        logits, state, _ = model.decode_step(target_in[order, t], state)
         np.testing.assert_allclose(np.asarray(logits), full[:, t], atol=1e-5)
 
 
 def test_reverse_valid_keeps_padding_in_place():
     x = np.array([[1, 2, 3, 0, 0], [4, 5, 6, 7, 8]])
-    np.testing.assert_array_equal(np.asarray(reverse_valid(x, np.array([3, 5]))),
-                                  [[3, 2, 1, 0, 0], [8, 7, 6, 5, 4]])
+    np.testing.assert_array_equal(
+        np.asarray(reverse_valid(x, np.array([3, 5]))), [[3, 2, 1, 0, 0], [8, 7, 6, 5, 4]]
+    )
 
 
 def test_reversed_source_reads_backwards_but_returns_source_order(rng):
@@ -95,8 +108,11 @@ def test_reversed_source_reads_backwards_but_returns_source_order(rng):
     flipped = np.asarray(reverse_valid(source, (source != 0).sum(1)))
     memory_forward, _ = forward.encoder(flipped)
     memory_backward, _ = backward.encoder(source)
-    np.testing.assert_allclose(np.asarray(reverse_valid(memory_forward, (source != 0).sum(1))),
-                               np.asarray(memory_backward), atol=1e-6)
+    np.testing.assert_allclose(
+        np.asarray(reverse_valid(memory_forward, (source != 0).sum(1))),
+        np.asarray(memory_backward),
+        atol=1e-6,
+    )
 
 
 # -- learning a task ------------------------------------------------------------
@@ -110,7 +126,9 @@ def reversal_data(rng, count, length=8):
 
 LEARNERS = {
     "rnn": lambda: RecurrentSeq2Seq(VOCAB, VOCAB, 32, 64, attention="general", style="luong"),
-    "convs2s": lambda: ConvS2SSeq2Seq(VOCAB, VOCAB, 64, [(64, 3)] * 3, [(64, 3)] * 3, max_length=16),
+    "convs2s": lambda: ConvS2SSeq2Seq(
+        VOCAB, VOCAB, 64, [(64, 3)] * 3, [(64, 3)] * 3, max_length=16
+    ),
     "transformer": lambda: TransformerSeq2Seq(VOCAB, VOCAB, 64, 4, 128, 2, max_length=16),
 }
 
@@ -142,8 +160,9 @@ def test_scheduled_sampling_extremes(rng, family):
     source, target_in = batch(rng)
     teacher = np.asarray(model((source, target_in)))
     np.testing.assert_allclose(
-        np.asarray(model.scheduled_sampling_logits(source, target_in, 0.0)), teacher, atol=1e-5)
-    free = np.asarray(model.scheduled_sampling_logits(source, target_in, 1.0, draw="argmax"))
+        np.asarray(scheduled_sampling_logits(model, source, target_in, 0.0)), teacher, atol=1e-5
+    )
+    free = np.asarray(scheduled_sampling_logits(model, source, target_in, 1.0, draw="argmax"))
     # Free running: each step's input is the previous step's argmax, as greedy decoding does.
     greedy = np.asarray(greedy_search(model, source, max_length=5, eos_id=-1)["tokens"])
     np.testing.assert_array_equal(free.argmax(-1), greedy)
@@ -152,7 +171,9 @@ def test_scheduled_sampling_extremes(rng, family):
 
 def test_schedules():
     linear = ScheduledSampling("linear", start=0.0, end=0.5, steps=100)
-    np.testing.assert_allclose([float(linear(s)) for s in (0, 50, 100, 500)], [0.0, 0.25, 0.5, 0.5], atol=1e-6)
+    np.testing.assert_allclose(
+        [float(linear(s)) for s in (0, 50, 100, 500)], [0.0, 0.25, 0.5, 0.5], atol=1e-6
+    )
     assert float(ScheduledSampling("constant", probability=0.3)(1234)) == pytest.approx(0.3)
     inverse = ScheduledSampling("inverse_sigmoid", k=10.0)
     for step in (0, 10, 50):
@@ -161,8 +182,14 @@ def test_schedules():
 
 def test_fit_with_scheduled_sampling(rng):
     source, target_in, target_out = reversal_data(rng, 64)
-    model = RecurrentSeq2Seq(VOCAB, VOCAB, 8, 8, attention="general",
-                             scheduled_sampling=ScheduledSampling("constant", probability=0.5, seed=3))
+    model = RecurrentSeq2Seq(
+        VOCAB,
+        VOCAB,
+        8,
+        8,
+        attention="general",
+        scheduled_sampling=ScheduledSampling("constant", probability=0.5, seed=3),
+    )
     model.compile(keras.optimizers.Adam(1e-2), MaskedCrossEntropy())
     before = [np.array(w) for w in model.get_weights()] if model.built else None
     history = model.fit((source, target_in), target_out, batch_size=32, epochs=2, verbose=0)
@@ -207,13 +234,17 @@ def test_error_empty_source(family):
 
 def test_error_source_longer_than_learned_positions():
     model = ConvS2SSeq2Seq(VOCAB, VOCAB, 8, [(8, 3)], [(8, 3)], max_length=6)
-    with pytest.raises(ValueError, match=r"max_length=6\) has positions 0..5; received positions 0..8"):
+    with pytest.raises(
+        ValueError, match=r"max_length=6\) has positions 0..5; received positions 0..8"
+    ):
         model.encode(np.ones((1, 9), "int32"))
 
 
 def test_error_decoding_past_the_cache():
     model = TransformerSeq2Seq(VOCAB, VOCAB, 8, 2, 8, 1, max_length=6)
-    with pytest.raises(ValueError, match=r"`max_length` 9 exceeds TransformerSeq2Seq's max_length 6"):
+    with pytest.raises(
+        ValueError, match=r"`max_length` 9 exceeds TransformerSeq2Seq's max_length 6"
+    ):
         model.encode(np.ones((1, 3), "int32"), max_length=9)
 
 
@@ -232,10 +263,12 @@ def test_scheduled_sampling_with_unknown_length_is_differentiable(rng):
     @tf.function(input_signature=[tf.TensorSpec((None, None), tf.int32)] * 2)
     def loss_and_grads(source, target_in):
         with tf.GradientTape() as tape:
-            logits = model.scheduled_sampling_logits(source, target_in, 0.0)
+            logits = scheduled_sampling_logits(model, source, target_in, 0.0)
             loss = tf.reduce_sum(logits)
         return logits, tape.gradient(loss, model.trainable_variables)
 
     logits, grads = loss_and_grads(source, target_in)
     np.testing.assert_allclose(np.asarray(logits), expected, atol=1e-5)  # p = 0: teacher forcing
-    assert all(g is not None and np.all(np.isfinite(np.asarray(tf.convert_to_tensor(g)))) for g in grads)
+    assert all(
+        g is not None and np.all(np.isfinite(np.asarray(tf.convert_to_tensor(g)))) for g in grads
+    )

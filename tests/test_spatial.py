@@ -27,7 +27,9 @@ def to_pixels(grid, height, width):
 def test_identity_returns_the_input(rng):
     image = rng.random((2, 9, 11, 3)).astype("float32")
     np.testing.assert_allclose(sample(image, np.stack([IDENTITY] * 2), (9, 11)), image, atol=1e-5)
-    tps = ThinPlateSplineGrid(16, (9, 11))(np.tile(control_grid(16)[None], (2, 1, 1)).astype("float32"))
+    tps = ThinPlateSplineGrid(16, (9, 11))(
+        np.tile(control_grid(16)[None], (2, 1, 1)).astype("float32")
+    )
     np.testing.assert_allclose(np.asarray(BilinearSampler()(image, tps)), image, atol=1e-5)
 
 
@@ -67,7 +69,9 @@ def test_sampler_matches_reference(rng, padding):
 
 def test_gradients_match_closed_forms_and_finite_differences(rng):
     image = tf.constant(rng.random((1, 5, 6, 2)), tf.float32)
-    grid = tf.constant(rng.uniform(-0.9, 0.9, (1, 3, 4, 2)), tf.float32)  # generic (non-integer) points
+    grid = tf.constant(
+        rng.uniform(-0.9, 0.9, (1, 3, 4, 2)), tf.float32
+    )  # generic (non-integer) points
     sampler = BilinearSampler()
     with tf.GradientTape(persistent=True) as tape:
         tape.watch([image, grid])
@@ -88,7 +92,9 @@ def test_gradients_match_closed_forms_and_finite_differences(rng):
     for axis in (0, 1):
         bump = np.zeros(grid.shape, "float32")
         bump[..., axis] = eps
-        numeric = (np.asarray(sampler(image, grid + bump)) - np.asarray(sampler(image, grid - bump))).sum(-1) / (2 * eps)
+        numeric = (
+            np.asarray(sampler(image, grid + bump)) - np.asarray(sampler(image, grid - bump))
+        ).sum(-1) / (2 * eps)
         np.testing.assert_allclose(grad_grid[..., axis], numeric.reshape(1, -1), atol=2e-3)
 
 
@@ -101,7 +107,9 @@ def test_thin_plate_spline_interpolates_its_control_points(rng):
     A = np.array([[0.8, 0.1], [-0.2, 0.9]])
     shifted = control_grid(9) @ A.T + [0.1, -0.05]
     grid = np.asarray(ThinPlateSplineGrid(9, (5, 5))(shifted[None].astype("float32")))[0]
-    np.testing.assert_allclose(grid.reshape(-1, 2), reference_grid(5, 5) @ A.T + [0.1, -0.05], atol=1e-5)
+    np.testing.assert_allclose(
+        grid.reshape(-1, 2), reference_grid(5, 5) @ A.T + [0.1, -0.05], atol=1e-5
+    )
 
 
 def reference_grid(height, width):
@@ -112,17 +120,25 @@ def reference_grid(height, width):
 @pytest.mark.parametrize("transform", ["affine", "tps"])
 def test_module_starts_at_the_identity_and_returns_theta(rng, transform):
     image = rng.random((2, 12, 12, 1)).astype("float32")
-    layer = SpatialTransformer((12, 12), transform=transform, num_control_points=9, return_theta=True)
+    layer = SpatialTransformer(
+        (12, 12), transform=transform, num_control_points=9, return_theta=True
+    )
     out, theta = layer(image)
     np.testing.assert_allclose(np.asarray(out), image, atol=1e-5)
-    want = np.tile(IDENTITY[None], (2, 1, 1)) if transform == "affine" else np.tile(control_grid(9)[None], (2, 1, 1))
+    want = (
+        np.tile(IDENTITY[None], (2, 1, 1))
+        if transform == "affine"
+        else np.tile(control_grid(9)[None], (2, 1, 1))
+    )
     np.testing.assert_allclose(np.asarray(theta), want, atol=1e-6)
 
 
 def test_module_with_a_user_localisation_network(rng):
     import keras
 
-    localization = keras.Sequential([keras.layers.Flatten(), keras.layers.Dense(8, activation="tanh")])
+    localization = keras.Sequential(
+        [keras.layers.Flatten(), keras.layers.Dense(8, activation="tanh")]
+    )
     layer = SpatialTransformer((4, 5), localization=localization)
     out = layer(rng.random((3, 10, 10, 2)).astype("float32"))
     assert out.shape == (3, 4, 5, 2)
@@ -136,43 +152,68 @@ def test_harness_affine_grid(rng):
 
 def test_harness_tps_grid(rng):
     points = (control_grid(4)[None] + rng.normal(scale=0.1, size=(2, 4, 2))).astype("float32")
-    run_layer_test(ThinPlateSplineGrid, {"num_control_points": 4, "output_size": (3, 4)}, inputs={"control_points": points})
+    run_layer_test(
+        ThinPlateSplineGrid,
+        {"num_control_points": 4, "output_size": (3, 4)},
+        inputs={"control_points": points},
+    )
 
 
 @pytest.mark.parametrize("padding", ["zeros", "border"])
 def test_harness_sampler(rng, padding):
-    run_layer_test(BilinearSampler, {"padding": padding},
-                   inputs={"image": rng.random((2, 6, 7, 3)).astype("float32"),
-                           "grid": rng.uniform(-1.2, 1.2, (2, 3, 4, 2)).astype("float32")})
+    run_layer_test(
+        BilinearSampler,
+        {"padding": padding},
+        inputs={
+            "image": rng.random((2, 6, 7, 3)).astype("float32"),
+            "grid": rng.uniform(-1.2, 1.2, (2, 3, 4, 2)).astype("float32"),
+        },
+    )
 
 
 @pytest.mark.parametrize("transform", ["affine", "tps"])
 def test_harness_spatial_transformer(rng, transform):
-    run_layer_test(SpatialTransformer, {"output_size": (6, 6), "transform": transform, "num_control_points": 4},
-                   inputs={"inputs": rng.random((2, 12, 12, 1)).astype("float32")})
+    run_layer_test(
+        SpatialTransformer,
+        {"output_size": (6, 6), "transform": transform, "num_control_points": 4},
+        inputs={"inputs": rng.random((2, 12, 12, 1)).astype("float32")},
+    )
 
 
 # -- bad input --------------------------------------------------------------------
 def test_error_theta_shape(rng):
-    with pytest.raises(ValueError, match=r"`theta` of AffineGrid must have shape \(B, 2, 3\) or \(B, 6\); received shape \(2, 3, 3\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"`theta` of AffineGrid must have shape \(B, 2, 3\) or \(B, 6\); received shape \(2, 3, 3\)",
+    ):
         AffineGrid((4, 4))(np.zeros((2, 3, 3), "float32"))
-    with pytest.raises(ValueError, match=r"`control_points` of ThinPlateSplineGrid\(num_control_points=9\) must have shape"):
+    with pytest.raises(
+        ValueError,
+        match=r"`control_points` of ThinPlateSplineGrid\(num_control_points=9\) must have shape",
+    ):
         ThinPlateSplineGrid(9, (4, 4))(np.zeros((2, 8, 2), "float32"))
 
 
 def test_error_image_rank(rng):
     with pytest.raises(ValueError, match=r"`image` of BilinearSampler must have rank 4"):
-        BilinearSampler()(rng.random((2, 6, 7)).astype("float32"), np.zeros((2, 3, 3, 2), "float32"))
+        BilinearSampler()(
+            rng.random((2, 6, 7)).astype("float32"), np.zeros((2, 3, 3, 2), "float32")
+        )
     with pytest.raises(ValueError, match=r"`inputs` of SpatialTransformer must have rank 4"):
         SpatialTransformer((4, 4))(rng.random((2, 6, 7)).astype("float32"))
 
 
 @pytest.mark.parametrize("size", [(0, 4), (4,), (3, -1), "big"])
 def test_error_output_size(size):
-    with pytest.raises(ValueError, match=r"`output_size` of SpatialTransformer must be \(height, width\) with both >= 1"):
+    with pytest.raises(
+        ValueError,
+        match=r"`output_size` of SpatialTransformer must be \(height, width\) with both >= 1",
+    ):
         SpatialTransformer(size)
 
 
 def test_error_control_points_not_square():
-    with pytest.raises(ValueError, match=r"`num_control_points` of ThinPlateSplineGrid must be a square"):
+    with pytest.raises(
+        ValueError, match=r"`num_control_points` of ThinPlateSplineGrid must be a square"
+    ):
         ThinPlateSplineGrid(10, (4, 4))

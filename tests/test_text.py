@@ -3,9 +3,14 @@
 import pytest
 import tensorflow as tf
 
-from keras_attention.text import END, PAD, START, SubwordTokenizer, build_vocabulary
+from keras_attention.serving.text import END, PAD, START, SubwordTokenizer, build_vocabulary
 
-TEXTS = ["I didn't find the time for it.", "I have no time.", "Where is the station?", "It's fine (really)."] * 20
+TEXTS = [
+    "I didn't find the time for it.",
+    "I have no time.",
+    "Where is the station?",
+    "It's fine (really).",
+] * 20
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +29,9 @@ def test_round_trip(tokenizer):
 
 
 def test_truncation_keeps_end_and_is_flagged(tokenizer):
-    ids, truncated = tokenizer.encode(tf.constant(["I have no time.", "I didn't find the time for it."]), 5)
+    ids, truncated = tokenizer.encode(
+        tf.constant(["I have no time.", "I didn't find the time for it."]), 5
+    )
     assert truncated.numpy().tolist() == [True, True]
     assert ids.numpy()[:, -1].tolist() == [END, END]
 

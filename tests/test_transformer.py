@@ -20,8 +20,12 @@ def norm(layer, x):
 
 def ffn(layer, x):
     return reference.feed_forward(
-        x, np.asarray(layer.intermediate.kernel), np.asarray(layer.intermediate.bias),
-        np.asarray(layer.projection.kernel), np.asarray(layer.projection.bias))
+        x,
+        np.asarray(layer.intermediate.kernel),
+        np.asarray(layer.intermediate.bias),
+        np.asarray(layer.projection.kernel),
+        np.asarray(layer.projection.bias),
+    )
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
@@ -53,8 +57,10 @@ def test_decoder_matches_reference(rng):
     randomise(layer, rng)
     out, scores = layer(x, enc, encoder_padding_mask=enc_mask, return_attention_scores=True)
     self_w, cross_w = weights_of(layer.self_attention), weights_of(layer.cross_attention)
-    h = norm(layer.self_attention_norm,
-             x + reference.multi_head(x, x, x, self_w, reference.causal(T)[None])[0])
+    h = norm(
+        layer.self_attention_norm,
+        x + reference.multi_head(x, x, x, self_w, reference.causal(T)[None])[0],
+    )
     cross, cross_scores = reference.multi_head(h, enc, enc, cross_w, enc_mask[:, None, :])
     h = norm(layer.cross_attention_norm, h + cross)
     want = norm(layer.feed_forward_norm, h + ffn(layer.feed_forward, h))
@@ -74,11 +80,16 @@ def test_cached_decoding_equals_full_pass(rng, norm_first, with_encoder):
     cache = layer.init_cache(B, T, encoder)
     outputs = []
     for i in range(T):
-        out, cross_scores, cache = layer.step(x[:, i : i + 1], cache, i, encoder_padding_mask=enc_mask)
+        out, cross_scores, cache = layer.step(
+            x[:, i : i + 1], cache, i, encoder_padding_mask=enc_mask
+        )
         outputs.append(np.asarray(out))
         if with_encoder:
-            np.testing.assert_allclose(np.asarray(cross_scores)[:, :, 0],
-                                       np.asarray(scores["cross_attention"])[:, :, i], atol=1e-5)
+            np.testing.assert_allclose(
+                np.asarray(cross_scores)[:, :, 0],
+                np.asarray(scores["cross_attention"])[:, :, i],
+                atol=1e-5,
+            )
     np.testing.assert_allclose(np.concatenate(outputs, 1), np.asarray(full), atol=1e-5)
 
 
@@ -105,37 +116,50 @@ def test_encoder_uses_keras_mask():
 
 
 def test_harness_feed_forward(rng):
-    run_layer_test(FeedForward, {"intermediate_dim": 12, "dropout": 0.1},
-                   inputs={"inputs": random(rng, B, T, D)})
+    run_layer_test(
+        FeedForward,
+        {"intermediate_dim": 12, "dropout": 0.1},
+        inputs={"inputs": random(rng, B, T, D)},
+    )
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_harness_encoder(rng, norm_first):
     x = random(rng, B, T, D)
     mask = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 0]], bool)
-    run_layer_test(TransformerEncoderLayer,
-                   {"num_heads": 2, "intermediate_dim": 16, "norm_first": norm_first, "dropout": 0.1},
-                   inputs={"inputs": x, "padding_mask": mask},
-                   masked_inputs={"inputs": ~mask}, valid_outputs=mask)
+    run_layer_test(
+        TransformerEncoderLayer,
+        {"num_heads": 2, "intermediate_dim": 16, "norm_first": norm_first, "dropout": 0.1},
+        inputs={"inputs": x, "padding_mask": mask},
+        masked_inputs={"inputs": ~mask},
+        valid_outputs=mask,
+    )
 
 
 def test_harness_decoder(rng):
     x, enc = random(rng, B, T, D), random(rng, B, S, 4)
     enc_mask = np.array([[1, 1, 1, 1, 0, 0], [1, 1, 0, 0, 0, 0]], bool)
-    run_layer_test(TransformerDecoderLayer, {"num_heads": 2, "intermediate_dim": 16},
-                   inputs={"decoder_sequence": x, "encoder_sequence": enc,
-                           "encoder_padding_mask": enc_mask},
-                   call_kwargs={"return_attention_scores": True},
-                   masked_inputs={"encoder_sequence": ~enc_mask})
+    run_layer_test(
+        TransformerDecoderLayer,
+        {"num_heads": 2, "intermediate_dim": 16},
+        inputs={"decoder_sequence": x, "encoder_sequence": enc, "encoder_padding_mask": enc_mask},
+        call_kwargs={"return_attention_scores": True},
+        masked_inputs={"encoder_sequence": ~enc_mask},
+    )
 
 
 def test_harness_decoder_only(rng):
-    run_layer_test(TransformerDecoderLayer, {"num_heads": 2, "intermediate_dim": 8, "key_dim": 3},
-                   inputs={"decoder_sequence": random(rng, B, T, D)})
+    run_layer_test(
+        TransformerDecoderLayer,
+        {"num_heads": 2, "intermediate_dim": 8, "key_dim": 3},
+        inputs={"decoder_sequence": random(rng, B, T, D)},
+    )
 
 
 def test_error_heads_do_not_divide(rng):
-    with pytest.raises(ValueError, match=r"`num_heads` must divide the model width.*num_heads=3 for width 8"):
+    with pytest.raises(
+        ValueError, match=r"`num_heads` must divide the model width.*num_heads=3 for width 8"
+    ):
         TransformerEncoderLayer(num_heads=3, intermediate_dim=8)(random(rng, B, T, D))
     with pytest.raises(ValueError, match=r"num_heads=3 for width 8"):
         TransformerDecoderLayer(num_heads=3, intermediate_dim=8)(random(rng, B, T, D))
@@ -144,15 +168,29 @@ def test_error_heads_do_not_divide(rng):
 def test_error_encoder_presence(rng):
     layer = TransformerDecoderLayer(2, 8)
     layer(random(rng, B, T, D), random(rng, B, S, D))
-    with pytest.raises(ValueError, match="built with an encoder_sequence .* called with no encoder_sequence"):
+    with pytest.raises(
+        ValueError, match="built with an encoder_sequence .* called with no encoder_sequence"
+    ):
         layer(random(rng, B, T, D))
 
 
-@pytest.mark.parametrize("kwargs,pattern", [
-    ({"num_heads": 0, "intermediate_dim": 8}, r"`num_heads` of TransformerEncoderLayer must be a positive"),
-    ({"num_heads": 2, "intermediate_dim": 0}, r"`intermediate_dim` of TransformerEncoderLayer must be a positive"),
-    ({"num_heads": 2, "intermediate_dim": 8, "dropout": 1.0}, r"`dropout` of TransformerEncoderLayer"),
-])
+@pytest.mark.parametrize(
+    "kwargs,pattern",
+    [
+        (
+            {"num_heads": 0, "intermediate_dim": 8},
+            r"`num_heads` of TransformerEncoderLayer must be a positive",
+        ),
+        (
+            {"num_heads": 2, "intermediate_dim": 0},
+            r"`intermediate_dim` of TransformerEncoderLayer must be a positive",
+        ),
+        (
+            {"num_heads": 2, "intermediate_dim": 8, "dropout": 1.0},
+            r"`dropout` of TransformerEncoderLayer",
+        ),
+    ],
+)
 def test_error_constructor(kwargs, pattern):
     with pytest.raises(ValueError, match=pattern):
         TransformerEncoderLayer(**kwargs)
@@ -164,5 +202,7 @@ def test_error_rank(rng):
 
 
 def test_error_init_cache_before_build():
-    with pytest.raises(ValueError, match=r"TransformerDecoderLayer.init_cache\(\) needs a built layer"):
+    with pytest.raises(
+        ValueError, match=r"TransformerDecoderLayer.init_cache\(\) needs a built layer"
+    ):
         TransformerDecoderLayer(2, 8).init_cache(2, 4)

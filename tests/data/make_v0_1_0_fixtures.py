@@ -21,7 +21,10 @@ import keras_attention as ka
 
 
 def layer_cases(rng):
-    q, v = rng.normal(size=(2, 3, 6)).astype("float32"), rng.normal(size=(2, 5, 6)).astype("float32")
+    q, v = (
+        rng.normal(size=(2, 3, 6)).astype("float32"),
+        rng.normal(size=(2, 5, 6)).astype("float32"),
+    )
     tokens = np.array([[3, 4, 5, 0], [6, 7, 0, 0]], "int32")
     x = rng.normal(size=(2, 4, 8)).astype("float32")
     return {
@@ -41,13 +44,16 @@ def model_cases():
     return {
         "rnn_general": ka.RecurrentSeq2Seq(20, 21, 8, 8, attention="general"),
         "rnn_local": ka.RecurrentSeq2Seq(20, 21, 8, 8, attention="local"),
-        "rnn_additive_bahdanau": ka.RecurrentSeq2Seq(20, 21, 8, 8, attention="additive", style="bahdanau"),
+        "rnn_additive_bahdanau": ka.RecurrentSeq2Seq(
+            20, 21, 8, 8, attention="additive", style="bahdanau"
+        ),
         "rnn_concat": ka.RecurrentSeq2Seq(20, 21, 8, 8, attention="concat"),
         "rnn_multihead": ka.RecurrentSeq2Seq(20, 21, 8, 8, attention="multihead"),
         "rnn_none": ka.RecurrentSeq2Seq(20, 21, 8, 8, attention=None, cell="gru"),
         "convs2s": ka.ConvS2SSeq2Seq(20, 21, 8, ((8, 3),) * 2, ((8, 3),) * 2, max_length=10),
-        "transformer": ka.TransformerSeq2Seq(20, 21, width=8, num_heads=2, intermediate_dim=16,
-                                             num_layers=1, max_length=10),
+        "transformer": ka.TransformerSeq2Seq(
+            20, 21, width=8, num_heads=2, intermediate_dim=16, num_layers=1, max_length=10
+        ),
     }
 
 
@@ -59,14 +65,20 @@ def main(out):
         output = layer(*inputs)
         output = output[0] if isinstance(output, (tuple, list)) else output
         keras.saving.save_model(layer, os.path.join(out, f"{name}.keras"))  # any Layer saves alone
-        np.savez(os.path.join(out, f"{name}.npz"), *inputs, output=keras.ops.convert_to_numpy(output))
+        np.savez(
+            os.path.join(out, f"{name}.npz"), *inputs, output=keras.ops.convert_to_numpy(output)
+        )
     source = np.array([[3, 4, 5, 6, 0], [7, 8, 9, 0, 0]], "int32")
     target_in = np.array([[1, 5, 6, 7], [1, 8, 9, 0]], "int32")
     for name, model in model_cases().items():
         logits = model((source, target_in))
         model.save(os.path.join(out, f"{name}.keras"))
-        np.savez(os.path.join(out, f"{name}.npz"), source=source, target_in=target_in,
-                 output=keras.ops.convert_to_numpy(logits))
+        np.savez(
+            os.path.join(out, f"{name}.npz"),
+            source=source,
+            target_in=target_in,
+            output=keras.ops.convert_to_numpy(logits),
+        )
 
 
 if __name__ == "__main__":

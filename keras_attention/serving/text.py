@@ -21,7 +21,10 @@ def _import_text():
     try:
         import tensorflow_text
     except ImportError as error:  # pragma: no cover - an install problem, said clearly
-        raise ImportError("keras_attention.text needs tensorflow-text: pip install 'tensorflow-text==2.21.*'") from error
+        raise ImportError(
+            "keras_attention.serving.text needs tensorflow-text: "
+            "pip install 'keras_attention[tensorflow]'"
+        ) from error
     return tensorflow_text
 
 
@@ -32,10 +35,17 @@ def build_vocabulary(texts, path, vocab_size=8000, lower_case=False):
     _import_text()
     from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset
 
-    dataset = texts if isinstance(texts, tf.data.Dataset) else tf.data.Dataset.from_tensor_slices(list(texts))
+    dataset = (
+        texts
+        if isinstance(texts, tf.data.Dataset)
+        else tf.data.Dataset.from_tensor_slices(list(texts))
+    )
     vocabulary = bert_vocab_from_dataset.bert_vocab_from_dataset(
-        dataset.batch(1024).prefetch(2), vocab_size=vocab_size, reserved_tokens=RESERVED,
-        bert_tokenizer_params={"lower_case": lower_case}, learn_params={},
+        dataset.batch(1024).prefetch(2),
+        vocab_size=vocab_size,
+        reserved_tokens=RESERVED,
+        bert_tokenizer_params={"lower_case": lower_case},
+        learn_params={},
     )
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path + ".tmp", "w", encoding="utf-8") as handle:
@@ -73,12 +83,20 @@ class SubwordTokenizer(tf.Module):
         self.lower_case = lower_case
         index = tf.lookup.TextFileIndex
         self._ids = tf.lookup.StaticVocabularyTable(
-            tf.lookup.TextFileInitializer(self.vocabulary_file, tf.string, index.WHOLE_LINE,
-                                          tf.int64, index.LINE_NUMBER), num_oov_buckets=1)
+            tf.lookup.TextFileInitializer(
+                self.vocabulary_file, tf.string, index.WHOLE_LINE, tf.int64, index.LINE_NUMBER
+            ),
+            num_oov_buckets=1,
+        )
         self._tokens = tf.lookup.StaticHashTable(
-            tf.lookup.TextFileInitializer(self.vocabulary_file, tf.int64, index.LINE_NUMBER,
-                                          tf.string, index.WHOLE_LINE), default_value="[UNK]")
-        self._tokenizer = text.BertTokenizer(self._ids, lower_case=lower_case, unknown_token="[UNK]")
+            tf.lookup.TextFileInitializer(
+                self.vocabulary_file, tf.int64, index.LINE_NUMBER, tf.string, index.WHOLE_LINE
+            ),
+            default_value="[UNK]",
+        )
+        self._tokenizer = text.BertTokenizer(
+            self._ids, lower_case=lower_case, unknown_token="[UNK]"
+        )
 
     @staticmethod
     def clean(strings):
@@ -113,7 +131,9 @@ class SubwordTokenizer(tf.Module):
         words = tf.ragged.boolean_mask(self.tokens(ids), ids > UNK)
         text = tf.strings.reduce_join(words, axis=-1, separator=" ")
         text = tf.strings.regex_replace(text, r" ##", "")  # join word pieces
-        text = tf.strings.regex_replace(text, r" ([.,!?;:%)\]”])", r"\1")  # no space before closing marks
+        text = tf.strings.regex_replace(
+            text, r" ([.,!?;:%)\]”])", r"\1"
+        )  # no space before closing marks
         text = tf.strings.regex_replace(text, r"([(\[“„]) ", r"\1")  # nor after opening ones
         # Contractions: "didn ' t", "he ’ s" -> "didn't", "he’s". A straight
         # quote elsewhere may open or close a quotation, so it keeps its spaces.

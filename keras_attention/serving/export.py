@@ -93,7 +93,7 @@ def translator_archive(model, source_tokenizer, target_tokenizer, max_length, be
     import keras
     import tensorflow as tf
 
-    from keras_attention.generation import beam_search, greedy_search
+    from keras_attention.seq2seq.generation import generate, greedy_search
 
     archive = keras.export.ExportArchive()
     archive.track(model)
@@ -110,30 +110,36 @@ def translator_archive(model, source_tokenizer, target_tokenizer, max_length, be
         return tf.where(empty, tf.constant(""), translation)
 
     def best(source, attention=False):
-        if beam_width > 1:
-            result = beam_search(model, source, decode_length, beam_width=beam_width, return_attention=attention)
-            return {key: value[:, 0] for key, value in result.items()}
-        return greedy_search(model, source, decode_length, return_attention=attention)
+        return generate(model, source, decode_length, beam_width, return_attention=attention)
 
     def translate(text):
         source, truncated = encode(text)
         result = best(source)
-        return {"translation": blank_if_empty(text, target_tokenizer.decode(result["tokens"])),
-                "score": result["scores"], "truncated": truncated}
+        return {
+            "translation": blank_if_empty(text, target_tokenizer.decode(result["tokens"])),
+            "score": result["scores"],
+            "truncated": truncated,
+        }
 
     def greedy(text):
         source, truncated = encode(text)
         result = greedy_search(model, source, decode_length)
-        return {"translation": blank_if_empty(text, target_tokenizer.decode(result["tokens"])),
-                "score": result["scores"], "truncated": truncated}
+        return {
+            "translation": blank_if_empty(text, target_tokenizer.decode(result["tokens"])),
+            "score": result["scores"],
+            "truncated": truncated,
+        }
 
     def attention(text):
         source, truncated = encode(text)
         result = best(source, attention=True)
-        return {"translation": blank_if_empty(text, target_tokenizer.decode(result["tokens"])),
-                "attention": result["attention"],
-                "source_tokens": source_tokenizer.tokens(source), "target_tokens": target_tokenizer.tokens(result["tokens"]),
-                "truncated": truncated}
+        return {
+            "translation": blank_if_empty(text, target_tokenizer.decode(result["tokens"])),
+            "attention": result["attention"],
+            "source_tokens": source_tokenizer.tokens(source),
+            "target_tokens": target_tokenizer.tokens(result["tokens"]),
+            "truncated": truncated,
+        }
 
     def tokens(token_ids, lengths):
         mask = tf.sequence_mask(lengths, tf.shape(token_ids)[1])
@@ -144,8 +150,14 @@ def translator_archive(model, source_tokenizer, target_tokenizer, max_length, be
     archive.add_endpoint("serving_default", translate, input_signature=text_spec)
     archive.add_endpoint("greedy", greedy, input_signature=text_spec)
     archive.add_endpoint("attention", attention, input_signature=text_spec)
-    archive.add_endpoint("tokens", tokens, input_signature=[tf.TensorSpec((None, None), tf.int32, name="token_ids"),
-                                                             tf.TensorSpec((None,), tf.int32, name="lengths")])
+    archive.add_endpoint(
+        "tokens",
+        tokens,
+        input_signature=[
+            tf.TensorSpec((None, None), tf.int32, name="token_ids"),
+            tf.TensorSpec((None,), tf.int32, name="lengths"),
+        ],
+    )
     return archive
 
 
@@ -162,10 +174,13 @@ def write_warmup_requests(version_dir, model_name, requests):
     with tf.io.TFRecordWriter(os.path.join(directory, "tf_serving_warmup_requests")) as writer:
         for signature, inputs in requests:
             request = predict_pb2.PredictRequest(
-                model_spec=model_pb2.ModelSpec(name=model_name, signature_name=signature))
+                model_spec=model_pb2.ModelSpec(name=model_name, signature_name=signature)
+            )
             for name, value in inputs.items():
                 request.inputs[name].CopyFrom(tf.make_tensor_proto(value))
-            log = prediction_log_pb2.PredictionLog(predict_log=prediction_log_pb2.PredictLog(request=request))
+            log = prediction_log_pb2.PredictionLog(
+                predict_log=prediction_log_pb2.PredictLog(request=request)
+            )
             writer.write(log.SerializeToString())
 
 
@@ -180,6 +195,10 @@ def read_warmup_requests(version_dir):
     for record in tf.data.TFRecordDataset(path):
         log = prediction_log_pb2.PredictionLog.FromString(record.numpy())
         request = log.predict_log.request
-        requests.append((request.model_spec.signature_name,
-                         {name: tf.make_ndarray(proto) for name, proto in request.inputs.items()}))
+        requests.append(
+            (
+                request.model_spec.signature_name,
+                {name: tf.make_ndarray(proto) for name, proto in request.inputs.items()},
+            )
+        )
     return requests

@@ -60,12 +60,15 @@ def plot_attention(weights, source_tokens, target_tokens, path, title=None, colu
     cell = 0.45
     width = max(3.0, cell * len(source_tokens) + 1.5)
     height = max(2.5, cell * len(target_tokens) + 1.2)
-    figure, axes = plt.subplots(rows, columns, figsize=(width * columns, height * rows), squeeze=False)
-    for axis in axes.flat[len(panels):]:
+    figure, axes = plt.subplots(
+        rows, columns, figsize=(width * columns, height * rows), squeeze=False
+    )
+    for axis in axes.flat[len(panels) :]:
         axis.axis("off")
     for axis, (name, matrix) in zip(axes.flat, panels):
-        image = axis.imshow(matrix, cmap="viridis", vmin=0.0, vmax=max(1e-6, float(matrix.max())),
-                            aspect="auto")
+        image = axis.imshow(
+            matrix, cmap="viridis", vmin=0.0, vmax=max(1e-6, float(matrix.max())), aspect="auto"
+        )
         axis.set_xticks(range(len(source_tokens)))
         axis.set_xticklabels(source_tokens, rotation=90)
         axis.set_yticks(range(len(target_tokens)))

@@ -1,0 +1,36 @@
+"""Encoder-decoder models, their loss and training regimes, and generation:
+`keras.ops` only, so they train and generate on every Keras backend.
+
+    base.py                 the Seq2Seq interface and its decoding contract
+    recurrent.py            RecurrentSeq2Seq (RNN + Bahdanau/Luong attention)
+    convolutional.py        ConvS2SSeq2Seq
+    transformer.py          TransformerSeq2Seq
+    teacher_forcing.py      target_in / target_out framing
+    scheduled_sampling.py   ScheduledSampling and its decoding loop
+    losses.py               MaskedCrossEntropy
+    generation.py           greedy, sampling, beam search
+    plotting.py             attention heatmaps (matplotlib)
+"""
+
+from keras_attention.seq2seq.base import Seq2Seq
+from keras_attention.seq2seq.convolutional import ConvS2SSeq2Seq
+from keras_attention.seq2seq.generation import beam_search, generate, greedy_search, sample
+from keras_attention.seq2seq.losses import MaskedCrossEntropy
+from keras_attention.seq2seq.recurrent import RecurrentSeq2Seq
+from keras_attention.seq2seq.scheduled_sampling import ScheduledSampling
+from keras_attention.seq2seq.teacher_forcing import teacher_forcing_pairs
+from keras_attention.seq2seq.transformer import TransformerSeq2Seq
+
+__all__ = [
+    "ConvS2SSeq2Seq",
+    "MaskedCrossEntropy",
+    "RecurrentSeq2Seq",
+    "ScheduledSampling",
+    "Seq2Seq",
+    "TransformerSeq2Seq",
+    "beam_search",
+    "generate",
+    "greedy_search",
+    "sample",
+    "teacher_forcing_pairs",
+]

@@ -1,0 +1,146 @@
+"""The one interface of the encoder-decoder families, and the contract
+generation relies on.
+
+Every `Seq2Seq` implements:
+
+    logits = model((source, target_in))                  teacher forcing, (B, T, V)
+    state = model.encode(source, max_length)             a nest of batch-major tensors
+    logits, state, attention = model.decode_step(tokens, state)
+                                                         one position: (B, V), the new
+                                                         state, and this step's source
+                                                         attention (B, S)
+    state = model.reorder_state(state, indices)          gather along the batch (beams)
+    weights = model.attention_weights(source, target_in) {name: (B, [H,] T, S)}
+
+`attention` is what generation records as the alignment of a hypothesis:
+the family's own summary of where the step looked (the mean over heads and
+layers, or zeros for a model without attention). The state is private to
+the family: generation never reads inside it.
+
+Training is Keras's own `fit` on every backend: `call(..., training=True)`
+consults the model's `ScheduledSampling`, if any, and otherwise teaches
+with the ground truth (`teacher_forcing.py`).
+"""
+
+import keras
+from keras import ops
+
+from keras_attention.seq2seq.scheduled_sampling import ScheduledSampling, scheduled_sampling_logits
+from keras_attention.validation import check_token_ids
+
+TOKENS = (None, None)  # the shape of any token batch: (B, T)
+
+
+class Seq2Seq(keras.Model):
+    """Base class of the encoder-decoder families (see the module docstring).
+
+    Args:
+        sos_id, eos_id, padding_id: special target token ids.
+        scheduled_sampling: optional `ScheduledSampling` (or its config);
+            training calls then feed the decoder its own output with
+            probability p(step), step being the number of training calls
+            so far (a counter the model keeps, saved with it).
+
+    Call arguments:
+        inputs: `(source (B, S), target_in (B, T))` int token ids.
+        training: bool.
+
+    Returns:
+        logits `(B, T, target_vocab_size)`.
+    """
+
+    def __init__(self, sos_id=1, eos_id=2, padding_id=0, scheduled_sampling=None, **kwargs):
+        super().__init__(**kwargs)
+        self.sos_id, self.eos_id, self.padding_id = sos_id, eos_id, padding_id
+        if isinstance(scheduled_sampling, dict):
+            scheduled_sampling = ScheduledSampling.from_config(scheduled_sampling)
+        if scheduled_sampling is not None and not isinstance(scheduled_sampling, ScheduledSampling):
+            raise ValueError(
+                "`scheduled_sampling` of Seq2Seq must be a ScheduledSampling, its config or "
+                f"None; received {scheduled_sampling!r}."
+            )
+        self.scheduled_sampling = scheduled_sampling
+        # keras.random draws with a SeedGenerator owned by the model are
+        # stateless-safe: under JAX's jit its state is threaded through
+        # the train step like any non-trainable variable.
+        self._sampling_seed = keras.random.SeedGenerator(
+            getattr(scheduled_sampling, "seed", None) or 0, name="sampling_seed"
+        )
+
+    # -- what a family implements -------------------------------------------
+    def build_layers(self):
+        """Build every sublayer from the token shapes (no data needed)."""
+        raise NotImplementedError
+
+    def encode(self, source, max_length=None, training=None):
+        raise NotImplementedError
+
+    def decode_step(self, tokens, state, training=None):
+        """`tokens (B,)` -> `(logits (B, V), state, attention (B, S))`."""
+        raise NotImplementedError
+
+    def teacher_forced(self, source, target_in, training=None, return_attention=False):
+        raise NotImplementedError
+
+    def attention_weights(self, source, target_in):
+        """Attention maps for plotting: `{name: (B, [H,] T, S)}`."""
+        raise NotImplementedError
+
+    # -- shared ------------------------------------------------------------
+    def build(self, input_shape=None):
+        self.build_layers()
+        if self.scheduled_sampling is not None:
+            # Training calls so far. The optimizer's `iterations` would do on
+            # TensorFlow, but a JAX train step sees only the model's own
+            # variables as state (the optimizer's read as trace-time
+            # constants), so the model counts for itself.
+            self.sampling_step = self.add_weight(
+                name="sampling_step",
+                shape=(),
+                dtype="int32",
+                initializer="zeros",
+                trainable=False,
+                aggregation="only_first_replica",
+            )
+        self.built = True
+
+    def check_source(self, source):
+        source = ops.convert_to_tensor(source)
+        check_token_ids("source", source, type(self).__name__)
+        if not self.built:
+            self.build()
+        return source
+
+    def reorder_state(self, state, indices):
+        """Gather every tensor of `state` along the batch axis."""
+        return keras.tree.map_structure(lambda t: ops.take(t, indices, axis=0), state)
+
+    def call(self, inputs, training=None):
+        source, target_in = inputs
+        if training and self.scheduled_sampling is not None:
+            step = ops.convert_to_tensor(self.sampling_step)
+            self.sampling_step.assign(step + 1)
+            return scheduled_sampling_logits(
+                self,
+                source,
+                target_in,
+                self.scheduled_sampling(step),
+                self.scheduled_sampling.draw,
+                self._sampling_seed,
+                training=True,
+            )
+        return self.teacher_forced(source, target_in, training=training)
+
+    def compute_output_shape(self, input_shape):
+        source_shape, target_shape = input_shape
+        return tuple(target_shape) + (self.target_vocab_size,)
+
+    def get_config(self):
+        config = {"sos_id": self.sos_id, "eos_id": self.eos_id, "padding_id": self.padding_id}
+        if self.scheduled_sampling is not None:
+            config["scheduled_sampling"] = self.scheduled_sampling.get_config()
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)

@@ -1,0 +1,155 @@
+"""The convolutional encoder-decoder (ConvS2S) behind the `Seq2Seq`
+interface."""
+
+import keras
+from keras import ops
+
+from keras_attention.convs2s import PRESETS, ConvS2SDecoder, ConvS2SEncoder
+from keras_attention.seq2seq.base import TOKENS, Seq2Seq
+
+
+@keras.saving.register_keras_serializable(package="keras_attention")
+class ConvS2SSeq2Seq(Seq2Seq):
+    """ConvS2S (Gehring et al., 2017): gated convolutions in both stacks and
+    one multi-step attention per decoder layer.
+
+        z, z + e = ConvS2SEncoder(x)
+        p(y_{i+1} | y_≤i, x) = ConvS2SDecoder(y_≤i, z, z + e)
+
+    Args:
+        source_vocab_size, target_vocab_size: ints.
+        embed_dim: int, embedding width E (also the attention width).
+        encoder_convolutions, decoder_convolutions: optional lists of
+            (width, kernel_size) per layer, for stacks of mixed widths;
+            default `num_layers` layers of `(hidden_dim, kernel_size)`.
+        max_length: int, learned positions (source and target).
+        dropout: float.
+        hidden_dim, num_layers, kernel_size: the default stacks.
+        **kwargs: `Seq2Seq` arguments.
+
+    Call arguments and returns: see `Seq2Seq`.
+
+    Example:
+
+    >>> model = ConvS2SSeq2Seq(20, 20, embed_dim=8, hidden_dim=8, num_layers=2)
+    >>> model((np.array([[3, 4, 5]]), np.array([[1, 6]]))).shape
+    (1, 2, 20)
+
+    References:
+        Gehring et al., "Convolutional Sequence to Sequence Learning" (2017).
+    """
+
+    def __init__(
+        self,
+        source_vocab_size,
+        target_vocab_size,
+        embed_dim=64,
+        encoder_convolutions=None,
+        decoder_convolutions=None,
+        max_length=128,
+        dropout=0.0,
+        hidden_dim=64,
+        num_layers=3,
+        kernel_size=3,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.source_vocab_size, self.target_vocab_size = source_vocab_size, target_vocab_size
+        self.embed_dim, self.max_length, self.dropout = embed_dim, max_length, dropout
+        self.hidden_dim, self.num_layers, self.kernel_size = hidden_dim, num_layers, kernel_size
+        default = ((hidden_dim, kernel_size),) * num_layers
+        self.encoder = ConvS2SEncoder(
+            source_vocab_size,
+            embed_dim,
+            encoder_convolutions or default,
+            max_length,
+            dropout,
+            padding_id=self.padding_id,
+            name="encoder",
+        )
+        self.decoder = ConvS2SDecoder(
+            target_vocab_size,
+            embed_dim,
+            decoder_convolutions or default,
+            max_length,
+            dropout,
+            padding_id=self.padding_id,
+            name="decoder",
+        )
+
+    @classmethod
+    def from_preset(cls, preset, source_vocab_size, target_vocab_size, **kwargs):
+        """A model with the stacks of a named architecture (fairseq's
+        `fconv_iwslt_de_en`, `fconv_wmt_en_ro`, or `tiny`); `kwargs`
+        override the rest."""
+        if preset not in PRESETS:
+            raise ValueError(
+                f"ConvS2SSeq2Seq.from_preset: `preset` must be one of {sorted(PRESETS)}; "
+                f"received {preset!r}."
+            )
+        sizes = PRESETS[preset]
+        return cls(
+            source_vocab_size,
+            target_vocab_size,
+            embed_dim=sizes["embed_dim"],
+            encoder_convolutions=sizes["encoder"],
+            decoder_convolutions=sizes["decoder"],
+            **kwargs,
+        )
+
+    def build_layers(self):
+        memory = (None, None, self.embed_dim)
+        self.encoder.build(TOKENS)
+        self.decoder.build(TOKENS, memory, memory)
+
+    def encode(self, source, max_length=None, training=None):
+        source = self.check_source(source)
+        if max_length is not None and max_length > self.max_length:
+            raise ValueError(
+                f"`max_length` {max_length} exceeds the {self.max_length} learned target "
+                "positions of ConvS2SSeq2Seq; decode fewer tokens or build the model with a "
+                "larger max_length."
+            )
+        keys, values = self.encoder(source, training=training)
+        state = self.decoder.init_cache(keys, values, self.encoder.source_mask(source))
+        state["step"] = ops.zeros((ops.shape(source)[0],), "int32")
+        return state
+
+    def decode_step(self, tokens, state, training=None):
+        cache = {k: v for k, v in state.items() if k != "step"}
+        logits, scores, cache = self.decoder.step(
+            ops.cast(tokens, "int32"), cache, state["step"][0], training=training
+        )
+        weights = ops.mean(ops.stack(scores, axis=0), axis=0)  # mean over layers, (B, S)
+        return logits, dict(cache, step=state["step"] + 1), weights
+
+    def teacher_forced(self, source, target_in, training=None, return_attention=False):
+        source = self.check_source(source)
+        keys, values = self.encoder(source, training=training)
+        return self.decoder(
+            target_in,
+            keys,
+            values,
+            source_mask=self.encoder.source_mask(source),
+            return_attention_scores=return_attention,
+            training=training,
+        )
+
+    def attention_weights(self, source, target_in):
+        _, scores = self.teacher_forced(source, target_in, return_attention=True)
+        return {f"layer {index + 1}": weights for index, weights in enumerate(scores)}
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "source_vocab_size": self.source_vocab_size,
+            "target_vocab_size": self.target_vocab_size,
+            "embed_dim": self.embed_dim,
+            "encoder_convolutions": [list(c) for c in self.encoder.convolutions],
+            "decoder_convolutions": [list(c) for c in self.decoder.convolutions],
+            "max_length": self.max_length,
+            "dropout": self.dropout,
+            "hidden_dim": self.hidden_dim,
+            "num_layers": self.num_layers,
+            "kernel_size": self.kernel_size,
+        }

@@ -1,0 +1,180 @@
+"""The recurrent encoder-decoder: an LSTM/GRU encoder and an attention
+decoder (Bahdanau or Luong), or no attention (the bottleneck baseline)."""
+
+import keras
+from keras import ops
+
+from keras_attention import registry
+from keras_attention.rnn import AttentionDecoder, RecurrentEncoder
+from keras_attention.seq2seq._compat import pop_renamed, renamed_config
+from keras_attention.seq2seq.base import TOKENS, Seq2Seq
+
+# 0.1.0 names
+RENAMED = {
+    "units": "hidden_dim",
+    "encoder_layers": "num_layers",
+    "decoder_layers": "num_decoder_layers",
+}
+
+
+@keras.saving.register_keras_serializable(package="keras_attention")
+class RecurrentSeq2Seq(Seq2Seq):
+    """RNN encoder-decoder with attention, or without (the bottleneck
+    baseline: `attention=None`).
+
+        h_j = RNN_enc(e_j, h_{j-1})                       (RecurrentEncoder)
+        s_t = RNN_dec([y_{t-1}; c_t or h̃_{t-1}], s_{t-1})  (AttentionDecoder)
+        p(y_t | y_<t, x) = softmax(W_o [s_t; c_t] + b_o)
+
+    Without attention the decoder sees the source only through its initial
+    state, the fixed-size bottleneck the seeds contrast attention with.
+
+    Args:
+        source_vocab_size, target_vocab_size: ints.
+        embed_dim: int, token embedding width.
+        hidden_dim: int, RNN width (each direction of the encoder).
+        attention: a name `keras_attention.get` resolves ("dot",
+            "scaled_dot", "general", "additive", "concat", "local",
+            "multihead"), an attention layer, a config, or None.
+        style: "bahdanau" or "luong"; input_feeding, context_input: see
+            `AttentionDecoder`.
+        num_layers: int, stacked RNN layers of the encoder; the decoder has
+            `num_decoder_layers` (default the same).
+        cell, bidirectional, reverse_source, dropout: see `RecurrentEncoder`.
+        **kwargs: `Seq2Seq` arguments (special ids, scheduled sampling).
+
+    Call arguments and returns: see `Seq2Seq`.
+
+    Example:
+
+    >>> model = RecurrentSeq2Seq(20, 20, embed_dim=8, hidden_dim=16, attention="additive")
+    >>> model((np.array([[3, 4, 5]]), np.array([[1, 6]]))).shape
+    (1, 2, 20)
+
+    References:
+        Sutskever et al., "Sequence to Sequence Learning with Neural
+        Networks" (2014); Bahdanau et al. (2015); Luong et al. (2015).
+    """
+
+    def __init__(
+        self,
+        source_vocab_size,
+        target_vocab_size,
+        embed_dim=64,
+        hidden_dim=64,
+        attention="general",
+        style="luong",
+        input_feeding=True,
+        context_input=False,
+        num_layers=1,
+        num_decoder_layers=None,
+        cell="lstm",
+        bidirectional=False,
+        reverse_source=False,
+        dropout=0.0,
+        **kwargs,
+    ):
+        old = pop_renamed(kwargs, RENAMED, "RecurrentSeq2Seq")
+        hidden_dim = old.get("hidden_dim", hidden_dim)
+        num_layers = old.get("num_layers", num_layers)
+        num_decoder_layers = old.get("num_decoder_layers", num_decoder_layers)
+        super().__init__(**kwargs)
+        if isinstance(attention, str) and attention not in registry.names():
+            raise ValueError(
+                f"`attention` of RecurrentSeq2Seq must be one of {list(registry.names())}, an "
+                f"attention layer, its config, or None; received attention={attention!r}."
+            )
+        self.source_vocab_size, self.target_vocab_size = source_vocab_size, target_vocab_size
+        self.embed_dim, self.hidden_dim = embed_dim, hidden_dim
+        self.attention_spec = (
+            attention
+            if attention is None or isinstance(attention, (str, dict))
+            else keras.saving.serialize_keras_object(attention)
+        )
+        self.style, self.input_feeding, self.context_input = style, input_feeding, context_input
+        self.num_layers = num_layers
+        self.num_decoder_layers = num_decoder_layers or num_layers
+        self.cell, self.bidirectional = cell, bidirectional
+        self.reverse_source, self.dropout = reverse_source, dropout
+        self.encoder = RecurrentEncoder(
+            source_vocab_size,
+            embed_dim,
+            hidden_dim,
+            num_layers,
+            cell,
+            bidirectional,
+            reverse_source,
+            dropout,
+            padding_id=self.padding_id,
+            name="encoder",
+        )
+        self.decoder = AttentionDecoder(
+            target_vocab_size,
+            embed_dim,
+            hidden_dim,
+            attention,
+            style,
+            input_feeding,
+            context_input,
+            self.num_decoder_layers,
+            cell,
+            dropout,
+            name="decoder",
+        )
+
+    @property
+    def units(self):  # 0.1.0 name
+        return self.hidden_dim
+
+    def build_layers(self):
+        self.encoder.build(TOKENS)
+        width = self.encoder.output_width
+        states = 2 if self.cell == "lstm" else 1
+        self.decoder.build(TOKENS, (None, None, width), [(None, width)] * states)
+
+    def encode(self, source, max_length=None, training=None):
+        source = self.check_source(source)
+        memory, final_state = self.encoder(source, training=training)
+        return self.decoder.initial_state(memory, final_state, self.encoder.source_mask(source))
+
+    def decode_step(self, tokens, state, training=None):
+        logits, weights, state = self.decoder.step(
+            ops.cast(tokens, "int32"), state, training=training
+        )
+        return logits, state, weights
+
+    def teacher_forced(self, source, target_in, training=None, return_attention=False):
+        source = self.check_source(source)
+        memory, final_state = self.encoder(source, training=training)
+        logits, weights = self.decoder(
+            target_in, memory, final_state, self.encoder.source_mask(source), training=training
+        )
+        return (logits, weights) if return_attention else logits
+
+    def attention_weights(self, source, target_in):
+        if self.decoder.attention is None:
+            return {}  # the bottleneck baseline has no alignment
+        return {"attention": self.teacher_forced(source, target_in, return_attention=True)[1]}
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "source_vocab_size": self.source_vocab_size,
+            "target_vocab_size": self.target_vocab_size,
+            "embed_dim": self.embed_dim,
+            "hidden_dim": self.hidden_dim,
+            "attention": self.attention_spec,
+            "style": self.style,
+            "input_feeding": self.input_feeding,
+            "context_input": self.context_input,
+            "num_layers": self.num_layers,
+            "num_decoder_layers": self.num_decoder_layers,
+            "cell": self.cell,
+            "bidirectional": self.bidirectional,
+            "reverse_source": self.reverse_source,
+            "dropout": self.dropout,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**renamed_config(config, RENAMED))

@@ -1,0 +1,219 @@
+"""The Transformer encoder-decoder behind the `Seq2Seq` interface."""
+
+import keras
+from keras import ops
+
+from keras_attention.positional import TokenAndPositionEmbedding
+from keras_attention.seq2seq._compat import pop_renamed, renamed_config
+from keras_attention.seq2seq.base import TOKENS, Seq2Seq
+from keras_attention.transformer import TransformerDecoderLayer, TransformerEncoderLayer
+
+RENAMED = {"width": "hidden_dim"}  # 0.1.0 name
+
+
+@keras.saving.register_keras_serializable(package="keras_attention")
+class TransformerSeq2Seq(Seq2Seq):
+    """A Transformer encoder-decoder built from this library's layers.
+
+        e = Embedding(x)·sqrt(d) + PE,  encoder: N × TransformerEncoderLayer
+        g = Embedding(y)·sqrt(d) + PE,  decoder: N × TransformerDecoderLayer
+        p(y_{i+1} | y_≤i, x) = softmax(W_o h_i + b_o)
+
+    Args:
+        source_vocab_size, target_vocab_size: ints.
+        hidden_dim: int, the model width d (embeddings and every layer).
+        num_heads, intermediate_dim, num_layers: sizes (num_layers each for
+            the encoder and the decoder).
+        max_length: longest target decoded (the size of the cache).
+        dropout: float; norm_first: pre-norm layers (and a final norm).
+        **kwargs: `Seq2Seq` arguments.
+
+    Call arguments and returns: see `Seq2Seq`.
+
+    Example:
+
+    >>> model = TransformerSeq2Seq(20, 20, hidden_dim=8, num_heads=2, intermediate_dim=16)
+    >>> model((np.array([[3, 4, 5]]), np.array([[1, 6]]))).shape
+    (1, 2, 20)
+
+    References:
+        Vaswani et al., "Attention Is All You Need" (2017).
+    """
+
+    def __init__(
+        self,
+        source_vocab_size,
+        target_vocab_size,
+        hidden_dim=64,
+        num_heads=4,
+        intermediate_dim=128,
+        num_layers=2,
+        max_length=128,
+        dropout=0.0,
+        norm_first=False,
+        **kwargs,
+    ):
+        hidden_dim = pop_renamed(kwargs, RENAMED, "TransformerSeq2Seq").get(
+            "hidden_dim", hidden_dim
+        )
+        super().__init__(**kwargs)
+        self.source_vocab_size, self.target_vocab_size = source_vocab_size, target_vocab_size
+        self.hidden_dim, self.num_heads, self.intermediate_dim = (
+            hidden_dim,
+            num_heads,
+            intermediate_dim,
+        )
+        self.num_layers, self.max_length = num_layers, max_length
+        self.dropout, self.norm_first = dropout, norm_first
+
+        def embedding(vocab_size, name):
+            # Vaswani et al., Sec. 3.4: embeddings scaled by sqrt(d).
+            return TokenAndPositionEmbedding(
+                vocab_size,
+                hidden_dim,
+                max_length,
+                scale_embeddings=True,
+                dropout=dropout,
+                padding_id=self.padding_id,
+                name=name,
+            )
+
+        self.source_embedding = embedding(source_vocab_size, "source_embedding")
+        self.target_embedding = embedding(target_vocab_size, "target_embedding")
+        self.encoder_layers = [
+            TransformerEncoderLayer(
+                num_heads,
+                intermediate_dim,
+                dropout=dropout,
+                norm_first=norm_first,
+                name=f"encoder_{i}",
+            )
+            for i in range(num_layers)
+        ]
+        self.decoder_layers = [
+            TransformerDecoderLayer(
+                num_heads,
+                intermediate_dim,
+                dropout=dropout,
+                norm_first=norm_first,
+                name=f"decoder_{i}",
+            )
+            for i in range(num_layers)
+        ]
+        self.final_norm = keras.layers.LayerNormalization(epsilon=1e-5) if norm_first else None
+        self.output_projection = keras.layers.Dense(target_vocab_size, name="output_projection")
+
+    @property
+    def width(self):  # 0.1.0 name
+        return self.hidden_dim
+
+    def build_layers(self):
+        sequence = (None, None, self.hidden_dim)
+        self.source_embedding.build(TOKENS)
+        self.target_embedding.build(TOKENS)
+        for layer in self.encoder_layers:
+            layer.build(sequence)
+        for layer in self.decoder_layers:
+            layer.build(sequence, sequence)
+        if self.final_norm is not None:
+            self.final_norm.build(sequence)
+        self.output_projection.build(sequence)
+
+    def load_own_variables(self, store):
+        super().load_own_variables(store)
+        # 0.1.0 kept the token tables in two keras.layers.Embedding, which a
+        # subclassed model's weights file names by class ("layers/embedding",
+        # "layers/embedding_1"); hand them to the embeddings that replaced them.
+        if store.has_path("layers/embedding") and not store.has_path(
+            "layers/token_and_position_embedding"
+        ):
+            for layer, path in (
+                (self.source_embedding, "layers/embedding"),
+                (self.target_embedding, "layers/embedding_1"),
+            ):
+                layer.legacy_embeddings = store.get(path)["0"]
+
+    def _encode_memory(self, source, training=None):
+        source = self.check_source(source)
+        mask = ops.not_equal(source, self.padding_id)
+        x = self.source_embedding(source, training=training)
+        for layer in self.encoder_layers:
+            x = layer(x, padding_mask=mask, training=training)
+        return x, mask
+
+    def _output(self, x):
+        if self.final_norm is not None:
+            x = self.final_norm(x)
+        return self.output_projection(x)
+
+    def encode(self, source, max_length=None, training=None):
+        max_length = max_length or self.max_length
+        if max_length > self.max_length:
+            raise ValueError(
+                f"`max_length` {max_length} exceeds TransformerSeq2Seq's max_length "
+                f"{self.max_length} (the size of its decoding cache); decode fewer tokens or "
+                "build a larger model."
+            )
+        memory, mask = self._encode_memory(source, training=training)
+        batch = ops.shape(memory)[0]
+        state = {
+            f"layer_{i}": layer.init_cache(batch, max_length, memory)
+            for i, layer in enumerate(self.decoder_layers)
+        }
+        state.update(source_mask=mask, step=ops.zeros((batch,), "int32"))
+        return state
+
+    def decode_step(self, tokens, state, training=None):
+        index = state["step"][0]
+        x = self.target_embedding(
+            ops.cast(tokens, "int32")[:, None], start_index=index, training=training
+        )
+        new_state = dict(state)
+        for i, layer in enumerate(self.decoder_layers):
+            x, cross, new_state[f"layer_{i}"] = layer.step(
+                x,
+                state[f"layer_{i}"],
+                index,
+                encoder_padding_mask=state["source_mask"],
+                training=training,
+            )
+        new_state["step"] = state["step"] + 1
+        weights = ops.mean(cross[:, :, 0], axis=1)  # last layer, mean over heads: (B, S)
+        return self._output(x)[:, 0], new_state, weights
+
+    def teacher_forced(self, source, target_in, training=None, return_attention=False):
+        memory, mask = self._encode_memory(source, training=training)
+        y = self.target_embedding(target_in, training=training)
+        scores = {}
+        for i, layer in enumerate(self.decoder_layers):
+            y, layer_scores = layer(
+                y,
+                memory,
+                encoder_padding_mask=mask,
+                return_attention_scores=True,
+                training=training,
+            )
+            scores[f"layer {i + 1}"] = layer_scores["cross_attention"]
+        logits = self._output(y)
+        return (logits, scores) if return_attention else logits
+
+    def attention_weights(self, source, target_in):
+        return self.teacher_forced(source, target_in, return_attention=True)[1]
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "source_vocab_size": self.source_vocab_size,
+            "target_vocab_size": self.target_vocab_size,
+            "hidden_dim": self.hidden_dim,
+            "num_heads": self.num_heads,
+            "intermediate_dim": self.intermediate_dim,
+            "num_layers": self.num_layers,
+            "max_length": self.max_length,
+            "dropout": self.dropout,
+            "norm_first": self.norm_first,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**renamed_config(config, RENAMED))

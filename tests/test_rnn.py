@@ -1,0 +1,121 @@
+"""The recurrent layers through the shared harness, and the decoder's
+equations against a plain NumPy step."""
+
+import numpy as np
+import pytest
+
+from keras_attention import AttentionDecoder, GeneralAttention, LocalAttention, RecurrentEncoder
+from tests import reference
+from tests.harness import run_layer_test
+
+B, S, T, V, U = 2, 5, 4, 11, 8
+
+
+def tokens(rng, length, low=3):
+    ids = rng.integers(low, V, (B, length)).astype("int32")
+    ids[1, length - 2 :] = 0  # padding at the end of the second row
+    return ids
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"vocab_size": V, "embed_dim": 4, "units": U},
+        {
+            "vocab_size": V,
+            "embed_dim": 4,
+            "units": U,
+            "cell": "gru",
+            "num_layers": 2,
+            "bidirectional": True,
+        },
+        {"vocab_size": V, "embed_dim": 4, "units": U, "reverse_source": True},
+    ],
+)
+def test_encoder_harness(rng, kwargs):
+    source = tokens(rng, S)
+    run_layer_test(
+        RecurrentEncoder,
+        kwargs,
+        inputs={"source_tokens": source},
+        masked_inputs=None,
+        mixed_precision=False,
+    )
+
+
+@pytest.mark.parametrize(
+    "attention,style",
+    [
+        ("general", "luong"),
+        ("additive", "bahdanau"),
+        ("multihead", "luong"),
+        (
+            {
+                "class_name": "LocalAttention",
+                "registered_name": "keras_attention>LocalAttention",
+                "config": {"window": 2, "mode": "monotonic", "score": "dot"},
+            },
+            "bahdanau",
+        ),
+        (None, "luong"),
+    ],
+)
+def test_decoder_harness(rng, attention, style):
+    memory = rng.normal(size=(B, S, U)).astype("float32")
+    state = [rng.normal(size=(B, U)).astype("float32") for _ in range(2)]
+    mask = np.ones((B, S), bool)
+    mask[1, 3:] = False
+    run_layer_test(
+        AttentionDecoder,
+        {"vocab_size": V, "embed_dim": 4, "units": U, "attention": attention, "style": style},
+        inputs={
+            "target_tokens": tokens(rng, T, low=1),
+            "memory": memory,
+            "encoder_state": state,
+            "memory_mask": mask,
+        },
+        masked_inputs={"memory": ~mask},
+        mixed_precision=False,
+    )
+
+
+def test_decoder_takes_a_local_attention_around_any_score(rng):
+    local = LocalAttention(GeneralAttention(), window=1, mode="monotonic")
+    decoder = AttentionDecoder(V, 4, U, attention=local, style="luong")
+    memory = rng.normal(size=(B, S, U)).astype("float32")
+    state = [rng.normal(size=(B, U)).astype("float32") for _ in range(2)]
+    _, weights = decoder(tokens(rng, T, low=1), memory, state)
+    weights = np.asarray(weights)
+    # local-m with the step as the query position: step t attends to |j - t| <= 1 only.
+    for t in range(T):
+        outside = [j for j in range(S) if abs(j - t) > 1]
+        assert np.all(weights[:, t, outside] == 0.0)
+    np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-5)
+
+
+def test_luong_step_matches_numpy(rng):
+    """One Luong step by hand: s_1 = LSTM([E y_0; h̃_0], s_0), a_1 = general
+    attention of s_1 over H, logits = W_o [s_1; a_1] + b_o."""
+    decoder = AttentionDecoder(V, 4, U, attention="general", style="luong", input_feeding=True)
+    memory = rng.normal(size=(B, S, U)).astype("float32")
+    h0, c0 = (rng.normal(size=(B, U)).astype("float32") for _ in range(2))
+    target = tokens(rng, 1, low=1)
+    logits, weights = decoder(target, memory, [h0, c0])
+    embedding = np.asarray(decoder.embedding.embeddings)
+    x = np.concatenate([embedding[target[:, 0]], np.zeros((B, 2 * U), "float32")], -1)
+    kernel, recurrent, bias = (np.asarray(w) for w in decoder.cells[0].weights)
+    z = x @ kernel + h0 @ recurrent + bias
+    i, f, g, o = np.split(z, 4, axis=-1)  # Keras's gate order
+    sigmoid = lambda v: 1 / (1 + np.exp(-v))  # noqa: E731
+    c1 = sigmoid(f) * c0 + sigmoid(i) * np.tanh(g)
+    s1 = sigmoid(o) * np.tanh(c1)
+    a = reference.softmax(
+        np.einsum("bd,de,bse->bs", s1, np.asarray(decoder.attention.kernel), memory)
+    )
+    context = np.einsum("bs,bsd->bd", a, memory)
+    projection = decoder.output_projection
+    expected = np.concatenate([s1, context], -1) @ np.asarray(projection.kernel) + np.asarray(
+        projection.bias
+    )
+    np.testing.assert_allclose(np.asarray(logits)[:, 0], expected, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(weights)[:, 0], a, atol=1e-6)
