@@ -110,8 +110,10 @@ def main(argv=None):
     keras.utils.set_random_seed(0)
     x = tf.random.normal((args.batch, args.length, args.width))
     print(
-        f"keras {keras.__version__}, tensorflow {tf.__version__}, backend {keras.backend.backend()}, "
-        f"{os.cpu_count()} CPUs, GPU: {bool(tf.config.list_physical_devices('GPU'))}, jit={args.jit}"
+        f"keras {keras.__version__}, tensorflow {tf.__version__}, "
+        f"backend {keras.backend.backend()}, "
+        f"{os.cpu_count()} CPUs, GPU: {bool(tf.config.list_physical_devices('GPU'))}, "
+        f"jit={args.jit}"
     )
     print(
         f"B={args.batch} T={args.length} D={args.width} H={args.heads}, causal; "

@@ -66,11 +66,13 @@ def decoding(args):
         return decoder(prefix, keys, values)[:, -1]
 
     print(
-        f"decoding, batch {args.batch}, width {args.width}, {args.layers} decoder layers of kernel 3, "
+        f"decoding, batch {args.batch}, width {args.width}, "
+        f"{args.layers} decoder layers of kernel 3, "
         f"source length 32"
     )
     print(
-        f"{'prefix':>6s} {'cached ms/token':>16s} {'recompute ms/token':>19s} {'recompute/cached':>17s}"
+        f"{'prefix':>6s} {'cached ms/token':>16s} "
+        f"{'recompute ms/token':>19s} {'recompute/cached':>17s}"
     )
     for length in args.prefixes:
         prefix = tf.constant(rng.integers(1, VOCAB, (args.batch, length)), tf.int32)

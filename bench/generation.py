@@ -142,13 +142,16 @@ def main(argv=None):
         f"GPU: {bool(tf.config.list_physical_devices('GPU'))}"
     )
     print(
-        f"batch {args.batch}, source length {args.source_length}, {args.length} tokens generated, width "
-        f"{args.width}, {args.layers} layers, beam {args.beam_width}; tokens/s = batch x length / time\n"
+        f"batch {args.batch}, source length {args.source_length}, "
+        f"{args.length} tokens generated, width "
+        f"{args.width}, {args.layers} layers, beam {args.beam_width}; "
+        "tokens/s = batch x length / time\n"
     )
     L, K = args.length, args.beam_width
     tokens = args.batch * L
     print(
-        f"{'family':<12s} {'search':<7s} {'cached tok/s':>12s} {'uncached tok/s':>15s} {'cached/uncached':>16s}"
+        f"{'family':<12s} {'search':<7s} {'cached tok/s':>12s} "
+        f"{'uncached tok/s':>15s} {'cached/uncached':>16s}"
     )
     models = families(args.width, args.layers, L)
     for name, model in models.items():
@@ -158,13 +161,15 @@ def main(argv=None):
             (f"beam{K}", lambda m, s: beam_search(m, s, L, beam_width=K)["tokens"]),
         ):
             cached = tf.function(lambda s, m=model, f=search: f(m, s), autograph=False)
-            uncached = tf.function(lambda s, m=Uncached(model), f=search: f(m, s), autograph=False)
+            uncached_model = Uncached(model)
+            uncached = tf.function(lambda s, m=uncached_model, f=search: f(m, s), autograph=False)
             times = alternate(
                 [(cached, (source,)), (uncached, (source,))], args.repeats, args.iters
             )
             print(
                 f"{name:<12s} {search_name:<7s} {tokens / statistics.median(times[0]):12.0f} "
-                f"{tokens / statistics.median(times[1]):15.0f} {median_ratio(times[1], times[0]):16.1f}"
+                f"{tokens / statistics.median(times[1]):15.0f} "
+                f"{median_ratio(times[1], times[0]):16.1f}"
             )
 
     try:

@@ -73,11 +73,14 @@ def main(argv=None):
     served = tf.saved_model.load(path)
     sentences = [pair[0] for pair in read_pairs(os.path.join(args.output, "data", "test.tsv"))]
     print(
-        f"tensorflow {tf.__version__}, {os.cpu_count()} CPUs, GPU: {bool(tf.config.list_physical_devices('GPU'))}; "
-        f"{config['family']} from {args.output}, beam {args.beam_width}, {args.repeats} calls each\n"
+        f"tensorflow {tf.__version__}, {os.cpu_count()} CPUs, "
+        f"GPU: {bool(tf.config.list_physical_devices('GPU'))}; "
+        f"{config['family']} from {args.output}, beam {args.beam_width}, "
+        f"{args.repeats} calls each\n"
     )
     print(
-        f"{'search':<8s} {'batch':>5s} {'path':<22s} {'p50 ms':>8s} {'p95 ms':>8s} {'sent/s':>8s} {'ratio':>7s}"
+        f"{'search':<8s} {'batch':>5s} {'path':<22s} "
+        f"{'p50 ms':>8s} {'p95 ms':>8s} {'sent/s':>8s} {'ratio':>7s}"
     )
     for name, greedy in (("beam", False), ("greedy", True)):
         signature = served.signatures["greedy" if greedy else "serving_default"]
@@ -105,7 +108,8 @@ def main(argv=None):
             for key, values in times.items():
                 p50, p95 = statistics.median(values), float(np.percentile(values, 95))
                 print(
-                    f"{name:<8s} {batch:5d} {key:<22s} {p50 * 1e3:8.1f} {p95 * 1e3:8.1f} {batch / p50:8.1f} "
+                    f"{name:<8s} {batch:5d} {key:<22s} "
+                    f"{p50 * 1e3:8.1f} {p95 * 1e3:8.1f} {batch / p50:8.1f} "
                     f"{p50 / exported_p50:7.2f}"
                 )
     print("\nratio: the path's p50 latency / the exported signature's (> 1: the export is faster)")

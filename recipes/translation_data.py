@@ -70,7 +70,8 @@ def tsv_pairs(path, problems):
                 line = raw.decode("utf-8").rstrip("\r\n")
             except UnicodeDecodeError as error:
                 problems.append(
-                    f"{path}:{number}: not valid UTF-8 ({error.reason} at byte {error.start}); skipped"
+                    f"{path}:{number}: not valid UTF-8 "
+                    f"({error.reason} at byte {error.start}); skipped"
                 )
                 continue
             if not line.strip():
@@ -151,7 +152,8 @@ def prepare(output, corpus=None, reverse=False, limit=None, log=print):
     if short:
         total = sum(counts.values())
         raise CorpusError(
-            f"the corpus gave {total} usable pairs ({counts}); the {'/'.join(short)} split needs at least "
+            f"the corpus gave {total} usable pairs ({counts}); "
+            f"the {'/'.join(short)} split needs at least "
             f"{', '.join(str(MIN_PAIRS[s]) for s in short)} (about 90/5/5 of the pairs go to "
             "train/valid/test): use a larger corpus or a larger --limit"
         )
@@ -160,7 +162,8 @@ def prepare(output, corpus=None, reverse=False, limit=None, log=print):
     with open(meta_path, "w", encoding="utf-8") as handle:
         json.dump(meta, handle)
     log(
-        f"corpus: {counts['train']} train, {counts['valid']} validation, {counts['test']} test pairs"
+        f"corpus: {counts['train']} train, {counts['valid']} validation, "
+        f"{counts['test']} test pairs"
         + (f" ({leaked} held-out pairs dropped: their sentence is in train)" if leaked else "")
         + (f", {len(problems)} lines skipped" if problems else "")
     )

@@ -95,6 +95,7 @@ def load_hyperparameters(path):
         raise ValueError(f"--hyperparameters {path}: {error}") from None
     if not isinstance(values, dict):
         raise ValueError(
-            f"--hyperparameters {path}: expected a JSON object of name: value, got {type(values).__name__}"
+            f"--hyperparameters {path}: expected a JSON object of name: value, "
+            f"got {type(values).__name__}"
         )
     return values

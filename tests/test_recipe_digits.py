@@ -56,16 +56,28 @@ assert out["probabilities"].shape == (2, 10) and out["class"].shape == (2,)
 np.testing.assert_allclose(out["probabilities"].numpy().sum(-1), 1.0, atol=1e-5)
 png = tf.io.encode_png(tf.cast(tf.round(image[0] * 255), tf.uint8)).numpy()
 from_bytes = loaded.signatures["image_bytes"](image_bytes=tf.constant([png, png]))
-direct = loaded.signatures["serving_default"](image=tf.constant(np.round(image[:1] * 255) / 255, tf.float32))
-np.testing.assert_allclose(from_bytes["probabilities"].numpy()[0], direct["probabilities"].numpy()[0], atol=1e-5)
+direct = loaded.signatures["serving_default"](
+    image=tf.constant(np.round(image[:1] * 255) / 255, tf.float32)
+)
+np.testing.assert_allclose(
+    from_bytes["probabilities"].numpy()[0], direct["probabilities"].numpy()[0], atol=1e-5
+)
 warped = loaded.signatures["transformed"](image=tf.constant(image))["transformed"]
 assert warped.shape == (2, 30, 30, 1)
 from recipes.serving_client import rest_body, tensors_from_rest_body
 import json
-body = json.loads(json.dumps(rest_body(dict(image_bytes=np.array([png], dtype=object)), "image_bytes", "instances")))
+body = json.loads(
+    json.dumps(
+        rest_body(dict(image_bytes=np.array([png], dtype=object)), "image_bytes", "instances")
+    )
+)
 assert body["instances"][0]["b64"]
-via_rest = loaded.signatures["image_bytes"](image_bytes=tf.constant(tensors_from_rest_body(body, ["image_bytes"])["image_bytes"]))
-np.testing.assert_allclose(via_rest["probabilities"].numpy()[0], from_bytes["probabilities"].numpy()[0], atol=1e-6)
+via_rest = loaded.signatures["image_bytes"](
+    image_bytes=tf.constant(tensors_from_rest_body(body, ["image_bytes"])["image_bytes"])
+)
+np.testing.assert_allclose(
+    via_rest["probabilities"].numpy()[0], from_bytes["probabilities"].numpy()[0], atol=1e-6
+)
 print("ok")
 """
     result = subprocess.run(

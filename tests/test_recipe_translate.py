@@ -334,7 +334,8 @@ def test_distributed_tuning_runs_every_trial_once(tmp_path):
 def test_tsv_problems_are_reported_by_line(tmp_path):
     path = tmp_path / "corpus.tsv"
     path.write_bytes(
-        b"Hallo Welt.\tHello world.\n\nno tab here\n\xff\xfe broken\tbytes\n\tempty source\nGut.\tGood.\n"
+        b"Hallo Welt.\tHello world.\n\nno tab here\n\xff\xfe broken\tbytes\n"
+        b"\tempty source\nGut.\tGood.\n"
     )
     problems = []
     pairs = list(tsv_pairs(str(path), problems))
@@ -455,9 +456,11 @@ out = loaded.signatures["greedy"](text=tf.constant({texts!r}))
 beam = loaded.signatures["serving_default"](text=tf.constant({texts!r}))
 att = loaded.signatures["attention"](text=tf.constant({texts[:1]!r}))
 print(json.dumps({{"translation": [t.decode() for t in out["translation"].numpy()],
-                  "score": out["score"].numpy().tolist(), "truncated": beam["truncated"].numpy().tolist(),
+                  "score": out["score"].numpy().tolist(),
+                  "truncated": beam["truncated"].numpy().tolist(),
                   "beam": [t.decode() for t in beam["translation"].numpy()],
-                  "attention": list(att["attention"].shape), "signatures": sorted(loaded.signatures)}}))
+                  "attention": list(att["attention"].shape),
+                  "signatures": sorted(loaded.signatures)}}))
 """
     result = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, cwd=str(tmp_path)

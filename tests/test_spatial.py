@@ -184,7 +184,10 @@ def test_harness_spatial_transformer(rng, transform):
 def test_error_theta_shape(rng):
     with pytest.raises(
         ValueError,
-        match=r"`theta` of AffineGrid must have shape \(B, 2, 3\) or \(B, 6\); received shape \(2, 3, 3\)",
+        match=(
+            r"`theta` of AffineGrid must have shape \(B, 2, 3\) or \(B, 6\); "
+            r"received shape \(2, 3, 3\)"
+        ),
     ):
         AffineGrid((4, 4))(np.zeros((2, 3, 3), "float32"))
     with pytest.raises(

@@ -4,7 +4,8 @@ top-k, top-p) and beam search with GNMT's length penalty.
 All three take any object with the `Seq2Seq` contract (`base.py`):
 `encode(source, max_length)`, `decode_step(tokens, state) -> (logits,
 state, attention)`, `reorder_state(state, indices)` and
-`sos_id`/`eos_id`/`padding_id` attributes, and run their loop with `keras.ops.while_loop` over fixed-size tensors and the model's
+`sos_id`/`eos_id`/`padding_id` attributes, and run their loop with
+`keras.ops.while_loop` over fixed-size tensors and the model's
 incremental caches: no Python loop over tensors and no custom op, so they
 trace into a `tf.function` and export into a SavedModel.
 

@@ -33,7 +33,8 @@ def next_version(model_dir):
 @contextlib.contextmanager
 def atomic_version_dir(base_dir, model_name, version=None):
     """Yields `(staging, target)`: a temporary directory to write one version
-    into and its final path. On success `staging` is renamed to `<base_dir>/<model_name>/<version>` (and a `models.config`
+    into and its final path. On success `staging` is renamed to
+    `<base_dir>/<model_name>/<version>` (and a `models.config`
     example written beside the version folders); on any exception it is
     removed and nothing else changes.
 
