@@ -4,7 +4,6 @@ thin-plate splines, the module, harness, bad input."""
 import numpy as np
 import pytest
 import scipy.ndimage
-import tensorflow as tf
 
 from keras_attention import AffineGrid, BilinearSampler, SpatialTransformer, ThinPlateSplineGrid
 from keras_attention.spatial import control_grid
@@ -67,7 +66,10 @@ def test_sampler_matches_reference(rng, padding):
     np.testing.assert_allclose(out, want, atol=1e-5)
 
 
+@pytest.mark.tensorflow
 def test_gradients_match_closed_forms_and_finite_differences(rng):
+    import tensorflow as tf
+
     image = tf.constant(rng.random((1, 5, 6, 2)), tf.float32)
     grid = tf.constant(
         rng.uniform(-0.9, 0.9, (1, 3, 4, 2)), tf.float32
