@@ -36,7 +36,7 @@ class AdditiveAttention(ScoreAttention):
     Example:
 
     >>> layer = AdditiveAttention(units=8)
-    >>> layer(np.ones((2, 4)), np.ones((2, 5, 6))).shape   # one decoder step
+    >>> tuple(layer(np.ones((2, 4)), np.ones((2, 5, 6))).shape)  # one decoder step
     (2, 6)
 
     References:
@@ -134,8 +134,14 @@ class ConcatAttention(ScoreAttention):
     Example:
 
     >>> layer = ConcatAttention(hidden_units=(16, 8))
-    >>> layer(np.ones((2, 3, 4)), np.ones((2, 5, 6))).shape
+    >>> tuple(layer(np.ones((2, 3, 4)), np.ones((2, 5, 6))).shape)
     (2, 3, 6)
+
+    References:
+        Luong et al., "Effective Approaches to Attention-based Neural Machine
+        Translation" (2015), Sec. 3.1 ("concat"); Bahdanau et al., "Neural
+        Machine Translation by Jointly Learning to Align and Translate"
+        (2015).
     """
 
     def __init__(

@@ -218,6 +218,10 @@ class MultiStepAttention(keras.layers.Layer):
     when the two differ (otherwise `c_i` is added as it is); the sum is the
     residual connection, scaled by sqrt(0.5).
 
+    Args:
+        **kwargs: base `keras.layers.Layer` arguments (`name`, `dtype`, ...);
+            the widths come from the inputs at build time.
+
     Call arguments:
         decoder_state: `(B, T, C)`, h.
         target_embedding: `(B, T, E)`, g.
@@ -228,6 +232,18 @@ class MultiStepAttention(keras.layers.Layer):
 
     Returns:
         `(B, T, C)`, or `(output, scores)`.
+
+    Example:
+
+    >>> layer = MultiStepAttention()
+    >>> h, g, z = np.ones((2, 3, 6)), np.ones((2, 3, 4)), np.ones((2, 5, 4))
+    >>> out, scores = layer(h, g, z, z, return_attention_scores=True)
+    >>> tuple(out.shape), tuple(scores.shape)
+    ((2, 3, 6), (2, 3, 5))
+
+    References:
+        Gehring et al., "Convolutional Sequence to Sequence Learning" (2017),
+        Sec. 3.3.
     """
 
     def __init__(self, **kwargs):

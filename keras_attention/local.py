@@ -60,9 +60,9 @@ class LocalAttention(ScoreAttention):
     Example:
 
     >>> layer = LocalAttention(GeneralAttention(), window=2, mode="predictive")
-    >>> layer(np.ones((2, 4)), np.ones((2, 7, 6))).shape
+    >>> tuple(layer(np.ones((2, 4)), np.ones((2, 7, 6))).shape)
     (2, 6)
-    >>> LocalAttention(window=2, mode="last")(np.ones((2, 4)), np.ones((2, 7, 4))).shape
+    >>> tuple(LocalAttention(window=2, mode="last")(np.ones((2, 4)), np.ones((2, 7, 4))).shape)
     (2, 4)
 
     References:

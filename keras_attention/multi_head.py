@@ -68,7 +68,7 @@ class MultiHead(keras.layers.Layer):
     >>> layer = MultiHead(num_heads=2, key_dim=4)
     >>> x = np.ones((2, 5, 8))
     >>> out, scores = layer(x, x, use_causal_mask=True, return_attention_scores=True)
-    >>> out.shape, scores.shape
+    >>> tuple(out.shape), tuple(scores.shape)
     ((2, 5, 8), (2, 2, 5, 5))
 
     References:

@@ -35,7 +35,7 @@ class DotProductAttention(ScoreAttention):
     >>> layer = DotProductAttention(scale=True)
     >>> out, scores = layer(np.ones((2, 3, 4)), np.ones((2, 5, 4)),
     ...                     return_attention_scores=True)
-    >>> out.shape, scores.shape
+    >>> tuple(out.shape), tuple(scores.shape)
     ((2, 3, 4), (2, 3, 5))
 
     References:
@@ -92,7 +92,7 @@ class GeneralAttention(ScoreAttention):
     Example:
 
     >>> layer = GeneralAttention()
-    >>> layer(np.ones((2, 3, 4)), np.ones((2, 5, 6))).shape
+    >>> tuple(layer(np.ones((2, 3, 4)), np.ones((2, 5, 6))).shape)
     (2, 3, 6)
 
     References:

@@ -59,7 +59,7 @@ class PositionalEmbedding(keras.layers.Layer):
     Example:
 
     >>> layer = PositionalEmbedding(max_length=16)
-    >>> layer(np.zeros((2, 5, 8))).shape
+    >>> tuple(layer(np.zeros((2, 5, 8))).shape)
     (2, 5, 8)
 
     References:
@@ -169,7 +169,7 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
     Example:
 
     >>> layer = TokenAndPositionEmbedding(vocab_size=10, embed_dim=4, max_length=8)
-    >>> layer(np.array([[1, 2, 3]])).shape
+    >>> tuple(layer(np.array([[1, 2, 3]])).shape)
     (1, 3, 4)
     """
 

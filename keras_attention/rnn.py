@@ -233,7 +233,7 @@ class AttentionDecoder(keras.layers.Layer):
     >>> memory, final_state = encoder(source)
     >>> mask = encoder.source_mask(source)
     >>> logits, weights = decoder(np.array([[1, 6]]), memory, final_state, mask)
-    >>> logits.shape, weights.shape
+    >>> tuple(logits.shape), tuple(weights.shape)
     ((1, 2, 20), (1, 2, 4))
 
     References:

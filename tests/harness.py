@@ -121,7 +121,9 @@ def run_layer_test(
     if train:
         head = keras.layers.Dense(1, name="head")
         train_model = keras.Model(symbolic, head(_flat(outputs)[0]))
-        train_model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse", jit_compile=False)
+        # XLA on JAX (eager JAX steps are slow), none on TF (tf.function compiles faster).
+        jit = keras.backend.backend() == "jax"
+        train_model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse", jit_compile=jit)
         before = [ops.convert_to_numpy(w) for w in model_layer.trainable_weights]
         target = rng.normal(size=(main.shape[:-1]) + (1,)).astype("float32")
         history = train_model.fit(inputs, target, batch_size=len(target), epochs=1, verbose=0)

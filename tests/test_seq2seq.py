@@ -272,3 +272,67 @@ def test_scheduled_sampling_with_unknown_length_is_differentiable(rng):
     assert all(
         g is not None and np.all(np.isfinite(np.asarray(tf.convert_to_tensor(g)))) for g in grads
     )
+
+
+# -- the redesign: presets, 0.1.0 names, training inside call --------------------------
+def test_convs2s_from_preset():
+    from keras_attention.convs2s import PRESETS
+
+    model = ConvS2SSeq2Seq.from_preset("tiny", VOCAB, VOCAB, max_length=16)
+    assert model.embed_dim == PRESETS["tiny"]["embed_dim"]
+    assert model.encoder.convolutions == PRESETS["tiny"]["encoder"]
+    assert model.decoder.convolutions == PRESETS["tiny"]["decoder"]
+    with pytest.raises(ValueError, match=r"`preset` must be one of \['fconv_iwslt_de_en'"):
+        ConvS2SSeq2Seq.from_preset("fconv_big", VOCAB, VOCAB)
+
+
+@pytest.mark.parametrize(
+    "make,old,new,value",
+    [
+        (lambda: RecurrentSeq2Seq(VOCAB, VOCAB, units=12), "units", "hidden_dim", 12),
+        (
+            lambda: RecurrentSeq2Seq(VOCAB, VOCAB, 8, 8, encoder_layers=2),
+            "encoder_layers",
+            "num_layers",
+            2,
+        ),
+        (
+            lambda: TransformerSeq2Seq(VOCAB, VOCAB, width=12, num_heads=2),
+            "width",
+            "hidden_dim",
+            12,
+        ),
+    ],
+)
+def test_0_1_0_constructor_names_still_work_with_a_warning(make, old, new, value):
+    with pytest.warns(DeprecationWarning, match=rf"`{old}` of \w+ is deprecated; use `{new}`"):
+        model = make()
+    assert getattr(model, new) == value
+    assert old not in model.get_config()
+
+
+def test_training_call_follows_the_schedule(rng):
+    """With p = 1 and argmax, a training call is free running; the counter
+    the schedule reads advances once per training call; inference calls
+    are teacher-forced and do not count."""
+    sampling = ScheduledSampling("constant", probability=1.0, draw="argmax")
+    model = RecurrentSeq2Seq(VOCAB, VOCAB, 16, 16, attention="general", scheduled_sampling=sampling)
+    source, target_in = batch(rng)
+    teacher = np.asarray(model((source, target_in)))
+    assert int(model.sampling_step.numpy()) == 0
+    trained = np.asarray(model((source, target_in), training=True))
+    free = np.asarray(scheduled_sampling_logits(model, source, target_in, 1.0, draw="argmax"))
+    np.testing.assert_allclose(trained, free, atol=1e-5)
+    assert not np.allclose(trained, teacher, atol=1e-3)
+    assert int(model.sampling_step.numpy()) == 1
+    linear = RecurrentSeq2Seq(
+        VOCAB,
+        VOCAB,
+        8,
+        8,
+        scheduled_sampling=ScheduledSampling("linear", start=0.0, end=1.0, steps=4),
+    )
+    linear.build()
+    for _ in range(3):
+        linear((source, target_in), training=True)
+    assert float(linear.scheduled_sampling(linear.sampling_step.numpy())) == pytest.approx(0.75)

@@ -32,7 +32,7 @@ class ConvS2SSeq2Seq(Seq2Seq):
     Example:
 
     >>> model = ConvS2SSeq2Seq(20, 20, embed_dim=8, hidden_dim=8, num_layers=2)
-    >>> model((np.array([[3, 4, 5]]), np.array([[1, 6]]))).shape
+    >>> tuple(model((np.array([[3, 4, 5]]), np.array([[1, 6]]))).shape)
     (1, 2, 20)
 
     References:

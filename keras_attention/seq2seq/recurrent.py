@@ -48,7 +48,7 @@ class RecurrentSeq2Seq(Seq2Seq):
     Example:
 
     >>> model = RecurrentSeq2Seq(20, 20, embed_dim=8, hidden_dim=16, attention="additive")
-    >>> model((np.array([[3, 4, 5]]), np.array([[1, 6]]))).shape
+    >>> tuple(model((np.array([[3, 4, 5]]), np.array([[1, 6]]))).shape)
     (1, 2, 20)
 
     References:

@@ -33,7 +33,7 @@ class TransformerSeq2Seq(Seq2Seq):
     Example:
 
     >>> model = TransformerSeq2Seq(20, 20, hidden_dim=8, num_heads=2, intermediate_dim=16)
-    >>> model((np.array([[3, 4, 5]]), np.array([[1, 6]]))).shape
+    >>> tuple(model((np.array([[3, 4, 5]]), np.array([[1, 6]]))).shape)
     (1, 2, 20)
 
     References:

@@ -1,0 +1,76 @@
+"""Training on several replicas equals training on one with the global
+batch (TensorFlow's MirroredStrategy over two logical CPUs), once
+`adapt_for_distribution` gives the loss the global token count. Without
+it each replica returned its own mean and Keras, which expects each
+replica's share, applied about twice the gradient and logged twice the
+loss."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+SCRIPT = """
+import json, sys
+import numpy as np, tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+import keras
+from keras_attention.seq2seq import MaskedCrossEntropy, RecurrentSeq2Seq
+from keras_attention.serving.distribute import adapt_for_distribution
+
+rng = np.random.default_rng(0)
+source = rng.integers(3, 13, (8, 6)).astype("int32")
+target_in = rng.integers(3, 13, (8, 5)).astype("int32")
+target_in[:, 0] = 1
+target_out = rng.integers(3, 13, (8, 5)).astype("int32")
+target_out[4:, 2:] = 0  # the second replica's half has fewer real tokens
+
+def train(replicas, adapt):
+    keras.utils.set_random_seed(0)
+    strategy = (tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]) if replicas == 2
+                else tf.distribute.get_strategy())
+    with strategy.scope():
+        model = RecurrentSeq2Seq(13, 13, 8, 8, attention="general")
+        model.build()
+        model.compile(keras.optimizers.SGD(0.5), MaskedCrossEntropy())
+        if adapt:
+            adapt_for_distribution(model)
+    history = model.fit((source, target_in), target_out, batch_size=8, epochs=1, shuffle=False,
+                        verbose=0)
+    return history.history["loss"][0], [np.asarray(w) for w in model.get_weights()]
+
+# One MirroredStrategy per process: two in one process share collective keys.
+loss_1, weights_1 = train(1, False)
+loss_2, weights_2 = train(2, sys.argv[1] == "adapted")
+print(json.dumps({
+    "loss_1": loss_1, "loss_2": loss_2,
+    "weights": max(float(np.abs(a - b).max()) for a, b in zip(weights_1, weights_2)),
+}))
+"""
+
+
+@pytest.mark.tensorflow
+@pytest.mark.parametrize("mode", ["adapted", "raw"])
+def test_two_replicas_train_like_one_with_the_global_batch(mode):
+    env = {**os.environ, "KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": "3"}
+    result = subprocess.run(
+        [sys.executable, "-c", SCRIPT, mode],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    numbers = json.loads(result.stdout.strip().splitlines()[-1])
+    if mode == "adapted":
+        assert numbers["loss_2"] == pytest.approx(numbers["loss_1"], rel=1e-5)
+        assert numbers["weights"] < 1e-5
+    else:  # the defect the adaptation fixes, still there without it
+        assert numbers["loss_2"] > 1.5 * numbers["loss_1"]
+        assert numbers["weights"] > 1e-3
