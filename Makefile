@@ -60,7 +60,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 
 test: lint $(STAMP) $(JAX_STAMP) $(DING)
-	$(PY) -m pytest -q -n 2 tests
+	$(PY) -m pytest -q -rs -n 2 tests
 	KERAS_BACKEND=jax $(VENV_JAX)/bin/python -m pytest $(DOCTESTS)
 	KERAS_BACKEND=jax $(VENV_JAX)/bin/python -m pytest $(PORTABLE_ARGS) $(PORTABLE)
 

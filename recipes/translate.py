@@ -23,6 +23,7 @@ commands run on a CPU.
 import argparse
 import json
 import os
+import shutil
 import sys
 import time
 
@@ -149,6 +150,35 @@ def build_model(config, source_vocab, target_vocab):
     return model
 
 
+def resilient_backup(directory, log=print):
+    """`BackupAndRestore` that keeps the two last epochs and, when the latest
+    backup does not load (a kill while it was written leaves a truncated
+    file), says so and resumes from the one before. Keras itself falls back
+    only on `OSError`; a truncated HDF5 file raises `ValueError` too."""
+    import keras
+
+    class ResilientBackup(keras.callbacks.BackupAndRestore):
+        def on_train_begin(self, logs=None):
+            try:
+                self._load_model()
+            except (OSError, ValueError) as error:
+                if not os.path.exists(self._prev_weights_path):
+                    raise UsageError(
+                        f"the backup in {directory} does not load ({str(error).splitlines()[0]}) "
+                        "and there is no earlier one: remove that folder to start over"
+                    ) from error
+                log(
+                    f"the last backup did not load ({type(error).__name__}); "
+                    "resuming from the epoch before it"
+                )
+                shutil.copy(self._prev_weights_path, self._weights_path)
+                if os.path.exists(self._prev_training_metadata_path):
+                    shutil.copy(self._prev_training_metadata_path, self._training_metadata_path)
+                self._load_model()
+
+    return ResilientBackup(directory, double_checkpoint=True)
+
+
 def choose_strategy():
     import tensorflow as tf
 
@@ -270,7 +300,7 @@ def train(args, log=print):
     if os.path.isdir(backup) and os.listdir(backup):
         log(f"resuming an interrupted run from its last completed epoch ({backup})")
     callbacks = [
-        keras.callbacks.BackupAndRestore(backup),
+        resilient_backup(backup, log),
         keras.callbacks.TensorBoard(os.path.join(work, "logs")),
     ]
     log(
