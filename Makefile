@@ -36,7 +36,7 @@ $(STAMP): pyproject.toml setup.py
 $(JAX_STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV_JAX)
 	$(VENV_JAX)/bin/python -m pip install --quiet --upgrade pip
-	$(VENV_JAX)/bin/python -m pip install --quiet -e ".[jax]" "pytest>=8" "pytest-xdist>=3" h5py
+	$(VENV_JAX)/bin/python -m pip install --quiet -e ".[jax]" scipy "pytest>=8" "pytest-xdist>=3" h5py
 	touch $@
 
 # PyTorch: on machines whose pip finds the CPU wheel (torch==X+cpu) that one
@@ -44,7 +44,7 @@ $(JAX_STAMP): pyproject.toml setup.py
 $(TORCH_STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV_TORCH)
 	$(VENV_TORCH)/bin/python -m pip install --quiet --upgrade pip
-	$(VENV_TORCH)/bin/python -m pip install --quiet -e . torch "pytest>=8" "pytest-xdist>=3" h5py
+	$(VENV_TORCH)/bin/python -m pip install --quiet -e . torch scipy "pytest>=8" "pytest-xdist>=3" h5py
 	touch $@
 
 # The German-English sentences of the translation recipes (Debian package).

@@ -34,7 +34,7 @@ def test_names_give_layers_that_attend(rng, name, cls):
     out, weights = layer(
         rng.normal(size=(2, 3, 8)), rng.normal(size=(2, 5, 8)), return_attention_scores=True
     )
-    weights = np.asarray(weights)
+    weights = keras.ops.convert_to_numpy(weights)
     np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-5)
     assert tuple(out.shape) == (2, 3, 8)
 
