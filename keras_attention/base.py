@@ -137,19 +137,9 @@ class ScoreAttention(keras.layers.Layer):
         key = value if key is None else key
         single_step = len(query.shape) == 2
         if single_step:
-            if use_causal_mask:
-                raise ValueError(
-                    f"`use_causal_mask=True` of {owner} needs a rank-3 query "
-                    f"(B, Tq, Dq); received a single-step query with shape "
-                    f"{tuple(query.shape)}."
-                )
-            query = ops.expand_dims(query, 1)  # (B, 1, Dq)
-            if query_mask is not None:
-                query_mask = ops.expand_dims(query_mask, 1)  # (B, 1)
-            if attention_mask is not None:
-                attention_mask = ops.expand_dims(attention_mask, 1)  # (B, 1, Tv)
-            if query_positions is not None:
-                query_positions = ops.expand_dims(query_positions, 1)  # (B, 1)
+            query, query_mask, attention_mask, query_positions = masking.as_one_step_sequence(
+                query, use_causal_mask, owner, query_mask, attention_mask, query_positions
+            )
         mask = masking.merge_masks(
             query,
             key,

@@ -127,3 +127,20 @@ def write_at(buffer, update, index, axis):
     shape = [1] * len(buffer.shape)
     shape[axis] = -1
     return ops.where(ops.reshape(inside, shape), ops.cast(gathered, buffer.dtype), buffer)
+
+
+def as_one_step_sequence(query, use_causal_mask, owner, *per_query):
+    """A single-step query `(B, Dq)` as a one-position sequence `(B, 1, Dq)`.
+
+    `per_query` are optional tensors with one entry per query (a query mask
+    `(B,)`, an attention mask `(B, Tv)`, query positions `(B,)`); each gets
+    the same new axis 1 (None stays None). Returns `(query, *per_query)`.
+    A causal mask needs the positions of a rank-3 query, so it is refused.
+    """
+    if use_causal_mask:
+        raise ValueError(
+            f"`use_causal_mask=True` of {owner} needs a rank-3 query (B, Tq, Dq); "
+            f"received a single-step query with shape {tuple(query.shape)}."
+        )
+    expanded = [None if t is None else ops.expand_dims(t, 1) for t in per_query]
+    return (ops.expand_dims(query, 1), *expanded)  # (B, 1, Dq), (B, 1, ...)

@@ -226,16 +226,9 @@ class MultiHead(keras.layers.Layer):
         key = value if key is None else key
         single_step = len(query.shape) == 2
         if single_step:
-            if use_causal_mask:
-                raise ValueError(
-                    "`use_causal_mask=True` of MultiHead needs a rank-3 query (B, Tq, Dq); "
-                    f"received a single-step query with shape {tuple(query.shape)}."
-                )
-            query = ops.expand_dims(query, 1)  # (B, 1, Dq)
-            if query_mask is not None:
-                query_mask = ops.expand_dims(query_mask, 1)  # (B, 1)
-            if attention_mask is not None:
-                attention_mask = ops.expand_dims(attention_mask, 1)  # (B, 1, Tv)
+            query, query_mask, attention_mask = masking.as_one_step_sequence(
+                query, use_causal_mask, "MultiHead", query_mask, attention_mask
+            )
         mask = masking.merge_masks(
             query, key, query_mask, value_mask, attention_mask, use_causal_mask, "MultiHead"
         )
