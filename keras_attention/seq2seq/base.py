@@ -104,6 +104,11 @@ class Seq2Seq(keras.Model):
             )
         self.built = True
 
+    def load_own_variables(self, store):
+        if len(store.keys()) == 0 and self.scheduled_sampling is not None:
+            return  # a 0.1.0 file: no step counter was saved; it starts at 0
+        super().load_own_variables(store)
+
     def check_source(self, source):
         source = ops.convert_to_tensor(source)
         check_token_ids("source", source, type(self).__name__)
