@@ -20,23 +20,17 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-from keras_attention import (  # noqa: E402
-    AdditiveAttention,
-    ConcatAttention,
-    DotProductAttention,
-    GeneralAttention,
-    LocalAttention,
-    MultiHead,
-    PositionalEmbedding,
-)
+import keras_attention  # noqa: E402
+from keras_attention import PositionalEmbedding  # noqa: E402
 
+# demo name -> (registry name, overrides); widths come from the inputs.
 MECHANISMS = {
-    "dot": lambda d: DotProductAttention(scale=True),
-    "general": lambda d: GeneralAttention(),
-    "additive": lambda d: AdditiveAttention(units=d),
-    "concat": lambda d: ConcatAttention(hidden_units=(d,)),
-    "local-monotonic": lambda d: LocalAttention(window=7, mode="monotonic", score="general"),
-    "multihead": lambda d: MultiHead(num_heads=2, key_dim=d // 2),
+    "dot": ("scaled_dot", {}),
+    "general": ("general", {}),
+    "additive": ("additive", {}),
+    "concat": ("concat", {}),
+    "local-monotonic": ("local", {"window": 7, "mode": "monotonic"}),
+    "multihead": ("multihead", {"num_heads": 2}),
 }
 VOCAB = 10  # digits 0..9
 SHADES = " .:-=+*#%@"
@@ -54,7 +48,8 @@ def build_model(mechanism, length, width):
     keys = keras.layers.Embedding(VOCAB, width)(source)
     keys = PositionalEmbedding(max_length=length)(keys)  # e = w + p
     queries = keras.layers.Embedding(length, width)(positions)
-    attention = MECHANISMS[mechanism](width)
+    name, overrides = MECHANISMS[mechanism]
+    attention = keras_attention.get(name, **overrides)
     context, scores = attention(queries, keys, return_attention_scores=True)
     logits = keras.layers.Dense(VOCAB)(context)
     model = keras.Model([source, positions], logits)
