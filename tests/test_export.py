@@ -1,40 +1,137 @@
-"""The atomic, versioned export directory helper."""
+"""The atomic, versioned export directory helper: atomicity, concurrent
+exports, abandoned staging folders, model names and `models.config`."""
 
 import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
 
 import pytest
 
 from keras_attention.serving.export import atomic_version_dir, next_version
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def publish(base, name, content="x", **kwargs):
+    with atomic_version_dir(base, name, **kwargs) as staged:
+        with open(os.path.join(staged.staging, "saved_model.pb"), "w") as handle:
+            handle.write(content)
+    return staged.path
+
 
 def test_versions_count_up_and_publish_atomically(tmp_path):
     base = str(tmp_path)
     assert next_version(os.path.join(base, "m")) == 1
-    with atomic_version_dir(base, "m") as (staging, target):
-        open(os.path.join(staging, "saved_model.pb"), "w").write("x")
-        assert not os.path.exists(target)  # nothing visible until it is complete
-    assert target.endswith(os.path.join("m", "1")) and os.path.exists(
-        os.path.join(target, "saved_model.pb")
+    with atomic_version_dir(base, "m") as staged:
+        open(os.path.join(staged.staging, "saved_model.pb"), "w").write("x")
+        assert not os.path.exists(staged.path)  # nothing visible until it is complete
+    assert staged.path.endswith(os.path.join("m", "1")) and os.path.exists(
+        os.path.join(staged.path, "saved_model.pb")
     )
     assert next_version(os.path.join(base, "m")) == 2
-    assert "model_config_list" in open(os.path.join(base, "m", "models.config")).read()
+    assert "model_config_list" in open(os.path.join(base, "models.config")).read()
 
 
 def test_failed_export_leaves_no_version_and_keeps_earlier_ones(tmp_path):
     base = str(tmp_path)
-    with atomic_version_dir(base, "m") as (staging, _):
-        open(os.path.join(staging, "saved_model.pb"), "w").write("v1")
+    publish(base, "m", "v1")
     with pytest.raises(RuntimeError, match="midway"):
-        with atomic_version_dir(base, "m") as (staging, _):
-            open(os.path.join(staging, "saved_model.pb"), "w").write("half")
+        with atomic_version_dir(base, "m") as staged:
+            open(os.path.join(staged.staging, "saved_model.pb"), "w").write("half")
             raise RuntimeError("killed midway")
-    assert sorted(os.listdir(os.path.join(base, "m"))) == ["1", "models.config"]
+    assert sorted(os.listdir(os.path.join(base, "m"))) == ["1"]
     assert open(os.path.join(base, "m", "1", "saved_model.pb")).read() == "v1"
 
 
 def test_existing_version_is_an_error(tmp_path):
-    with atomic_version_dir(str(tmp_path), "m", version=3):
-        pass
+    publish(str(tmp_path), "m", version=3)
     with pytest.raises(ValueError, match="export version 3 already exists"):
-        with atomic_version_dir(str(tmp_path), "m", version=3):
-            pass
+        publish(str(tmp_path), "m", version=3)
+
+
+def test_two_exports_at_once_get_two_versions(tmp_path):
+    """Both exports number their version before either publishes (the
+    barrier holds them there): they must still end up as 2 and 3."""
+    base = str(tmp_path)
+    publish(base, "m", "v1")
+    both_staged, errors, paths = threading.Barrier(2, timeout=30), [], []
+
+    def export(content):
+        try:
+            with atomic_version_dir(base, "m") as staged:
+                open(os.path.join(staged.staging, "saved_model.pb"), "w").write(content)
+                both_staged.wait()
+            paths.append(staged.path)
+        except BaseException as error:  # noqa: BLE001 - reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=export, args=(name,)) for name in ("a", "b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors
+    model = os.path.join(base, "m")
+    assert sorted(os.listdir(model)) == ["1", "2", "3"]
+    assert sorted(open(os.path.join(p, "saved_model.pb")).read() for p in paths) == ["a", "b"]
+    assert open(os.path.join(model, "1", "saved_model.pb")).read() == "v1"
+
+
+def test_a_killed_exports_staging_folder_is_cleaned_up(tmp_path):
+    base = str(tmp_path)
+    script = f"""
+import os, signal
+from keras_attention.serving.export import atomic_version_dir
+with atomic_version_dir({base!r}, "m") as staged:
+    open(os.path.join(staged.staging, "saved_model.pb"), "w").write("half")
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+    killed = subprocess.Popen(
+        [sys.executable, "-c", script], env=dict(os.environ, PYTHONPATH=ROOT), cwd=str(tmp_path)
+    )
+    assert killed.wait(timeout=120) == -signal.SIGKILL
+    model = os.path.join(base, "m")
+    (abandoned,) = os.listdir(model)
+    assert abandoned.startswith(f".1.incomplete-{socket.gethostname()}-{killed.pid}-")
+    live = f".1.incomplete-{socket.gethostname()}-{os.getpid()}-live"
+    other_host = f".1.incomplete-another-host-{killed.pid}-x"
+    for name in (live, other_host):
+        os.mkdir(os.path.join(model, name))
+    publish(base, "m")
+    assert sorted(os.listdir(model)) == sorted([live, other_host, "1"])
+
+
+@pytest.mark.parametrize(
+    "name", ["../x", "/tmp/x", ".hidden", "", "a/b", 'x"\n  config {', "it's", "a b"]
+)
+def test_model_names_that_are_not_plain_names_are_refused(tmp_path, name):
+    base = tmp_path / "exports"
+    with pytest.raises(ValueError, match="model_name must be a plain name") as raised:
+        publish(str(base), name)
+    assert repr(name) in str(raised.value)
+    assert not os.path.exists(tmp_path / "x") and not os.path.exists(base)
+
+
+def test_one_models_config_lists_every_exported_model(tmp_path):
+    from google.protobuf import text_format
+    from tensorflow_serving.config import model_server_config_pb2
+
+    base = str(tmp_path)
+    for name in ("translator", "digits", "digits", "v2.model"):
+        publish(base, name)
+    os.mkdir(os.path.join(base, "empty"))  # no version: not a model to serve
+    config = text_format.Parse(
+        open(os.path.join(base, "models.config")).read(),
+        model_server_config_pb2.ModelServerConfig(),
+    )
+    entries = config.model_config_list.config
+    assert sorted(e.name for e in entries) == ["digits", "translator", "v2.model"]
+    for entry in entries:
+        assert entry.model_platform == "tensorflow"
+        # The README mounts <base> as /models in the server's container.
+        local = os.path.join(base, os.path.relpath(entry.base_path, "/models"))
+        assert entry.base_path.startswith("/models/") and os.path.isdir(local)
+        assert os.path.basename(local) == entry.name and next_version(local) > 1
