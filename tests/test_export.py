@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 
+import numpy as np
 import pytest
 
 from keras_attention.serving.export import atomic_version_dir, next_version
@@ -135,3 +136,48 @@ def test_one_models_config_lists_every_exported_model(tmp_path):
         local = os.path.join(base, os.path.relpath(entry.base_path, "/models"))
         assert entry.base_path.startswith("/models/") and os.path.isdir(local)
         assert os.path.basename(local) == entry.name and next_version(local) > 1
+
+
+@pytest.fixture(scope="module")
+def tiny_translator(tmp_path_factory):
+    """An untrained tiny translator exported with `translator_archive` and
+    loaded back (the checks under test are in the graph, not the weights)."""
+    import tensorflow as tf
+
+    from keras_attention.seq2seq import RecurrentSeq2Seq
+    from keras_attention.serving.export import export_archive, translator_archive
+    from keras_attention.serving.text import RESERVED, SubwordTokenizer
+
+    directory = tmp_path_factory.mktemp("translator")
+    vocabulary = directory / "vocab.txt"
+    vocabulary.write_text("\n".join(RESERVED + ["ich", "habe", "zeit", "."]) + "\n")
+    tokenizer = SubwordTokenizer(str(vocabulary))
+    model = RecurrentSeq2Seq(8, 8, embed_dim=4, hidden_dim=8, attention="dot")
+    model.build()
+    archive = translator_archive(model, tokenizer, tokenizer, max_length=6, beam_width=2)
+    return tf.saved_model.load(export_archive(archive, str(directory / "exports"), "translator"))
+
+
+def test_tokens_signature_refuses_inconsistent_input(tiny_translator):
+    import tensorflow as tf
+
+    tokens = tiny_translator.signatures["tokens"]
+
+    def call(ids, lengths):
+        return tokens(token_ids=tf.constant(ids, tf.int32), lengths=tf.constant(lengths, tf.int32))
+
+    good = call([[1, 4, 5, 2], [1, 6, 2, 0]], [4, 3])["token_ids"]
+    assert good.shape[0] == 2
+    # Padding beyond a row's length is ignored, whatever it holds.
+    np.testing.assert_array_equal(call([[1, 6, 2, -7]], [3])["token_ids"], good[1:])
+    for ids, lengths, message in [
+        ([[1, 4, 5, 2]], [4, 4], "one entry per row"),  # returned 2 rows
+        ([[1, 4, 5, 2], [1, 4, 2, 0]], [4], "one entry per row"),
+        ([[1, 4, 5, 2]], [0], "must be >= 1"),  # returned a "translation" of nothing
+        ([[1, 4, 5, 2]], [5], "<= the width"),
+        ([[1, -3, 5, 2]], [4], "must be >= 0"),  # wrapped around
+        ([[1, 8, 5, 2]], [4], "< the source vocabulary size 8"),
+    ]:
+        with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+            call(ids, lengths)
+    assert call(np.zeros((0, 4)), np.zeros((0,)))["token_ids"].shape[0] == 0

@@ -218,6 +218,9 @@ def translator_archive(model, source_tokenizer, target_tokenizer, max_length, be
       `target_tokens` strings.
     - `tokens`: `token_ids` int32 `[batch, source_len]` and `lengths` int32
       `[batch]` -> `token_ids` int32 `[batch, target_len]` (beam search).
+      Row `b` is `token_ids[b, :lengths[b]]`; an `INVALID_ARGUMENT` error
+      unless there is one length per row, `1 <= lengths[b] <= source_len`
+      and those ids are in `[0, source vocabulary size)`.
     """
     import keras
     import tensorflow as tf
@@ -271,8 +274,41 @@ def translator_archive(model, source_tokenizer, target_tokenizer, max_length, be
         }
 
     def tokens(token_ids, lengths):
-        mask = tf.sequence_mask(lengths, tf.shape(token_ids)[1])
-        source = tf.where(mask, token_ids, tf.zeros_like(token_ids))
+        # The signature's caller may be TF Serving, which checks nothing: a
+        # wrong `lengths` would silently change the batch, an id out of range
+        # would wrap around in the embedding. Core Assert ops make each an
+        # INVALID_ARGUMENT naming the problem and the values.
+        batch, width = tf.shape(token_ids)[0], tf.shape(token_ids)[1]
+        checks = [
+            tf.debugging.assert_equal(
+                tf.shape(lengths)[0],
+                batch,
+                message="tokens: `lengths` needs one entry per row of `token_ids` "
+                "(number of lengths, then of rows)",
+            ),
+            tf.debugging.assert_greater_equal(
+                lengths, 1, message="tokens: every `lengths` entry must be >= 1 (an empty source)"
+            ),
+            tf.debugging.assert_less_equal(
+                lengths,
+                width,
+                message="tokens: every `lengths` entry must be <= the width of `token_ids`",
+            ),
+        ]
+        with tf.control_dependencies(checks):
+            mask = tf.sequence_mask(lengths, width)
+        used = tf.boolean_mask(token_ids, mask)  # the ids within each row's length
+        checks = [
+            tf.debugging.assert_non_negative(used, message="tokens: `token_ids` must be >= 0"),
+            tf.debugging.assert_less(
+                used,
+                tf.constant(model.source_vocab_size, tf.int32),
+                message=f"tokens: `token_ids` must be < the source vocabulary size "
+                f"{model.source_vocab_size}",
+            ),
+        ]
+        with tf.control_dependencies(checks):
+            source = tf.where(mask, token_ids, tf.zeros_like(token_ids))
         return {"token_ids": best(source)["tokens"]}
 
     text_spec = [tf.TensorSpec((None,), tf.string, name="text")]
