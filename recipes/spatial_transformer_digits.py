@@ -13,8 +13,15 @@ them (the digit should come out centred and enlarged).
     keras-attention-digits --tune          # KerasTuner search
     keras-attention-digits --export        # SavedModel for TF Serving
 
-Everything a run makes goes under --output (default runs/digits);
-training resumes after an interruption (BackupAndRestore).
+Everything a run makes goes under --output (default runs/digits): the
+trained models `cnn.keras` and `spatial_transformer.keras`, TensorBoard
+logs in `logs/`, `results.json`, `transformed.png`, and while training,
+backups in `backup/`: an interrupted run resumes from its last completed
+epoch when re-run with the same command.
+
+The export's `image_bytes` signature takes PNG, JPEG, GIF (first frame)
+or BMP bytes, gray or colour, up to 4096x4096 pixels (checked from the
+header before decoding).
 """
 
 import argparse
@@ -28,6 +35,13 @@ import numpy as np  # noqa: E402
 
 CANVAS = 60
 DIGIT = 28
+# The largest width or height the `image_bytes` signature decodes: a bigger
+# declared size is refused from the header (a 16000x16000 PNG of a few KB
+# would otherwise cost seconds and hundreds of MB per request).
+MAX_IMAGE_SIDE = 4096
+# ITU-R BT.601 luma weights (those of tf.image.rgb_to_grayscale), scaled to
+# sum to 1 so that a gray image keeps its values exactly.
+LUMA = [0.2989 / 0.9999, 0.5870 / 0.9999, 0.1140 / 0.9999]
 
 
 def load_digits(seed=0):
@@ -148,18 +162,41 @@ def build_models(
 
 
 def train(model, train_data, test_data, epochs, batch_size, output, name):
+    """Fit with a backup under `<output>/backup/<name>` (a re-run resumes
+    from the last completed epoch) and TensorBoard logs under
+    `<output>/logs/<name>`; save the model as `<output>/<name>.keras`.
+    Returns the test accuracy."""
     import keras
 
-    backup = keras.callbacks.BackupAndRestore(os.path.join(output, "backup", name))
+    callbacks = [
+        keras.callbacks.BackupAndRestore(os.path.join(output, "backup", name)),
+        keras.callbacks.TensorBoard(os.path.join(output, "logs", name)),
+    ]
     model.fit(
         *train_data,
         validation_split=0.1,
         epochs=epochs,
         batch_size=batch_size,
-        callbacks=[backup],
+        callbacks=callbacks,
         verbose=2,
     )
+    save_model(model, os.path.join(output, f"{name}.keras"))
     return float(model.evaluate(*test_data, verbose=0)[1])
+
+
+def save_model(model, path):
+    """`model.save(path)` through a temporary file in the same folder and
+    `os.replace`, so an interrupted save leaves the earlier file whole."""
+    temporary = os.path.join(
+        os.path.dirname(path), f".{os.path.basename(path)}.{os.getpid()}.keras"
+    )
+    try:
+        model.save(temporary)
+        os.replace(temporary, path)
+    finally:
+        if os.path.exists(temporary):
+            os.remove(temporary)
+    return path
 
 
 def save_grid(images, warped, path, columns=8):
@@ -212,6 +249,53 @@ def tune(args, train_data):
     return best
 
 
+def declared_image_size(data):
+    """`(width, height)` int64 scalars that the header of the image `data`
+    (a scalar string) declares, read with string ops before any decoding:
+
+        PNG   bytes 16..23, IHDR width and height, big-endian uint32
+        GIF   bytes 6..9, logical screen width and height, little-endian uint16
+        BMP   bytes 18..25, width and height, little-endian int32 (height
+              negative for a top-down bitmap)
+        JPEG  the start-of-frame marker, via `tf.image.extract_jpeg_shape`
+
+    Raises `InvalidArgumentError` (a graph assert) for any other format.
+    """
+    import tensorflow as tf
+
+    # 26 header bytes, zero-padded so that short input still slices cleanly.
+    header = tf.strings.substr(tf.strings.join([tf.strings.substr(data, 0, 26), "\0" * 26]), 0, 26)
+
+    def starts_with(magic):
+        return tf.equal(tf.strings.substr(header, 0, len(magic)), magic)
+
+    def numbers(position, length, dtype, little_endian):
+        raw = tf.io.decode_raw(tf.strings.substr(header, position, length), dtype, little_endian)
+        return tf.cast(raw, tf.int64)
+
+    png = numbers(16, 8, tf.int32, little_endian=False)
+    png = tf.where(png < 0, png + 2**32, png)  # uint32 read as int32
+    gif = numbers(6, 4, tf.uint16, little_endian=True)
+    bmp = tf.abs(numbers(18, 8, tf.int32, little_endian=True))
+    is_png, is_gif, is_bmp, is_jpeg = (
+        starts_with(b"\x89PNG\r\n\x1a\n"),
+        starts_with(b"GIF8"),
+        starts_with(b"BM"),
+        starts_with(b"\xff\xd8\xff"),
+    )
+    known = tf.reduce_any(tf.stack([is_png, is_gif, is_bmp, is_jpeg]))
+    with tf.control_dependencies(
+        [tf.debugging.Assert(known, ["image_bytes: an image must be PNG, JPEG, GIF or BMP"])]
+    ):
+        size = tf.where(is_png, png, tf.where(is_gif, gif, bmp))
+    size = tf.cond(
+        is_jpeg,
+        lambda: tf.cast(tf.image.extract_jpeg_shape(data)[1::-1], tf.int64),  # (h, w, c) -> (w, h)
+        lambda: size,
+    )
+    return size[0], size[1]
+
+
 def export(model, warp, args, examples):
     import keras
     import tensorflow as tf
@@ -231,14 +315,37 @@ def export(model, warp, args, examples):
         }
 
     def decode(data):
-        image = tf.io.decode_image(data, channels=1, expand_animations=False)
-        image = tf.image.resize(tf.cast(image, tf.float32) / 255.0, (CANVAS, CANVAS))
+        """PNG, JPEG, GIF (first frame) or BMP bytes -> a (60, 60, 1) image
+        in [0, 1]; colour becomes gray by BT.601 luma."""
+        width, height = declared_image_size(data)
+        checks = [
+            tf.debugging.Assert(
+                tf.logical_and(width <= MAX_IMAGE_SIDE, height <= MAX_IMAGE_SIDE),
+                [
+                    tf.strings.format(
+                        "image_bytes: the image declares {}x{} pixels (width x height); at most "
+                        f"{MAX_IMAGE_SIDE}x{MAX_IMAGE_SIDE} is accepted",
+                        (width, height),
+                    )
+                ],
+            )
+        ]
+        with tf.control_dependencies(checks):  # before the decoder allocates anything
+            image = tf.io.decode_image(data, channels=3, expand_animations=False)
+        gray = tf.tensordot(tf.cast(image, tf.float32) / 255.0, LUMA, axes=[[2], [0]])
+        image = tf.image.resize(gray[..., None], (CANVAS, CANVAS))
         return tf.ensure_shape(image, (CANVAS, CANVAS, 1))
 
     archive.add_endpoint("serving_default", predict, input_signature=[image_spec])
     archive.add_endpoint(
         "image_bytes",
-        lambda image_bytes: predict(tf.map_fn(decode, image_bytes, fn_output_signature=tf.float32)),
+        lambda image_bytes: predict(
+            tf.map_fn(
+                decode,
+                image_bytes,
+                fn_output_signature=tf.TensorSpec((CANVAS, CANVAS, 1), tf.float32),
+            )
+        ),
         input_signature=[tf.TensorSpec((None,), tf.string, name="image_bytes")],
     )
     archive.add_endpoint(
@@ -277,7 +384,11 @@ def main(argv=None):
     )
     parser.add_argument("--transform", choices=["affine", "tps"], default="affine")
     parser.add_argument(
-        "--output", default="runs/digits", help="where checkpoints, logs and the PNG go"
+        "--output",
+        default="runs/digits",
+        help="run folder: models (cnn.keras, spatial_transformer.keras), TensorBoard logs "
+        "(logs/), training backups to resume from (backup/), results.json and the PNG "
+        "(default runs/digits)",
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(

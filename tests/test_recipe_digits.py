@@ -1,10 +1,13 @@
 """The cluttered-digits recipe: a tiny run, its export loaded by plain
 TensorFlow in a fresh process, tuning that resumes, and CLI errors."""
 
+import io
 import json
 import os
+import struct
 import subprocess
 import sys
+import zlib
 
 import numpy as np
 import pytest
@@ -12,6 +15,24 @@ import pytest
 from recipes import spatial_transformer_digits as recipe
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def png_header(width, height):
+    """A tiny PNG (gray, 8 bits) whose IHDR declares `width` x `height`
+    pixels but whose data holds one row: what a hostile client sends."""
+
+    def chunk(kind, data):
+        return (
+            struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+        )
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(b"\0" * (width + 1)))
+        + chunk(b"IEND", b"")
+    )
 
 
 def test_clutter_places_the_digit_and_clutter():
@@ -33,16 +54,43 @@ def test_tiny_run_trains_reports_and_exports(tmp_path):
         0 <= v <= 1 for v in results.values()
     )
     assert os.path.getsize(os.path.join(output, "transformed.png")) > 1000
+    # The run folder holds what --help says: both models and TensorBoard logs.
+    import keras
+
+    for name in ("cnn", "spatial_transformer"):
+        model = keras.saving.load_model(os.path.join(output, f"{name}.keras"))
+        assert model.count_params() > 0
+        assert os.listdir(os.path.join(output, "logs", name, "train"))
+    assert not [f for f in os.listdir(output) if f.startswith(".")]  # no temporary files left
     version = os.path.join(exports, "digits", "1")
     assert os.path.exists(os.path.join(version, "saved_model.pb"))
-    assert os.path.exists(os.path.join(exports, "digits", "models.config"))
+    assert 'name: "digits"' in open(os.path.join(exports, "models.config")).read()
     from keras_attention.serving.export import read_warmup_requests
 
-    assert [s for s, _ in read_warmup_requests(version)] == [
-        "serving_default",
-        "image_bytes",
-        "transformed",
-    ]
+    requests = read_warmup_requests(version)
+    assert [s for s, _ in requests] == ["serving_default", "image_bytes", "transformed"]
+    # A real test digit as PNG (from the warm-up requests), and the same
+    # pixels as GIF, JPEG, BMP and colour PNGs; a PNG header declaring
+    # 16000x16000 pixels (a few bytes: the signature must not decode it).
+    from PIL import Image
+
+    digit = requests[1][1]["image_bytes"][0]
+    gray = Image.open(io.BytesIO(digit))
+    formats = {"png": digit}
+    for name, image, kind, options in [
+        ("gif", gray, "GIF", {}),
+        ("jpeg", gray, "JPEG", {"quality": 95}),
+        ("bmp", gray, "BMP", {}),
+        ("rgb_png", gray.convert("RGB"), "PNG", {}),
+        ("rgba_png", gray.convert("RGBA"), "PNG", {}),
+    ]:
+        stream = io.BytesIO()
+        image.save(stream, kind, **options)
+        formats[name] = stream.getvalue()
+    formats["huge_png"] = png_header(16000, 16000)
+    np.savez(
+        str(tmp_path / "images.npz"), **{k: np.frombuffer(v, "uint8") for k, v in formats.items()}
+    )
 
     # A fresh process with only TensorFlow: the three signatures work and agree.
     script = f"""
@@ -78,6 +126,23 @@ via_rest = loaded.signatures["image_bytes"](
 np.testing.assert_allclose(
     via_rest["probabilities"].numpy()[0], from_bytes["probabilities"].numpy()[0], atol=1e-6
 )
+
+images = {{k: v.tobytes() for k, v in np.load("images.npz").items()}}
+def classes(data):
+    return loaded.signatures["image_bytes"](image_bytes=tf.constant(data))["class"].numpy()
+png_class = classes([images["png"]])
+for name in ("gif", "jpeg", "bmp", "rgb_png", "rgba_png"):
+    assert (classes([images[name]]) == png_class).all(), name
+empty = loaded.signatures["image_bytes"](image_bytes=tf.constant([], tf.string))
+assert empty["probabilities"].shape == (0, 10) and empty["class"].shape == (0,)
+import time
+started = time.perf_counter()
+try:
+    classes([images["png"], images["huge_png"]])
+    raise AssertionError("a 16000x16000 PNG was accepted")
+except tf.errors.InvalidArgumentError as error:
+    assert "declares 16000x16000 pixels" in error.message, error.message
+assert time.perf_counter() - started < 2.0
 print("ok")
 """
     result = subprocess.run(
