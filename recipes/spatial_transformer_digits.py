@@ -412,6 +412,13 @@ def main(argv=None):
         parser.error(f"--learning-rate must be > 0; got {args.learning_rate}")
     if args.limit is not None and args.limit < 20:
         parser.error(f"--limit must be >= 20; got {args.limit}")
+    if args.export:  # before training, not after it
+        from keras_attention.serving.export import check_model_name
+
+        try:
+            check_model_name(args.model_name)
+        except ValueError as error:
+            parser.error(f"--model-name: {error}")
     from .tuning import load_hyperparameters
 
     try:

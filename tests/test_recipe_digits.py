@@ -183,6 +183,7 @@ def test_tuning_runs_and_resumes(tmp_path):
         (["--epochs", "0"], "--epochs must be >= 1; got 0"),
         (["--limit", "5"], "--limit must be >= 20; got 5"),
         (["--hyperparameters", "/nonexistent.json"], "--hyperparameters /nonexistent.json"),
+        (["--export", "--model-name", "../x"], "--model-name: model_name must be a plain name"),
     ],
 )
 def test_cli_errors_are_messages_not_tracebacks(argv, message):
