@@ -181,3 +181,21 @@ def test_tokens_signature_refuses_inconsistent_input(tiny_translator):
         with pytest.raises(tf.errors.InvalidArgumentError, match=message):
             call(ids, lengths)
     assert call(np.zeros((0, 4)), np.zeros((0,)))["token_ids"].shape[0] == 0
+
+
+def test_readme_serving_commands_match_the_export():
+    """The README's multi-model command mounts the export base dir as
+    /models and reads the models.config the export writes; its ports are
+    published on localhost only; its models.config example parses."""
+    from google.protobuf import text_format
+    from tensorflow_serving.config import model_server_config_pb2
+
+    readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    assert '-v "$PWD/saved_models:/models"' in readme
+    assert "--model_config_file=/models/models.config" in readme
+    assert "-p 127.0.0.1:8501:8501" in readme and "-p 8501:8501" not in readme
+    example = readme.split("`saved_models/models.config` (written by every export")[1]
+    example = example.split("```\n")[1]
+    config = text_format.Parse(example, model_server_config_pb2.ModelServerConfig())
+    for entry in config.model_config_list.config:
+        assert entry.base_path == f"/models/{entry.name}"
