@@ -140,10 +140,9 @@ def test_one_models_config_lists_every_exported_model(tmp_path):
 
 @pytest.fixture(scope="module")
 def tiny_translator(tmp_path_factory):
-    """An untrained tiny translator exported with `translator_archive` and
-    loaded back (the checks under test are in the graph, not the weights)."""
-    import tensorflow as tf
-
+    """The path of an untrained tiny translator exported with
+    `translator_archive` (the checks under test are in the graph, not the
+    weights)."""
     from keras_attention.seq2seq import RecurrentSeq2Seq
     from keras_attention.serving.export import export_archive, translator_archive
     from keras_attention.serving.text import RESERVED, SubwordTokenizer
@@ -155,13 +154,13 @@ def tiny_translator(tmp_path_factory):
     model = RecurrentSeq2Seq(8, 8, embed_dim=4, hidden_dim=8, attention="dot")
     model.build()
     archive = translator_archive(model, tokenizer, tokenizer, max_length=6, beam_width=2)
-    return tf.saved_model.load(export_archive(archive, str(directory / "exports"), "translator"))
+    return export_archive(archive, str(directory / "exports"), "translator")
 
 
 def test_tokens_signature_refuses_inconsistent_input(tiny_translator):
     import tensorflow as tf
 
-    tokens = tiny_translator.signatures["tokens"]
+    tokens = tf.saved_model.load(tiny_translator).signatures["tokens"]
 
     def call(ids, lengths):
         return tokens(token_ids=tf.constant(ids, tf.int32), lengths=tf.constant(lengths, tf.int32))
@@ -199,3 +198,28 @@ def test_readme_serving_commands_match_the_export():
     config = text_format.Parse(example, model_server_config_pb2.ModelServerConfig())
     for entry in config.model_config_list.config:
         assert entry.base_path == f"/models/{entry.name}"
+
+
+def test_text_signatures_refuse_a_matrix_fed_past_the_python_check(tiny_translator):
+    """TF Serving runs the graph in a C++ session that does not check the
+    signature's shapes; a callable made from `CallableOptions` does the
+    same from Python. A `[3, 1]` text matrix gave `[3, 3]` translations
+    beside `[3]` scores; it must be an INVALID_ARGUMENT, a vector still
+    works."""
+    import tensorflow as tf
+    from tensorflow.core.protobuf import config_pb2
+
+    with tf.Graph().as_default(), tf.compat.v1.Session() as session:
+        meta_graph = tf.compat.v1.saved_model.load(session, ["serve"], tiny_translator)
+        for name in ("serving_default", "greedy", "attention"):
+            signature = meta_graph.signature_def[name]
+            run = session._make_callable_from_options(
+                config_pb2.CallableOptions(
+                    feed=[signature.inputs["text"].name],
+                    fetch=[signature.outputs["translation"].name],
+                )
+            )
+            (translation,) = run(np.array(["Ich habe Zeit.", ""], dtype=object))
+            assert translation.shape == (2,)
+            with pytest.raises(tf.errors.InvalidArgumentError, match=r"\[3,1\] is not compatible"):
+                run(np.array([["Ich habe"], ["Zeit"], ["."]], dtype=object))

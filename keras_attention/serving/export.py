@@ -207,7 +207,9 @@ def translator_archive(model, source_tokenizer, target_tokenizer, max_length, be
     """An `ExportArchive` of a `Seq2Seq` translator with its tokenizers.
 
     Signatures (all with in-graph tokenisation; inputs longer than
-    `max_length` pieces are truncated and flagged):
+    `max_length` pieces are truncated and flagged; a `text` that is not a
+    vector is an `INVALID_ARGUMENT`, also from TF Serving, which does not
+    check shapes):
 
     - `serving_default`: `text` string `[batch]` -> `translation` string
       `[batch]`, `score` float `[batch]` (beam search of `beam_width`),
@@ -233,8 +235,14 @@ def translator_archive(model, source_tokenizer, target_tokenizer, max_length, be
     archive.track(target_tokenizer)
     decode_length = max_length + 1
 
+    def checked_text(text):
+        """`text`, checked at run time to be a vector: the TensorSpec stops
+        Python callers, but TF Serving feeds whatever a request holds, and a
+        matrix gave outputs of mismatched shapes."""
+        return tf.ensure_shape(text, [None])
+
     def encode(text):
-        return source_tokenizer.encode(text, max_length)
+        return source_tokenizer.encode(checked_text(text), max_length)
 
     def blank_if_empty(text, translation):
         """An empty (or all-space) input translates to an empty string."""
