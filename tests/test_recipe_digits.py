@@ -195,3 +195,35 @@ def test_cli_errors_are_messages_not_tracebacks(argv, message):
     )
     assert result.returncode == 2
     assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_an_interrupted_training_resumes_from_its_backup(tmp_path, monkeypatch):
+    """Interrupted after its second epoch (of three), a re-run trains only
+    the third; the model file is written only by the run that completes."""
+    import keras
+
+    begun = []
+
+    class InterruptingTensorBoard(keras.callbacks.TensorBoard):
+        interrupt = True
+
+        def on_epoch_begin(self, epoch, logs=None):
+            begun.append(epoch)
+            super().on_epoch_begin(epoch, logs)
+
+        def on_epoch_end(self, epoch, logs=None):
+            super().on_epoch_end(epoch, logs)
+            if epoch == 1 and InterruptingTensorBoard.interrupt:
+                raise KeyboardInterrupt
+
+    monkeypatch.setattr(keras.callbacks, "TensorBoard", InterruptingTensorBoard)
+    rng = np.random.default_rng(0)
+    data = (rng.random((40, 60, 60, 1)).astype("float32"), np.arange(40) % 10)
+    output = str(tmp_path)
+    with pytest.raises(KeyboardInterrupt):
+        recipe.train(recipe.build_models(False)[0], data, data, 3, 16, output, "cnn")
+    assert begun == [0, 1] and not os.path.exists(os.path.join(output, "cnn.keras"))
+    InterruptingTensorBoard.interrupt = False
+    recipe.train(recipe.build_models(False)[0], data, data, 3, 16, output, "cnn")
+    assert begun == [0, 1, 2]  # resumed at the third epoch
+    assert keras.saving.load_model(os.path.join(output, "cnn.keras")).count_params() > 0
