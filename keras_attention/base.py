@@ -149,6 +149,7 @@ class ScoreAttention(keras.layers.Layer):
             use_causal_mask,
             owner,
         )
+        value_mask = masking.as_boolean(value_mask, "value_mask", owner)  # restrict reads it
         scores = self.score(query, key)  # (B, Tq, Tv)
         scores, mask = self.restrict(scores, query, key, mask, value_mask, query_positions)
         weights = masking.masked_softmax(scores, mask)  # (B, Tq, Tv)

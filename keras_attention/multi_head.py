@@ -193,9 +193,10 @@ class MultiHead(keras.layers.Layer):
         query = ops.cast(query, self.compute_dtype)
         q = self._split_heads(query, self.query_kernel, self.query_bias)  # (B, H, Tq, d_k)
         q = q * ops.cast(1.0 / math.sqrt(self.key_dim), q.dtype)
-        scores = ops.matmul(q, ops.swapaxes(key, -1, -2))  # (B, H, Tq, Tv)
+        scores = masking.score_product(q, ops.swapaxes(key, -1, -2))  # (B, H, Tq, Tv)
         mask = None if attention_mask is None else ops.expand_dims(attention_mask, 1)
         weights = masking.masked_softmax(scores, mask)  # (B, H, Tq, Tv)
+        weights = ops.cast(weights, value.dtype)
         heads = ops.matmul(
             self._dropout_layer(weights, training=training), value
         )  # (B, H, Tq, d_v)
@@ -276,7 +277,8 @@ class MultiHead(keras.layers.Layer):
         positions = ops.arange(ops.shape(key_cache)[2])  # (S,)
         mask = ops.expand_dims(ops.less_equal(positions[None, :], steps[:, None]), 0)  # (1, Tx, S)
         if query_mask is not None:
-            mask = ops.logical_and(mask, ops.expand_dims(ops.cast(query_mask, "bool"), -1))
+            query_mask = masking.as_boolean(query_mask, "query_mask", "MultiHead.step")
+            mask = ops.logical_and(mask, ops.expand_dims(query_mask, -1))
         output, weights = self.attend(inputs, key_cache, value_cache, mask, training)
         return output, weights, (key_cache, value_cache)
 

@@ -420,7 +420,12 @@ class TransformerDecoderLayer(_TransformerLayer):
         if self.cross_attention is not None:
             encoder_kv = (cache["cross_key"], cache["cross_value"])
             if encoder_padding_mask is not None:
-                encoder_mask = ops.expand_dims(ops.cast(encoder_padding_mask, "bool"), 1)
+                encoder_mask = ops.expand_dims(
+                    masking.as_boolean(
+                        encoder_padding_mask, "encoder_padding_mask", "TransformerDecoderLayer.step"
+                    ),
+                    1,
+                )
         x, _, cross_scores = self._blocks(
             inputs, self_attention, encoder_kv, encoder_mask, training
         )

@@ -103,3 +103,30 @@ def check_token_ids(name, tokens, owner):
             f"`{name}` of {owner} is empty (shape {shape}): it needs at least one token per "
             "row (pad short rows with the padding id)."
         )
+
+
+def _unchecked(condition, message, value):
+    return value
+
+
+_run_time_check = _unchecked
+
+
+def assert_at_run_time(condition, message, value):
+    """`value`, made to depend on a run-time check that the scalar boolean
+    `condition` holds, for a bound that is only known when the graph runs
+    (a length that is `None` at trace time).
+
+    The layer tier uses `keras.ops` only, which has no assert, so this is a
+    no-op by default; `keras_attention.serving` (TensorFlow-only) installs a
+    graph `Assert` that raises `InvalidArgumentError` with `message`. XLA
+    (`jit_compile=True`) compiles asserts away, so there only the checks
+    made at trace time hold.
+    """
+    return _run_time_check(condition, message, value)
+
+
+def install_run_time_check(check):
+    """Make `assert_at_run_time` call `check(condition, message, value)`."""
+    global _run_time_check
+    _run_time_check = check
