@@ -152,6 +152,11 @@ class GLUConv1D(keras.layers.Layer):
         return (gated + residual) * ops.cast(SQRT_HALF, gated.dtype)
 
     def call(self, inputs, mask=None, training=None):
+        if inputs.shape[1] == 0:
+            raise ValueError(
+                "`inputs` of GLUConv1D must have at least one time step; received inputs "
+                f"with shape {tuple(inputs.shape)} (B, T=0, d_in)."
+            )
         if mask is not None:
             mask = masking.as_boolean(mask, "mask", "GLUConv1D")
             inputs = inputs * ops.cast(mask, inputs.dtype)[..., None]

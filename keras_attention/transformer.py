@@ -102,6 +102,14 @@ class _TransformerLayer(keras.layers.Layer):
         check_positive_int("num_heads", num_heads, owner)
         check_positive_int("intermediate_dim", intermediate_dim, owner)
         check_rate("dropout", dropout, owner)
+        if isinstance(layer_norm_epsilon, bool) or not (
+            isinstance(layer_norm_epsilon, (int, float)) and layer_norm_epsilon > 0
+        ):
+            raise ValueError(
+                f"`layer_norm_epsilon` of {owner} must be a number > 0 (it keeps "
+                "LayerNormalization's division finite); received "
+                f"layer_norm_epsilon={layer_norm_epsilon!r}."
+            )
         self.num_heads = num_heads
         self.intermediate_dim = intermediate_dim
         self.key_dim = key_dim

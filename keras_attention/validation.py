@@ -130,3 +130,29 @@ def install_run_time_check(check):
     """Make `assert_at_run_time` call `check(condition, message, value)`."""
     global _run_time_check
     _run_time_check = check
+
+
+def check_same_batch(owner, **tensors):
+    """Every tensor must have the same static batch size (axis 0) when known,
+    so that a mismatch is a `ValueError`, not a backend matmul error."""
+    known = {name: t.shape[0] for name, t in tensors.items() if t is not None}
+    sizes = {size for size in known.values() if size is not None}
+    if len(sizes) > 1:
+        given = ", ".join(f"{name} {size}" for name, size in known.items())
+        raise ValueError(
+            f"{owner}: {', '.join(known)} must have the same batch size (axis 0); received {given}."
+        )
+
+
+def check_not_a_list_call(owner, args, kwargs):
+    """Keras' own `AdditiveAttention`, `Attention` take `layer([query,
+    value])`; ours take `layer(query, value)` like `MultiHeadAttention`.
+    Since the names match, the list call is a likely mistake: say so."""
+    if len(args) == 1 and "value" not in kwargs and isinstance(args[0], (list, tuple)):
+        raise ValueError(
+            f"{owner} takes the query and value as separate arguments: call "
+            f"`layer(query, value)` or `layer(query, value, key=key)`, not "
+            f"`layer([query, value])` as keras.layers.AdditiveAttention and "
+            f"keras.layers.Attention do; received a {type(args[0]).__name__} of "
+            f"{len(args[0])} items as the only argument."
+        )
