@@ -13,7 +13,13 @@ import keras
 from keras import ops
 
 from keras_attention import masking
-from keras_attention.validation import check_equal_dim, check_rank, check_rate
+from keras_attention.validation import (
+    check_equal_dim,
+    check_not_a_list_call,
+    check_rank,
+    check_rate,
+    check_same_batch,
+)
 
 
 class ScoreAttention(keras.layers.Layer):
@@ -61,6 +67,10 @@ class ScoreAttention(keras.layers.Layer):
         self.seed = seed
         self.supports_masking = True
         self._dropout_layer = keras.layers.Dropout(dropout, seed=seed, dtype=self.dtype_policy)
+
+    def __call__(self, *args, **kwargs):
+        check_not_a_list_call(type(self).__name__, args, kwargs)
+        return super().__call__(*args, **kwargs)
 
     # -- the hooks a mechanism implements -------------------------------
     def build_score(self, query_shape, key_shape):
@@ -135,6 +145,7 @@ class ScoreAttention(keras.layers.Layer):
     ):
         owner = type(self).__name__
         key = value if key is None else key
+        check_same_batch(owner, query=query, value=value, key=key)
         single_step = len(query.shape) == 2
         if single_step:
             query, query_mask, attention_mask, query_positions = masking.as_one_step_sequence(
@@ -149,6 +160,7 @@ class ScoreAttention(keras.layers.Layer):
             use_causal_mask,
             owner,
         )
+        value_mask = masking.as_boolean(value_mask, "value_mask", owner)  # restrict reads it
         scores = self.score(query, key)  # (B, Tq, Tv)
         scores, mask = self.restrict(scores, query, key, mask, value_mask, query_positions)
         weights = masking.masked_softmax(scores, mask)  # (B, Tq, Tv)

@@ -152,7 +152,13 @@ class GLUConv1D(keras.layers.Layer):
         return (gated + residual) * ops.cast(SQRT_HALF, gated.dtype)
 
     def call(self, inputs, mask=None, training=None):
+        if inputs.shape[1] == 0:
+            raise ValueError(
+                "`inputs` of GLUConv1D must have at least one time step; received inputs "
+                f"with shape {tuple(inputs.shape)} (B, T=0, d_in)."
+            )
         if mask is not None:
+            mask = masking.as_boolean(mask, "mask", "GLUConv1D")
             inputs = inputs * ops.cast(mask, inputs.dtype)[..., None]
         left, right = self.padding
         x = ops.pad(self._dropout_layer(inputs, training=training), ((0, 0), (left, right), (0, 0)))
@@ -301,9 +307,11 @@ class MultiStepAttention(keras.layers.Layer):
         dtype = h.dtype
         d = ops.matmul(h, ops.cast(self.state_kernel, dtype)) + ops.cast(self.state_bias, dtype)
         d = d + ops.cast(target_embedding, dtype)  # (B, T, E)
-        scores = ops.matmul(d, ops.swapaxes(ops.cast(encoder_keys, dtype), 1, 2))  # (B, T, S)
+        keys = ops.swapaxes(ops.cast(encoder_keys, dtype), 1, 2)  # (B, E, S)
+        scores = masking.score_product(d, keys)  # (B, T, S)
         mask = None
         if source_mask is not None:
+            source_mask = masking.as_boolean(source_mask, "source_mask", "MultiStepAttention")
             masking.check_mask_shape(
                 "source_mask",
                 source_mask,
@@ -311,8 +319,8 @@ class MultiStepAttention(keras.layers.Layer):
                 "MultiStepAttention",
                 "(B, S)",
             )
-            mask = ops.expand_dims(ops.cast(source_mask, "bool"), 1)  # (B, 1, S)
-        weights = masking.masked_softmax(scores, mask)  # (B, T, S)
+            mask = ops.expand_dims(source_mask, 1)  # (B, 1, S)
+        weights = ops.cast(masking.masked_softmax(scores, mask), dtype)  # (B, T, S)
         context = ops.matmul(weights, ops.cast(encoder_values, dtype))  # (B, T, E)
         if source_mask is None:
             length = ops.cast(ops.shape(encoder_keys)[1], "float32") * ops.ones((1, 1, 1))
@@ -634,7 +642,7 @@ class ConvS2SDecoder(_ConvS2SStack):
         return {
             "encoder_keys": ops.cast(encoder_keys, self.compute_dtype),
             "encoder_values": ops.cast(encoder_values, self.compute_dtype),
-            "source_mask": ops.cast(source_mask, "bool"),
+            "source_mask": masking.as_boolean(source_mask, "source_mask", "ConvS2SDecoder"),
             "buffers": [conv.init_buffer(batch) for conv in self.convolution_layers],
         }
 

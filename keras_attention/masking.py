@@ -6,9 +6,65 @@ All masks are boolean, `True` where attention is allowed. Padding masks
 `(B, Tq, Tv)` mask (possibly broadcastable: `(B, 1, Tv)`, `(1, Tq, Tv)`).
 """
 
+import keras
+import numpy as np
 from keras import ops
 
 from keras_attention.validation import check_mask_shape
+
+
+def known_values(tensor):
+    """`tensor` as a NumPy array when its values are known (eager), else None
+    (a symbolic `KerasTensor`, a `tf.function` or `jax.jit` tracer)."""
+    try:
+        return np.asarray(ops.convert_to_numpy(tensor))
+    except Exception:  # each backend raises its own type for a traced tensor
+        return None
+
+
+def as_boolean(mask, name="mask", owner="attention"):
+    """`mask` as a boolean tensor, `True` where attention is allowed.
+
+    Accepts boolean masks and 0/1 masks of any dtype (`mask == 1`). A mask
+    holding any other value is refused with a `ValueError` when its values
+    are known (eager): an additive float mask (0 = attend, -1e9 = masked)
+    cast to bool would be inverted (0 -> False, -1e9 -> True). Inside a
+    traced function the values are unknown, and any value other than 1 reads
+    as masked, never as allowed.
+    """
+    if mask is None:
+        return None
+    if not hasattr(mask, "dtype"):
+        mask = np.asarray(mask)
+    if keras.backend.standardize_dtype(mask.dtype) == "bool":
+        return mask
+    values = known_values(mask)
+    if values is not None and not np.isin(values, (0, 1)).all():
+        others = np.unique(values[~np.isin(values, (0, 1))])[:3].tolist()
+        dtype = keras.backend.standardize_dtype(mask.dtype)
+        raise ValueError(
+            f"`{name}` of {owner} must be boolean (True = attend) or hold only 0 and 1; "
+            f"received a {dtype} mask holding {others}. An additive mask "
+            f"(0 = attend, a large negative = masked) converts with `{name} == 0`."
+        )
+    return ops.equal(mask, ops.cast(1, mask.dtype))
+
+
+def score_product(a, b):
+    """`a @ b`, in float32 when either operand is float16.
+
+    Scores are products of many terms: under `mixed_float16` inputs of
+    magnitude ~100 in 8 dimensions give q·k = 8e4, past float16's largest
+    value (65504), and the softmax sees inf/NaN. float32 holds them, and the
+    softmax runs in float32 anyway (`masked_softmax`). Other dtypes
+    (bfloat16's range is float32's) multiply as they are.
+    """
+    if "float16" in (
+        keras.backend.standardize_dtype(a.dtype),
+        keras.backend.standardize_dtype(b.dtype),
+    ):
+        a, b = ops.cast(a, "float32"), ops.cast(b, "float32")
+    return ops.matmul(a, b)
 
 
 def large_negative(dtype):
@@ -53,6 +109,7 @@ def merge_masks(
         query_mask: optional `(B, Tq)`; a padded query attends to nothing.
         value_mask: optional `(B, Tv)`; a padded key receives no weight.
         attention_mask: optional `(B, Tq, Tv)`, or broadcastable to it.
+            Each mask is boolean or 0/1 (see `as_boolean`).
         use_causal_mask: add `causal_mask(Tq, Tv)`.
         owner: layer name for error messages.
 
@@ -71,13 +128,16 @@ def merge_masks(
         "(B, Tq, Tv)",
         broadcast=True,
     )
+    value_mask = as_boolean(value_mask, "value_mask", owner)
+    query_mask = as_boolean(query_mask, "query_mask", owner)
+    attention_mask = as_boolean(attention_mask, "attention_mask", owner)
     masks = []
     if value_mask is not None:
-        masks.append(ops.expand_dims(ops.cast(value_mask, "bool"), 1))  # (B, 1, Tv)
+        masks.append(ops.expand_dims(value_mask, 1))  # (B, 1, Tv)
     if query_mask is not None:
-        masks.append(ops.expand_dims(ops.cast(query_mask, "bool"), 2))  # (B, Tq, 1)
+        masks.append(ops.expand_dims(query_mask, 2))  # (B, Tq, 1)
     if attention_mask is not None:
-        masks.append(ops.cast(attention_mask, "bool"))  # (B, Tq, Tv)
+        masks.append(attention_mask)  # (B, Tq, Tv)
     if use_causal_mask:
         shape_q, shape_k = ops.shape(query), ops.shape(key)
         masks.append(ops.expand_dims(causal_mask(shape_q[1], shape_k[1]), 0))

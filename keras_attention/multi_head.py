@@ -7,11 +7,14 @@ from keras import ops
 
 from keras_attention import masking
 from keras_attention.validation import (
+    assert_at_run_time,
     check_built,
     check_equal_dim,
+    check_not_a_list_call,
     check_positive_int,
     check_rank,
     check_rate,
+    check_same_batch,
 )
 
 register = keras.saving.register_keras_serializable(package="keras_attention")
@@ -109,6 +112,10 @@ class MultiHead(keras.layers.Layer):
         self.supports_masking = True
         self._dropout_layer = keras.layers.Dropout(dropout, seed=seed, dtype=self.dtype_policy)
 
+    def __call__(self, *args, **kwargs):
+        check_not_a_list_call("MultiHead", args, kwargs)
+        return super().__call__(*args, **kwargs)
+
     def build(self, query_shape, value_shape, key_shape=None):
         key_shape = value_shape if key_shape is None else key_shape
         check_rank("query", query_shape, (2, 3), "MultiHead", "(B, Tq, Dq) or (B, Dq)")
@@ -193,9 +200,10 @@ class MultiHead(keras.layers.Layer):
         query = ops.cast(query, self.compute_dtype)
         q = self._split_heads(query, self.query_kernel, self.query_bias)  # (B, H, Tq, d_k)
         q = q * ops.cast(1.0 / math.sqrt(self.key_dim), q.dtype)
-        scores = ops.matmul(q, ops.swapaxes(key, -1, -2))  # (B, H, Tq, Tv)
+        scores = masking.score_product(q, ops.swapaxes(key, -1, -2))  # (B, H, Tq, Tv)
         mask = None if attention_mask is None else ops.expand_dims(attention_mask, 1)
         weights = masking.masked_softmax(scores, mask)  # (B, H, Tq, Tv)
+        weights = ops.cast(weights, value.dtype)
         heads = ops.matmul(
             self._dropout_layer(weights, training=training), value
         )  # (B, H, Tq, d_v)
@@ -224,6 +232,7 @@ class MultiHead(keras.layers.Layer):
         # query_positions: accepted as by every attention layer of the
         # library (see ScoreAttention); content-based heads do not use it.
         key = value if key is None else key
+        check_same_batch("MultiHead", query=query, value=value, key=key)
         single_step = len(query.shape) == 2
         if single_step:
             query, query_mask, attention_mask = masking.as_one_step_sequence(
@@ -266,9 +275,14 @@ class MultiHead(keras.layers.Layer):
             `(output (B, Tx, Do), weights (B, H, Tx, S), cache)`: the new
             cache holds the new positions' keys and values; position j of
             the cache is attended to iff `j <= cache_index + i`.
+
+        Positions past the cache size `S` are a `ValueError` when
+        `cache_index` is an int and the sizes are static, else a run-time
+        check (`validation.assert_at_run_time`).
         """
         check_built(self, "step")
         key_cache, value_cache = cache
+        cache_index = self._checked_cache_index(inputs, key_cache, cache_index)
         new_key, new_value = self.project_key_value(inputs)  # (B, H, Tx, d)
         key_cache = masking.write_at(key_cache, new_key, cache_index, axis=2)
         value_cache = masking.write_at(value_cache, new_value, cache_index, axis=2)
@@ -276,9 +290,29 @@ class MultiHead(keras.layers.Layer):
         positions = ops.arange(ops.shape(key_cache)[2])  # (S,)
         mask = ops.expand_dims(ops.less_equal(positions[None, :], steps[:, None]), 0)  # (1, Tx, S)
         if query_mask is not None:
-            mask = ops.logical_and(mask, ops.expand_dims(ops.cast(query_mask, "bool"), -1))
+            query_mask = masking.as_boolean(query_mask, "query_mask", "MultiHead.step")
+            mask = ops.logical_and(mask, ops.expand_dims(query_mask, -1))
         output, weights = self.attend(inputs, key_cache, value_cache, mask, training)
         return output, weights, (key_cache, value_cache)
+
+    def _checked_cache_index(self, inputs, key_cache, cache_index):
+        """`cache_index`, checked to leave room for the `Tx` new positions."""
+        new, size = inputs.shape[1], key_cache.shape[2]
+        if isinstance(cache_index, int) and new is not None and size is not None:
+            if cache_index < 0 or cache_index + new > size:
+                raise ValueError(
+                    f"MultiHead.step: the cache holds positions 0..{size - 1}; received "
+                    f"positions {cache_index}..{cache_index + new - 1} (cache_index="
+                    f"{cache_index}, {new} new). Make the cache with init_cache(batch_size, "
+                    "max_length) for a larger max_length."
+                )
+            return cache_index
+        fits = ops.less_equal(cache_index + ops.shape(inputs)[1], ops.shape(key_cache)[2])
+        message = (
+            "MultiHead.step: the new positions reach past the end of the cache; make the "
+            "cache with init_cache(batch_size, max_length) for a larger max_length."
+        )
+        return assert_at_run_time(fits, message, cache_index)
 
     # -- Keras plumbing ------------------------------------------------------
     def compute_mask(self, inputs, previous_mask=None):

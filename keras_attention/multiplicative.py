@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from keras_attention.base import ScoreAttention
+from keras_attention.masking import score_product
 from keras_attention.validation import check_equal_dim
 
 register = keras.saving.register_keras_serializable(package="keras_attention")
@@ -65,7 +66,7 @@ class DotProductAttention(ScoreAttention):
     def score(self, query, key):
         if self.scale:
             query = query * ops.cast(1.0 / math.sqrt(key.shape[-1]), query.dtype)
-        return ops.matmul(query, ops.swapaxes(key, -1, -2))  # (B, Tq, Tv)
+        return score_product(query, ops.swapaxes(key, -1, -2))  # (B, Tq, Tv)
 
     def get_config(self):
         return {**super().get_config(), "scale": self.scale}
@@ -124,8 +125,8 @@ class GeneralAttention(ScoreAttention):
         )
 
     def score(self, query, key):
-        query = ops.matmul(query, ops.cast(self.kernel, query.dtype))  # (B, Tq, Dk)
-        return ops.matmul(query, ops.swapaxes(key, -1, -2))  # (B, Tq, Tv)
+        query = score_product(query, ops.cast(self.kernel, query.dtype))  # (B, Tq, Dk)
+        return score_product(query, ops.swapaxes(key, -1, -2))  # (B, Tq, Tv)
 
     def get_config(self):
         return {

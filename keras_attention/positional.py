@@ -7,6 +7,7 @@ import keras
 from keras import ops
 
 from keras_attention.validation import (
+    assert_at_run_time,
     check_choice,
     check_positive_int,
     check_rank,
@@ -95,15 +96,32 @@ class PositionalEmbedding(keras.layers.Layer):
 
     def check_range(self, length, start_index):
         """Raise `ValueError` if learned positions `start_index ..
-        start_index + length - 1` do not exist (checked when both are known
-        in Python)."""
-        if self.mode != "learned" or not isinstance(start_index, int) or length is None:
+        start_index + length - 1` do not exist.
+
+        The check runs at trace time whenever the static `length` is known:
+        with an int `start_index` it checks the whole range, with a tensor
+        one `length <= max_length`. On JAX shapes are always static, so it
+        always runs. When `length` is `None` at trace time (a TensorFlow
+        graph traced with an unknown length), `position_embedding` checks at
+        run time through `validation.assert_at_run_time`: with
+        `keras_attention.serving` imported that is a graph `Assert` raising
+        `InvalidArgumentError`, else TensorFlow's gather raises its own
+        error. Under XLA (`jit_compile=True`) with an unknown length neither
+        holds: XLA drops asserts and clamps out-of-range gathers, so
+        positions past `max_length` get the last row. Give XLA functions a
+        static length (an `input_signature` with the length), or bound the
+        input length before the call.
+        """
+        if self.mode != "learned" or length is None:
             return
-        if start_index < 0 or start_index + length > self.max_length:
+        known_start = isinstance(start_index, int)
+        first = start_index if known_start else 0
+        if first < 0 or first + length > self.max_length:
+            where = f"start_index={start_index}" if known_start else "start_index >= 0"
             raise ValueError(
                 f"PositionalEmbedding(mode='learned', max_length={self.max_length}) "
                 f"has positions 0..{self.max_length - 1}; received positions "
-                f"{start_index}..{start_index + length - 1} (start_index={start_index}, "
+                f"{first}..{first + length - 1} or later ({where}, "
                 f"sequence length {length}). Raise `max_length` or shorten the input."
             )
 
@@ -112,6 +130,17 @@ class PositionalEmbedding(keras.layers.Layer):
         positions = ops.arange(length) + start_index  # (T,)
         if self.mode == "sinusoidal":
             return sinusoids(positions, self.width)
+        in_range = ops.logical_and(
+            ops.greater_equal(start_index, 0),
+            ops.less_equal(start_index + length, self.max_length),
+        )
+        positions = assert_at_run_time(
+            in_range,
+            f"PositionalEmbedding(mode='learned', max_length={self.max_length}) has "
+            f"positions 0..{self.max_length - 1}; the input reaches past them. Raise "
+            "`max_length` or shorten the input.",
+            positions,
+        )
         return ops.take(self.position_embeddings, positions, axis=0)
 
     def call(self, inputs, start_index=0):

@@ -14,7 +14,7 @@ and the bottleneck baseline without attention, logits_t = W_o s_t + b_o.
 import keras
 from keras import ops
 
-from keras_attention import registry
+from keras_attention import masking, registry
 from keras_attention.validation import check_choice, check_positive_int, check_rank, check_rate
 
 register = keras.saving.register_keras_serializable(package="keras_attention")
@@ -364,7 +364,7 @@ class AttentionDecoder(keras.layers.Layer):
         state = {
             "cells": [list(bridged) for _ in self.cells],
             "memory": ops.cast(memory, dtype),
-            "memory_mask": ops.cast(memory_mask, "bool"),
+            "memory_mask": masking.as_boolean(memory_mask, "memory_mask", type(self).__name__),
             "step": ops.zeros((batch,), "int32"),
         }
         feed = self._feed_width()

@@ -209,9 +209,19 @@ class BilinearSampler(keras.layers.Layer):
                 "`grid` of BilinearSampler must end in 2 coordinates (x, y); "
                 f"received shape {tuple(grid_shape)}."
             )
+        self._check_not_empty(image_shape)
         self.built = True
 
+    @staticmethod
+    def _check_not_empty(image_shape):
+        if 0 in tuple(image_shape)[1:3]:
+            raise ValueError(
+                "`image` of BilinearSampler must have at least one pixel (H, W >= 1) to "
+                f"read from; received image with shape {tuple(image_shape)}."
+            )
+
     def call(self, image, grid):
+        self._check_not_empty(image.shape)  # build() may have seen another shape
         shape = ops.shape(image)
         batch, height, width, channels = shape[0], shape[1], shape[2], shape[3]
         h, w = ops.cast(height, "float32"), ops.cast(width, "float32")

@@ -102,6 +102,14 @@ class _TransformerLayer(keras.layers.Layer):
         check_positive_int("num_heads", num_heads, owner)
         check_positive_int("intermediate_dim", intermediate_dim, owner)
         check_rate("dropout", dropout, owner)
+        if isinstance(layer_norm_epsilon, bool) or not (
+            isinstance(layer_norm_epsilon, (int, float)) and layer_norm_epsilon > 0
+        ):
+            raise ValueError(
+                f"`layer_norm_epsilon` of {owner} must be a number > 0 (it keeps "
+                "LayerNormalization's division finite); received "
+                f"layer_norm_epsilon={layer_norm_epsilon!r}."
+            )
         self.num_heads = num_heads
         self.intermediate_dim = intermediate_dim
         self.key_dim = key_dim
@@ -420,7 +428,12 @@ class TransformerDecoderLayer(_TransformerLayer):
         if self.cross_attention is not None:
             encoder_kv = (cache["cross_key"], cache["cross_value"])
             if encoder_padding_mask is not None:
-                encoder_mask = ops.expand_dims(ops.cast(encoder_padding_mask, "bool"), 1)
+                encoder_mask = ops.expand_dims(
+                    masking.as_boolean(
+                        encoder_padding_mask, "encoder_padding_mask", "TransformerDecoderLayer.step"
+                    ),
+                    1,
+                )
         x, _, cross_scores = self._blocks(
             inputs, self_attention, encoder_kv, encoder_mask, training
         )

@@ -103,3 +103,56 @@ def check_token_ids(name, tokens, owner):
             f"`{name}` of {owner} is empty (shape {shape}): it needs at least one token per "
             "row (pad short rows with the padding id)."
         )
+
+
+def _unchecked(condition, message, value):
+    return value
+
+
+_run_time_check = _unchecked
+
+
+def assert_at_run_time(condition, message, value):
+    """`value`, made to depend on a run-time check that the scalar boolean
+    `condition` holds, for a bound that is only known when the graph runs
+    (a length that is `None` at trace time).
+
+    The layer tier uses `keras.ops` only, which has no assert, so this is a
+    no-op by default; `keras_attention.serving` (TensorFlow-only) installs a
+    graph `Assert` that raises `InvalidArgumentError` with `message`. XLA
+    (`jit_compile=True`) compiles asserts away, so there only the checks
+    made at trace time hold.
+    """
+    return _run_time_check(condition, message, value)
+
+
+def install_run_time_check(check):
+    """Make `assert_at_run_time` call `check(condition, message, value)`."""
+    global _run_time_check
+    _run_time_check = check
+
+
+def check_same_batch(owner, **tensors):
+    """Every tensor must have the same static batch size (axis 0) when known,
+    so that a mismatch is a `ValueError`, not a backend matmul error."""
+    known = {name: t.shape[0] for name, t in tensors.items() if t is not None}
+    sizes = {size for size in known.values() if size is not None}
+    if len(sizes) > 1:
+        given = ", ".join(f"{name} {size}" for name, size in known.items())
+        raise ValueError(
+            f"{owner}: {', '.join(known)} must have the same batch size (axis 0); received {given}."
+        )
+
+
+def check_not_a_list_call(owner, args, kwargs):
+    """Keras' own `AdditiveAttention`, `Attention` take `layer([query,
+    value])`; ours take `layer(query, value)` like `MultiHeadAttention`.
+    Since the names match, the list call is a likely mistake: say so."""
+    if len(args) == 1 and "value" not in kwargs and isinstance(args[0], (list, tuple)):
+        raise ValueError(
+            f"{owner} takes the query and value as separate arguments: call "
+            f"`layer(query, value)` or `layer(query, value, key=key)`, not "
+            f"`layer([query, value])` as keras.layers.AdditiveAttention and "
+            f"keras.layers.Attention do; received a {type(args[0]).__name__} of "
+            f"{len(args[0])} items as the only argument."
+        )

@@ -32,6 +32,32 @@ def _special(model, name, value):
     return getattr(model, name) if value is None else value
 
 
+def never_generated(logits, sos_id, padding_id):
+    """`logits (B, V)` with the `<sos>` and padding ids set to `NEGATIVE`, so
+    that no search or draw emits them: a generated padding id would read as
+    the end of the output (`lengths` counts non-padding tokens) and `<sos>`
+    is never a real token. The other logits are unchanged. Returns float32.
+    """
+    vocab = ops.arange(ops.shape(logits)[-1])
+    banned = ops.logical_or(vocab == sos_id, vocab == padding_id)  # (V,)
+    return ops.where(banned[None], NEGATIVE, ops.cast(logits, "float32"))
+
+
+def check_vocabulary_fits(name, value, logits, sos_id, padding_id, owner):
+    """`value` (a beam width or `top_k`) must not exceed the tokens the
+    search can emit: the vocabulary (the static last axis of `logits`) less
+    `<sos>` and padding (see `never_generated`)."""
+    vocab = logits.shape[-1]
+    if vocab is None:
+        return
+    usable = vocab - len({sos_id, padding_id} & set(range(vocab)))
+    if value > usable:
+        raise ValueError(
+            f"`{name}` of {owner} must be at most {usable}, the tokens it can generate "
+            f"(a vocabulary of {vocab} less <sos> and padding); received {name}={value}."
+        )
+
+
 def length_penalty(length, alpha):
     """GNMT's lp(Y) = ((5 + |Y|) / 6)^α (Wu et al., 2016)."""
     return ops.power((5.0 + ops.cast(length, "float32")) / 6.0, alpha)
@@ -54,7 +80,7 @@ def _decode(model, source, max_length, choose, sos_id, eos_id, padding_id, retur
     def body(t, tokens, state, output, scores, finished, attention):
         logits, state, step_attention = model.decode_step(tokens, state)
         log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)  # (B, V)
-        chosen = ops.cast(choose(logits), "int32")
+        chosen = ops.cast(choose(never_generated(logits, sos_id, padding_id)), "int32")
         chosen = ops.where(finished, padding_id, chosen)
         gained = ops.take_along_axis(log_probs, chosen[:, None], axis=1)[:, 0]
         scores = scores + ops.where(finished, 0.0, gained)
@@ -87,6 +113,7 @@ def greedy_search(
 
     Returns a dict: `tokens (B, L)`, `scores (B,)` (log-probability),
     `lengths (B,)` and, with `return_attention`, `attention (B, L, S)`.
+    Padding and `<sos>` are never generated (`never_generated`).
     """
     source = ops.convert_to_tensor(source)
     _check(source, max_length, "greedy_search")
@@ -137,7 +164,8 @@ def sample(
 ):
     """Draw each token from the (filtered) softmax; see `filter_logits`.
 
-    `seed` is an int or a `keras.random.SeedGenerator`. Returns what
+    `seed` is an int or a `keras.random.SeedGenerator`. `top_k` may not
+    exceed the vocabulary less padding and `<sos>`. Returns what
     `greedy_search` returns (scores are the model's log-probabilities of
     the drawn tokens, without temperature).
     """
@@ -155,7 +183,12 @@ def sample(
         seed if isinstance(seed, keras.random.SeedGenerator) else keras.random.SeedGenerator(seed)
     )
 
+    sos_id = _special(model, "sos_id", sos_id)
+    padding_id = _special(model, "padding_id", padding_id)
+
     def choose(logits):
+        if top_k is not None:
+            check_vocabulary_fits("top_k", top_k, logits, sos_id, padding_id, "sample")
         filtered = filter_logits(logits, temperature, top_k, top_p)
         return keras.random.categorical(filtered, 1, seed=generator)[:, 0]
 
@@ -164,9 +197,9 @@ def sample(
         source,
         max_length,
         choose,
-        _special(model, "sos_id", sos_id),
+        sos_id,
         _special(model, "eos_id", eos_id),
-        _special(model, "padding_id", padding_id),
+        padding_id,
         return_attention,
     )
 
@@ -191,6 +224,10 @@ def beam_search(
     return_attention=False,
 ):
     """Keep the `beam_width` best hypotheses at each step.
+
+    `beam_width` may not exceed the vocabulary less padding and `<sos>`,
+    which are never generated (`never_generated`): wider beams would be
+    filled with duplicates of dead hypotheses.
 
     A hypothesis is finished when it emits `<eos>`; its score is its
     log-probability divided by the length penalty `((5 + |Y|) / 6)^α`.
@@ -245,7 +282,9 @@ def beam_search(
         finished_attention,
     ):
         logits, state, step_attention = model.decode_step(tokens, state)
+        check_vocabulary_fits("beam_width", K, logits, sos_id, padding_id, "beam_search")
         log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
+        log_probs = never_generated(log_probs, sos_id, padding_id)
         vocab = ops.shape(log_probs)[-1]
         candidates = alive_scores[:, :, None] + ops.reshape(
             log_probs, (batch, K, vocab)

@@ -1,5 +1,6 @@
 """Attention heatmaps (needs matplotlib: `pip install keras_attention[recipes]`)."""
 
+import keras
 import numpy as np
 
 
@@ -8,13 +9,13 @@ def _as_panels(weights):
     if isinstance(weights, dict):
         panels = []
         for name, value in weights.items():
-            value = np.asarray(value, dtype="float32")
+            value = np.asarray(keras.ops.convert_to_numpy(value), dtype="float32")
             if value.ndim == 3:  # (H, T, S): one panel per head
                 panels += [(f"{name}, head {h + 1}", value[h]) for h in range(value.shape[0])]
             else:
                 panels.append((name, value))
         return panels
-    weights = np.asarray(weights, dtype="float32")
+    weights = np.asarray(keras.ops.convert_to_numpy(weights), dtype="float32")
     if weights.ndim == 2:
         return [("", weights)]
     if weights.ndim == 3:
@@ -25,21 +26,60 @@ def _as_panels(weights):
     )
 
 
-def plot_attention(weights, source_tokens, target_tokens, path, title=None, columns=None):
-    """Draw attention weights as heatmaps: target tokens down, source across.
+def _labels(tokens):
+    """`tokens` (a list, an array or a backend tensor of ids, `bytes` or
+    strings) as a list of `(raw, label)`: `raw` a plain Python int/str
+    (for comparing with `eos`), `label` the text drawn on the axis."""
+    if hasattr(tokens, "shape") and not isinstance(tokens, np.ndarray):
+        tokens = keras.ops.convert_to_numpy(tokens)  # a TF, JAX or torch tensor
+    labels = []
+    for token in tokens:
+        if hasattr(token, "shape") and not isinstance(token, (np.ndarray, np.generic)):
+            token = keras.ops.convert_to_numpy(token)  # a scalar tensor in a list
+        if isinstance(token, (np.ndarray, np.generic)):
+            token = token.item()
+        if isinstance(token, bytes):
+            token = token.decode("utf-8", "replace")
+        labels.append((token, str(token)))
+    return labels
+
+
+def _rows_to_draw(panels, target, eos):
+    """How many target rows to draw: up to the first `eos` id (included),
+    and without trailing rows whose weights are zero in every panel (steps
+    after every hypothesis ended)."""
+    rows = len(target)
+    raw = [token for token, _ in target]
+    if eos is not None and eos in raw:
+        rows = raw.index(eos) + 1
+    while rows > 1 and all(not np.any(matrix[rows - 1]) for _, matrix in panels):
+        rows -= 1
+    return rows
+
+
+def plot_attention(
+    weights, source_tokens, target_tokens, path=None, title=None, columns=None, eos=None
+):
+    """Draw attention weights as heatmaps: target tokens down, source across,
+    one square cell per (target, source) pair.
 
     Args:
         weights: a `(T, S)` alignment (one panel), a `(N, T, S)` stack or a
             dict `{name: (T, S) or (H, T, S)}` (a grid, e.g. one panel per
-            ConvS2S layer or per Transformer head).
-        source_tokens: S labels for the columns.
-        target_tokens: T labels for the rows.
-        path: where to write the image (format from the suffix, e.g. .png).
+            ConvS2S layer or per Transformer head); arrays or tensors.
+        source_tokens: S labels for the columns: token strings, `bytes`
+            (decoded as UTF-8) or int ids, as a list, an array or a tensor.
+        target_tokens: T labels for the rows, likewise.
+        path: where to write the image (format from the suffix, e.g. .png);
+            None returns the matplotlib `Figure` instead.
         title: optional figure title.
         columns: panels per row of the grid (default: up to 4).
+        eos: optional end-of-sequence id (or token); rows after the first
+            target token equal to it are not drawn. Trailing rows that are
+            all zero in every panel are not drawn either.
 
     Returns:
-        `path`.
+        `path`, or the `Figure` when `path` is None.
     """
     import matplotlib
 
@@ -47,19 +87,22 @@ def plot_attention(weights, source_tokens, target_tokens, path, title=None, colu
     import matplotlib.pyplot as plt
 
     panels = _as_panels(weights)
-    source_tokens, target_tokens = list(source_tokens), list(target_tokens)
+    source, target = _labels(source_tokens), _labels(target_tokens)
     for name, matrix in panels:
-        if matrix.shape != (len(target_tokens), len(source_tokens)):
+        if matrix.shape != (len(target), len(source)):
             raise ValueError(
                 f"plot_attention: panel {name!r} has shape {matrix.shape} but there are "
-                f"{len(target_tokens)} target and {len(source_tokens)} source tokens; "
+                f"{len(target)} target and {len(source)} source tokens; "
                 "expected (len(target_tokens), len(source_tokens))."
             )
+    rows_drawn = _rows_to_draw(panels, target, eos)
+    target = target[:rows_drawn]
+    panels = [(name, matrix[:rows_drawn]) for name, matrix in panels]
     columns = columns or min(4, len(panels))
     rows = -(-len(panels) // columns)
     cell = 0.45
-    width = max(3.0, cell * len(source_tokens) + 1.5)
-    height = max(2.5, cell * len(target_tokens) + 1.2)
+    width = max(3.0, cell * len(source) + 1.5)
+    height = max(2.5, cell * len(target) + 1.2)
     figure, axes = plt.subplots(
         rows, columns, figsize=(width * columns, height * rows), squeeze=False
     )
@@ -67,12 +110,12 @@ def plot_attention(weights, source_tokens, target_tokens, path, title=None, colu
         axis.axis("off")
     for axis, (name, matrix) in zip(axes.flat, panels):
         image = axis.imshow(
-            matrix, cmap="viridis", vmin=0.0, vmax=max(1e-6, float(matrix.max())), aspect="auto"
+            matrix, cmap="viridis", vmin=0.0, vmax=max(1e-6, float(matrix.max())), aspect="equal"
         )
-        axis.set_xticks(range(len(source_tokens)))
-        axis.set_xticklabels(source_tokens, rotation=90)
-        axis.set_yticks(range(len(target_tokens)))
-        axis.set_yticklabels(target_tokens)
+        axis.set_xticks(range(len(source)))
+        axis.set_xticklabels([label for _, label in source], rotation=90)
+        axis.set_yticks(range(len(target)))
+        axis.set_yticklabels([label for _, label in target])
         axis.set_xlabel("source")
         axis.set_ylabel("target")
         if name:
@@ -81,6 +124,8 @@ def plot_attention(weights, source_tokens, target_tokens, path, title=None, colu
     if title:
         figure.suptitle(title)
     figure.tight_layout()
+    if path is None:
+        return figure
     figure.savefig(path, dpi=100)
     plt.close(figure)
     return path

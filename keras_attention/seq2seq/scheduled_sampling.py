@@ -15,6 +15,7 @@ import keras
 from keras import ops
 
 from keras_attention.masking import write_at
+from keras_attention.seq2seq.generation import never_generated
 from keras_attention.validation import check_choice, check_positive_int
 
 
@@ -133,6 +134,7 @@ def scheduled_sampling_logits(
     probability = ops.cast(probability, "float32")
 
     def next_tokens(logits, t):
+        logits = never_generated(logits, model.sos_id, model.padding_id)
         if draw == "argmax":
             drawn = ops.argmax(logits, axis=-1)
         else:

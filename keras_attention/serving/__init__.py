@@ -9,6 +9,8 @@ on TensorFlow. Install with `pip install keras_attention[tensorflow]`.
 
 import importlib.util
 
+from keras_attention import validation
+
 _MISSING = [
     name for name in ("tensorflow", "tensorflow_text") if importlib.util.find_spec(name) is None
 ]
@@ -19,3 +21,18 @@ if "tensorflow" in _MISSING:
         "(tensorflow and tensorflow-text); the layers and keras_attention.seq2seq work "
         "without it."
     )
+
+
+def _graph_assert(condition, message, value):
+    """`validation.assert_at_run_time` on TensorFlow: a graph `Assert` that
+    the returned `value` depends on (other backends: unchecked)."""
+    import keras
+    import tensorflow as tf
+
+    if keras.backend.backend() != "tensorflow":
+        return value
+    with tf.control_dependencies([tf.debugging.Assert(condition, [message])]):
+        return tf.identity(value)
+
+
+validation.install_run_time_check(_graph_assert)
