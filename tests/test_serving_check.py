@@ -60,7 +60,7 @@ def relu_function(export_dir):
 
 
 def test_op_lists_name_their_wheels_and_stay_small():
-    assert check.available_servings() == ["2.19", "2.20"]
+    assert check.available_servings() == ["2.17", "2.19", "2.20"]
     for serving in check.available_servings():
         path = os.path.join(check.OPLISTS, f"tf_serving_{serving}.json")
         assert os.path.getsize(path) < 200_000
@@ -71,9 +71,11 @@ def test_op_lists_name_their_wheels_and_stay_small():
         assert "dilations" in oplist["ops"]["Conv2D"][0]
         assert "FastWordpieceTokenizeWithOffsets" in oplist["ops"]  # TF Text
     # TF Serving 2.17.1-2.19.1 bundle TF Text 2.12.1, which predates these.
-    assert check.load_oplist("2.19")["tensorflow_text"] == "2.12.1"
-    for op in ("TFText>RoundRobinTrim", "TFText>Utf8Binarize"):
-        assert op in check.load_oplist("2.20")["ops"] and op not in check.load_oplist("2.19")["ops"]
+    for older in ("2.17", "2.19"):
+        assert check.load_oplist(older)["tensorflow_text"] == "2.12.1"
+        for op in ("TFText>RoundRobinTrim", "TFText>Utf8Binarize"):
+            assert op in check.load_oplist("2.20")["ops"]
+            assert op not in check.load_oplist(older)["ops"]
 
 
 def test_a_module_export_passes_every_release(module_export):
@@ -94,7 +96,7 @@ def test_a_future_op_in_a_function_is_caught(module_export, tmp_path):
     assert check.check_export(path) == {s: [expected] for s in check.available_servings()}
 
 
-def test_a_text_op_newer_than_tf_text_2_12_fails_only_the_older_release(module_export, tmp_path):
+def test_a_text_op_newer_than_tf_text_2_12_fails_only_the_older_releases(module_export, tmp_path):
     def add_round_robin(proto):
         function, _ = function_with(proto, "Relu")
         function.node_def.add(name="trim", op="TFText>RoundRobinTrim")
@@ -102,9 +104,8 @@ def test_a_text_op_newer_than_tf_text_2_12_fails_only_the_older_release(module_e
     found = check.check_export(planted(module_export, tmp_path, add_round_robin))
     # 2.20 knows the op (and asks for the attributes this bare node lacks).
     assert found["2.20"] and not [line for line in found["2.20"] if "unknown op" in line]
-    assert found["2.19"] == [
-        f"unknown op TFText>RoundRobinTrim (node 'trim' in function {relu_function(module_export)})"
-    ]
+    where = f"(node 'trim' in function {relu_function(module_export)})"
+    assert found["2.17"] == found["2.19"] == [f"unknown op TFText>RoundRobinTrim {where}"]
 
 
 def test_unknown_and_missing_attributes_are_caught(module_export, tmp_path):
@@ -178,7 +179,10 @@ def test_cli_prints_a_verdict_per_release_and_fails_on_problems(module_export, t
 def test_cli_errors_are_messages_not_tracebacks(module_export, tmp_path, capsys):
     (tmp_path / "saved_model.pb").write_bytes(b"not a protocol buffer")
     for argv, message in [
-        ([module_export, "--serving", "2.21"], "error: --serving must be among ['2.19', '2.20']"),
+        (
+            [module_export, "--serving", "2.21"],
+            "error: --serving must be among ['2.17', '2.19', '2.20']",
+        ),
         ([str(tmp_path)], f"error: EXPORT_DIR {tmp_path}: cannot read saved_model.pb"),
     ]:
         with pytest.raises(SystemExit) as exited:
@@ -195,3 +199,22 @@ def test_cli_errors_are_messages_not_tracebacks(module_export, tmp_path, capsys)
     assert "error: EXPORT_DIR must be a SavedModel directory holding saved_model.pb; got " in (
         result.stderr
     )
+
+
+def test_the_runtime_comparison_catches_a_different_output():
+    """`make serving-check`'s comparison (tests/serving_runtime.py): strings
+    exactly, floats to 1e-5, through its JSON encoding."""
+    from tests.serving_runtime import decode, differences, encode
+
+    text = np.array([b"I have no time.", b"\xff\x00"], dtype=object)
+    score = np.array([-1.5, -2.25], "float32")
+    np.testing.assert_array_equal(decode(encode(text)), text)
+    expected = {"greedy": {"translation": encode(text), "score": encode(score)}}
+    assert differences(expected, expected) == []
+    close = {"greedy": {"translation": encode(text), "score": encode(score + 4e-6)}}
+    assert differences(expected, close) == []
+    other = np.array([b"I have no time.", b"?"], dtype=object)
+    far = {"greedy": {"translation": encode(other), "score": encode(score + 1e-4)}}
+    found = differences(expected, far)
+    assert len(found) == 2 and found[0].startswith("greedy/translation: [b'I have no time.' b'?']")
+    assert found[1].startswith("greedy/score: differs by 1.00e-04")

@@ -47,11 +47,15 @@ def registered():
             for op in ops}
 
 core = registered()
-import tensorflow_text
+try:
+    import tensorflow_text
+    text_version = tensorflow_text.__version__
+except ImportError:  # a virtualenv for the core ops only (--core with --text)
+    text_version = None
 everything = registered()
 print(json.dumps({
     "tensorflow": tf.__version__,
-    "tensorflow_text": tensorflow_text.__version__,
+    "tensorflow_text": text_version,
     "core": core,
     "text": {name: attrs for name, attrs in everything.items() if name not in core},
 }))
@@ -106,6 +110,8 @@ def main(argv=None):
             parser.error(f"--{flag} must be a python executable; got {python!r}")
     core = dump(args.core)
     text = dump(args.text) if args.text else core
+    if text["tensorflow_text"] is None:
+        parser.error(f"{args.text or args.core} has no tensorflow_text; install the release's")
     path = os.path.join(HERE, f"tf_serving_{args.serving}.json")
     write_oplist(path, args.serving, args.servers or f"{args.serving}.0", core, text)
     print(
