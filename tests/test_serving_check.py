@@ -159,7 +159,7 @@ def test_translator_export_passes_every_release(tmp_path):
         log=lambda _: 0,
     )
     ops = check.op_types(check.read_saved_model(path))
-    assert "FastWordpieceTokenizeWithOffsets" in ops and "While" in " ".join(ops)
+    assert "WordpieceTokenizeWithOffsets" in ops and "While" in ops  # TF Text, decoding loop
     assert check.check_export(path) == {s: [] for s in check.available_servings()}
 
 
