@@ -16,7 +16,7 @@ TensorFlow added with a default does not appear unless a node sets it to
 another value. Nodes of the main graph and of every library function are
 checked; a node whose op is a library function (a call) is not an op.
 
-    python -m keras_attention.serving.check EXPORT_DIR [--serving 2.19 2.20]
+    python -m keras_attention.serving.check EXPORT_DIR [--serving 2.17 2.19 2.20]
 
 prints a verdict per release and exits with status 1 if any fails.
 """
@@ -185,11 +185,13 @@ def main(argv=None):
     unknown = [serving for serving in args.serving if serving not in known]
     if unknown:
         parser.error(f"--serving must be among {known}; got {' '.join(unknown)}")
+    from google.protobuf.message import DecodeError
+
     try:
         passed = report(args.export_dir, args.serving)
     except ValueError as error:
         parser.error(str(error).replace("`export_dir`", "EXPORT_DIR"))
-    except Exception as error:  # a corrupt saved_model.pb
+    except DecodeError as error:  # a truncated or foreign saved_model.pb
         parser.error(f"EXPORT_DIR {args.export_dir}: cannot read saved_model.pb ({error})")
     return 0 if passed else 1
 
