@@ -23,28 +23,6 @@ import sys
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TRANSLATOR = [
-    "--limit",
-    "200",
-    "--vocab-size",
-    "400",
-    "--embed-dim",
-    "16",
-    "--units",
-    "32",
-    "--layers",
-    "1",
-    "--heads",
-    "2",
-    "--max-length",
-    "24",
-    "--batch-size",
-    "32",
-    "--epochs",
-    "1",
-    "--verbose",
-    "0",
-]
 FAMILIES = ("rnn", "convs2s", "transformer")
 EXTRA_TEXTS = ["", "Das ist ein sehr langer Satz " * 10]
 TOLERANCE = 1e-5
@@ -80,6 +58,8 @@ def sh(*argv):
 
 def build_exports(work):
     """Train and export every kind once; returns `{name: version_dir}`."""
+    from tests.test_recipe_translate import TINY  # the recipe tests' tiny settings
+
     exports = os.path.join(work, "exports")
     paths = {}
     for family in FAMILIES:
@@ -97,7 +77,9 @@ def build_exports(work):
             run,
             "--family",
             family,
-            *TRANSLATOR,
+            "--epochs",
+            "1",
+            *TINY,
         )
         sh(
             sys.executable,
