@@ -1,7 +1,8 @@
 # Two commands on a fresh machine:
 #   make demo   set up (virtualenv, packages, the Ding corpus) and run the main job
 #   make test   set up, lint, and run the test suite (TensorFlow, then the portable part on JAX)
-# Also: make test-torch (the portable part on PyTorch), make bench, make results.
+# Also: make test-torch (the portable part on PyTorch), make bench, make results,
+#   make serving-check (exports run by TF Serving's TensorFlow), make serving-oplists.
 PYTHON ?= python3
 VENV ?= .venv
 VENV_JAX ?= .venv-jax
@@ -22,7 +23,7 @@ PORTABLE := tests/test_portability.py tests/test_compatibility.py tests/test_reg
 PORTABLE_ARGS := -q -n 2 -p no:cacheprovider -m "not tensorflow" -k "harness or portability or compatibility or registry or layout"
 DOCTESTS := -q -p no:cacheprovider --doctest-modules keras_attention --ignore=keras_attention/serving
 
-.PHONY: demo test test-torch lint bench results setup clean
+.PHONY: demo test test-torch lint bench results setup clean serving-check serving-oplists serving-venv
 
 setup: $(STAMP) $(DING)
 
@@ -75,8 +76,47 @@ bench: $(STAMP)
 	$(PY) bench/generation.py
 	$(PY) bench/spatial.py
 
+# The runtime of a TF Serving release, in its own virtualenv: TF Serving
+# 2.20.0 bundles TensorFlow 2.20 and TF Text 2.20. Another release:
+#   make serving-check VENV_SERVING=.venv-serving-2.19 SERVING_TF=2.19.* SERVING_TEXT=2.19.*
+VENV_SERVING ?= .venv-serving
+SERVING_TF ?= 2.20.*
+SERVING_TEXT ?= 2.20.*
+
+$(VENV_SERVING)/.installed-stamp:
+	$(PYTHON) -m venv $(VENV_SERVING)
+	$(VENV_SERVING)/bin/python -m pip install --quiet "tensorflow==$(SERVING_TF)" "tensorflow-text==$(SERVING_TEXT)"
+	touch $@
+
+# TensorFlow 2.17 alone: TF Text 2.17 is not what TF Serving 2.17.1 bundles.
+.venv-serving-2.17/.installed-stamp:
+	$(PYTHON) -m venv .venv-serving-2.17
+	.venv-serving-2.17/bin/python -m pip install --quiet "tensorflow==2.17.*"
+	touch $@
+
+serving-venv: $(VENV_SERVING)/.installed-stamp
+
+# Trains and exports every kind (tiny), then runs every signature in both
+# TensorFlows and compares the outputs (tests/serving_runtime.py).
+serving-check: $(STAMP) $(DING) $(VENV_SERVING)/.installed-stamp
+	$(PY) tests/serving_runtime.py --runtime $(VENV_SERVING)/bin/python
+
+# The committed op lists (keras_attention/serving/oplists/). TF Serving
+# 2.17.1-2.19.1 bundle TF Text 2.12.1, which installs only beside TensorFlow
+# 2.12 (Python <= 3.11): its ops come from a third virtualenv.
+serving-oplists: $(STAMP)
+	$(MAKE) serving-venv VENV_SERVING=.venv-serving SERVING_TF=2.20.* SERVING_TEXT=2.20.*
+	$(MAKE) serving-venv VENV_SERVING=.venv-serving-2.19 SERVING_TF=2.19.* SERVING_TEXT=2.19.*
+	$(MAKE) serving-venv VENV_SERVING=.venv-serving-tf2.12 SERVING_TF=2.12.* SERVING_TEXT=2.12.1
+	$(MAKE) .venv-serving-2.17/.installed-stamp
+	$(PY) keras_attention/serving/oplists/generate.py --serving 2.20 --core .venv-serving/bin/python
+	$(PY) keras_attention/serving/oplists/generate.py --serving 2.19 --servers 2.19.0-2.19.1 \
+		--core .venv-serving-2.19/bin/python --text .venv-serving-tf2.12/bin/python
+	$(PY) keras_attention/serving/oplists/generate.py --serving 2.17 --servers 2.17.1 \
+		--core .venv-serving-2.17/bin/python --text .venv-serving-tf2.12/bin/python
+
 results: $(STAMP) $(DING)
 	$(VENV)/bin/keras-attention-results
 
 clean:
-	rm -rf $(VENV) $(VENV_JAX) $(VENV_TORCH) *.egg-info .pytest_cache
+	rm -rf $(VENV) $(VENV_JAX) $(VENV_TORCH) .venv-serving* *.egg-info .pytest_cache

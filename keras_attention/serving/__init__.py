@@ -5,6 +5,7 @@ on TensorFlow. Install with `pip install keras_attention[tensorflow]`.
     export.py       versioned atomic SavedModel exports, warm-up requests
     text.py         SubwordTokenizer (WordPiece, TensorFlow Text)
     distribute.py   MultiWorkerMirroredStrategy adaptations of a model
+    check.py        an export's ops against TF Serving releases' op lists
 """
 
 import importlib.util

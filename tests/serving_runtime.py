@@ -1,0 +1,253 @@
+"""Every kind of export, run by an older TensorFlow: the runtime of a TF
+Serving release (`make serving-check`).
+
+    python tests/serving_runtime.py --runtime .venv-serving/bin/python
+
+trains tiny models with the recipes (this interpreter: the TensorFlow that
+writes exports), exports a translator of each family and the digits
+classifier, checks their ops against the committed op lists
+(`keras_attention.serving.check`), then runs every signature of every
+export on the same inputs (the export's warm-up requests, plus an empty
+and an over-long sentence for text inputs) in this interpreter and in
+`--runtime`, and compares: strings, integers and booleans equal, floats
+within 1e-5. Exits with status 1 on any difference or failure.
+"""
+
+import argparse
+import base64
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FAMILIES = ("rnn", "convs2s", "transformer")
+EXTRA_TEXTS = ["", "Das ist ein sehr langer Satz " * 10]
+TOLERANCE = 1e-5
+
+
+def encode(array):
+    """A NumPy array as JSON (bytes in base64), the same in both interpreters."""
+    array = np.asarray(array)
+    if array.dtype == object:
+        values = [base64.b64encode(x).decode() for x in array.ravel()]
+        return {"dtype": "bytes", "shape": list(array.shape), "values": values}
+    return {"dtype": array.dtype.name, "shape": list(array.shape), "values": array.ravel().tolist()}
+
+
+def decode(value):
+    """The NumPy array of an `encode`d value."""
+    if value["dtype"] == "bytes":
+        values = [base64.b64decode(x) for x in value["values"]]
+        return np.array(values, dtype=object).reshape(value["shape"])
+    return np.array(value["values"], dtype=value["dtype"]).reshape(value["shape"])
+
+
+def sh(*argv):
+    """Run a command from the repository root; stop with its output on failure."""
+    print("$", " ".join(argv), flush=True)
+    result = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise SystemExit(
+            f"error: {argv[2:4]} failed:\n{result.stdout[-1500:]}{result.stderr[-3000:]}"
+        )
+    return result.stdout
+
+
+def build_exports(work):
+    """Train and export every kind once; returns `{name: version_dir}`."""
+    from tests.test_recipe_translate import TINY  # the recipe tests' tiny settings
+
+    exports = os.path.join(work, "exports")
+    paths = {}
+    for family in FAMILIES:
+        name = f"translator-{family}"
+        paths[name] = os.path.join(exports, name, "1")
+        if os.path.exists(paths[name]):
+            continue
+        run = os.path.join(work, f"run-{family}")
+        sh(
+            sys.executable,
+            "-m",
+            "recipes.translate",
+            "train",
+            "--output",
+            run,
+            "--family",
+            family,
+            "--epochs",
+            "1",
+            *TINY,
+        )
+        sh(
+            sys.executable,
+            "-m",
+            "recipes.translate",
+            "export",
+            "--output",
+            run,
+            "--export-dir",
+            exports,
+            "--model-name",
+            name,
+            "--beam-width",
+            "2",
+        )
+    paths["digits"] = os.path.join(exports, "digits", "1")
+    if not os.path.exists(paths["digits"]):
+        sh(
+            sys.executable,
+            "-m",
+            "recipes.spatial_transformer_digits",
+            "--limit",
+            "100",
+            "--epochs",
+            "1",
+            "--output",
+            os.path.join(work, "run-digits"),
+            "--export",
+            "--export-dir",
+            exports,
+        )
+    return paths
+
+
+def requests_of(version_dir):
+    """`{signature: {input: array}}`: the warm-up requests, with the empty
+    and the over-long sentence added to text inputs."""
+    from keras_attention.serving.export import read_warmup_requests
+
+    requests = {}
+    for signature, inputs in read_warmup_requests(version_dir):
+        if "text" in inputs:
+            extra = np.array([t.encode() for t in EXTRA_TEXTS], dtype=object)
+            inputs["text"] = np.concatenate([inputs["text"].astype(object), extra])
+        requests[signature] = inputs
+    return requests
+
+
+def run_signatures(export_dir, requests_path):
+    """Load an export, call each signature on the requests and print the
+    outputs as JSON. Runs in both interpreters (any TensorFlow >= 2.12,
+    NumPy 1 or 2), importing only TensorFlow and TensorFlow Text."""
+    import tensorflow as tf
+    import tensorflow_text
+
+    with open(requests_path, encoding="utf-8") as handle:
+        requests = json.load(handle)
+    loaded = tf.saved_model.load(export_dir)
+    results = {}
+    for signature, inputs in requests.items():
+        tensors = {name: tf.constant(decode(value)) for name, value in inputs.items()}
+        outputs = loaded.signatures[signature](**tensors)
+        results[signature] = {name: encode(value.numpy()) for name, value in outputs.items()}
+    versions = {"tensorflow": tf.__version__, "tensorflow_text": tensorflow_text.__version__}
+    print(json.dumps({**versions, "signatures": sorted(loaded.signatures), "results": results}))
+
+
+def run_signatures_in(python, export_dir, requests_path):
+    """`run_signatures` under the interpreter `python`: `(its JSON, None)`,
+    or `(None, its error output)`."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+    env.pop("PYTHONPATH", None)
+    result = subprocess.run(
+        [
+            os.path.abspath(python),
+            os.path.abspath(__file__),
+            "run-signatures",
+            export_dir,
+            requests_path,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd="/",
+    )
+    if result.returncode != 0:
+        return None, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1]), None
+
+
+def differences(expected, got):
+    """One line per output that differs (strings, ints, bools exactly,
+    floats to `TOLERANCE`)."""
+    found = []
+    for signature, outputs in expected.items():
+        for name, value in outputs.items():
+            want, have = decode(value), decode(got[signature][name])
+            where = f"{signature}/{name}"
+            if want.shape != have.shape:
+                found.append(f"{where}: shape {have.shape}, expected {want.shape}")
+            elif want.dtype.kind == "f":
+                error = float(np.max(np.abs(want - have), initial=0.0))
+                if not error <= TOLERANCE:
+                    found.append(f"{where}: differs by {error:.2e} (> {TOLERANCE})")
+            elif not np.array_equal(want, have):
+                found.append(f"{where}: {have.ravel()[:4]} != {want.ravel()[:4]}")
+    return found
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["run-signatures"]:  # the side that runs in the older runtime
+        return run_signatures(*argv[1:])
+    sys.path.insert(0, ROOT)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--runtime", required=True, help="python of the older TensorFlow's virtualenv"
+    )
+    parser.add_argument(
+        "--work",
+        default=os.path.join(ROOT, "runs", "serving-check"),
+        help="where the runs and exports go (reused when present)",
+    )
+    args = parser.parse_args(argv)
+    if not os.access(args.runtime, os.X_OK):
+        parser.error(f"--runtime must be a python executable; got {args.runtime!r}")
+    from keras_attention.serving.check import report
+
+    failed = []
+    for name, version_dir in build_exports(os.path.abspath(args.work)).items():
+        print(f"\n== {name}")
+        if not report(version_dir):
+            failed.append(f"{name}: op check")
+        requests_path = os.path.join(os.path.dirname(version_dir), "requests.json")
+        with open(requests_path, "w", encoding="utf-8") as handle:
+            requests = requests_of(version_dir)
+            json.dump(
+                {s: {k: encode(v) for k, v in i.items()} for s, i in requests.items()}, handle
+            )
+        expected, error = run_signatures_in(sys.executable, version_dir, requests_path)
+        if error:
+            raise SystemExit(f"error: the exporting TensorFlow cannot run {name}:\n{error}")
+        got, error = run_signatures_in(args.runtime, version_dir, requests_path)
+        if error:
+            print(f"FAIL {name} does not run there:\n{error}")
+            failed.append(f"{name}: does not load or run")
+            continue
+        runtimes = (
+            f"TensorFlow {got['tensorflow']} + TF Text {got['tensorflow_text']} "
+            f"(exported by {expected['tensorflow']} + {expected['tensorflow_text']})"
+        )
+        found = differences(expected["results"], got["results"])
+        if got["signatures"] != expected["signatures"]:
+            found.append(f"signatures {got['signatures']} != {expected['signatures']}")
+        for line in found:
+            print(f"  {line}")
+        if found:
+            failed.append(f"{name}: {len(found)} output(s) differ")
+        count = sum(len(outputs) for outputs in expected["results"].values())
+        verdict = "FAIL" if found else "ok  "
+        print(f"{verdict} {runtimes}: {len(expected['results'])} signatures, {count} outputs")
+    print()
+    if failed:
+        print("serving check FAILED: " + "; ".join(failed))
+        return 1
+    print("serving check passed: every signature of every export gives the same outputs")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
