@@ -4,9 +4,11 @@ file, a deterministic train/validation/test split, and `tf.data` pipelines
 with in-graph tokenisation.
 
 Bad input never stops a run with a traceback. A malformed line (no tab, an
-empty side, bytes that are not UTF-8) is skipped, and reported with its
-line number. A corpus too small for the split stops the run with a message
-saying so.
+empty side, bytes that are not UTF-8, a carriage return inside the line) is
+skipped, and reported with its line number. Every reader splits lines on
+`\n` only, the rule `tf.data.TextLineDataset` follows, so the split files
+and the pipelines agree on what a line is. A corpus too small for the
+split stops the run with a message saying so.
 """
 
 import hashlib
@@ -45,7 +47,7 @@ def ding_pairs(path=DING):
         raise CorpusError(
             f"the Ding corpus {path} is missing; {DING_HINT}, or pass --corpus FILE.tsv"
         )
-    with open(path, encoding="utf-8", errors="replace") as handle:
+    with open(path, encoding="utf-8", errors="replace", newline="\n") as handle:
         for line in handle:
             if line.startswith("#") or " :: " not in line:
                 continue
@@ -67,7 +69,7 @@ def tsv_pairs(path, problems):
     with open(path, "rb") as handle:
         for number, raw in enumerate(handle, 1):
             try:
-                line = raw.decode("utf-8").rstrip("\r\n")
+                line = raw.decode("utf-8").removesuffix("\n").removesuffix("\r")
             except UnicodeDecodeError as error:
                 problems.append(
                     f"{path}:{number}: not valid UTF-8 "
@@ -76,6 +78,12 @@ def tsv_pairs(path, problems):
                 continue
             if not line.strip():
                 continue  # blank lines are allowed and ignored
+            if "\r" in line:
+                problems.append(
+                    f"{path}:{number}: a carriage return (\\r) inside the line "
+                    "(lines end with \\n or \\r\\n); skipped"
+                )
+                continue
             if "\t" not in line:
                 problems.append(
                     f"{path}:{number}: expected 'source<TAB>target', found no tab; skipped"
@@ -171,7 +179,8 @@ def prepare(output, corpus=None, reverse=False, limit=None, log=print):
 
 
 def read_pairs(path):
-    with open(path, encoding="utf-8") as handle:
+    """The `(source, target)` pairs of a split file, lines split on `\n` only."""
+    with open(path, encoding="utf-8", newline="\n") as handle:
         return [tuple(line.rstrip("\n").split("\t", 1)) for line in handle if line.strip()]
 
 

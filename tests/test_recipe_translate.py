@@ -347,6 +347,22 @@ def test_tsv_problems_are_reported_by_line(tmp_path):
     )
 
 
+def test_a_carriage_return_inside_a_line_is_reported_and_skipped(tmp_path):
+    """Text-mode reading took a bare \\r for a line end while the TSV reader
+    did not: the split file then held a line without a tab (IndexError)."""
+    from recipes.translation_data import prepare, read_pairs
+
+    path = tmp_path / "corpus.tsv"
+    good = "".join(f"Satz Nummer {i}.\tSentence number {i}.\r\n" for i in range(300))
+    path.write_bytes(b"Hallo\rWelt.\tHello world.\n" + good.encode())
+    log = []
+    paths = prepare(str(tmp_path / "run"), str(path), log=log.append)
+    assert any(":1: a carriage return" in line and "skipped" in line for line in log), log
+    pairs = [pair for split in SPLITS for pair in read_pairs(paths[split])]
+    assert len(pairs) == 300 and all(len(pair) == 2 for pair in pairs)
+    assert all("\r" not in source + target for source, target in pairs)
+
+
 def test_too_small_corpus_stops_with_a_message(tmp_path):
     path = tmp_path / "corpus.tsv"
     path.write_text("".join(f"Satz {i}.\tSentence {i}.\n" for i in range(8)), encoding="utf-8")
