@@ -367,7 +367,10 @@ def translate_texts(
             model, source, max_length + 1, beam_width, return_attention=return_attention
         )
         tokens, attention = result["tokens"], result.get("attention")
-        translations += [t.decode("utf-8") for t in target_tokenizer.decode(tokens).numpy()]
+        text = target_tokenizer.blank_where_empty(
+            tf.constant(texts[start : start + batch_size]), target_tokenizer.decode(tokens)
+        )
+        translations += [t.decode("utf-8") for t in text.numpy()]
         if return_attention:
             details += list(zip(np.asarray(source), np.asarray(tokens), np.asarray(attention)))
     return (translations, details) if return_attention else translations

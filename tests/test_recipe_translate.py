@@ -122,6 +122,16 @@ def test_translate_prints_a_translation(trained):
     assert log.startswith("Ich habe keine Zeit.\n  -> ")
 
 
+def test_translating_empty_text_gives_empty_text_as_the_export_does(trained):
+    """The export answers "" for empty or all-space text (`check_export`);
+    the CLI printed whatever the model generated from `[START] [END]`."""
+    output, _ = trained
+    log = run("translate", "--output", output, "", " \t ", "Ich habe keine Zeit.")
+    lines = log.split("\n")
+    assert lines[1] == "  -> " and lines[3] == "  -> ", lines
+    assert lines[5].startswith("  -> ") and len(lines[5]) > len("  -> ")
+
+
 @pytest.mark.parametrize("family", ["convs2s", "transformer"])
 def test_other_families_train(tmp_path, family):
     run("train", "--output", str(tmp_path), "--family", family, "--epochs", "1", *TINY)
