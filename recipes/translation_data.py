@@ -189,23 +189,42 @@ def make_dataset(
 ):
     """`((source, target_in), target_out)` batches from a split file,
     tokenised in the graph: `target_in = [START] y`, `target_out = y [END]`.
-    Pairs longer than `max_length` pieces are left out of training."""
+    A pair longer than `max_length` pieces (either side) is left out.
+
+    Returns `(dataset, kept, total)`: the pairs that fit are counted first,
+    and the dataset carries that count as its cardinality (Keras then knows
+    an epoch's length)."""
     import tensorflow as tf
 
-    lines = tf.data.TextLineDataset(path)
-    if shuffle:
-        lines = lines.shuffle(50_000, seed=seed, reshuffle_each_iteration=True)
-
-    def encode(batch):
-        parts = tf.strings.split(batch, "\t", maxsplit=1).to_tensor("")
+    def encode(lines):
+        parts = tf.strings.split(lines, "\t", maxsplit=1).to_tensor("", shape=[None, 2])
         source, source_cut = source_tokenizer.encode(parts[:, 0], max_length)
         target, target_cut = target_tokenizer.encode(parts[:, 1], max_length + 1)
-        keep = tf.logical_not(tf.logical_or(source_cut, target_cut))
-        source, target = tf.boolean_mask(source, keep), tf.boolean_mask(target, keep)
-        return (source, target[:, :-1]), target[:, 1:]
+        return source, target, tf.logical_not(tf.logical_or(source_cut, target_cut))
 
+    lines = tf.data.TextLineDataset(path).batch(1024)
+    kept, total = lines.map(encode).reduce(
+        (tf.constant(0, tf.int64), tf.constant(0, tf.int64)),
+        lambda counts, encoded: (
+            counts[0] + tf.reduce_sum(tf.cast(encoded[2], tf.int64)),
+            counts[1] + tf.cast(tf.size(encoded[2]), tf.int64),
+        ),
+    )
+    kept, total = int(kept), int(total)
+
+    def fitting(lines):
+        source, target, keep = encode(lines)
+        return tf.boolean_mask(source, keep), tf.boolean_mask(target, keep)
+
+    pairs = lines.map(fitting, num_parallel_calls=tf.data.AUTOTUNE).unbatch()
+    pairs = pairs.apply(tf.data.experimental.assert_cardinality(kept))
+    if shuffle:
+        pairs = pairs.shuffle(50_000, seed=seed, reshuffle_each_iteration=True)
+    batches = pairs.batch(batch_size).map(
+        lambda source, target: ((source, target[:, :-1]), target[:, 1:]),
+        num_parallel_calls=tf.data.AUTOTUNE,
+    )
     options = tf.data.Options()
     # One file per split: several workers shard it by element, not by file.
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
-    batches = lines.batch(batch_size).map(encode, num_parallel_calls=tf.data.AUTOTUNE)
-    return batches.prefetch(tf.data.AUTOTUNE).with_options(options)
+    return batches.prefetch(tf.data.AUTOTUNE).with_options(options), kept, total

@@ -4,6 +4,7 @@ tuning, and bad input."""
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -23,14 +24,10 @@ TINY = [
     "200",
     "--vocab-size",
     "400",
-    "--embed-dim",
-    "16",
     "--units",
     "32",
     "--layers",
     "1",
-    "--heads",
-    "2",
     "--max-length",
     "24",
     "--batch-size",
@@ -373,13 +370,15 @@ def test_a_carriage_return_inside_a_line_is_reported_and_skipped(tmp_path):
     assert all("\r" not in source + target for source, target in pairs)
 
 
-def test_too_small_corpus_stops_with_a_message(tmp_path):
+def test_too_small_corpus_stops_with_a_message(tmp_path, capsys):
     path = tmp_path / "corpus.tsv"
     path.write_text("".join(f"Satz {i}.\tSentence {i}.\n" for i in range(8)), encoding="utf-8")
-    with pytest.raises(
-        SystemExit, match=r"error: the corpus gave 8 usable pairs .* needs at least"
-    ):
+    with pytest.raises(SystemExit) as stop:
         translate.main(["train", "--corpus", str(path), "--output", str(tmp_path / "run")])
+    assert stop.value.code == 2
+    assert re.search(
+        r"^error: the corpus gave 8 usable pairs .* needs at least", capsys.readouterr().err
+    )
 
 
 @pytest.mark.parametrize(
