@@ -59,7 +59,7 @@ DATA_SETTINGS = ("corpus", "reverse", "limit", "vocab_size")
 WORKER_WAIT_SECONDS = float(os.environ.get("KERAS_ATTENTION_WORKER_WAIT", 900))
 
 
-class UsageError(Exception):
+class UsageError(ValueError):
     """A user mistake: printed as `error: ...`, exit status 2."""
 
 
@@ -416,13 +416,13 @@ def train(args, log=print):
         keras.mixed_precision.set_global_policy(f"mixed_{args.mixed_precision}")
     keras.utils.set_random_seed(args.seed)
     if is_chief():
-        if not args.overwrite and finished(args.output):
+        if runs.claim(args.output, settings, args.overwrite):  # refuses other settings
+            log(f"--overwrite: deleted the earlier run in {args.output}")
+        if finished(args.output):
             raise UsageError(
                 f"--output {args.output} already holds a trained model: evaluate or translate "
                 "with it, pass --overwrite to delete it and train again, or choose another --output"
             )
-        if runs.claim(args.output, settings, args.overwrite):
-            log(f"--overwrite: deleted the earlier run in {args.output}")
         paths = prepare(args.output, args.corpus, args.reverse, args.limit, log=log)
         source_tokenizer, target_tokenizer = load_tokenizers(
             args.output, paths, args.vocab_size, log=log
@@ -481,7 +481,7 @@ def train(args, log=print):
         verbose=args.verbose,
     ).history
     seconds = time.perf_counter() - started
-    if not all(math.isfinite(loss) for loss in history.get("loss", [])):
+    if not all(math.isfinite(value) for values in history.values() for value in values):
         raise UsageError(
             f"training diverged (loss {history['loss'][-1]}) and stopped; nothing was saved "
             f"and any earlier model in {args.output} is kept: lower --learning-rate "
@@ -733,6 +733,8 @@ def export_command(args, log=print):
 
     from .translation_data import read_pairs
 
+    if os.path.exists(args.export_dir) and not os.path.isdir(args.export_dir):
+        raise UsageError(f"--export-dir {args.export_dir} is a file; expected a folder")
     model, config, source_tokenizer, target_tokenizer = load_run(args.output)
     archive = translator_archive(
         model, source_tokenizer, target_tokenizer, config["max_length"], args.beam_width
@@ -762,8 +764,7 @@ def demo(args, log=print):
     samples, draw an attention heatmap, translate a sentence."""
     log("== keras_attention demo: German -> English on the Ding dictionary's example sentences")
     settings, _ = train_settings(args)
-    recorded = runs.recorded_settings(args.output) if os.path.isdir(args.output) else None
-    if finished(args.output) and not args.overwrite and recorded is not None:
+    if finished(args.output) and not args.overwrite:
         runs.claim(args.output, settings)  # refuses other settings
         log(f"{args.output} holds the trained demo model: evaluating it (--overwrite retrains)")
     else:
