@@ -180,10 +180,9 @@ def free_port():
 
 
 def test_two_workers_train_to_identical_weights(tmp_path):
+    """Into a fresh --output: the chief prepares the data and vocabularies,
+    the other worker waits for them (both preparing at once crashed)."""
     prepared = tmp_path / "run"
-    run(
-        "train", "--output", str(prepared), "--epochs", "1", "--family", "rnn", *TINY
-    )  # data and vocabularies
     ports = [free_port(), free_port()]
     cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
     processes = []
