@@ -377,6 +377,31 @@ def load_run(output):
 
 
 # -- commands -------------------------------------------------------------------------
+def prepared_run(args, settings, chief, log, refuse_finished=False):
+    """`(paths, source_tokenizer, target_tokenizer)` of the run in
+    `args.output`. The chief claims the run (`runs.claim`: other settings
+    are refused) and prepares its data split and vocabularies; every other
+    process waits until they are there and checks that it has the same
+    settings, so that no two processes write them at once."""
+    from .translation_data import SPLITS, prepare
+
+    if chief:
+        if runs.claim(args.output, settings, args.overwrite):  # refuses other settings
+            log(f"--overwrite: deleted the earlier run in {args.output}")
+        if refuse_finished and finished(args.output):
+            raise UsageError(
+                f"--output {args.output} already holds a trained model: evaluate or translate "
+                "with it, pass --overwrite to delete it and train again, or choose another --output"
+            )
+        paths = prepare(args.output, args.corpus, args.reverse, args.limit, log=log)
+        return (paths, *load_tokenizers(args.output, paths, args.vocab_size, log=log))
+    paths = {split: os.path.join(args.output, "data", f"{split}.tsv") for split in SPLITS}
+    vocabularies = [os.path.join(args.output, f"{side}.vocab") for side in ("source", "target")]
+    log(f"waiting for the chief to prepare the data in {args.output}")
+    runs.wait_for_run(args.output, settings, [*paths.values(), *vocabularies], WORKER_WAIT_SECONDS)
+    return (paths, *load_tokenizers(args.output))
+
+
 def finished(output):
     """True when `output` holds a trained model and no backup of an
     unfinished training."""
@@ -407,34 +432,15 @@ def train(args, log=print):
 
     from keras_attention.serving.distribute import adapt_for_distribution
 
-    from .translation_data import SPLITS, prepare
-
     settings, config = train_settings(args)
     config["jit"] = args.jit
     strategy = choose_strategy()  # first: collective ops must be set up before any other TF op
     if args.mixed_precision:
         keras.mixed_precision.set_global_policy(f"mixed_{args.mixed_precision}")
     keras.utils.set_random_seed(args.seed)
-    if is_chief():
-        if runs.claim(args.output, settings, args.overwrite):  # refuses other settings
-            log(f"--overwrite: deleted the earlier run in {args.output}")
-        if finished(args.output):
-            raise UsageError(
-                f"--output {args.output} already holds a trained model: evaluate or translate "
-                "with it, pass --overwrite to delete it and train again, or choose another --output"
-            )
-        paths = prepare(args.output, args.corpus, args.reverse, args.limit, log=log)
-        source_tokenizer, target_tokenizer = load_tokenizers(
-            args.output, paths, args.vocab_size, log=log
-        )
-    else:
-        paths = {split: os.path.join(args.output, "data", f"{split}.tsv") for split in SPLITS}
-        vocabularies = [os.path.join(args.output, f"{side}.vocab") for side in ("source", "target")]
-        log(f"waiting for the chief to prepare the data in {args.output}")
-        runs.wait_for_run(
-            args.output, settings, [*paths.values(), *vocabularies], WORKER_WAIT_SECONDS
-        )
-        source_tokenizer, target_tokenizer = load_tokenizers(args.output)
+    paths, source_tokenizer, target_tokenizer = prepared_run(
+        args, settings, is_chief(), log, refuse_finished=True
+    )
     train_data, valid_data = datasets(
         paths,
         source_tokenizer,
@@ -635,14 +641,10 @@ def translate_command(args, log=print):
 
 
 def tune(args, log=print):
-    from .translation_data import prepare
     from .tuning import run_search
 
-    if os.environ.get("KERASTUNER_TUNER_ID", "chief") == "chief":
-        runs.claim(args.output, data_settings(args), args.overwrite)
-    paths = prepare(args.output, args.corpus, args.reverse, args.limit, log=log)
-    source_tokenizer, target_tokenizer = load_tokenizers(
-        args.output, paths, args.vocab_size, log=log
+    paths, source_tokenizer, target_tokenizer = prepared_run(
+        args, data_settings(args), os.environ.get("KERASTUNER_TUNER_ID", "chief") == "chief", log
     )
     data = datasets(
         paths,

@@ -168,7 +168,7 @@ def test_interrupted_training_resumes(tmp_path):
     output = process.communicate(timeout=60)[0]
     assert "interrupted: re-run the same command to resume" in output, output[-2000:]
     assert "Traceback" not in output
-    log = run("train", "--output", str(tmp_path), "--family", "rnn", "--epochs", "2", *TINY)
+    log = run("train", "--output", str(tmp_path), "--family", "rnn", "--epochs", "30", *TINY)
     assert "resuming an interrupted run" in log
     assert os.path.exists(tmp_path / "model.keras")
 
@@ -268,6 +268,9 @@ def test_tuning_runs_resumes_and_writes_best_hyperparameters(tmp_path):
     log = run(*args)
     best = json.load(open(tmp_path / "best_hyperparameters.json"))
     assert best["family"] in ("rnn", "transformer") and "learning_rate" in best
+    # Only the transformer has heads, and its embedding width is its units.
+    assert ("heads" in best) == (best["family"] == "transformer")
+    assert ("embed_dim" in best) == (best["family"] != "transformer")
     assert "validation BLEU" in log
     trials = sorted(
         d for d in os.listdir(tmp_path / "tuning" / "translate") if d.startswith("trial_")
