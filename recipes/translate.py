@@ -789,7 +789,13 @@ def demo(args, log=print):
 
 # -- command line -------------------------------------------------------------------
 class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
-    """The module docstring as written, and every flag's default."""
+    """The module docstring as written, and every flag's default (said in
+    the help text where "None" would not tell it, and left out for switches)."""
+
+    def _get_help_string(self, action):
+        if action.default is None or action.default is False or "default:" in action.help:
+            return action.help
+        return super()._get_help_string(action)
 
 
 def parser():
@@ -817,7 +823,7 @@ def parser():
                 help="swap the direction (Ding: English -> German)",
             )
             command.add_argument(
-                "--limit", type=int, help="use only the first N pairs of the corpus"
+                "--limit", type=int, help="use only the first N pairs of the corpus (default: all)"
             )
             command.add_argument(
                 "--vocab-size", type=int, default=8000, help="WordPiece vocabulary size target"

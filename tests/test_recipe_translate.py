@@ -2,6 +2,7 @@
 models: train, evaluate, translate, tune, resume, distributed training and
 tuning, and bad input."""
 
+import argparse
 import json
 import os
 import re
@@ -857,3 +858,15 @@ def test_interrupting_an_export_says_nothing_was_kept(monkeypatch, capsys):
         translate.main(["export", "--output", "runs/none"])
     assert "nothing was kept" in str(stop.value.code)
     assert "resume" not in str(stop.value.code)
+
+
+def test_help_shows_every_default_and_every_flag_has_help():
+    main = translate.parser()
+    (subcommands,) = [a for a in main._actions if isinstance(a, argparse._SubParsersAction)]
+    for name, command in subcommands.choices.items():
+        for action in command._actions:
+            assert action.help, (name, action.option_strings)
+        text = command.format_help()
+        for action in command._actions:
+            if action.default not in (None, False, argparse.SUPPRESS) and action.option_strings:
+                assert f"default: {action.default}" in " ".join(text.split()), (name, action)
