@@ -59,8 +59,6 @@ def main(argv=None):
         str(args.epochs),
         "--units",
         str(args.units),
-        "--embed-dim",
-        str(args.embed_dim),
         "--layers",
         "2",
         "--verbose",
@@ -83,7 +81,9 @@ def main(argv=None):
             )
             for vocab in ("source.vocab", "target.vocab"):
                 shutil.copy(os.path.join(shared, vocab), os.path.join(output, vocab))
-        train = ["train", "--output", output, *flags, *common]
+        # The transformer's embedding width is its --units (it has no --embed-dim).
+        widths = [] if "transformer" in flags else ["--embed-dim", str(args.embed_dim)]
+        train = ["train", "--output", output, *flags, *common, *widths]
         evaluate = ["evaluate", "--output", output, "--beam-width", "4", "--samples", "0"]
         if args.table_only:
             if not os.path.exists(os.path.join(output, "scores.json")):
@@ -92,6 +92,8 @@ def main(argv=None):
         else:
             commands = (train, evaluate)
         for command in commands:
+            if command is train and os.path.exists(os.path.join(output, "model.keras")):
+                command = [*train, "--overwrite"]  # train refuses a finished run otherwise
             print("$ keras-attention-translate " + " ".join(command), flush=True)
             subprocess.run([sys.executable, "-m", f"{__package__}.translate", *command], check=True)
         shared = shared or output

@@ -22,14 +22,19 @@ commands run on a CPU.
 
 import argparse
 import json
+import math
 import os
 import shutil
 import sys
 import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from .runs import import_tensorflow_quietly
+
+import_tensorflow_quietly()  # before anything imports TensorFlow
 
 from keras_attention.registry import names as attention_names  # noqa: E402
+
+from . import runs  # noqa: E402
 
 FAMILIES = ("rnn", "convs2s", "transformer")
 ATTENTION = attention_names() + ("none",)  # the RNN's attention, by the library's own names
@@ -43,16 +48,25 @@ DEFAULTS = {  # sizes that train a reasonable model on the Ding corpus in minute
     "label_smoothing": 0.1,
     "style": "luong",
 }
+# The flags only some families have: the transformer's embedding width is
+# --units, and only the transformer has several heads.
+FAMILY_FLAGS = {"embed_dim": ("rnn", "convs2s"), "heads": ("transformer",)}
+INTEGER_FLAGS = ("embed_dim", "units", "layers", "heads", "max_length")
+FRACTION_FLAGS = ("dropout", "label_smoothing")  # in [0, 1)
+DATA_SETTINGS = ("corpus", "reverse", "limit", "vocab_size")
+# How long a worker waits for the chief to prepare the data and vocabularies
+# (the Ding corpus's take about two minutes on a 2-core CPU).
+WORKER_WAIT_SECONDS = float(os.environ.get("KERAS_ATTENTION_WORKER_WAIT", 900))
 
 
-class UsageError(Exception):
+class UsageError(ValueError):
     """A user mistake: printed as `error: ...`, exit status 2."""
 
 
 # -- configuration -----------------------------------------------------------------
 def model_config(args, hyperparameters=None):
     config = {
-        key: getattr(args, key)
+        key: getattr(args, key, None)  # --embed-dim and --heads are absent when not given
         for key in (
             "family",
             "attention",
@@ -67,7 +81,25 @@ def model_config(args, hyperparameters=None):
             "style",
         )
     }
-    config.update(hyperparameters or {})
+    family = (hyperparameters or {}).get("family", config["family"])
+    for key, families in FAMILY_FLAGS.items():
+        if config[key] is not None and family not in families:
+            raise UsageError(
+                f"--{key.replace('_', '-')} does not apply to the {family} family "
+                f"(only to {' and '.join(families)})"
+                + (": its embedding width is --units" if key == "embed_dim" else "")
+                + "; leave it out"
+            )
+    config.update(
+        {  # a tuner's file may hold values of the other families: they do not apply
+            key: value
+            for key, value in (hyperparameters or {}).items()
+            if family in FAMILY_FLAGS.get(key, FAMILIES)
+        }
+    )
+    for key, families in FAMILY_FLAGS.items():
+        if config[key] is None and config["family"] in families:
+            config[key] = DEFAULTS[key]
     if config["family"] not in FAMILIES:
         raise UsageError(f"--family must be one of {list(FAMILIES)}; got {config['family']!r}")
     if config["family"] != "rnn" and config["attention"] not in (
@@ -82,10 +114,29 @@ def model_config(args, hyperparameters=None):
         )
     if config["family"] == "rnn" and config["attention"] is None:
         config["attention"] = "general"
-    for key in ("embed_dim", "units", "layers", "heads", "max_length"):
-        if int(config[key]) < 1:
-            raise UsageError(f"--{key.replace('_', '-')} must be >= 1; got {config[key]}")
+    for key in INTEGER_FLAGS:
+        if config[key] is not None:
+            check_number(key, config[key], integer=True, low=1)
+    check_number("learning_rate", config["learning_rate"], low=0, low_included=False)
+    for key in FRACTION_FLAGS:
+        check_number(key, config[key], low=0, high=1)
     return config
+
+
+def check_number(name, value, integer=False, low=None, high=None, low_included=True):
+    """Raise `UsageError` unless `value` is a finite number (an integer when
+    `integer`) with `low <= value < high` (`low < value` unless
+    `low_included`); `name` is the flag or hyperparameter."""
+    flag = f"--{name.replace('_', '-')}"
+    kind = "an integer" if integer else "a number"
+    if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)):
+        raise UsageError(f"{flag} must be {kind}; got {value!r}")
+    if not math.isfinite(value):
+        raise UsageError(f"{flag} must be a finite number; got {value}")
+    if high is not None and not low <= value < high:
+        raise UsageError(f"{flag} must be in [{low}, {high}); got {value}")
+    if low is not None and (value < low or (value == low and not low_included)):
+        raise UsageError(f"{flag} must be {'>=' if low_included else '>'} {low}; got {value}")
 
 
 def build_model(config, source_vocab, target_vocab):
@@ -158,6 +209,12 @@ def resilient_backup(directory, log=print):
     import keras
 
     class ResilientBackup(keras.callbacks.BackupAndRestore):
+        def on_epoch_end(self, epoch, logs=None):
+            # A diverged epoch (stopped by TerminateOnNaN) is not backed up:
+            # the backup keeps the last good one.
+            if all(math.isfinite(value) for value in (logs or {}).values()):
+                super().on_epoch_end(epoch, logs)
+
         def on_train_begin(self, logs=None):
             try:
                 self._load_model()
@@ -176,7 +233,18 @@ def resilient_backup(directory, log=print):
                     shutil.copy(self._prev_training_metadata_path, self._training_metadata_path)
                 self._load_model()
 
-    return ResilientBackup(directory, double_checkpoint=True)
+    # Deleted by `train` once the final model and config are in place.
+    return ResilientBackup(directory, double_checkpoint=True, delete_checkpoint=False)
+
+
+def completed_epochs(backup):
+    """The epochs a backup folder holds (0 without one)."""
+    path = os.path.join(backup, "training_metadata.json")
+    return (
+        int(runs.read_json(path, "the backup's epoch").get("epoch", 0))
+        if os.path.exists(path)
+        else 0
+    )
 
 
 def choose_strategy():
@@ -229,8 +297,56 @@ def load_tokenizers(output, paths=None, vocab_size=8000, log=print):
                 f"{side} vocabulary: {size} WordPiece tokens "
                 f"({time.perf_counter() - started:.0f}s) -> {path}"
             )
-        tokenizers.append(SubwordTokenizer(path))
+        try:
+            tokenizers.append(SubwordTokenizer(path))
+        except (ValueError, UnicodeDecodeError) as error:
+            raise UsageError(
+                f"{path} is not a vocabulary ({str(error).splitlines()[0]}): it is damaged; "
+                f"train again with --overwrite"
+            ) from None
     return tokenizers
+
+
+def data_settings(args):
+    """What a run's data split and vocabularies are built from (`run.json`)."""
+    from .translation_data import DING
+
+    return {
+        "corpus": os.path.abspath(args.corpus) if args.corpus else DING,
+        "reverse": args.reverse,
+        "limit": args.limit,
+        "vocab_size": args.vocab_size,
+    }
+
+
+def datasets(paths, source_tokenizer, target_tokenizer, max_length, batch_size, seed, log):
+    """The training and validation datasets; each split's pairs are counted
+    after the `max_length` filter, reported, and an empty split stops the
+    run with a message."""
+    from .translation_data import make_dataset
+
+    made = []
+    for split in ("train", "valid"):
+        data, kept, total = make_dataset(
+            paths[split],
+            source_tokenizer,
+            target_tokenizer,
+            max_length,
+            batch_size,
+            shuffle=split == "train",
+            seed=seed,
+        )
+        log(
+            f"{split}: {kept} of {total} pairs fit --max-length {max_length}"
+            + (f" ({total - kept} longer ones left out)" if kept < total else "")
+        )
+        if kept == 0:
+            raise UsageError(
+                f"no {split} pair fits --max-length {max_length} ({total} pairs, each longer "
+                "in subword pieces): raise --max-length or --vocab-size"
+            )
+        made.append(data)
+    return made
 
 
 def load_run(output):
@@ -243,23 +359,60 @@ def load_run(output):
         os.path.join(output, "config.json"),
         os.path.join(output, "model.keras"),
     )
-    if not os.path.exists(model_path):
-        raise UsageError(
-            f"no trained model in {output} ({model_path} is missing): run `train --output {output}`"
-        )
-    with open(config_path, encoding="utf-8") as handle:
-        config = json.load(handle)
+    for path in (model_path, config_path):
+        if not os.path.exists(path):
+            raise UsageError(
+                f"no trained model in {output} ({path} is missing): run `train --output {output}`"
+            )
+    config = runs.read_json(config_path, "the trained model's settings")
     source, target = load_tokenizers(output)
-    return keras.saving.load_model(model_path), config, source, target
+    try:
+        model = keras.saving.load_model(model_path)
+    except (OSError, ValueError) as error:
+        raise UsageError(
+            f"{model_path} does not load ({str(error).splitlines()[0]}): it is damaged; "
+            f"train again with --overwrite"
+        ) from None
+    return model, config, source, target
 
 
 # -- commands -------------------------------------------------------------------------
-def train(args, log=print):
-    import keras
+def prepared_run(args, settings, chief, log, refuse_finished=False):
+    """`(paths, source_tokenizer, target_tokenizer)` of the run in
+    `args.output`. The chief claims the run (`runs.claim`: other settings
+    are refused) and prepares its data split and vocabularies; every other
+    process waits until they are there and checks that it has the same
+    settings, so that no two processes write them at once."""
+    from .translation_data import SPLITS, prepare
 
-    from keras_attention.serving.distribute import adapt_for_distribution
+    if chief:
+        if runs.claim(args.output, settings, args.overwrite):  # refuses other settings
+            log(f"--overwrite: deleted the earlier run in {args.output}")
+        if refuse_finished and finished(args.output):
+            raise UsageError(
+                f"--output {args.output} already holds a trained model: evaluate or translate "
+                "with it, pass --overwrite to delete it and train again, or choose another --output"
+            )
+        paths = prepare(args.output, args.corpus, args.reverse, args.limit, log=log)
+        return (paths, *load_tokenizers(args.output, paths, args.vocab_size, log=log))
+    paths = {split: os.path.join(args.output, "data", f"{split}.tsv") for split in SPLITS}
+    vocabularies = [os.path.join(args.output, f"{side}.vocab") for side in ("source", "target")]
+    log(f"waiting for the chief to prepare the data in {args.output}")
+    runs.wait_for_run(args.output, settings, [*paths.values(), *vocabularies], WORKER_WAIT_SECONDS)
+    return (paths, *load_tokenizers(args.output))
 
-    from .translation_data import make_dataset, prepare
+
+def finished(output):
+    """True when `output` holds a trained model and no backup of an
+    unfinished training."""
+    backup = os.path.join(output, "backup")
+    return os.path.exists(os.path.join(output, "model.keras")) and not (
+        os.path.isdir(backup) and os.listdir(backup)
+    )
+
+
+def train_settings(args):
+    """The run's settings, `config` (the model's) and the hyperparameters."""
     from .tuning import load_hyperparameters
 
     try:
@@ -267,27 +420,35 @@ def train(args, log=print):
     except ValueError as error:
         raise UsageError(str(error)) from error
     config = model_config(args, hyperparameters)
+    return {**data_settings(args), **config}, config
+
+
+def train(args, log=print):
+    """Train into `args.output`: the chief claims the run (`run.json`) and
+    prepares the data and vocabularies, other workers wait for them; resume
+    from the backup of an interrupted run; write `model.keras` and
+    `config.json` atomically, then delete the backup."""
+    import keras
+
+    from keras_attention.serving.distribute import adapt_for_distribution
+
+    settings, config = train_settings(args)
     config["jit"] = args.jit
     strategy = choose_strategy()  # first: collective ops must be set up before any other TF op
     if args.mixed_precision:
         keras.mixed_precision.set_global_policy(f"mixed_{args.mixed_precision}")
     keras.utils.set_random_seed(args.seed)
-    os.makedirs(args.output, exist_ok=True)
-    paths = prepare(args.output, args.corpus, args.reverse, args.limit, log=log)
-    source_tokenizer, target_tokenizer = load_tokenizers(
-        args.output, paths, args.vocab_size, log=log
+    paths, source_tokenizer, target_tokenizer = prepared_run(
+        args, settings, is_chief(), log, refuse_finished=True
     )
-    train_data = make_dataset(
-        paths["train"],
+    train_data, valid_data = datasets(
+        paths,
         source_tokenizer,
         target_tokenizer,
         config["max_length"],
         args.batch_size,
-        shuffle=True,
-        seed=args.seed,
-    )
-    valid_data = make_dataset(
-        paths["valid"], source_tokenizer, target_tokenizer, config["max_length"], args.batch_size
+        args.seed,
+        log,
     )
     with strategy.scope():
         model = build_model(config, source_tokenizer.vocab_size, target_tokenizer.vocab_size)
@@ -297,10 +458,18 @@ def train(args, log=print):
     # two processes write one file.
     work = args.output if is_chief() else os.path.join(args.output, f"worker-{task_index()}")
     backup = os.path.join(work, "backup")
-    if os.path.isdir(backup) and os.listdir(backup):
-        log(f"resuming an interrupted run from its last completed epoch ({backup})")
+    done = completed_epochs(backup)
+    if done > args.epochs:
+        raise UsageError(
+            f"{done} epochs of the run in {args.output} are done, more than --epochs "
+            f"{args.epochs}: pass --epochs {done} or more to continue it, or --overwrite "
+            "to start again"
+        )
+    if done:
+        log(f"resuming an interrupted run after its epoch {done} of {args.epochs} ({backup})")
     callbacks = [
         resilient_backup(backup, log),
+        keras.callbacks.TerminateOnNaN(),
         keras.callbacks.TensorBoard(os.path.join(work, "logs")),
     ]
     log(
@@ -314,26 +483,37 @@ def train(args, log=print):
         validation_data=valid_data,
         epochs=args.epochs,
         callbacks=callbacks,
+        shuffle=False,  # the training dataset shuffles itself
         verbose=args.verbose,
     ).history
     seconds = time.perf_counter() - started
-    val_loss = float((history.get("val_loss") or [float("nan")])[-1])
-    model.save_weights(os.path.join(work, "final.weights.h5"))
+    if not all(math.isfinite(value) for values in history.values() for value in values):
+        raise UsageError(
+            f"training diverged (loss {history['loss'][-1]}) and stopped; nothing was saved "
+            f"and any earlier model in {args.output} is kept: lower --learning-rate "
+            f"(now {config['learning_rate']})"
+        )
+    if history.get("val_loss"):
+        val_loss = float(history["val_loss"][-1])
+    else:  # every epoch was done before (a kill during the final save): the backup's model
+        result = model.evaluate(valid_data, verbose=0)
+        val_loss = float(result[0] if isinstance(result, list) else result)
+    runs.write_atomically(os.path.join(work, "final.weights.h5"), model.save_weights)
     if is_chief():
-        with open(os.path.join(args.output, "config.json"), "w", encoding="utf-8") as handle:
-            json.dump(
-                {
-                    **config,
-                    "source_vocab": source_tokenizer.vocab_size,
-                    "target_vocab": target_tokenizer.vocab_size,
-                    "epochs": args.epochs,
-                    "train_seconds": round(seconds, 1),
-                    "val_loss": round(val_loss, 4),
-                },
-                handle,
-                indent=2,
-            )
-        model.save(os.path.join(args.output, "model.keras"))
+        runs.write_atomically(os.path.join(args.output, "model.keras"), model.save)
+        runs.write_json_atomically(
+            os.path.join(args.output, "config.json"),
+            {
+                **config,
+                "source_vocab": source_tokenizer.vocab_size,
+                "target_vocab": target_tokenizer.vocab_size,
+                "epochs": args.epochs,
+                "train_seconds": round(seconds, 1),
+                "val_loss": round(val_loss, 4),
+            },
+        )
+    # Only now that model.keras and config.json are in place.
+    shutil.rmtree(backup, ignore_errors=True)
     log(
         f"trained in {seconds:.0f}s, validation loss {val_loss:.3f} -> "
         f"{os.path.join(args.output, 'model.keras')}"
@@ -367,7 +547,10 @@ def translate_texts(
             model, source, max_length + 1, beam_width, return_attention=return_attention
         )
         tokens, attention = result["tokens"], result.get("attention")
-        translations += [t.decode("utf-8") for t in target_tokenizer.decode(tokens).numpy()]
+        text = target_tokenizer.blank_where_empty(
+            tf.constant(texts[start : start + batch_size]), target_tokenizer.decode(tokens)
+        )
+        translations += [t.decode("utf-8") for t in text.numpy()]
         if return_attention:
             details += list(zip(np.asarray(source), np.asarray(tokens), np.asarray(attention)))
     return (translations, details) if return_attention else translations
@@ -458,24 +641,20 @@ def translate_command(args, log=print):
 
 
 def tune(args, log=print):
-    from .translation_data import make_dataset, prepare
     from .tuning import run_search
 
-    paths = prepare(args.output, args.corpus, args.reverse, args.limit, log=log)
-    source_tokenizer, target_tokenizer = load_tokenizers(
-        args.output, paths, args.vocab_size, log=log
+    paths, source_tokenizer, target_tokenizer = prepared_run(
+        args, data_settings(args), os.environ.get("KERASTUNER_TUNER_ID", "chief") == "chief", log
     )
-    data = [
-        make_dataset(
-            paths[split],
-            source_tokenizer,
-            target_tokenizer,
-            args.max_length,
-            args.batch_size,
-            shuffle=split == "train",
-        )
-        for split in ("train", "valid")
-    ]
+    data = datasets(
+        paths,
+        source_tokenizer,
+        target_tokenizer,
+        args.max_length,
+        args.batch_size,
+        args.seed,
+        log,
+    )
 
     def build(hp):
         family = hp.Choice("family", list(args.families))
@@ -486,10 +665,17 @@ def tune(args, log=print):
             )
             if family == "rnn"
             else None,
-            "embed_dim": hp.Choice("embed_dim", [64, 128]),
+            # The transformer's embedding width is its `units`; only it has heads.
+            "embed_dim": hp.Choice(
+                "embed_dim", [64, 128], parent_name="family", parent_values=["rnn", "convs2s"]
+            )
+            if family != "transformer"
+            else None,
             "units": hp.Choice("units", [64, 128, 256]),
             "layers": hp.Int("layers", 1, 3),
-            "heads": hp.Choice("heads", [2, 4]),
+            "heads": hp.Choice("heads", [2, 4], parent_name="family", parent_values=["transformer"])
+            if family == "transformer"
+            else None,
             "dropout": hp.Float("dropout", 0.0, 0.3, step=0.1),
             "learning_rate": hp.Float("learning_rate", 3e-4, 3e-3, sampling="log"),
             "label_smoothing": hp.Choice("label_smoothing", [0.0, 0.1]),
@@ -549,6 +735,8 @@ def export_command(args, log=print):
 
     from .translation_data import read_pairs
 
+    if os.path.exists(args.export_dir) and not os.path.isdir(args.export_dir):
+        raise UsageError(f"--export-dir {args.export_dir} is a file; expected a folder")
     model, config, source_tokenizer, target_tokenizer = load_run(args.output)
     archive = translator_archive(
         model, source_tokenizer, target_tokenizer, config["max_length"], args.beam_width
@@ -577,7 +765,12 @@ def demo(args, log=print):
     """The main job: train a Transformer on the Ding corpus, report BLEU and
     samples, draw an attention heatmap, translate a sentence."""
     log("== keras_attention demo: German -> English on the Ding dictionary's example sentences")
-    train(args, log)
+    settings, _ = train_settings(args)
+    if finished(args.output) and not args.overwrite:
+        runs.claim(args.output, settings)  # refuses other settings
+        log(f"{args.output} holds the trained demo model: evaluating it (--overwrite retrains)")
+    else:
+        train(args, log)
     args.samples, args.limit_test = 5, args.limit_test or 300
     evaluate(args, log)
     args.text = ["Ich habe keine Zeit.", "Wo ist der Bahnhof?"]
@@ -595,16 +788,26 @@ def demo(args, log=print):
 
 
 # -- command line -------------------------------------------------------------------
+class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """The module docstring as written, and every flag's default (said in
+    the help text where "None" would not tell it, and left out for switches)."""
+
+    def _get_help_string(self, action):
+        if action.default is None or action.default is False or "default:" in action.help:
+            return action.help
+        return super()._get_help_string(action)
+
+
 def parser():
     main = argparse.ArgumentParser(
-        prog="keras-attention-translate",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        prog="keras-attention-translate", description=__doc__, formatter_class=HelpFormatter
     )
     commands = main.add_subparsers(dest="command", required=True)
 
     def add(name, help_text, data=True, model=True):
-        command = commands.add_parser(name, help=help_text, description=help_text)
+        command = commands.add_parser(
+            name, help=help_text, description=help_text, formatter_class=HelpFormatter
+        )
         command.add_argument(
             "--output",
             default=f"runs/{'translate' if name != 'demo' else 'demo'}",
@@ -620,39 +823,85 @@ def parser():
                 help="swap the direction (Ding: English -> German)",
             )
             command.add_argument(
-                "--limit", type=int, help="use only the first N pairs of the corpus"
+                "--limit", type=int, help="use only the first N pairs of the corpus (default: all)"
             )
             command.add_argument(
                 "--vocab-size", type=int, default=8000, help="WordPiece vocabulary size target"
             )
-            command.add_argument("--batch-size", type=int, default=64)
+            command.add_argument("--batch-size", type=int, default=64, help="pairs per batch")
             command.add_argument(
-                "--max-length", type=int, default=32, help="longest sentence in subword pieces"
+                "--max-length",
+                type=int,
+                default=32,
+                help="longest sentence in subword pieces (longer pairs are left out)",
             )
-            command.add_argument("--seed", type=int, default=0)
+            command.add_argument("--seed", type=int, default=0, help="random seed")
             command.add_argument(
                 "--verbose", type=int, default=2, choices=[0, 1, 2], help="Keras fit verbosity"
             )
+            command.add_argument(
+                "--overwrite",
+                action="store_true",
+                help="delete what an earlier run wrote in --output and start again",
+            )
         if model:
-            command.add_argument("--family", choices=FAMILIES, default="transformer")
+            command.add_argument(
+                "--family", choices=FAMILIES, default="transformer", help="the model family"
+            )
             command.add_argument(
                 "--attention",
                 choices=ATTENTION,
                 default=None,
-                help="the recurrent model's attention ('none': the bottleneck baseline)",
+                help="the recurrent model's attention ('none': the bottleneck baseline; "
+                "default: general)",
             )
             command.add_argument(
-                "--style", choices=["luong", "bahdanau"], default=DEFAULTS["style"]
+                "--style",
+                choices=["luong", "bahdanau"],
+                default=DEFAULTS["style"],
+                help="where the recurrent decoder applies attention",
             )
-            for key in ("embed_dim", "units", "layers", "heads"):
-                command.add_argument(f"--{key.replace('_', '-')}", type=int, default=DEFAULTS[key])
-            for key in ("dropout", "learning_rate", "label_smoothing"):
-                command.add_argument(
-                    f"--{key.replace('_', '-')}", type=float, default=DEFAULTS[key]
-                )
-            command.add_argument("--epochs", type=int, default=10)
+            command.add_argument(
+                "--embed-dim",
+                type=int,
+                default=argparse.SUPPRESS,
+                help=f"embedding width (default: {DEFAULTS['embed_dim']}; rnn and convs2s "
+                "only: the transformer's is --units)",
+            )
+            command.add_argument(
+                "--units", type=int, default=DEFAULTS["units"], help="hidden width"
+            )
+            command.add_argument(
+                "--layers", type=int, default=DEFAULTS["layers"], help="layers per stack"
+            )
+            command.add_argument(
+                "--heads",
+                type=int,
+                default=argparse.SUPPRESS,
+                help=f"attention heads (default: {DEFAULTS['heads']}; transformer only)",
+            )
+            command.add_argument(
+                "--dropout", type=float, default=DEFAULTS["dropout"], help="in [0, 1)"
+            )
+            command.add_argument(
+                "--learning-rate",
+                type=float,
+                default=DEFAULTS["learning_rate"],
+                help="Adam's learning rate (> 0)",
+            )
+            command.add_argument(
+                "--label-smoothing",
+                type=float,
+                default=DEFAULTS["label_smoothing"],
+                help="in [0, 1)",
+            )
+            command.add_argument("--epochs", type=int, default=10, help="epochs to train")
             command.add_argument("--hyperparameters", help="best_hyperparameters.json from `tune`")
-            command.add_argument("--mixed-precision", choices=["bfloat16", "float16"])
+            command.add_argument(
+                "--mixed-precision",
+                choices=["bfloat16", "float16"],
+                help="compute in this precision (variables stay float32)",
+            )
             command.add_argument("--jit", action="store_true", help="compile training with XLA")
         return command
 
@@ -662,14 +911,16 @@ def parser():
         ("translate", "translate sentences with a trained model"),
     ):
         command = add(name, help_text, data=False, model=False)
-        command.add_argument("--beam-width", type=int, default=4)
+        command.add_argument("--beam-width", type=int, default=4, help="beam search width")
         if name == "evaluate":
-            command.add_argument("--samples", type=int, default=5)
+            command.add_argument(
+                "--samples", type=int, default=5, help="sample translations and heatmaps shown"
+            )
             command.add_argument(
                 "--limit-test", type=int, help="evaluate only the first N test sentences"
             )
         else:
-            command.add_argument("text", nargs="*")
+            command.add_argument("text", nargs="*", help="the sentences to translate")
     export = add(
         "export",
         "export the trained model as a SavedModel for TensorFlow Serving",
@@ -679,23 +930,30 @@ def parser():
     export.add_argument(
         "--export-dir", default="saved_models", help="base directory: <dir>/<name>/<version>/"
     )
-    export.add_argument("--model-name", default="translator")
+    export.add_argument("--model-name", default="translator", help="the served model's name")
     export.add_argument("--beam-width", type=int, default=4, help="beam width of serving_default")
     tune_command = add(
         "tune", "KerasTuner search (resumable; chief/worker distributed)", model=False
     )
     tune_command.add_argument(
-        "--algorithm", choices=["hyperband", "bayesian", "random"], default="hyperband"
+        "--algorithm",
+        choices=["hyperband", "bayesian", "random"],
+        default="hyperband",
+        help="the search algorithm",
     )
     tune_command.add_argument("--trials", type=int, default=10, help="trials for bayesian/random")
     tune_command.add_argument("--epochs", type=int, default=4, help="most epochs a trial trains")
-    tune_command.add_argument("--families", nargs="+", choices=FAMILIES, default=list(FAMILIES))
+    tune_command.add_argument(
+        "--families", nargs="+", choices=FAMILIES, default=list(FAMILIES), help="families searched"
+    )
     tune_command.add_argument(
         "--bleu-trials", type=int, default=3, help="report validation BLEU of the N best"
     )
     demo_command = add("demo", "train, evaluate and translate: the main job of `make demo`")
-    demo_command.add_argument("--beam-width", type=int, default=4)
-    demo_command.add_argument("--limit-test", type=int, default=300)
+    demo_command.add_argument("--beam-width", type=int, default=4, help="beam search width")
+    demo_command.add_argument(
+        "--limit-test", type=int, default=300, help="evaluate only the first N test sentences"
+    )
     # Sized to finish (vocabularies, training, evaluation) in about ten
     # minutes on a 2-core CPU; `train` defaults are larger.
     demo_command.set_defaults(epochs=8, units=128)
@@ -703,6 +961,8 @@ def parser():
 
 
 def check(args):
+    """The command's numeric flags: sizes >= 1, counts >= 0 (the model's
+    flags are checked with the hyperparameters, in `model_config`)."""
     for name in (
         "epochs",
         "batch_size",
@@ -714,11 +974,30 @@ def check(args):
         "limit_test",
     ):
         value = getattr(args, name, None)
-        if value is not None and value < 1:
-            raise UsageError(f"--{name.replace('_', '-')} must be >= 1; got {value}")
+        if value is not None:
+            check_number(name, value, integer=True, low=1)
+    for name in ("samples", "bleu_trials"):
+        value = getattr(args, name, None)
+        if value is not None:
+            check_number(name, value, integer=True, low=0)
+    if getattr(args, "family", None) is not None:
+        model_config(args)  # the flags alone, before any work (--hyperparameters may change them)
+
+
+INTERRUPTED = {
+    "export": "interrupted: nothing was kept (an export publishes only complete versions); "
+    "run the export again",
+    "evaluate": "interrupted: run the command again",
+    "translate": "interrupted",
+}
 
 
 def main(argv=None):
+    """The command line: a user mistake, a bad corpus, a file that cannot be
+    read or written, or a `ValueError` from the library is one `error:` line
+    and exit status 2, never a traceback."""
+    from .translation_data import CorpusError
+
     args = parser().parse_args(argv)
     try:
         check(args)
@@ -731,16 +1010,19 @@ def main(argv=None):
             "export": export_command,
         }
         command[args.command](args)
-    except UsageError as error:
-        sys.exit(f"error: {error}")
+    except (UsageError, CorpusError, ValueError, OSError) as error:
+        print(
+            f"error: {str(error).splitlines()[0] if str(error) else type(error).__name__}",
+            file=sys.stderr,
+        )
+        sys.exit(2)
     except KeyboardInterrupt:
-        sys.exit("interrupted: re-run the same command to resume from the last completed epoch")
-    except Exception as error:  # a corpus problem is a user error too
-        from .translation_data import CorpusError
-
-        if isinstance(error, CorpusError):
-            sys.exit(f"error: {error}")
-        raise
+        sys.exit(
+            INTERRUPTED.get(
+                args.command,
+                "interrupted: re-run the same command to resume from the last completed epoch",
+            )
+        )
 
 
 if __name__ == "__main__":

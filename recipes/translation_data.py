@@ -4,9 +4,11 @@ file, a deterministic train/validation/test split, and `tf.data` pipelines
 with in-graph tokenisation.
 
 Bad input never stops a run with a traceback. A malformed line (no tab, an
-empty side, bytes that are not UTF-8) is skipped, and reported with its
-line number. A corpus too small for the split stops the run with a message
-saying so.
+empty side, bytes that are not UTF-8, a carriage return inside the line) is
+skipped, and reported with its line number. Every reader splits lines on
+`\n` only, the rule `tf.data.TextLineDataset` follows, so the split files
+and the pipelines agree on what a line is. A corpus too small for the
+split stops the run with a message saying so.
 """
 
 import hashlib
@@ -45,7 +47,7 @@ def ding_pairs(path=DING):
         raise CorpusError(
             f"the Ding corpus {path} is missing; {DING_HINT}, or pass --corpus FILE.tsv"
         )
-    with open(path, encoding="utf-8", errors="replace") as handle:
+    with open(path, encoding="utf-8", errors="replace", newline="\n") as handle:
         for line in handle:
             if line.startswith("#") or " :: " not in line:
                 continue
@@ -67,7 +69,7 @@ def tsv_pairs(path, problems):
     with open(path, "rb") as handle:
         for number, raw in enumerate(handle, 1):
             try:
-                line = raw.decode("utf-8").rstrip("\r\n")
+                line = raw.decode("utf-8").removesuffix("\n").removesuffix("\r")
             except UnicodeDecodeError as error:
                 problems.append(
                     f"{path}:{number}: not valid UTF-8 "
@@ -76,6 +78,12 @@ def tsv_pairs(path, problems):
                 continue
             if not line.strip():
                 continue  # blank lines are allowed and ignored
+            if "\r" in line:
+                problems.append(
+                    f"{path}:{number}: a carriage return (\\r) inside the line "
+                    "(lines end with \\n or \\r\\n); skipped"
+                )
+                continue
             if "\t" not in line:
                 problems.append(
                     f"{path}:{number}: expected 'source<TAB>target', found no tab; skipped"
@@ -171,7 +179,8 @@ def prepare(output, corpus=None, reverse=False, limit=None, log=print):
 
 
 def read_pairs(path):
-    with open(path, encoding="utf-8") as handle:
+    """The `(source, target)` pairs of a split file, lines split on `\n` only."""
+    with open(path, encoding="utf-8", newline="\n") as handle:
         return [tuple(line.rstrip("\n").split("\t", 1)) for line in handle if line.strip()]
 
 
@@ -180,23 +189,42 @@ def make_dataset(
 ):
     """`((source, target_in), target_out)` batches from a split file,
     tokenised in the graph: `target_in = [START] y`, `target_out = y [END]`.
-    Pairs longer than `max_length` pieces are left out of training."""
+    A pair longer than `max_length` pieces (either side) is left out.
+
+    Returns `(dataset, kept, total)`: the pairs that fit are counted first,
+    and the dataset carries that count as its cardinality (Keras then knows
+    an epoch's length)."""
     import tensorflow as tf
 
-    lines = tf.data.TextLineDataset(path)
-    if shuffle:
-        lines = lines.shuffle(50_000, seed=seed, reshuffle_each_iteration=True)
-
-    def encode(batch):
-        parts = tf.strings.split(batch, "\t", maxsplit=1).to_tensor("")
+    def encode(lines):
+        parts = tf.strings.split(lines, "\t", maxsplit=1).to_tensor("", shape=[None, 2])
         source, source_cut = source_tokenizer.encode(parts[:, 0], max_length)
         target, target_cut = target_tokenizer.encode(parts[:, 1], max_length + 1)
-        keep = tf.logical_not(tf.logical_or(source_cut, target_cut))
-        source, target = tf.boolean_mask(source, keep), tf.boolean_mask(target, keep)
-        return (source, target[:, :-1]), target[:, 1:]
+        return source, target, tf.logical_not(tf.logical_or(source_cut, target_cut))
 
+    lines = tf.data.TextLineDataset(path).batch(1024)
+    kept, total = lines.map(encode).reduce(
+        (tf.constant(0, tf.int64), tf.constant(0, tf.int64)),
+        lambda counts, encoded: (
+            counts[0] + tf.reduce_sum(tf.cast(encoded[2], tf.int64)),
+            counts[1] + tf.cast(tf.size(encoded[2]), tf.int64),
+        ),
+    )
+    kept, total = int(kept), int(total)
+
+    def fitting(lines):
+        source, target, keep = encode(lines)
+        return tf.boolean_mask(source, keep), tf.boolean_mask(target, keep)
+
+    pairs = lines.map(fitting, num_parallel_calls=tf.data.AUTOTUNE).unbatch()
+    pairs = pairs.apply(tf.data.experimental.assert_cardinality(kept))
+    if shuffle:
+        pairs = pairs.shuffle(50_000, seed=seed, reshuffle_each_iteration=True)
+    batches = pairs.batch(batch_size).map(
+        lambda source, target: ((source, target[:, :-1]), target[:, 1:]),
+        num_parallel_calls=tf.data.AUTOTUNE,
+    )
     options = tf.data.Options()
     # One file per split: several workers shard it by element, not by file.
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
-    batches = lines.batch(batch_size).map(encode, num_parallel_calls=tf.data.AUTOTUNE)
-    return batches.prefetch(tf.data.AUTOTUNE).with_options(options)
+    return batches.prefetch(tf.data.AUTOTUNE).with_options(options), kept, total

@@ -59,12 +59,14 @@ def run_search(
         seed,
     )
     x, y = train
+    dataset = y is None  # a dataset batches (and shuffles) itself: Keras warns otherwise
     tuner.search(
         x,
         y,
         validation_data=validation,
         epochs=max_epochs,
-        batch_size=batch_size,
+        batch_size=None if dataset else batch_size,
+        shuffle=not dataset,
         callbacks=list(callbacks),
         verbose=0,
     )

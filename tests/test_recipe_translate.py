@@ -2,14 +2,17 @@
 models: train, evaluate, translate, tune, resume, distributed training and
 tuning, and bad input."""
 
+import argparse
 import json
 import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -23,14 +26,10 @@ TINY = [
     "200",
     "--vocab-size",
     "400",
-    "--embed-dim",
-    "16",
     "--units",
     "32",
     "--layers",
     "1",
-    "--heads",
-    "2",
     "--max-length",
     "24",
     "--batch-size",
@@ -61,18 +60,24 @@ def run(*argv):
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     output = str(tmp_path_factory.mktemp("run"))
-    log = run(
-        "train",
-        "--output",
-        output,
-        "--family",
-        "rnn",
-        "--attention",
-        "additive",
-        "--epochs",
-        "1",
-        *TINY,
-    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        log = run(
+            "train",
+            "--output",
+            output,
+            "--family",
+            "rnn",
+            "--attention",
+            "additive",
+            "--epochs",
+            "1",
+            *TINY,
+        )
+    # Keras warns when fit is given `shuffle` with a dataset or a dataset of
+    # unknown length: neither is the user's business.
+    noise = [str(w.message) for w in caught if re.search("shuffle|ran out of data", str(w.message))]
+    assert not noise, noise
     return output, log
 
 
@@ -122,6 +127,16 @@ def test_translate_prints_a_translation(trained):
     assert log.startswith("Ich habe keine Zeit.\n  -> ")
 
 
+def test_translating_empty_text_gives_empty_text_as_the_export_does(trained):
+    """The export answers "" for empty or all-space text (`check_export`);
+    the CLI printed whatever the model generated from `[START] [END]`."""
+    output, _ = trained
+    log = run("translate", "--output", output, "", " \t ", "Ich habe keine Zeit.")
+    lines = log.split("\n")
+    assert lines[1] == "  -> " and lines[3] == "  -> ", lines
+    assert lines[5].startswith("  -> ") and len(lines[5]) > len("  -> ")
+
+
 @pytest.mark.parametrize("family", ["convs2s", "transformer"])
 def test_other_families_train(tmp_path, family):
     run("train", "--output", str(tmp_path), "--family", family, "--epochs", "1", *TINY)
@@ -154,7 +169,7 @@ def test_interrupted_training_resumes(tmp_path):
     output = process.communicate(timeout=60)[0]
     assert "interrupted: re-run the same command to resume" in output, output[-2000:]
     assert "Traceback" not in output
-    log = run("train", "--output", str(tmp_path), "--family", "rnn", "--epochs", "2", *TINY)
+    log = run("train", "--output", str(tmp_path), "--family", "rnn", "--epochs", "30", *TINY)
     assert "resuming an interrupted run" in log
     assert os.path.exists(tmp_path / "model.keras")
 
@@ -166,10 +181,9 @@ def free_port():
 
 
 def test_two_workers_train_to_identical_weights(tmp_path):
+    """Into a fresh --output: the chief prepares the data and vocabularies,
+    the other worker waits for them (both preparing at once crashed)."""
     prepared = tmp_path / "run"
-    run(
-        "train", "--output", str(prepared), "--epochs", "1", "--family", "rnn", *TINY
-    )  # data and vocabularies
     ports = [free_port(), free_port()]
     cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
     processes = []
@@ -255,6 +269,9 @@ def test_tuning_runs_resumes_and_writes_best_hyperparameters(tmp_path):
     log = run(*args)
     best = json.load(open(tmp_path / "best_hyperparameters.json"))
     assert best["family"] in ("rnn", "transformer") and "learning_rate" in best
+    # Only the transformer has heads, and its embedding width is its units.
+    assert ("heads" in best) == (best["family"] == "transformer")
+    assert ("embed_dim" in best) == (best["family"] != "transformer")
     assert "validation BLEU" in log
     trials = sorted(
         d for d in os.listdir(tmp_path / "tuning" / "translate") if d.startswith("trial_")
@@ -347,13 +364,31 @@ def test_tsv_problems_are_reported_by_line(tmp_path):
     )
 
 
-def test_too_small_corpus_stops_with_a_message(tmp_path):
+def test_a_carriage_return_inside_a_line_is_reported_and_skipped(tmp_path):
+    """Text-mode reading took a bare \\r for a line end while the TSV reader
+    did not: the split file then held a line without a tab (IndexError)."""
+    from recipes.translation_data import prepare, read_pairs
+
+    path = tmp_path / "corpus.tsv"
+    good = "".join(f"Satz Nummer {i}.\tSentence number {i}.\r\n" for i in range(300))
+    path.write_bytes(b"Hallo\rWelt.\tHello world.\n" + good.encode())
+    log = []
+    paths = prepare(str(tmp_path / "run"), str(path), log=log.append)
+    assert any(":1: a carriage return" in line and "skipped" in line for line in log), log
+    pairs = [pair for split in SPLITS for pair in read_pairs(paths[split])]
+    assert len(pairs) == 300 and all(len(pair) == 2 for pair in pairs)
+    assert all("\r" not in source + target for source, target in pairs)
+
+
+def test_too_small_corpus_stops_with_a_message(tmp_path, capsys):
     path = tmp_path / "corpus.tsv"
     path.write_text("".join(f"Satz {i}.\tSentence {i}.\n" for i in range(8)), encoding="utf-8")
-    with pytest.raises(
-        SystemExit, match=r"error: the corpus gave 8 usable pairs .* needs at least"
-    ):
+    with pytest.raises(SystemExit) as stop:
         translate.main(["train", "--corpus", str(path), "--output", str(tmp_path / "run")])
+    assert stop.value.code == 2
+    assert re.search(
+        r"^error: the corpus gave 8 usable pairs .* needs at least", capsys.readouterr().err
+    )
 
 
 @pytest.mark.parametrize(
@@ -383,6 +418,12 @@ def test_cli_errors_are_messages_not_tracebacks(tmp_path, argv, message):
     )
     assert result.returncode != 0
     assert message in result.stderr and "Traceback" not in result.stderr, result.stderr[-1500:]
+    if message.startswith("error:"):  # one line: no TensorFlow start-up noise (cuInit, oneDNN)
+        assert result.returncode == 2 and result.stderr == message_line(result.stderr)
+
+
+def message_line(stderr):
+    return stderr.splitlines()[-1] + "\n"
 
 
 def test_mixed_precision_training(tmp_path):
@@ -658,3 +699,180 @@ def test_a_truncated_backup_falls_back_to_the_epoch_before(tmp_path):
     )
     assert messages and "the last backup did not load" in messages[0]
     assert history.epoch == [1, 2, 3, 4]  # epoch 0 restored, epoch 1 trained again
+
+
+# -- issue 11 --------------------------------------------------------------------------
+def cli(capsys, *argv):
+    """Run the CLI in process: (exit status, stdout, stderr)."""
+    try:
+        translate.main(list(argv))
+        status = 0
+    except SystemExit as stop:
+        status = stop.code
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def test_a_run_refuses_other_data_settings_and_overwrite_rebuilds(tmp_path):
+    """A second `train` with `--reverse` kept the first run's vocabularies
+    (and reported validation loss 0.000); now it is refused with the
+    differences, and `--overwrite` builds the run again from the reversed
+    data: its source vocabulary is learned from the English side."""
+    from keras_attention.serving.text import build_vocabulary
+    from recipes.translation_data import read_pairs
+
+    output = str(tmp_path / "run")
+    run("train", "--output", output, "--family", "rnn", "--epochs", "1", *TINY)
+    english = {target for _, target in read_pairs(os.path.join(output, "data", "train.tsv"))}
+    with pytest.raises(ValueError) as refused:
+        run("train", "--output", output, "--family", "rnn", "--epochs", "1", "--reverse", *TINY)
+    assert "reverse: False in the run, True now" in str(refused.value)
+    assert "--overwrite" in str(refused.value)
+    flags = ("--family", "rnn", "--epochs", "1", "--reverse", "--overwrite", *TINY)
+    log = run("train", "--output", output, *flags)
+    assert "deleted the earlier run" in log
+    # The vocabulary is the one the reversed split gives (the split hashes
+    # the source side, so its pairs differ from the first run's too).
+    pairs = read_pairs(os.path.join(output, "data", "train.tsv"))
+    assert sum(source in english for source, _ in pairs) > len(pairs) // 2  # English sources
+    build_vocabulary([source for source, _ in pairs], str(tmp_path / "expected.vocab"), 400)
+    assert (
+        open(os.path.join(output, "source.vocab")).read()
+        == open(tmp_path / "expected.vocab").read()
+    )
+    assert json.load(open(os.path.join(output, "run.json")))["settings"]["reverse"] is True
+
+
+@pytest.mark.parametrize(
+    "flags,message",
+    [
+        (["--max-length", "2"], "error: no train pair fits --max-length 2"),
+        (["--learning-rate", "-1"], "error: --learning-rate must be > 0; got -1.0"),
+        (["--learning-rate", "nan"], "error: --learning-rate must be a finite number; got nan"),
+        (["--dropout", "1.5"], "error: --dropout must be in [0, 1); got 1.5"),
+        (["--label-smoothing", "1.0"], "error: --label-smoothing must be in [0, 1); got 1.0"),
+        (["--family", "transformer", "--embed-dim", "8"], "error: --embed-dim does not apply"),
+        (["--family", "rnn", "--heads", "2"], "error: --heads does not apply to the rnn family"),
+        (["evaluate", "--samples", "-1"], "error: --samples must be >= 0; got -1"),
+    ],
+)
+def test_bad_numbers_and_empty_splits_stop_with_an_error(tmp_path, capsys, flags, message):
+    command = ["train", *TINY] if flags[0] != "evaluate" else []
+    status, out, err = cli(capsys, *command, *flags, "--output", str(tmp_path / "run"))
+    assert status == 2 and err.startswith(message) and err.count("\n") == 1, (out, err)
+    assert not os.path.exists(tmp_path / "run" / "model.keras")
+
+
+def test_a_diverging_run_stops_and_saves_nothing(tmp_path, capsys):
+    flags = ["--family", "rnn", "--epochs", "1", "--learning-rate", "1e30", *TINY]
+    flags += ["--batch-size", "4"]  # several steps: the first update makes the weights huge
+    status, out, err = cli(capsys, "train", "--output", str(tmp_path), *flags)
+    assert status == 2 and err.startswith("error: training diverged"), (out, err)
+    assert not os.path.exists(tmp_path / "model.keras")
+    assert not os.path.exists(tmp_path / "backup" / "latest.weights.h5")
+
+
+class Killed(BaseException):
+    """What `kill -9` does to the process, at a chosen point."""
+
+
+def killed_during_final_save(monkeypatch, output, *flags):
+    """Train, and stop the process as `kill -9` would after `model.keras`
+    is written (to its temporary name) and before anything else."""
+    from recipes import runs
+
+    write_atomically = runs.write_atomically
+
+    def write_then_die(path, write):
+        if path.endswith("model.keras"):
+            write(runs.temporary_path(path))
+            raise Killed
+        write_atomically(path, write)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(runs, "write_atomically", write_then_die)
+        with pytest.raises(Killed):
+            run("train", "--output", output, *flags)
+
+
+def test_a_kill_during_the_final_save_loses_nothing(tmp_path, monkeypatch):
+    """The old code deleted the backup before saving, and `model.save` left
+    a 0-byte file: the run was lost. Now the re-run finds the last epoch
+    done, trains nothing, evaluates and saves."""
+    output = str(tmp_path)
+    flags = ("--family", "rnn", "--epochs", "2", *TINY)
+    killed_during_final_save(monkeypatch, output, *flags)
+    assert not os.path.exists(tmp_path / "model.keras")
+    assert os.path.exists(tmp_path / "backup" / "latest.weights.h5")
+    log = run("train", "--output", output, *flags)
+    assert "resuming an interrupted run after its epoch 2 of 2" in log
+    config = json.load(open(tmp_path / "config.json"))
+    assert np.isfinite(config["val_loss"]) and config["val_loss"] > 0
+    assert not os.path.exists(tmp_path / "backup")
+    model, *_ = translate.load_run(output)  # the saved model loads
+    assert model.count_params() > 0
+
+
+def test_resuming_with_other_flags_says_what_differs(tmp_path, monkeypatch):
+    output = str(tmp_path)
+    flags = ("--family", "rnn", "--epochs", "2", *TINY)
+    killed_during_final_save(monkeypatch, output, *flags)
+    with pytest.raises(ValueError) as refused:
+        run("train", "--output", output, *flags, "--units", "64")
+    message = str(refused.value)
+    assert "units: 32 in the run, 64 now" in message
+    assert "repeat the run's settings, pass --overwrite" in message
+    with pytest.raises(translate.UsageError, match="2 epochs of the run .* are done"):
+        run("train", "--output", output, *flags, "--epochs", "1")
+    assert os.path.exists(tmp_path / "backup" / "latest.weights.h5")  # kept
+
+
+def test_cli_mistakes_are_error_lines(trained, tmp_path, capsys):
+    """Each gave a traceback before."""
+    output = str(tmp_path / "run")
+    shutil.copytree(trained[0], output)
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    hyperparameters = tmp_path / "hp.json"
+    hyperparameters.write_text('{"units": "many"}')
+    cases = [
+        (["train", "--output", str(a_file)], "error: --output "),
+        (["export", "--output", output, "--export-dir", str(a_file)], "error: --export-dir "),
+        (
+            ["train", "--output", str(tmp_path / "new"), "--hyperparameters", str(hyperparameters)],
+            "error: --units must be an integer; got 'many'",
+        ),
+    ]
+    for argv, message in cases:
+        status, out, err = cli(capsys, *argv)
+        assert status == 2 and err.startswith(message) and err.count("\n") == 1, (argv, err)
+    for name, message in (("config.json", "is not valid JSON"), ("source.vocab", "is damaged")):
+        with open(os.path.join(output, name), "w") as handle:
+            handle.write("{ damaged")
+        status, out, err = cli(capsys, "translate", "--output", output, "Hallo.")
+        assert status == 2 and err.startswith("error: ") and message in err, err
+        assert err.count("\n") == 1
+        shutil.copy(os.path.join(trained[0], name), os.path.join(output, name))
+
+
+def test_interrupting_an_export_says_nothing_was_kept(monkeypatch, capsys):
+    def interrupted(args, log=print):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(translate, "export_command", interrupted)
+    with pytest.raises(SystemExit) as stop:
+        translate.main(["export", "--output", "runs/none"])
+    assert "nothing was kept" in str(stop.value.code)
+    assert "resume" not in str(stop.value.code)
+
+
+def test_help_shows_every_default_and_every_flag_has_help():
+    main = translate.parser()
+    (subcommands,) = [a for a in main._actions if isinstance(a, argparse._SubParsersAction)]
+    for name, command in subcommands.choices.items():
+        for action in command._actions:
+            assert action.help, (name, action.option_strings)
+        text = command.format_help()
+        for action in command._actions:
+            if action.default not in (None, False, argparse.SUPPRESS) and action.option_strings:
+                assert f"default: {action.default}" in " ".join(text.split()), (name, action)

@@ -104,6 +104,15 @@ class SubwordTokenizer(tf.Module):
         strings = tf.strings.unicode_transcode(strings, "UTF-8", "UTF-8", errors="replace")
         return tf.strings.strip(strings)
 
+    @classmethod
+    def blank_where_empty(cls, strings, translations):
+        """`translations` with "" wherever `strings` is empty or all space
+        after `clean`: nothing to translate gives nothing, not whatever a
+        model generates from `[START] [END]`. The in-process translation and
+        the exported signatures both use this, so they agree."""
+        empty = tf.equal(tf.strings.length(cls.clean(strings)), 0)
+        return tf.where(empty, tf.constant(""), translations)
+
     def pieces(self, strings):
         """Ragged `(B, None)` int64 piece ids, without `[START]`/`[END]`."""
         return self._tokenizer.tokenize(self.clean(strings)).merge_dims(-2, -1)
