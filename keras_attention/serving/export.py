@@ -244,19 +244,18 @@ def translator_archive(model, source_tokenizer, target_tokenizer, max_length, be
     def encode(text):
         return source_tokenizer.encode(checked_text(text), max_length)
 
-    def blank_if_empty(text, translation):
-        """An empty (or all-space) input translates to an empty string."""
-        empty = tf.equal(tf.strings.length(source_tokenizer.clean(text)), 0)
-        return tf.where(empty, tf.constant(""), translation)
-
     def best(source, attention=False):
         return generate(model, source, decode_length, beam_width, return_attention=attention)
+
+    def translation_of(text, result):
+        """The decoded best hypothesis; "" for empty input, as in process."""
+        return source_tokenizer.blank_where_empty(text, target_tokenizer.decode(result["tokens"]))
 
     def translate(text):
         source, truncated = encode(text)
         result = best(source)
         return {
-            "translation": blank_if_empty(text, target_tokenizer.decode(result["tokens"])),
+            "translation": translation_of(text, result),
             "score": result["scores"],
             "truncated": truncated,
         }
@@ -265,7 +264,7 @@ def translator_archive(model, source_tokenizer, target_tokenizer, max_length, be
         source, truncated = encode(text)
         result = greedy_search(model, source, decode_length)
         return {
-            "translation": blank_if_empty(text, target_tokenizer.decode(result["tokens"])),
+            "translation": translation_of(text, result),
             "score": result["scores"],
             "truncated": truncated,
         }
@@ -274,7 +273,7 @@ def translator_archive(model, source_tokenizer, target_tokenizer, max_length, be
         source, truncated = encode(text)
         result = best(source, attention=True)
         return {
-            "translation": blank_if_empty(text, target_tokenizer.decode(result["tokens"])),
+            "translation": translation_of(text, result),
             "attention": result["attention"],
             "source_tokens": source_tokenizer.tokens(source),
             "target_tokens": target_tokenizer.tokens(result["tokens"]),
