@@ -22,6 +22,8 @@ chosen):
    only choice, with its log-probability of step 2 (bans do not apply).
 """
 
+import numbers
+
 from keras import ops
 
 from keras_attention.masking import write_at
@@ -45,7 +47,7 @@ def _error(owner, name, expected, value):
 
 
 def _is_int(value):
-    return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 class DecodingOptions:
@@ -74,7 +76,7 @@ class DecodingOptions:
                 "an integer >= 0 (0 disables it)",
                 no_repeat_ngram_size,
             )
-        if isinstance(repetition_penalty, bool) or not isinstance(repetition_penalty, (int, float)):
+        if isinstance(repetition_penalty, bool) or not isinstance(repetition_penalty, numbers.Real):
             raise _error(owner, "repetition_penalty", "a number > 0", repetition_penalty)
         if not repetition_penalty > 0:
             raise _error(owner, "repetition_penalty", "> 0 (1.0 disables it)", repetition_penalty)
@@ -85,10 +87,10 @@ class DecodingOptions:
             )
         self.owner, self.max_length = owner, max_length
         self.sos_id, self.eos_id, self.padding_id = sos_id, eos_id, padding_id
-        self.min_length = min_length
-        self.ngram = no_repeat_ngram_size
+        self.min_length = int(min_length)
+        self.ngram = int(no_repeat_ngram_size)
         self.repetition_penalty = float(repetition_penalty)
-        self.suppress = suppress
+        self.suppress = tuple(int(token) for token in suppress)
         self.prefix = None if prefix is None else self._check_prefix(prefix, batch)
 
     def _check_prefix(self, prefix, batch):
@@ -109,6 +111,8 @@ class DecodingOptions:
                 f"`prefix` of {self.owner} may be at most max_length={self.max_length} tokens "
                 f"long; received prefix with shape {shape}."
             )
+        if shape[1] == 0:
+            return None  # nothing to force
         return ops.cast(prefix, "int32")
 
     def check_vocabulary(self, logits):

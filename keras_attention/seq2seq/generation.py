@@ -42,6 +42,8 @@ Decoding options, shared by the three searches (see `decoding_options.py`):
         before it when the pieces are joined.
 """
 
+import numbers
+
 import keras
 from keras import ops
 
@@ -414,7 +416,7 @@ def beam_search(
     if alpha < 0:
         raise ValueError(f"`alpha` of beam_search must be >= 0; received alpha={alpha!r}.")
     if isinstance(coverage_penalty, bool) or not (
-        isinstance(coverage_penalty, (int, float)) and coverage_penalty >= 0
+        isinstance(coverage_penalty, numbers.Real) and coverage_penalty >= 0
     ):
         raise ValueError(
             "`coverage_penalty` of beam_search must be a number >= 0 (0 disables it); "
@@ -422,7 +424,7 @@ def beam_search(
         )
     if num_hypotheses is not None and (
         isinstance(num_hypotheses, bool)
-        or not isinstance(num_hypotheses, int)
+        or not isinstance(num_hypotheses, numbers.Integral)
         or not 1 <= num_hypotheses <= beam_width
     ):
         raise ValueError(
@@ -447,6 +449,9 @@ def beam_search(
     unk_id = _unk(model, unk_id)
     K, L = beam_width, max_length
     N = K if num_hypotheses is None else num_hypotheses
+    # The finished hypothesis that must beat every live one to stop: the
+    # best by default (as before num_hypotheses), the N-th when N is asked for.
+    last = 0 if num_hypotheses is None else N - 1
     batch = ops.shape(source)[0]
     source_length = ops.shape(source)[1]
     source_mask = (ops.cast(source, "int32") != padding_id)[:, None, :]  # (B, 1, S)
@@ -535,10 +540,7 @@ def beam_search(
 
     def cond(t, tokens, state, alive_scores, alive, finished, finished_scores, finished_flags):
         best_possible = alive_scores[:, 0] / length_penalty(L, alpha)
-        done = ops.logical_and(
-            finished_flags[:, N - 1 if num_hypotheses else 0],
-            finished_scores[:, N - 1 if num_hypotheses else 0] >= best_possible,
-        )
+        done = ops.logical_and(finished_flags[:, last], finished_scores[:, last] >= best_possible)
         return ops.logical_and(t < L, ops.logical_not(ops.all(done)))
 
     _, _, _, alive_scores, alive, finished, finished_scores, finished_flags = ops.while_loop(
