@@ -27,8 +27,37 @@ import numbers
 from keras import ops
 
 from keras_attention.masking import write_at
+from keras_attention.validation import check_positive_int, check_token_ids
 
 NEGATIVE = -1e9  # a dead hypothesis' score; finite, so arithmetic stays NaN-free
+UNK_ID = 3  # `[UNK]` in the reserved ids of serving/text.py, for models without `unk_id`
+
+
+def check_source(source, max_length, owner):
+    check_positive_int("max_length", max_length, owner)
+    check_token_ids("source", source, owner)
+
+
+def unk_id_of(model, unk_id):
+    return getattr(model, "unk_id", UNK_ID) if unk_id is None else unk_id
+
+
+def search_options(model, source, max_length, owner, sos_id, eos_id, padding_id, **options):
+    """The `DecodingOptions` of one search; special ids default to the model's."""
+
+    def special(name, value):
+        return getattr(model, name) if value is None else value
+
+    static = source.shape[0]
+    return DecodingOptions(
+        owner,
+        static if static is not None else ops.shape(source)[0],
+        max_length,
+        special("sos_id", sos_id),
+        special("eos_id", eos_id),
+        special("padding_id", padding_id),
+        **options,
+    )
 
 
 def never_generated(logits, sos_id, padding_id):
