@@ -232,14 +232,20 @@ def test_greedy_and_beam_never_generate_padding_or_sos():
     np.testing.assert_allclose(ops.convert_to_numpy(logits)[:, 1], model.log_table[[A, A]])
 
 
-def test_beam_width_beyond_the_usable_vocabulary_is_refused():
+def test_top_k_beyond_the_usable_vocabulary_is_refused_and_a_wider_beam_is_padded():
     model, source = PaddingLovingModel(), np.ones((2, 3), "int32")
     usable = r"must be at most 3, the tokens it can generate \(a vocabulary of 5 less"
-    with pytest.raises(ValueError, match=r"`beam_width` of beam_search " + usable):
-        beam_search(model, source, 4, beam_width=4)
     with pytest.raises(ValueError, match=r"`top_k` of sample " + usable):
         sample(model, source, 4, top_k=6)
     assert beam_search(model, source, 4, beam_width=3)["tokens"].shape == (2, 3, 4)
+    # A beam wider than the hypotheses there are (a wide beam is how an
+    # exhaustive search is checked): in one step only <eos>, A and B can be
+    # generated, so the fourth entry is empty, never a duplicate.
+    beam = beam_search(model, source, 1, beam_width=4, alpha=0.0)
+    beam = {k: ops.convert_to_numpy(v) for k, v in beam.items()}
+    np.testing.assert_array_equal(beam["tokens"][0], [[EOS], [A], [B], [PAD]])
+    np.testing.assert_array_equal(beam["lengths"][0], [1, 1, 1, 0])
+    assert beam["scores"][0, 3] <= -1e8
 
 
 # -- bad input: a ValueError, not a backend error -----------------------------------

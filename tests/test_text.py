@@ -3,7 +3,14 @@
 import pytest
 import tensorflow as tf
 
-from keras_attention.serving.text import END, PAD, START, SubwordTokenizer, build_vocabulary
+from keras_attention.serving.text import (
+    END,
+    PAD,
+    START,
+    UNK,
+    SubwordTokenizer,
+    build_vocabulary,
+)
 
 TEXTS = [
     "I didn't find the time for it.",
@@ -47,3 +54,18 @@ def test_vocabulary_must_start_with_reserved_tokens(tmp_path):
     path.write_text("hello\nworld\n")
     with pytest.raises(ValueError, match=r"must start with the reserved tokens"):
         SubwordTokenizer(str(path))
+
+
+def test_decode_writes_the_copied_source_piece_for_unk(tokenizer):
+    # generation's replace_unknown: "[UNK]" at 3, the source id of "station"
+    # copied there; -1 (nothing copied) and a reserved id leave it dropped.
+    ids, _ = tokenizer.encode(tf.constant(["Where is the station?"]), 12)
+    ids = ids.numpy()[:, 1:]  # the output has no [START]
+    station = ids[0, 3]
+    ids[0, 3] = UNK
+    copied = [[-1] * ids.shape[1]]
+    assert [t.decode() for t in tokenizer.decode(ids).numpy()] == ["Where is the?"]
+    copied[0][3] = station
+    assert tokenizer.decode(ids, copied).numpy()[0].decode() == "Where is the station?"
+    copied[0][3] = END
+    assert tokenizer.decode(ids, copied).numpy()[0].decode() == "Where is the?"

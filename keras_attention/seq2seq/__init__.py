@@ -8,7 +8,9 @@
     teacher_forcing.py      target_in / target_out framing
     scheduled_sampling.py   ScheduledSampling and its decoding loop
     losses.py               MaskedCrossEntropy
-    generation.py           greedy, sampling, beam search
+    generation.py           greedy, sampling, generate (beam search re-exported)
+    beam.py                 beam search, GNMT length and coverage penalties
+    decoding_options.py     min length, n-gram bans, repetition penalty, prefixes, <unk> copies
     plotting.py             attention heatmaps (matplotlib)
 """
 

@@ -1,5 +1,8 @@
 """Generation from any `Seq2Seq` model: greedy, random sampling (temperature,
-top-k, top-p) and beam search with GNMT's length penalty.
+top-k, top-p) and beam search with GNMT's length and coverage penalties,
+and the decoding options of `decoding_options.py` (minimum length, no
+repeated n-grams, repetition penalty, suppressed tokens, forced prefixes,
+`<unk>` replacement).
 
 All three take any object with the `Seq2Seq` contract (`base.py`):
 `encode(source, max_length)`, `decode_step(tokens, state) -> (logits,
@@ -7,46 +10,71 @@ state, attention)`, `reorder_state(state, indices)` and
 `sos_id`/`eos_id`/`padding_id` attributes, and run their loop with
 `keras.ops.while_loop` over fixed-size tensors and the model's
 incremental caches: no Python loop over tensors and no custom op, so they
-trace into a `tf.function` and export into a SavedModel.
+trace into a `tf.function` (with `jit_compile=True` too) and export into a
+SavedModel.
 
 Outputs exclude `<sos>`, include `<eos>` and are padded with `padding_id`
 after it. Scores are sums of token log-probabilities (beam scores divided by
-the length penalty).
+the length penalty, plus the coverage penalty).
+
+Decoding options, shared by the three searches (see `decoding_options.py`):
+    min_length: at least this many tokens (the prefix included) before
+        `<eos>`, which is banned until then (CTranslate2's
+        `min_decoding_length`).
+    no_repeat_ngram_size: n > 0 bans every token that would complete an
+        n-gram already in the hypothesis (prefix included, `<sos>` not).
+    repetition_penalty: θ; logits of tokens already in the hypothesis are
+        divided by θ when positive and multiplied by θ otherwise (CTRL); the
+        scores are log-probabilities of this penalized distribution.
+    suppress_tokens: ids never generated (padding and `<sos>` never are).
+    prefix: int ids `(B, P)` padded with `padding_id`, forced as the first
+        tokens of each output (rows may differ in length); the scores include
+        the prefix's log-probabilities, and it counts in `min_length`, the
+        n-grams and the length penalty.
+    replace_unknown: adds `replacements` to the result, same shape as
+        `tokens`: where a token is `unk_id`, the *source* token id at the
+        position of that step's highest attention weight, -1 elsewhere. The
+        tokens themselves stay target ids; a detokenizer writes the source
+        piece in place of `<unk>` (with a shared vocabulary,
+        `where(replacements >= 0, replacements, tokens)`). With WordPiece
+        the copy is one piece: a word split into several pieces contributes
+        only its most attended piece, and a copied `##` piece joins the word
+        before it when the pieces are joined.
 """
 
 import keras
 from keras import ops
 
 from keras_attention.masking import write_at
-from keras_attention.validation import check_positive_int, check_token_ids
+from keras_attention.seq2seq.beam import beam_search, coverage_penalty_of, length_penalty
+from keras_attention.seq2seq.decoding_options import (
+    NEGATIVE,
+    check_source,
+    never_generated,
+    search_options,
+    unk_id_of,
+    unknown_replacements,
+)
+from keras_attention.validation import check_positive_int
 
-NEGATIVE = -1e9  # a dead hypothesis' score; finite, so arithmetic stays NaN-free
-
-
-def _check(source, max_length, owner):
-    check_positive_int("max_length", max_length, owner)
-    check_token_ids("source", source, owner)
-
-
-def _special(model, name, value):
-    return getattr(model, name) if value is None else value
-
-
-def never_generated(logits, sos_id, padding_id):
-    """`logits (B, V)` with the `<sos>` and padding ids set to `NEGATIVE`, so
-    that no search or draw emits them: a generated padding id would read as
-    the end of the output (`lengths` counts non-padding tokens) and `<sos>`
-    is never a real token. The other logits are unchanged. Returns float32.
-    """
-    vocab = ops.arange(ops.shape(logits)[-1])
-    banned = ops.logical_or(vocab == sos_id, vocab == padding_id)  # (V,)
-    return ops.where(banned[None], NEGATIVE, ops.cast(logits, "float32"))
+__all__ = [
+    "NEGATIVE",
+    "beam_search",
+    "check_vocabulary_fits",
+    "coverage_penalty_of",
+    "filter_logits",
+    "generate",
+    "greedy_search",
+    "length_penalty",
+    "never_generated",
+    "sample",
+]
 
 
 def check_vocabulary_fits(name, value, logits, sos_id, padding_id, owner):
-    """`value` (a beam width or `top_k`) must not exceed the tokens the
-    search can emit: the vocabulary (the static last axis of `logits`) less
-    `<sos>` and padding (see `never_generated`)."""
+    """`value` (`top_k`) must not exceed the tokens the search can emit: the
+    vocabulary (the static last axis of `logits`) less `<sos>` and padding
+    (see `never_generated`)."""
     vocab = logits.shape[-1]
     if vocab is None:
         return
@@ -58,43 +86,47 @@ def check_vocabulary_fits(name, value, logits, sos_id, padding_id, owner):
         )
 
 
-def length_penalty(length, alpha):
-    """GNMT's lp(Y) = ((5 + |Y|) / 6)^α (Wu et al., 2016)."""
-    return ops.power((5.0 + ops.cast(length, "float32")) / 6.0, alpha)
-
-
-def _decode(model, source, max_length, choose, sos_id, eos_id, padding_id, return_attention):
-    """The loop shared by greedy and sampling: `choose(logits) -> tokens`."""
+def _decode(model, source, max_length, choose, options, return_attention, replace_unknown, unk_id):
+    """The loop shared by greedy and sampling: `choose(allowed) -> tokens`."""
     state = model.encode(source, max_length=max_length)
     batch = ops.shape(source)[0]
+    sos_id, eos_id, padding_id = options.sos_id, options.eos_id, options.padding_id
     tokens = ops.full((batch,), sos_id, "int32")
     output = ops.full((batch, max_length), padding_id, "int32")
     scores = ops.zeros((batch,), "float32")
     finished = ops.zeros((batch,), "bool")
-    # The alignment buffer is only carried through the loop when asked for.
+    # The alignment and replacement buffers are only carried when asked for.
     attention_shape = (
         (batch, max_length, ops.shape(source)[1]) if return_attention else (batch, 1, 1)
     )
     attention = ops.zeros(attention_shape, "float32")
+    replacements = ops.full((batch, max_length if replace_unknown else 1), -1, "int32")
 
-    def body(t, tokens, state, output, scores, finished, attention):
+    def body(t, tokens, state, output, scores, finished, attention, replacements):
         logits, state, step_attention = model.decode_step(tokens, state)
-        log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)  # (B, V)
-        chosen = ops.cast(choose(never_generated(logits, sos_id, padding_id)), "int32")
+        log_probs, allowed = options.step(logits, output, t)  # (B, V)
+        chosen = ops.cast(choose(allowed), "int32")
+        forcing, forced = options.forced(t)
+        if forcing is not None:
+            chosen = ops.where(forcing, forced, chosen)
         chosen = ops.where(finished, padding_id, chosen)
         gained = ops.take_along_axis(log_probs, chosen[:, None], axis=1)[:, 0]
         scores = scores + ops.where(finished, 0.0, gained)
         output = write_at(output, chosen[:, None], t, axis=1)
         if return_attention:
             attention = write_at(attention, ops.cast(step_attention, "float32")[:, None], t, axis=1)
+        if replace_unknown:
+            replacements = unknown_replacements(
+                source, step_attention, chosen, unk_id, replacements, t
+            )
         finished = ops.logical_or(finished, chosen == eos_id)
-        return t + 1, chosen, state, output, scores, finished, attention
+        return t + 1, chosen, state, output, scores, finished, attention, replacements
 
-    def cond(t, tokens, state, output, scores, finished, attention):
+    def cond(t, tokens, state, output, scores, finished, attention, replacements):
         return ops.logical_and(t < max_length, ops.logical_not(ops.all(finished)))
 
-    _, _, _, output, scores, _, attention = ops.while_loop(
-        cond, body, (0, tokens, state, output, scores, finished, attention)
+    _, _, _, output, scores, _, attention, replacements = ops.while_loop(
+        cond, body, (0, tokens, state, output, scores, finished, attention, replacements)
     )
     result = {
         "tokens": output,
@@ -103,29 +135,60 @@ def _decode(model, source, max_length, choose, sos_id, eos_id, padding_id, retur
     }
     if return_attention:
         result["attention"] = attention
+    if replace_unknown:
+        result["replacements"] = replacements
     return result
 
 
 def greedy_search(
-    model, source, max_length, sos_id=None, eos_id=None, padding_id=None, return_attention=False
+    model,
+    source,
+    max_length,
+    sos_id=None,
+    eos_id=None,
+    padding_id=None,
+    return_attention=False,
+    min_length=0,
+    no_repeat_ngram_size=0,
+    repetition_penalty=1.0,
+    suppress_tokens=None,
+    prefix=None,
+    replace_unknown=False,
+    unk_id=None,
 ):
-    """Pick the most probable token at each step.
+    """Pick the most probable allowed token at each step.
 
     Returns a dict: `tokens (B, L)`, `scores (B,)` (log-probability),
-    `lengths (B,)` and, with `return_attention`, `attention (B, L, S)`.
-    Padding and `<sos>` are never generated (`never_generated`).
+    `lengths (B,)`, with `return_attention` `attention (B, L, S)` and with
+    `replace_unknown` `replacements (B, L)`. Padding and `<sos>` are never
+    generated (`never_generated`). The decoding options are described in
+    the module docstring; `unk_id` defaults to the model's `unk_id`, else 3.
     """
     source = ops.convert_to_tensor(source)
-    _check(source, max_length, "greedy_search")
+    check_source(source, max_length, "greedy_search")
+    options = search_options(
+        model,
+        source,
+        max_length,
+        "greedy_search",
+        sos_id,
+        eos_id,
+        padding_id,
+        min_length=min_length,
+        no_repeat_ngram_size=no_repeat_ngram_size,
+        repetition_penalty=repetition_penalty,
+        suppress_tokens=suppress_tokens,
+        prefix=prefix,
+    )
     return _decode(
         model,
         source,
         max_length,
-        lambda logits: ops.argmax(logits, axis=-1),
-        _special(model, "sos_id", sos_id),
-        _special(model, "eos_id", eos_id),
-        _special(model, "padding_id", padding_id),
+        lambda allowed: ops.argmax(allowed, axis=-1),
+        options,
         return_attention,
+        replace_unknown,
+        unk_id_of(model, unk_id),
     )
 
 
@@ -161,16 +224,24 @@ def sample(
     eos_id=None,
     padding_id=None,
     return_attention=False,
+    min_length=0,
+    no_repeat_ngram_size=0,
+    repetition_penalty=1.0,
+    suppress_tokens=None,
+    prefix=None,
+    replace_unknown=False,
+    unk_id=None,
 ):
-    """Draw each token from the (filtered) softmax; see `filter_logits`.
+    """Draw each token from the (filtered) softmax of the allowed tokens;
+    see `filter_logits` and the module docstring for the decoding options.
 
     `seed` is an int or a `keras.random.SeedGenerator`. `top_k` may not
     exceed the vocabulary less padding and `<sos>`. Returns what
     `greedy_search` returns (scores are the model's log-probabilities of
-    the drawn tokens, without temperature).
+    the drawn tokens, with the repetition penalty but without temperature).
     """
     source = ops.convert_to_tensor(source)
-    _check(source, max_length, "sample")
+    check_source(source, max_length, "sample")
     if not temperature > 0:
         raise ValueError(
             f"`temperature` of sample must be > 0; received temperature={temperature!r}."
@@ -182,14 +253,28 @@ def sample(
     generator = (
         seed if isinstance(seed, keras.random.SeedGenerator) else keras.random.SeedGenerator(seed)
     )
+    options = search_options(
+        model,
+        source,
+        max_length,
+        "sample",
+        sos_id,
+        eos_id,
+        padding_id,
+        min_length=min_length,
+        no_repeat_ngram_size=no_repeat_ngram_size,
+        repetition_penalty=repetition_penalty,
+        suppress_tokens=suppress_tokens,
+        prefix=prefix,
+    )
 
-    sos_id = _special(model, "sos_id", sos_id)
-    padding_id = _special(model, "padding_id", padding_id)
-
-    def choose(logits):
+    def choose(allowed):
         if top_k is not None:
-            check_vocabulary_fits("top_k", top_k, logits, sos_id, padding_id, "sample")
-        filtered = filter_logits(logits, temperature, top_k, top_p)
+            check_vocabulary_fits(
+                "top_k", top_k, allowed, options.sos_id, options.padding_id, "sample"
+            )
+        # softmax(allowed / T) is softmax(logits / T) over the allowed tokens.
+        filtered = filter_logits(allowed, temperature, top_k, top_p)
         return keras.random.categorical(filtered, 1, seed=generator)[:, 0]
 
     return _decode(
@@ -197,233 +282,62 @@ def sample(
         source,
         max_length,
         choose,
-        sos_id,
-        _special(model, "eos_id", eos_id),
-        padding_id,
+        options,
         return_attention,
+        replace_unknown,
+        unk_id_of(model, unk_id),
     )
 
 
-def _gather_beams(x, indices):
-    """`x (B, K, ...)`, `indices (B, N)` -> `(B, N, ...)`: hypothesis
-    `indices[b, n]` of source b, for every n."""
-    for _ in range(len(x.shape) - 2):
-        indices = ops.expand_dims(indices, -1)  # broadcast over the trailing axes
-    return ops.take_along_axis(x, indices, axis=1)
-
-
-def beam_search(
+def generate(
     model,
     source,
     max_length,
-    beam_width=4,
+    beam_width=1,
     alpha=0.6,
-    sos_id=None,
-    eos_id=None,
-    padding_id=None,
     return_attention=False,
+    min_length=0,
+    no_repeat_ngram_size=0,
+    repetition_penalty=1.0,
+    suppress_tokens=None,
+    prefix=None,
+    coverage_penalty=0.0,
+    return_token_scores=False,
+    replace_unknown=False,
+    unk_id=None,
 ):
-    """Keep the `beam_width` best hypotheses at each step.
-
-    `beam_width` may not exceed the vocabulary less padding and `<sos>`,
-    which are never generated (`never_generated`): wider beams would be
-    filled with duplicates of dead hypotheses.
-
-    A hypothesis is finished when it emits `<eos>`; its score is its
-    log-probability divided by the length penalty `((5 + |Y|) / 6)^α`.
-    The search stops at `max_length` or once, for every source, the best
-    finished hypothesis beats what any live one could still reach
-    (its log-probability divided by lp(max_length), since log-probabilities
-    only fall and lp only grows with α >= 0).
-
-    Returns a dict: `tokens (B, K, L)`, `scores (B, K)`, `lengths (B, K)`
-    and, with `return_attention`, `attention (B, K, L, S)`: the finished
-    hypotheses best first, then, where fewer than K finished, the best live
-    ones (cut at `max_length`, scored with lp(max_length)).
-    """
-    source = ops.convert_to_tensor(source)
-    _check(source, max_length, "beam_search")
-    check_positive_int("beam_width", beam_width, "beam_search")
-    if alpha < 0:
-        raise ValueError(f"`alpha` of beam_search must be >= 0; received alpha={alpha!r}.")
-    sos_id = _special(model, "sos_id", sos_id)
-    eos_id = _special(model, "eos_id", eos_id)
-    padding_id = _special(model, "padding_id", padding_id)
-    K, L = beam_width, max_length
-    batch = ops.shape(source)[0]
-    source_length = ops.shape(source)[1]
-
-    state = model.encode(source, max_length=L)
-    state = model.reorder_state(state, ops.repeat(ops.arange(batch), K))  # (B·K, ...)
-    # Only the first beam is alive at the start, so the K copies do not
-    # all propose the same continuations.
-    alive_scores = ops.tile(
-        ops.concatenate([ops.zeros((1,)), ops.full((K - 1,), NEGATIVE)])[None], (batch, 1)
-    )
-    alive_tokens = ops.full((batch, K, L), padding_id, "int32")
-    finished_tokens = ops.full((batch, K, L), padding_id, "int32")
-    finished_scores = ops.full((batch, K), NEGATIVE, "float32")
-    finished_flags = ops.zeros((batch, K), "bool")
-    attention_shape = (batch, K, L, source_length) if return_attention else (batch, K, 1, 1)
-    alive_attention = ops.zeros(attention_shape, "float32")
-    finished_attention = ops.zeros(attention_shape, "float32")
-    tokens = ops.full((batch * K,), sos_id, "int32")
-
-    def body(
-        t,
-        tokens,
-        state,
-        alive_scores,
-        alive_tokens,
-        alive_attention,
-        finished_tokens,
-        finished_scores,
-        finished_flags,
-        finished_attention,
-    ):
-        logits, state, step_attention = model.decode_step(tokens, state)
-        check_vocabulary_fits("beam_width", K, logits, sos_id, padding_id, "beam_search")
-        log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
-        log_probs = never_generated(log_probs, sos_id, padding_id)
-        vocab = ops.shape(log_probs)[-1]
-        candidates = alive_scores[:, :, None] + ops.reshape(
-            log_probs, (batch, K, vocab)
-        )  # (B, K, V)
-        top_scores, top_index = ops.top_k(
-            ops.reshape(candidates, (batch, K * vocab)), 2 * K
-        )  # (B, 2K)
-        origin = top_index // vocab  # the beam each candidate extends
-        token = ops.cast(top_index % vocab, "int32")
-        grown = write_at(
-            _gather_beams(alive_tokens, origin), token[:, :, None], t, axis=2
-        )  # (B, 2K, L)
-        ended = token == eos_id
-        if return_attention:
-            step_attention = ops.reshape(ops.cast(step_attention, "float32"), (batch, K, 1, -1))
-            grown_attention = write_at(
-                _gather_beams(alive_attention, origin),
-                _gather_beams(step_attention, origin),
-                t,
-                axis=2,
-            )
-        # Live beams: the K best candidates that did not just end.
-        alive_scores, pick = ops.top_k(ops.where(ended, NEGATIVE, top_scores), K)
-        alive_tokens = _gather_beams(grown, pick)
-        beam = ops.take_along_axis(origin, pick, axis=1)  # (B, K)
-        state = model.reorder_state(
-            state, ops.reshape(beam + ops.arange(batch)[:, None] * K, (-1,))
-        )
-        tokens = ops.reshape(ops.take_along_axis(token, pick, axis=1), (-1,))
-        # Finished: the K best of those already finished and those ending now.
-        normalised = ops.where(ended, top_scores / length_penalty(t + 1, alpha), NEGATIVE)
-        merged_scores = ops.concatenate([finished_scores, normalised], axis=1)  # (B, 3K)
-        finished_scores, keep = ops.top_k(merged_scores, K)
-        finished_tokens = _gather_beams(ops.concatenate([finished_tokens, grown], axis=1), keep)
-        finished_flags = ops.take_along_axis(
-            ops.concatenate([finished_flags, ended], axis=1), keep, axis=1
-        )
-        if return_attention:
-            alive_attention = _gather_beams(grown_attention, pick)
-            finished_attention = _gather_beams(
-                ops.concatenate([finished_attention, grown_attention], 1), keep
-            )
-        return (
-            t + 1,
-            tokens,
-            state,
-            alive_scores,
-            alive_tokens,
-            alive_attention,
-            finished_tokens,
-            finished_scores,
-            finished_flags,
-            finished_attention,
-        )
-
-    def cond(
-        t,
-        tokens,
-        state,
-        alive_scores,
-        alive_tokens,
-        alive_attention,
-        finished_tokens,
-        finished_scores,
-        finished_flags,
-        finished_attention,
-    ):
-        best_possible = alive_scores[:, 0] / length_penalty(L, alpha)
-        done = ops.logical_and(
-            ops.any(finished_flags, axis=1), finished_scores[:, 0] >= best_possible
-        )
-        return ops.logical_and(t < L, ops.logical_not(ops.all(done)))
-
-    (
-        _,
-        _,
-        _,
-        alive_scores,
-        alive_tokens,
-        alive_attention,
-        finished_tokens,
-        finished_scores,
-        finished_flags,
-        finished_attention,
-    ) = ops.while_loop(
-        cond,
-        body,
-        (
-            0,
-            tokens,
-            state,
-            alive_scores,
-            alive_tokens,
-            alive_attention,
-            finished_tokens,
-            finished_scores,
-            finished_flags,
-            finished_attention,
-        ),
-    )
-
-    # The K results: finished hypotheses first (best first), then, for slots
-    # nothing finished for, the best live hypotheses (cut at max_length).
-    live = alive_scores / length_penalty(L, alpha)
-    rank = ops.concatenate(
-        [ops.where(finished_flags, finished_scores, 3 * NEGATIVE), live + NEGATIVE], axis=1
-    )
-    _, pick = ops.top_k(rank, K)
-    tokens = _gather_beams(ops.concatenate([finished_tokens, alive_tokens], axis=1), pick)
-    scores = ops.take_along_axis(ops.concatenate([finished_scores, live], axis=1), pick, axis=1)
-    result = {
-        "tokens": tokens,
-        "scores": scores,
-        "lengths": ops.sum(ops.cast(tokens != padding_id, "int32"), axis=2),
-    }
-    if return_attention:
-        result["attention"] = _gather_beams(
-            ops.concatenate([finished_attention, alive_attention], axis=1), pick
-        )
-    return result
-
-
-def generate(model, source, max_length, beam_width=1, alpha=0.6, return_attention=False):
-    """The best hypothesis per source: beam search when `beam_width > 1`,
+    """The best hypothesis per source: beam search when `beam_width > 1` or
+    a beam-only option (`coverage_penalty`, `return_token_scores`) is set,
     greedy search otherwise. What the translation recipe and the exported
-    translator call.
+    translator call; the options are those of `greedy_search` and
+    `beam_search`.
 
     Returns a dict: `tokens (B, L)`, `scores (B,)`, `lengths (B,)` and,
-    with `return_attention`, `attention (B, L, S)`.
+    with `return_attention`, `attention (B, L, S)` (and `token_scores`,
+    `replacements (B, L)` when asked for).
     """
     check_positive_int("beam_width", beam_width, "generate")
-    if beam_width == 1:
-        return greedy_search(model, source, max_length, return_attention=return_attention)
+    options = dict(
+        return_attention=return_attention,
+        min_length=min_length,
+        no_repeat_ngram_size=no_repeat_ngram_size,
+        repetition_penalty=repetition_penalty,
+        suppress_tokens=suppress_tokens,
+        prefix=prefix,
+        replace_unknown=replace_unknown,
+        unk_id=unk_id,
+    )
+    if beam_width == 1 and not coverage_penalty and not return_token_scores:
+        return greedy_search(model, source, max_length, **options)
     result = beam_search(
         model,
         source,
         max_length,
         beam_width=beam_width,
         alpha=alpha,
-        return_attention=return_attention,
+        coverage_penalty=coverage_penalty,
+        num_hypotheses=1,
+        return_token_scores=return_token_scores,
+        **options,
     )
     return {name: value[:, 0] for name, value in result.items()}  # the best of the K

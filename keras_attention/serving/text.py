@@ -133,11 +133,27 @@ class SubwordTokenizer(tf.Module):
         """The token strings of `ids` (any shape), e.g. for plot labels."""
         return self._tokens.lookup(tf.cast(ids, tf.int64))
 
-    def decode(self, ids):
+    def decode(self, ids, replacements=None, source_tokenizer=None):
         """Text from `(B, L)` ids: reserved tokens dropped, `##` pieces
-        joined, no space before closing punctuation."""
+        joined, no space before closing punctuation.
+
+        `replacements` (`(B, L)`, from generation's `replace_unknown`): where
+        it holds a source id (>= 0), that source piece, looked up in
+        `source_tokenizer` (default this one), is written in place of the
+        `[UNK]`; a reserved source token copies nothing. With WordPiece the
+        copy is the single most attended piece: a `##` piece joins the word
+        before it, and of a source word split into pieces only that piece
+        is copied.
+        """
         ids = tf.cast(ids, tf.int64)
-        words = tf.ragged.boolean_mask(self.tokens(ids), ids > UNK)
+        tokens, keep = self.tokens(ids), ids > UNK
+        if replacements is not None:
+            replacements = tf.cast(replacements, tf.int64)
+            copied = replacements > UNK
+            source = self if source_tokenizer is None else source_tokenizer
+            tokens = tf.where(copied, source.tokens(tf.maximum(replacements, 0)), tokens)
+            keep = tf.logical_or(keep, copied)
+        words = tf.ragged.boolean_mask(tokens, keep)
         text = tf.strings.reduce_join(words, axis=-1, separator=" ")
         text = tf.strings.regex_replace(text, r" ##", "")  # join word pieces
         text = tf.strings.regex_replace(

@@ -1,0 +1,278 @@
+"""Beam search with GNMT's length and coverage penalties and the decoding
+options of `decoding_options.py`, in one `keras.ops.while_loop` over
+fixed-size tensors (see `generation.py`, which re-exports it).
+"""
+
+import numbers
+
+from keras import ops
+
+from keras_attention.masking import write_at
+from keras_attention.seq2seq.decoding_options import (
+    NEGATIVE,
+    check_source,
+    search_options,
+    unk_id_of,
+    unknown_replacements,
+)
+from keras_attention.validation import check_positive_int
+
+
+def length_penalty(length, alpha):
+    """GNMT's lp(Y) = ((5 + |Y|) / 6)^α (Wu et al., 2016)."""
+    return ops.power((5.0 + ops.cast(length, "float32")) / 6.0, alpha)
+
+
+def coverage_penalty_of(coverage, source_mask, beta):
+    """GNMT's cp(X; Y) = β Σ_j log(min(Σ_t a_{t,j}, 1)) over the source
+    positions j that are not padding; `coverage (..., S)` holds Σ_t a_{t,j}.
+    A position never attended would give log 0: it is clamped at 1e-10
+    (a finite penalty of β·log 1e-10 ≈ -23β), as every score here is finite.
+    """
+    clipped = ops.clip(ops.cast(coverage, "float32"), 1e-10, 1.0)
+    return beta * ops.sum(ops.where(source_mask, ops.log(clipped), 0.0), axis=-1)
+
+
+def _gather_beams(x, indices):
+    """`x (B, K, ...)`, `indices (B, N)` -> `(B, N, ...)`: hypothesis
+    `indices[b, n]` of source b, for every n."""
+    for _ in range(len(x.shape) - 2):
+        indices = ops.expand_dims(indices, -1)  # broadcast over the trailing axes
+    return ops.take_along_axis(x, indices, axis=1)
+
+
+def _gather_all(buffers, indices):
+    return {name: _gather_beams(value, indices) for name, value in buffers.items()}
+
+
+def _concatenate(first, second):
+    return {name: ops.concatenate([first[name], second[name]], axis=1) for name in first}
+
+
+def beam_search(
+    model,
+    source,
+    max_length,
+    beam_width=4,
+    alpha=0.6,
+    sos_id=None,
+    eos_id=None,
+    padding_id=None,
+    return_attention=False,
+    min_length=0,
+    no_repeat_ngram_size=0,
+    repetition_penalty=1.0,
+    suppress_tokens=None,
+    prefix=None,
+    coverage_penalty=0.0,
+    num_hypotheses=None,
+    return_token_scores=False,
+    replace_unknown=False,
+    unk_id=None,
+):
+    """Keep the `beam_width` best hypotheses at each step.
+
+    A hypothesis is finished when it emits `<eos>`; its score is its
+    log-probability divided by the length penalty `((5 + |Y|) / 6)^α`
+    (|Y| counts the prefix and `<eos>`), plus, with `coverage_penalty` β,
+    GNMT's cp = β Σ_j log(min(Σ_t a_{t,j}, 1)) over the non-padding source
+    positions j, from the model's step attention a (`coverage_penalty_of`).
+    Log-probabilities only fall, lp only grows with α >= 0 and cp <= 0, so
+    a live hypothesis can reach at most its log-probability over
+    lp(max_length). The search stops at `max_length` or once, for every
+    source, the best finished hypothesis (the `num_hypotheses`-th best when
+    that is given) beats that bound for every live one: with
+    `num_hypotheses` and a beam wide enough to hold every live hypothesis,
+    the result is exactly the n-best of all sequences.
+
+    Padding and `<sos>` are never generated (`never_generated`). A beam
+    wider than the hypotheses there are (a small vocabulary, a forced
+    prefix) keeps the missing ones as dead entries that never finish; in the
+    result they are empty: padding tokens, score `NEGATIVE`, length 0.
+
+    The decoding options shared with greedy search are described in the
+    module docstring. Beam search only:
+        coverage_penalty: β >= 0 (GNMT's; 0 disables it). CTranslate2 adds
+            the same term; its `length_penalty` is |Y|^α where ours is
+            GNMT's ((5 + |Y|) / 6)^α (`alpha`).
+        num_hypotheses: N <= beam_width hypotheses to return (default all).
+        return_token_scores: also return each token's log-probability
+            (of the penalized distribution), `token_scores (B, N, L)`, 0 at
+            padding; they sum to the score before length and coverage
+            penalties.
+
+    Returns a dict: `tokens (B, N, L)`, `scores (B, N)`, `lengths (B, N)`
+    and, with `return_attention`, `attention (B, N, L, S)`, with
+    `return_token_scores` `token_scores (B, N, L)`, with `replace_unknown`
+    `replacements (B, N, L)`: the finished hypotheses best first, then,
+    where fewer than N finished, the best live ones (cut at `max_length`,
+    scored with lp(max_length) and their coverage so far).
+    """
+    source = ops.convert_to_tensor(source)
+    check_source(source, max_length, "beam_search")
+    check_positive_int("beam_width", beam_width, "beam_search")
+    if alpha < 0:
+        raise ValueError(f"`alpha` of beam_search must be >= 0; received alpha={alpha!r}.")
+    if isinstance(coverage_penalty, bool) or not (
+        isinstance(coverage_penalty, numbers.Real) and coverage_penalty >= 0
+    ):
+        raise ValueError(
+            "`coverage_penalty` of beam_search must be a number >= 0 (0 disables it); "
+            f"received coverage_penalty={coverage_penalty!r}."
+        )
+    if num_hypotheses is not None and (
+        isinstance(num_hypotheses, bool)
+        or not isinstance(num_hypotheses, numbers.Integral)
+        or not 1 <= num_hypotheses <= beam_width
+    ):
+        raise ValueError(
+            f"`num_hypotheses` of beam_search must be an integer from 1 to "
+            f"beam_width={beam_width}; received num_hypotheses={num_hypotheses!r}."
+        )
+    options = search_options(
+        model,
+        source,
+        max_length,
+        "beam_search",
+        sos_id,
+        eos_id,
+        padding_id,
+        min_length=min_length,
+        no_repeat_ngram_size=no_repeat_ngram_size,
+        repetition_penalty=repetition_penalty,
+        suppress_tokens=suppress_tokens,
+        prefix=prefix,
+    )
+    sos_id, eos_id, padding_id = options.sos_id, options.eos_id, options.padding_id
+    unk_id = unk_id_of(model, unk_id)
+    K, L = beam_width, max_length
+    N = K if num_hypotheses is None else num_hypotheses
+    # The finished hypothesis that must beat every live one to stop: the
+    # best by default (as before num_hypotheses), the N-th when N is asked for.
+    last = 0 if num_hypotheses is None else N - 1
+    batch = ops.shape(source)[0]
+    source_length = ops.shape(source)[1]
+    source_mask = (ops.cast(source, "int32") != padding_id)[:, None, :]  # (B, 1, S)
+    beta = float(coverage_penalty)
+    options.repeat(K)  # prefix rows follow the (B·K,) hypotheses
+
+    state = model.encode(source, max_length=L)
+    state = model.reorder_state(state, ops.repeat(ops.arange(batch), K))  # (B·K, ...)
+    # Only the first beam is alive at the start, so the K copies do not
+    # all propose the same continuations.
+    alive_scores = ops.tile(
+        ops.concatenate([ops.zeros((1,)), ops.full((K - 1,), NEGATIVE)])[None], (batch, 1)
+    )
+    # Per-hypothesis buffers; those not asked for are carried at size 1.
+    alive = {
+        "tokens": ops.full((batch, K, L), padding_id, "int32"),
+        "attention": ops.zeros(
+            (batch, K, L, source_length) if return_attention else (batch, K, 1, 1), "float32"
+        ),
+        "coverage": ops.zeros((batch, K, source_length if beta else 1), "float32"),
+        "token_scores": ops.zeros((batch, K, L if return_token_scores else 1), "float32"),
+        "replacements": ops.full((batch, K, L if replace_unknown else 1), -1, "int32"),
+    }
+    finished = dict(alive)
+    finished_scores = ops.full((batch, K), NEGATIVE, "float32")
+    finished_flags = ops.zeros((batch, K), "bool")
+    tokens = ops.full((batch * K,), sos_id, "int32")
+
+    def coverage_term(coverage):
+        return coverage_penalty_of(coverage, source_mask, beta) if beta else 0.0
+
+    def body(t, tokens, state, alive_scores, alive, finished, finished_scores, finished_flags):
+        logits, state, step_attention = model.decode_step(tokens, state)
+        history = ops.reshape(alive["tokens"], (batch * K, L))
+        log_probs, allowed = options.step(logits, history, t)  # (B·K, V)
+        vocab = ops.shape(allowed)[-1]
+        candidates = alive_scores[:, :, None] + ops.reshape(allowed, (batch, K, vocab))
+        top_scores, top_index = ops.top_k(
+            ops.reshape(candidates, (batch, K * vocab)), 2 * K
+        )  # (B, 2K)
+        origin = top_index // vocab  # the beam each candidate extends
+        token = ops.cast(top_index % vocab, "int32")
+        # A candidate of a dead beam or of a banned token is dead: it never finishes.
+        ended = ops.logical_and(token == eos_id, top_scores > NEGATIVE / 2)
+        step_attention = ops.reshape(ops.cast(step_attention, "float32"), (batch, K, -1))
+        grown = _gather_all(alive, origin)  # (B, 2K, ...)
+        grown["tokens"] = write_at(grown["tokens"], token[:, :, None], t, axis=2)
+        attended = _gather_beams(step_attention, origin)  # (B, 2K, S)
+        if return_attention:
+            grown["attention"] = write_at(grown["attention"], attended[:, :, None], t, axis=2)
+        if beta:
+            grown["coverage"] = grown["coverage"] + attended
+        if return_token_scores:
+            gained = ops.take_along_axis(
+                ops.reshape(log_probs, (batch, K * vocab)), top_index, axis=1
+            )
+            grown["token_scores"] = write_at(grown["token_scores"], gained[:, :, None], t, axis=2)
+        if replace_unknown:
+            flat = unknown_replacements(
+                ops.repeat(source, 2 * K, axis=0),
+                ops.reshape(attended, (batch * 2 * K, -1)),
+                ops.reshape(token, (-1,)),
+                unk_id,
+                ops.reshape(grown["replacements"], (batch * 2 * K, L)),
+                t,
+            )
+            grown["replacements"] = ops.reshape(flat, (batch, 2 * K, L))
+        # Live beams: the K best candidates that did not just end.
+        alive_scores, pick = ops.top_k(ops.where(ended, 2 * NEGATIVE, top_scores), K)
+        alive = _gather_all(grown, pick)
+        beam = ops.take_along_axis(origin, pick, axis=1)  # (B, K)
+        state = model.reorder_state(
+            state, ops.reshape(beam + ops.arange(batch)[:, None] * K, (-1,))
+        )
+        tokens = ops.reshape(ops.take_along_axis(token, pick, axis=1), (-1,))
+        # Finished: the K best of those already finished and those ending now.
+        normalised = top_scores / length_penalty(t + 1, alpha) + coverage_term(grown["coverage"])
+        normalised = ops.where(ended, normalised, NEGATIVE)
+        merged_scores = ops.concatenate([finished_scores, normalised], axis=1)  # (B, 3K)
+        finished_scores, keep = ops.top_k(merged_scores, K)
+        finished = _gather_all(_concatenate(finished, grown), keep)
+        finished_flags = ops.take_along_axis(
+            ops.concatenate([finished_flags, ended], axis=1), keep, axis=1
+        )
+        return t + 1, tokens, state, alive_scores, alive, finished, finished_scores, finished_flags
+
+    def cond(t, tokens, state, alive_scores, alive, finished, finished_scores, finished_flags):
+        best_possible = alive_scores[:, 0] / length_penalty(L, alpha)
+        done = ops.logical_and(finished_flags[:, last], finished_scores[:, last] >= best_possible)
+        return ops.logical_and(t < L, ops.logical_not(ops.all(done)))
+
+    _, _, _, alive_scores, alive, finished, finished_scores, finished_flags = ops.while_loop(
+        cond,
+        body,
+        (0, tokens, state, alive_scores, alive, finished, finished_scores, finished_flags),
+    )
+
+    # The N results: finished hypotheses first (best first), then, for slots
+    # nothing finished for, the best live hypotheses (cut at max_length),
+    # then dead entries, emptied.
+    real = alive_scores > NEGATIVE / 2
+    live = alive_scores / length_penalty(L, alpha) + coverage_term(alive["coverage"])
+    rank = ops.concatenate(
+        [
+            ops.where(finished_flags, finished_scores, 3 * NEGATIVE),
+            ops.where(real, live + NEGATIVE, 4 * NEGATIVE),
+        ],
+        axis=1,
+    )
+    rank, pick = ops.top_k(rank, N)
+    empty = rank < 2.5 * NEGATIVE  # (B, N)
+    chosen = _gather_all(_concatenate(finished, alive), pick)
+    scores = ops.take_along_axis(ops.concatenate([finished_scores, live], axis=1), pick, axis=1)
+    tokens = ops.where(empty[:, :, None], padding_id, chosen["tokens"])
+    result = {
+        "tokens": tokens,
+        "scores": ops.where(empty, NEGATIVE, scores),
+        "lengths": ops.sum(ops.cast(tokens != padding_id, "int32"), axis=2),
+    }
+    if return_attention:
+        result["attention"] = ops.where(empty[:, :, None, None], 0.0, chosen["attention"])
+    if return_token_scores:
+        result["token_scores"] = ops.where(empty[:, :, None], 0.0, chosen["token_scores"])
+    if replace_unknown:
+        result["replacements"] = ops.where(empty[:, :, None], -1, chosen["replacements"])
+    return result
