@@ -24,6 +24,25 @@ register = keras.saving.register_keras_serializable(package="keras_attention")
 POSITION_ENCODINGS = (None, "rope", "alibi", "relative")
 
 
+def check_variants(
+    owner, num_heads, num_key_value_heads, position_encoding, sliding_window, max_relative_position
+):
+    """Check `MultiHead`'s variant arguments (shared with the layers that
+    pass them through)."""
+    if num_key_value_heads is not None:
+        check_positive_int("num_key_value_heads", num_key_value_heads, owner)
+        if num_heads % num_key_value_heads:
+            raise ValueError(
+                f"`num_key_value_heads` of {owner} must divide `num_heads` (each key/value "
+                "head serves num_heads / num_key_value_heads query heads); received "
+                f"num_heads={num_heads}, num_key_value_heads={num_key_value_heads}."
+            )
+    check_choice("position_encoding", position_encoding, POSITION_ENCODINGS, owner)
+    if sliding_window is not None:
+        check_positive_int("sliding_window", sliding_window, owner)
+    check_positive_int("max_relative_position", max_relative_position, owner)
+
+
 @register
 class MultiHead(keras.layers.Layer):
     """Multi-head attention of the Transformer.
@@ -142,18 +161,14 @@ class MultiHead(keras.layers.Layer):
     ):
         super().__init__(**kwargs)
         check_positive_int("num_heads", num_heads, "MultiHead")
-        if num_key_value_heads is not None:
-            check_positive_int("num_key_value_heads", num_key_value_heads, "MultiHead")
-            if num_heads % num_key_value_heads:
-                raise ValueError(
-                    "`num_key_value_heads` of MultiHead must divide `num_heads` (each key/value "
-                    f"head serves num_heads / num_key_value_heads query heads); received "
-                    f"num_heads={num_heads}, num_key_value_heads={num_key_value_heads}."
-                )
-        check_choice("position_encoding", position_encoding, POSITION_ENCODINGS, "MultiHead")
-        if sliding_window is not None:
-            check_positive_int("sliding_window", sliding_window, "MultiHead")
-        check_positive_int("max_relative_position", max_relative_position, "MultiHead")
+        check_variants(
+            "MultiHead",
+            num_heads,
+            num_key_value_heads,
+            position_encoding,
+            sliding_window,
+            max_relative_position,
+        )
         if key_dim is not None:
             check_positive_int("key_dim", key_dim, "MultiHead")
         if value_dim is not None:

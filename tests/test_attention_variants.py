@@ -172,7 +172,12 @@ def test_sliding_window_is_local_monotonic_window(rng, causal):
 
 
 @pytest.mark.parametrize(
-    "kwargs", [VARIANTS["rope-gqa-window"], VARIANTS["alibi"], VARIANTS["relative"]]
+    "kwargs",
+    [
+        VARIANTS["rope-gqa-window"],
+        {"position_encoding": "alibi", "num_key_value_heads": 1},
+        VARIANTS["relative"],
+    ],
 )
 def test_harness_variants(rng, kwargs):
     x = random(rng, B, T, D)

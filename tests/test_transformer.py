@@ -69,13 +69,26 @@ def test_decoder_matches_reference(rng):
     assert np.all(np.triu(np.asarray(scores["self_attention"]), 1) == 0.0)
 
 
-@pytest.mark.parametrize("norm_first", [False, True])
-@pytest.mark.parametrize("with_encoder", [True, False])
-def test_cached_decoding_equals_full_pass(rng, norm_first, with_encoder):
+VARIANTS = [  # MultiHead's issue-14 variants, passed through to the self-attention
+    {"position_encoding": "rope", "num_key_value_heads": 1},
+    {"position_encoding": "alibi", "sliding_window": 2},
+    {"position_encoding": "relative", "max_relative_position": 2},
+]
+
+
+@pytest.mark.parametrize(
+    "norm_first,with_encoder,variant",
+    [(n, e, {}) for n in (False, True) for e in (True, False)]
+    + [(False, True, v) for v in VARIANTS]
+    + [(True, False, VARIANTS[0])],
+)
+def test_cached_decoding_equals_full_pass(rng, norm_first, with_encoder, variant):
     x, enc = random(rng, B, T, D), random(rng, B, S, D)
     enc_mask = np.array([[1, 1, 1, 0, 0, 0], [1] * 6], bool) if with_encoder else None
     encoder = enc if with_encoder else None
-    layer = TransformerDecoderLayer(num_heads=2, intermediate_dim=16, norm_first=norm_first)
+    layer = TransformerDecoderLayer(
+        num_heads=2, intermediate_dim=16, norm_first=norm_first, **variant
+    )
     full, scores = layer(x, encoder, encoder_padding_mask=enc_mask, return_attention_scores=True)
     cache = layer.init_cache(B, T, encoder)
     outputs = []
@@ -146,6 +159,20 @@ def test_harness_decoder(rng):
         call_kwargs={"return_attention_scores": True},
         masked_inputs={"encoder_sequence": ~enc_mask},
     )
+
+
+def test_harness_decoder_variants(rng):
+    x, enc = random(rng, B, T, D), random(rng, B, S, 4)
+    layer = run_layer_test(
+        TransformerDecoderLayer,
+        {"num_heads": 2, "intermediate_dim": 16, **VARIANTS[2], "num_key_value_heads": 1},
+        inputs={"decoder_sequence": x, "encoder_sequence": enc},
+        mixed_precision=False,
+    )
+    # The position scheme is the self-attention's; cross-attention is content-based.
+    assert layer.self_attention.position_encoding == "relative"
+    assert layer.cross_attention.position_encoding is None
+    assert layer.cross_attention.num_key_value_heads == 1
 
 
 def test_harness_decoder_only(rng):
