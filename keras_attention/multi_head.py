@@ -328,6 +328,9 @@ class MultiHead(keras.layers.Layer):
                 query_positions = ops.arange(ops.shape(q)[2])
             if key_positions is None:
                 key_positions = ops.arange(ops.shape(key)[2])
+            # One integer dtype, whatever the caller's index was (TF does not promote).
+            query_positions = ops.cast(query_positions, "int32")
+            key_positions = ops.cast(key_positions, "int32")
         if self.position_encoding == "rope":
             q = rotary(q, query_positions, self.rope_max_wavelength)
         groups = self.num_heads // (self.num_key_value_heads or self.num_heads)
@@ -383,7 +386,9 @@ class MultiHead(keras.layers.Layer):
         query_positions=None,
     ):
         # query_positions: accepted as by every attention layer of the
-        # library (see ScoreAttention); content-based heads do not use it.
+        # library (see ScoreAttention) and not used: the position encodings
+        # and the window place queries at 0..Tq-1 here, at the cache's
+        # positions in `step`.
         key = value if key is None else key
         check_same_batch("MultiHead", query=query, value=value, key=key)
         single_step = len(query.shape) == 2
