@@ -5,6 +5,9 @@ projections are applied outside it with Dense layers):
     MultiHead            vs keras.layers.MultiHeadAttention
     DotProductAttention  vs keras.layers.Attention
     AdditiveAttention    vs Dense projections + keras.layers.AdditiveAttention
+    MultiHead GQA        vs keras.layers.GroupQueryAttention (`--kv-heads`)
+    MultiHead window     vs keras.layers.MultiHeadAttention(sliding_window=w + 1)
+                         (ours keeps |i - j| <= w, Keras |i - j| < its value)
 
 Each step is a `tf.function` (forward, or forward+backward with gradients
 for the inputs and every weight), causal self-attention at batch 16, length
@@ -13,7 +16,7 @@ for the inputs and every weight), causal self-attention at batch 16, length
 the ratio peer/ours (> 1: ours is faster) and achieved GFLOP/s, next to a
 plain 1024x1024x1024 matmul's GFLOP/s measured in the same run.
 
-    python bench/attention.py [--repeats 7] [--iters 10] [--jit]
+    python bench/attention.py [--repeats 7] [--iters 10] [--jit] [--only GQA window]
 """
 
 import argparse
@@ -32,7 +35,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from timing import alternate, median_ratio, time_call  # noqa: E402
 
 
-def cases(B, T, D, H):
+def cases(B, T, D, H, kv_heads=2, window=32):
     """name -> ((ours, ours_layers), (peer, peer_layers), forward FLOPs)."""
     multi_head = MultiHead(num_heads=H, key_dim=D // H)
     keras_multi_head = keras.layers.MultiHeadAttention(num_heads=H, key_dim=D // H)
@@ -46,10 +49,20 @@ def cases(B, T, D, H):
     def keras_additive_call(x):
         return keras_additive([query_projection(x), x, key_projection(x)], use_causal_mask=True)
 
+    gqa = MultiHead(num_heads=H, key_dim=D // H, num_key_value_heads=kv_heads)
+    keras_gqa = keras.layers.GroupQueryAttention(
+        head_dim=D // H, num_query_heads=H, num_key_value_heads=kv_heads
+    )
+    windowed = MultiHead(num_heads=H, key_dim=D // H, sliding_window=window)
+    keras_windowed = keras.layers.MultiHeadAttention(
+        num_heads=H, key_dim=D // H, sliding_window=window + 1
+    )
     projections = 4 * 2 * B * T * D * D  # W^Q, W^K, W^V, W^O
     attention = 2 * 2 * B * T * T * D  # QKᵀ and AV over all heads
     # W_q q and W_k k, then tanh(q + k) and its dot with v over (T, T, U), then AV.
     additive_flops = 2 * 2 * B * T * D * D + 4 * B * T * T * D + 2 * B * T * T * D
+    # W^Q and W^O full width, W^K and W^V to the kv_heads heads only.
+    gqa_projections = 2 * 2 * B * T * D * D + 2 * 2 * B * T * D * (kv_heads * D // H)
     return {
         "MultiHead": (
             (lambda x: multi_head(x, x, use_causal_mask=True), [multi_head]),
@@ -65,6 +78,17 @@ def cases(B, T, D, H):
             (lambda x: additive(x, x, use_causal_mask=True), [additive]),
             (keras_additive_call, [query_projection, key_projection, keras_additive]),
             additive_flops,
+        ),
+        # Both compute all T x T scores and mask the band (FLOPs as dense).
+        "MultiHead GQA": (
+            (lambda x: gqa(x, x, use_causal_mask=True), [gqa]),
+            (lambda x: keras_gqa(x, x, use_causal_mask=True), [keras_gqa]),
+            gqa_projections + attention,
+        ),
+        "MultiHead window": (
+            (lambda x: windowed(x, x, use_causal_mask=True), [windowed]),
+            (lambda x: keras_windowed(x, x, use_causal_mask=True), [keras_windowed]),
+            projections + attention,
         ),
     }
 
@@ -105,6 +129,18 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--iters", type=int, default=10)
     parser.add_argument("--jit", action="store_true", help="compile the steps with XLA")
+    parser.add_argument(
+        "--kv-heads", type=int, default=2, help="key/value heads of the GQA pair (default 2)"
+    )
+    parser.add_argument(
+        "--window", type=int, default=32, help="our sliding_window w of the window pair"
+    )
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        metavar="WORD",
+        help="run only the pairs whose name contains one of these words (e.g. GQA window)",
+    )
     args = parser.parse_args(argv)
 
     keras.utils.set_random_seed(0)
@@ -117,6 +153,7 @@ def main(argv=None):
     )
     print(
         f"B={args.batch} T={args.length} D={args.width} H={args.heads}, causal; "
+        f"GQA kv_heads={args.kv_heads}, window w={args.window}; "
         f"{args.repeats} alternating repeats x {args.iters} calls; medians\n"
     )
     print(f"plain matmul 1024^3: {matmul_gflops(args.repeats, args.iters):.1f} GFLOP/s\n")
@@ -124,7 +161,10 @@ def main(argv=None):
         f"{'layer':<21s} {'pass':<9s} {'ours ms':>8s} {'peer ms':>8s} {'peer/ours':>9s} "
         f"{'ours GF/s':>9s} {'peer GF/s':>9s}"
     )
-    for name, (ours, peer, flops) in cases(args.batch, args.length, args.width, args.heads).items():
+    pairs = cases(args.batch, args.length, args.width, args.heads, args.kv_heads, args.window)
+    for name, (ours, peer, flops) in pairs.items():
+        if args.only and not any(word in name for word in args.only):
+            continue
         for backward in (False, True):
             steps = [make_step(fn, layers, x, backward, args.jit) for fn, layers in (ours, peer)]
             times = alternate([(step, (x,)) for step in steps], args.repeats, args.iters)

@@ -4,7 +4,7 @@ as Keras 3 layers written with `keras.ops` only.
 Three tiers, each importing only from those below it:
 
 - the layers, flat in this package (`multiplicative`, `additive`, `local`,
-  `multi_head`, `positional`, `transformer`, `convs2s`, `rnn`, `spatial`,
+  `multi_head`, `relative_position`, `positional`, `transformer`, `convs2s`, `rnn`, `spatial`,
   with `masking`, `base`, `validation` and the `registry` of names);
 - `keras_attention.seq2seq`: encoder-decoder models, their loss and
   training regimes, generation (every backend);
@@ -27,6 +27,7 @@ from keras_attention.multi_head import MultiHead
 from keras_attention.multiplicative import DotProductAttention, GeneralAttention
 from keras_attention.positional import PositionalEmbedding, TokenAndPositionEmbedding
 from keras_attention.registry import get
+from keras_attention.relative_position import RelativePositionEmbedding, RotaryEmbedding
 from keras_attention.rnn import AttentionDecoder, RecurrentEncoder
 from keras_attention.seq2seq import (
     ConvS2SSeq2Seq,
@@ -73,6 +74,8 @@ __all__ = [
     "PositionalEmbedding",
     "RecurrentEncoder",
     "RecurrentSeq2Seq",
+    "RelativePositionEmbedding",
+    "RotaryEmbedding",
     "ScheduledSampling",
     "ScoreAttention",
     "Seq2Seq",

@@ -6,9 +6,11 @@ import keras
 from keras import ops
 
 from keras_attention import masking
+from keras_attention.relative_position import RelativePositionEmbedding, alibi_bias, rotary
 from keras_attention.validation import (
     assert_at_run_time,
     check_built,
+    check_choice,
     check_equal_dim,
     check_not_a_list_call,
     check_positive_int,
@@ -18,6 +20,27 @@ from keras_attention.validation import (
 )
 
 register = keras.saving.register_keras_serializable(package="keras_attention")
+
+POSITION_ENCODINGS = (None, "rope", "alibi", "relative")
+
+
+def check_variants(
+    owner, num_heads, num_key_value_heads, position_encoding, sliding_window, max_relative_position
+):
+    """Check `MultiHead`'s variant arguments (shared with the layers that
+    pass them through)."""
+    if num_key_value_heads is not None:
+        check_positive_int("num_key_value_heads", num_key_value_heads, owner)
+        if num_heads % num_key_value_heads:
+            raise ValueError(
+                f"`num_key_value_heads` of {owner} must divide `num_heads` (each key/value "
+                "head serves num_heads / num_key_value_heads query heads); received "
+                f"num_heads={num_heads}, num_key_value_heads={num_key_value_heads}."
+            )
+    check_choice("position_encoding", position_encoding, POSITION_ENCODINGS, owner)
+    if sliding_window is not None:
+        check_positive_int("sliding_window", sliding_window, owner)
+    check_positive_int("max_relative_position", max_relative_position, owner)
 
 
 @register
@@ -43,6 +66,32 @@ class MultiHead(keras.layers.Layer):
     cross-attention, `project_key_value(encoder_states)` once and
     `attend(query, key, value, mask)` each step.
 
+    Variants (each off by default, so the defaults are the paper's layer):
+
+    - `num_key_value_heads=G` (grouped-query attention): `G` key/value
+      heads, `G` dividing `H`; query head `h` uses key/value head
+      `h // (H/G)`, the order of `keras.layers.GroupQueryAttention`.
+      `G = H` is the layer above, `G = 1` multi-query attention. The cache
+      holds the `G` heads only.
+    - `sliding_window=w`: query `i` attends to keys `j` with `|i - j| <= w`
+      (with a causal mask: `i - w <= j <= i`, `w + 1` keys), the window of
+      `LocalAttention(mode="monotonic", window=w)`. Keras's
+      `MultiHeadAttention(sliding_window=s)` keeps `|i - j| < s`: our `w` is
+      its `s - 1`.
+    - `position_encoding="rope"`: queries and keys rotated by their
+      positions (`relative_position.rotary`, rotate-half pairs) before the
+      product; keys enter the cache already rotated.
+    - `position_encoding="alibi"`: `-m_h |i - j|` added to head `h`'s
+      scores, `m_h` the paper's slopes (`relative_position.alibi_bias`).
+    - `position_encoding="relative"`: Shaw et al.,
+      `e_ij = q_i (k_j + a^K_ij)ᵀ / sqrt(d_k)` and, with
+      `relative_values=True`, `z_i = Σ_j α_ij (v_j + a^V_ij)`, `a_ij` learned
+      per clipped distance `clip(j - i, -k, k)`, `k = max_relative_position`.
+
+    Positions are `0 .. Tq-1` for the queries and `0 .. Tv-1` for the keys
+    in `call` (a rank-2 query is position 0), and the absolute positions of
+    the cache in `step`.
+
     Args:
         num_heads: int, number of heads `H`.
         key_dim: int, width `d_k` of each query/key head (default: the
@@ -53,6 +102,13 @@ class MultiHead(keras.layers.Layer):
         use_bias: bool, biases on the four projections.
         kernel_initializer, bias_initializer: of the projections.
         seed: optional int, dropout seed.
+        num_key_value_heads: int dividing `num_heads`, the key/value heads
+            `G` (default `num_heads`).
+        position_encoding: None, "rope", "alibi" or "relative".
+        sliding_window: optional int >= 1, the `w` above.
+        max_relative_position: int `k` of "relative" (default 16).
+        relative_values: bool, "relative" also adds `a^V` to the values.
+        rope_max_wavelength: float, RoPE's base (default 10000).
 
     Call arguments:
         query: `(B, Tq, Dq)`, or `(B, Dq)` for one decoder step (the output
@@ -75,7 +131,13 @@ class MultiHead(keras.layers.Layer):
     ((2, 5, 8), (2, 2, 5, 5))
 
     References:
-        Vaswani et al., "Attention Is All You Need" (2017).
+        Vaswani et al., "Attention Is All You Need" (2017); Su et al.,
+        "RoFormer: Enhanced Transformer with Rotary Position Embedding"
+        (2021); Press et al., "Train Short, Test Long: Attention with Linear
+        Biases Enables Input Length Extrapolation" (2022); Shaw et al.,
+        "Self-Attention with Relative Position Representations" (2018);
+        Ainslie et al., "GQA: Training Generalized Multi-Query Transformer
+        Models from Multi-Head Checkpoints" (2023).
     """
 
     def __init__(
@@ -89,10 +151,24 @@ class MultiHead(keras.layers.Layer):
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
         seed=None,
+        num_key_value_heads=None,
+        position_encoding=None,
+        sliding_window=None,
+        max_relative_position=16,
+        relative_values=True,
+        rope_max_wavelength=10000.0,
         **kwargs,
     ):
         super().__init__(**kwargs)
         check_positive_int("num_heads", num_heads, "MultiHead")
+        check_variants(
+            "MultiHead",
+            num_heads,
+            num_key_value_heads,
+            position_encoding,
+            sliding_window,
+            max_relative_position,
+        )
         if key_dim is not None:
             check_positive_int("key_dim", key_dim, "MultiHead")
         if value_dim is not None:
@@ -109,6 +185,12 @@ class MultiHead(keras.layers.Layer):
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.seed = seed
+        self.num_key_value_heads = num_key_value_heads
+        self.position_encoding = position_encoding
+        self.sliding_window = sliding_window
+        self.max_relative_position = max_relative_position
+        self.relative_values = bool(relative_values)
+        self.rope_max_wavelength = rope_max_wavelength
         self.supports_masking = True
         self._dropout_layer = keras.layers.Dropout(dropout, seed=seed, dtype=self.dtype_policy)
 
@@ -142,22 +224,48 @@ class MultiHead(keras.layers.Layer):
         self.value_dim = self.value_dim or self.key_dim
         output_dim = self.output_dim or self.query_width
 
-        def projection(name, fan_in, width):
+        if self.position_encoding == "rope" and self.key_dim % 2:
+            raise ValueError(
+                "MultiHead(position_encoding='rope') rotates feature pairs, so `key_dim` must be "
+                f"even; received key_dim={self.key_dim}."
+            )
+        kv_heads = self.num_key_value_heads or heads
+
+        def projection(name, fan_in, width, count=heads):
             kernel = self.add_weight(
                 name=f"{name}_kernel",
-                shape=(fan_in, heads, width),
+                shape=(fan_in, count, width),
                 initializer=self.kernel_initializer,
             )
             bias = None
             if self.use_bias:
                 bias = self.add_weight(
-                    name=f"{name}_bias", shape=(heads, width), initializer=self.bias_initializer
+                    name=f"{name}_bias", shape=(count, width), initializer=self.bias_initializer
                 )
             return kernel, bias
 
         self.query_kernel, self.query_bias = projection("query", query_shape[-1], self.key_dim)
-        self.key_kernel, self.key_bias = projection("key", key_shape[-1], self.key_dim)
-        self.value_kernel, self.value_bias = projection("value", value_shape[-1], self.value_dim)
+        self.key_kernel, self.key_bias = projection("key", key_shape[-1], self.key_dim, kv_heads)
+        self.value_kernel, self.value_bias = projection(
+            "value", value_shape[-1], self.value_dim, kv_heads
+        )
+        self.relative_key = self.relative_value = None
+        if self.position_encoding == "relative":
+            self.relative_key = RelativePositionEmbedding(
+                self.max_relative_position,
+                self.key_dim,
+                dtype=self.dtype_policy,
+                name="relative_key",
+            )
+            self.relative_key.build()
+            if self.relative_values:
+                self.relative_value = RelativePositionEmbedding(
+                    self.max_relative_position,
+                    self.value_dim,
+                    dtype=self.dtype_policy,
+                    name="relative_value",
+                )
+                self.relative_value.build()
         self.output_kernel = self.add_weight(
             name="output_kernel",
             shape=(heads, self.value_dim, output_dim),
@@ -181,32 +289,80 @@ class MultiHead(keras.layers.Layer):
         x = ops.reshape(x, (shape[0], shape[1], heads, width))  # (B, T, H, d)
         return ops.transpose(x, (0, 2, 1, 3))  # (B, H, T, d)
 
-    def project_key_value(self, value, key=None):
-        """Project the source once: returns `(K, V)`, `(B, H, Tv, d_k)` and
-        `(B, H, Tv, d_v)`, for `attend` (cross-attention while decoding)."""
+    def project_key_value(self, value, key=None, key_positions=None):
+        """Project the source once: returns `(K, V)`, `(B, G, Tv, d_k)` and
+        `(B, G, Tv, d_v)` (`G` the key/value heads), for `attend`
+        (cross-attention while decoding). With RoPE the keys are rotated at
+        `key_positions` `(Tv,)` (default `0 .. Tv-1`)."""
         check_built(self, "project_key_value")
         key = value if key is None else key
         value = ops.cast(value, self.compute_dtype)
         key = ops.cast(key, self.compute_dtype)
-        return (
-            self._split_heads(key, self.key_kernel, self.key_bias),
-            self._split_heads(value, self.value_kernel, self.value_bias),
-        )
+        key = self._split_heads(key, self.key_kernel, self.key_bias)  # (B, G, Tv, d_k)
+        if self.position_encoding == "rope":
+            if key_positions is None:
+                key_positions = ops.arange(ops.shape(key)[2])
+            key = rotary(key, key_positions, self.rope_max_wavelength)
+        return key, self._split_heads(value, self.value_kernel, self.value_bias)
 
-    def attend(self, query, key, value, attention_mask=None, training=None):
+    def attend(
+        self,
+        query,
+        key,
+        value,
+        attention_mask=None,
+        training=None,
+        query_positions=None,
+        key_positions=None,
+    ):
         """Attention of raw `query` `(B, Tq, Dq)` over projected `key`/`value`
-        `(B, H, Tv, d)`; `attention_mask` broadcastable to `(B, Tq, Tv)`.
-        Returns `(output (B, Tq, Do), weights (B, H, Tq, Tv))`."""
+        `(B, G, Tv, d)`; `attention_mask` broadcastable to `(B, Tq, Tv)`.
+        `query_positions` `(Tq,)` and `key_positions` `(Tv,)` (default
+        `0 .. T-1`) place the queries and keys for the position encodings and
+        the sliding window. Returns `(output (B, Tq, Do), weights (B, H, Tq, Tv))`."""
         query = ops.cast(query, self.compute_dtype)
         q = self._split_heads(query, self.query_kernel, self.query_bias)  # (B, H, Tq, d_k)
+        positional = self.position_encoding is not None or self.sliding_window is not None
+        if positional:
+            if query_positions is None:
+                query_positions = ops.arange(ops.shape(q)[2])
+            if key_positions is None:
+                key_positions = ops.arange(ops.shape(key)[2])
+            # One integer dtype, whatever the caller's index was (TF does not promote).
+            query_positions = ops.cast(query_positions, "int32")
+            key_positions = ops.cast(key_positions, "int32")
+        if self.position_encoding == "rope":
+            q = rotary(q, query_positions, self.rope_max_wavelength)
+        groups = self.num_heads // (self.num_key_value_heads or self.num_heads)
+        if groups > 1:  # query head h reads key/value head h // groups
+            key = ops.repeat(key, groups, axis=1)  # (B, H, Tv, d_k)
+            value = ops.repeat(value, groups, axis=1)  # (B, H, Tv, d_v)
         q = q * ops.cast(1.0 / math.sqrt(self.key_dim), q.dtype)
         scores = masking.score_product(q, ops.swapaxes(key, -1, -2))  # (B, H, Tq, Tv)
+        if self.position_encoding == "alibi":
+            bias = alibi_bias(self.num_heads, query_positions, key_positions)  # (H, Tq, Tv)
+            scores = scores + ops.cast(bias, scores.dtype)[None]
+        relative_value = None
+        if self.position_encoding == "relative":
+            relative_key = self.relative_key(query_positions, key_positions)  # (Tq, Tv, d_k)
+            scores = scores + ops.einsum(
+                "bhqd,qkd->bhqk", ops.cast(q, scores.dtype), ops.cast(relative_key, scores.dtype)
+            )
+            if self.relative_value is not None:
+                relative_value = self.relative_value(query_positions, key_positions)
         mask = None if attention_mask is None else ops.expand_dims(attention_mask, 1)
+        if self.sliding_window is not None:
+            distance = ops.abs(query_positions[:, None] - key_positions[None, :])  # (Tq, Tv)
+            window = ops.less_equal(distance, self.sliding_window)[None, None]  # (1, 1, Tq, Tv)
+            mask = window if mask is None else ops.logical_and(mask, window)
         weights = masking.masked_softmax(scores, mask)  # (B, H, Tq, Tv)
         weights = ops.cast(weights, value.dtype)
-        heads = ops.matmul(
-            self._dropout_layer(weights, training=training), value
-        )  # (B, H, Tq, d_v)
+        dropped = self._dropout_layer(weights, training=training)
+        heads = ops.matmul(dropped, value)  # (B, H, Tq, d_v)
+        if relative_value is not None:
+            heads = heads + ops.einsum(
+                "bhqk,qkd->bhqd", dropped, ops.cast(relative_value, dropped.dtype)
+            )
         heads = ops.transpose(heads, (0, 2, 1, 3))  # (B, Tq, H, d_v)
         shape = ops.shape(heads)
         heads = ops.reshape(heads, (shape[0], shape[1], self.num_heads * self.value_dim))
@@ -230,7 +386,9 @@ class MultiHead(keras.layers.Layer):
         query_positions=None,
     ):
         # query_positions: accepted as by every attention layer of the
-        # library (see ScoreAttention); content-based heads do not use it.
+        # library (see ScoreAttention) and not used: the position encodings
+        # and the window place queries at 0..Tq-1 here, at the cache's
+        # positions in `step`.
         key = value if key is None else key
         check_same_batch("MultiHead", query=query, value=value, key=key)
         single_step = len(query.shape) == 2
@@ -252,11 +410,13 @@ class MultiHead(keras.layers.Layer):
     # -- incremental decoding ----------------------------------------------
     def init_cache(self, batch_size, max_length, dtype=None):
         """An empty self-attention cache for `max_length` positions:
-        `(key_cache (B, H, S, d_k), value_cache (B, H, S, d_v))`."""
+        `(key_cache (B, G, S, d_k), value_cache (B, G, S, d_v))`, `G` the
+        key/value heads."""
         dtype = dtype or self.compute_dtype
+        heads = self.num_key_value_heads or self.num_heads
         return (
-            ops.zeros((batch_size, self.num_heads, max_length, self.key_dim), dtype),
-            ops.zeros((batch_size, self.num_heads, max_length, self.value_dim), dtype),
+            ops.zeros((batch_size, heads, max_length, self.key_dim), dtype),
+            ops.zeros((batch_size, heads, max_length, self.value_dim), dtype),
         )
 
     def step(self, inputs, cache, cache_index, query_mask=None, training=None):
@@ -283,16 +443,19 @@ class MultiHead(keras.layers.Layer):
         check_built(self, "step")
         key_cache, value_cache = cache
         cache_index = self._checked_cache_index(inputs, key_cache, cache_index)
-        new_key, new_value = self.project_key_value(inputs)  # (B, H, Tx, d)
-        key_cache = masking.write_at(key_cache, new_key, cache_index, axis=2)
-        value_cache = masking.write_at(value_cache, new_value, cache_index, axis=2)
         steps = ops.arange(ops.shape(inputs)[1]) + cache_index  # (Tx,)
         positions = ops.arange(ops.shape(key_cache)[2])  # (S,)
+        # RoPE keys are rotated at their absolute positions as they are written.
+        new_key, new_value = self.project_key_value(inputs, key_positions=steps)  # (B, G, Tx, d)
+        key_cache = masking.write_at(key_cache, new_key, cache_index, axis=2)
+        value_cache = masking.write_at(value_cache, new_value, cache_index, axis=2)
         mask = ops.expand_dims(ops.less_equal(positions[None, :], steps[:, None]), 0)  # (1, Tx, S)
         if query_mask is not None:
             query_mask = masking.as_boolean(query_mask, "query_mask", "MultiHead.step")
             mask = ops.logical_and(mask, ops.expand_dims(query_mask, -1))
-        output, weights = self.attend(inputs, key_cache, value_cache, mask, training)
+        output, weights = self.attend(
+            inputs, key_cache, value_cache, mask, training, steps, positions
+        )
         return output, weights, (key_cache, value_cache)
 
     def _checked_cache_index(self, inputs, key_cache, cache_index):
@@ -342,4 +505,10 @@ class MultiHead(keras.layers.Layer):
             "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
             "bias_initializer": keras.initializers.serialize(self.bias_initializer),
             "seed": self.seed,
+            "num_key_value_heads": self.num_key_value_heads,
+            "position_encoding": self.position_encoding,
+            "sliding_window": self.sliding_window,
+            "max_relative_position": self.max_relative_position,
+            "relative_values": self.relative_values,
+            "rope_max_wavelength": self.rope_max_wavelength,
         }

@@ -177,7 +177,9 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         vocab_size: int.
         embed_dim: int, `D`.
         max_length: int, number of positions (see `PositionalEmbedding`).
-        position: "sinusoidal" or "learned".
+        position: "sinusoidal", "learned", or None: no position embedding,
+            for models whose attention places tokens itself (RoPE, ALiBi,
+            relative positions; see `MultiHead`).
         scale_embeddings: bool, multiply token embeddings by `sqrt(D)`.
         embeddings_initializer: of the token table (and learned positions).
         dropout: float in [0, 1), on the sum.
@@ -229,13 +231,15 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         self.dropout = dropout
         self.mask_zero = bool(mask_zero)
         self.padding_id = padding_id
-        self.position_embedding = PositionalEmbedding(
-            max_length,
-            mode=position,
-            embeddings_initializer=self.embeddings_initializer,
-            dtype=self.dtype_policy,
-            name="position_embedding",
-        )
+        self.position_embedding = None
+        if position is not None:
+            self.position_embedding = PositionalEmbedding(
+                max_length,
+                mode=position,
+                embeddings_initializer=self.embeddings_initializer,
+                dtype=self.dtype_policy,
+                name="position_embedding",
+            )
         self.embedding_dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
 
     def build(self, tokens_shape):
@@ -248,7 +252,8 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
             shape=(self.vocab_size, self.embed_dim),
             initializer=self.embeddings_initializer,
         )
-        self.position_embedding.build(tuple(tokens_shape) + (self.embed_dim,))
+        if self.position_embedding is not None:
+            self.position_embedding.build(tuple(tokens_shape) + (self.embed_dim,))
         self.built = True
 
     def load_own_variables(self, store):
@@ -264,7 +269,8 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         x = ops.take(ops.cast(self.embeddings, self.compute_dtype), tokens, axis=0)  # (B, T, D)
         if self.scale_embeddings:
             x = x * ops.cast(math.sqrt(self.embed_dim), x.dtype)
-        x = self.position_embedding(x, start_index=start_index)
+        if self.position_embedding is not None:
+            x = self.position_embedding(x, start_index=start_index)
         return self.embedding_dropout(x, training=training)
 
     def compute_mask(self, tokens, previous_mask=None):

@@ -4,7 +4,7 @@ import keras
 from keras import ops
 
 from keras_attention import masking
-from keras_attention.multi_head import MultiHead
+from keras_attention.multi_head import MultiHead, check_variants
 from keras_attention.validation import check_built, check_positive_int, check_rank, check_rate
 
 register = keras.saving.register_keras_serializable(package="keras_attention")
@@ -95,6 +95,10 @@ class _TransformerLayer(keras.layers.Layer):
         activation="relu",
         norm_first=False,
         layer_norm_epsilon=1e-5,
+        num_key_value_heads=None,
+        position_encoding=None,
+        sliding_window=None,
+        max_relative_position=16,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -117,7 +121,42 @@ class _TransformerLayer(keras.layers.Layer):
         self.activation = keras.activations.get(activation)
         self.norm_first = norm_first
         self.layer_norm_epsilon = layer_norm_epsilon
+        self.num_key_value_heads = num_key_value_heads
+        self.position_encoding = position_encoding
+        self.sliding_window = sliding_window
+        self.max_relative_position = max_relative_position
         self.supports_masking = True
+        check_variants(
+            owner,
+            num_heads,
+            num_key_value_heads,
+            position_encoding,
+            sliding_window,
+            max_relative_position,
+        )
+
+    def _attention(self, head_dim, name, self_attention=True):
+        """A MultiHead sublayer. The position encoding and the sliding window
+        apply to self-attention only: decoder and encoder positions are not
+        on one axis, and the papers define these schemes for self-attention,
+        so cross-attention stays content-based. Grouped-query heads apply to
+        both."""
+        variants = {}
+        if self_attention:
+            variants = {
+                "position_encoding": self.position_encoding,
+                "sliding_window": self.sliding_window,
+                "max_relative_position": self.max_relative_position,
+            }
+        return MultiHead(
+            self.num_heads,
+            head_dim,
+            dropout=self.dropout,
+            num_key_value_heads=self.num_key_value_heads,
+            dtype=self.dtype_policy,
+            name=name,
+            **variants,
+        )
 
     def _make_norm(self, name, shape):
         norm = keras.layers.LayerNormalization(
@@ -155,6 +194,10 @@ class _TransformerLayer(keras.layers.Layer):
             "activation": keras.activations.serialize(self.activation),
             "norm_first": self.norm_first,
             "layer_norm_epsilon": self.layer_norm_epsilon,
+            "num_key_value_heads": self.num_key_value_heads,
+            "position_encoding": self.position_encoding,
+            "sliding_window": self.sliding_window,
+            "max_relative_position": self.max_relative_position,
         }
 
 
@@ -178,6 +221,10 @@ class TransformerEncoderLayer(_TransformerLayer):
         activation: FFN activation (default relu).
         norm_first: bool, pre-norm instead of post-norm.
         layer_norm_epsilon: float.
+        num_key_value_heads, position_encoding, sliding_window,
+            max_relative_position: `MultiHead`'s variants, for the
+            self-attention (the decoder's cross-attention takes
+            `num_key_value_heads` only; see `MultiHead`).
 
     Call arguments:
         inputs: `(B, T, D)`.
@@ -195,12 +242,8 @@ class TransformerEncoderLayer(_TransformerLayer):
         owner = "TransformerEncoderLayer"
         check_rank("inputs", inputs_shape, (3,), owner, "(B, T, D)")
         policy = self.dtype_policy
-        self.self_attention = MultiHead(
-            self.num_heads,
-            self._head_dim(owner, inputs_shape[-1]),
-            dropout=self.dropout,
-            dtype=policy,
-            name="self_attention",
+        self.self_attention = self._attention(
+            self._head_dim(owner, inputs_shape[-1]), "self_attention"
         )
         self.self_attention.build(inputs_shape, inputs_shape)
         self.self_attention_norm = self._make_norm("self_attention_norm", inputs_shape)
@@ -294,21 +337,13 @@ class TransformerDecoderLayer(_TransformerLayer):
         policy = self.dtype_policy
         shape = decoder_sequence_shape
         head_dim = self._head_dim(owner, shape[-1])
-        self.self_attention = MultiHead(
-            self.num_heads, head_dim, dropout=self.dropout, dtype=policy, name="self_attention"
-        )
+        self.self_attention = self._attention(head_dim, "self_attention")
         self.self_attention.build(shape, shape)
         self.self_attention_norm = self._make_norm("self_attention_norm", shape)
         self.cross_attention = None
         if encoder_sequence_shape is not None:
             check_rank("encoder_sequence", encoder_sequence_shape, (3,), owner, "(B, S, De)")
-            self.cross_attention = MultiHead(
-                self.num_heads,
-                head_dim,
-                dropout=self.dropout,
-                dtype=policy,
-                name="cross_attention",
-            )
+            self.cross_attention = self._attention(head_dim, "cross_attention", False)
             self.cross_attention.build(shape, encoder_sequence_shape)
             self.cross_attention_norm = self._make_norm("cross_attention_norm", shape)
         self.feed_forward = FeedForward(

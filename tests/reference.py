@@ -97,6 +97,74 @@ def multi_head(query, key, value, w, mask=None):
     return concat @ W_o + w["output_bias"], np.stack(weights, 1)
 
 
+def rope(x, positions, base=10000.0):
+    """RoPE with rotate-half pairs (i, i + d/2): each pair turned by the
+    angle p·base^(-2i/d). x: (T, d), positions: (T,)."""
+    out = np.array(x, np.float64)
+    d = x.shape[-1]
+    for t, p in enumerate(positions):
+        for i in range(d // 2):
+            angle = p * base ** (-2 * i / d)
+            a, b = x[t, i], x[t, i + d // 2]
+            out[t, i] = a * np.cos(angle) - b * np.sin(angle)
+            out[t, i + d // 2] = b * np.cos(angle) + a * np.sin(angle)
+    return out
+
+
+def multi_head_variant(
+    query,
+    key,
+    value,
+    w,
+    mask=None,
+    kv_heads=None,
+    position=None,
+    slopes=None,
+    relative_key=None,
+    relative_value=None,
+    window=None,
+):
+    """`multi_head` with the issue-14 variants, head by head: query head h
+    reads key/value head h // (H / kv_heads); position "rope" rotates q and
+    k, "alibi" adds -slopes[h]·|i - j|, "relative" (Shaw) adds q·a^K_ij to
+    the score and a^V_ij to the values, the tables indexed by
+    clip(j - i, -k, k) + k; `window` keeps |i - j| <= window. Positions
+    are 0..T-1. Returns (output, weights (B, H, Tq, Tv))."""
+    H = w["query_kernel"].shape[1]
+    groups = H // (kv_heads or H)
+    B, Tq, Tv = query.shape[0], query.shape[1], key.shape[1]
+    i, j = np.arange(Tq)[:, None], np.arange(Tv)[None, :]
+    full = np.ones((B, Tq, Tv), bool) if mask is None else np.broadcast_to(mask, (B, Tq, Tv))
+    if window is not None:
+        full = full & (np.abs(i - j) <= window)[None]
+    heads, weights = [], []
+    for h in range(H):
+        g = h // groups
+        q = query @ w["query_kernel"][:, h] + w["query_bias"][h]  # (B, Tq, d)
+        k = key @ w["key_kernel"][:, g] + w["key_bias"][g]
+        v = value @ w["value_kernel"][:, g] + w["value_bias"][g]
+        if position == "rope":
+            q = np.stack([rope(qb, np.arange(Tq)) for qb in q])
+            k = np.stack([rope(kb, np.arange(Tv)) for kb in k])
+        d = q.shape[-1]
+        scores = np.einsum("bqd,bkd->bqk", q, k) / np.sqrt(d)
+        if position == "alibi":
+            scores = scores - slopes[h] * np.abs(i - j)[None]
+        if position == "relative":
+            r = (relative_key.shape[0] - 1) // 2
+            index = np.clip(j - i, -r, r) + r  # (Tq, Tv)
+            scores = scores + np.einsum("bqd,qkd->bqk", q, relative_key[index]) / np.sqrt(d)
+        a = softmax(scores, full)
+        o = a @ v
+        if position == "relative" and relative_value is not None:
+            o = o + np.einsum("bqk,qkd->bqd", a, relative_value[index])
+        heads.append(o)
+        weights.append(a)
+    concat = np.concatenate(heads, -1)
+    W_o = w["output_kernel"].reshape(-1, w["output_kernel"].shape[-1])
+    return concat @ W_o + w["output_bias"], np.stack(weights, 1)
+
+
 def sinusoidal(length, d, start=0):
     pe = np.zeros((length, d))
     for pos in range(length):

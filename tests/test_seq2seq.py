@@ -49,6 +49,17 @@ FAMILIES = {
     "transformer-pre-norm": lambda: TransformerSeq2Seq(
         VOCAB, VOCAB, 16, 2, 32, 1, max_length=16, norm_first=True
     ),
+    # Issue 14: positions inside every self-attention instead of in the embeddings,
+    # grouped-query heads, sliding windows (combined, to keep the suite short).
+    "transformer-rope-gqa": lambda: TransformerSeq2Seq(
+        VOCAB, VOCAB, 16, 4, 32, 1, max_length=16, position="rope", num_key_value_heads=2
+    ),
+    "transformer-alibi-window": lambda: TransformerSeq2Seq(
+        VOCAB, VOCAB, 16, 2, 32, 1, max_length=16, position="alibi", sliding_window=2
+    ),
+    "transformer-relative": lambda: TransformerSeq2Seq(
+        VOCAB, VOCAB, 16, 2, 32, 1, max_length=16, position="relative"
+    ),
 }
 
 
@@ -214,7 +225,15 @@ def test_masked_cross_entropy_matches_reference(rng, smoothing):
 
 
 # -- saving -------------------------------------------------------------------------
-@pytest.mark.parametrize("family", ["rnn-bahdanau-additive", "convs2s", "transformer"])
+@pytest.mark.parametrize(
+    "family",
+    [
+        "rnn-bahdanau-additive",
+        "convs2s",
+        "transformer",
+        "transformer-relative",  # the variant with weights of its own; the others: below
+    ],
+)
 def test_keras_file_round_trip(rng, family):
     model = FAMILIES[family]()
     source, target_in = batch(rng)
@@ -225,6 +244,13 @@ def test_keras_file_round_trip(rng, family):
         loaded = keras.saving.load_model(path)
     np.testing.assert_allclose(np.asarray(loaded((source, target_in))), expected, atol=1e-6)
     assert type(loaded) is type(model) and loaded.get_config() == model.get_config()
+
+
+def test_transformer_variants_config_round_trip():
+    for family in ("transformer-rope-gqa", "transformer-alibi-window"):
+        model = FAMILIES[family]()
+        config = model.get_config()
+        assert TransformerSeq2Seq.from_config(config).get_config() == config
 
 
 # -- bad input ------------------------------------------------------------------------

@@ -69,13 +69,26 @@ def test_decoder_matches_reference(rng):
     assert np.all(np.triu(np.asarray(scores["self_attention"]), 1) == 0.0)
 
 
-@pytest.mark.parametrize("norm_first", [False, True])
-@pytest.mark.parametrize("with_encoder", [True, False])
-def test_cached_decoding_equals_full_pass(rng, norm_first, with_encoder):
+VARIANTS = [  # MultiHead's issue-14 variants, passed to the self-attention (each one's
+    # cached == full is tested on MultiHead, two here, all three on TransformerSeq2Seq)
+    {"position_encoding": "rope", "num_key_value_heads": 1},
+    {"position_encoding": "alibi", "sliding_window": 2},
+    {"position_encoding": "relative", "max_relative_position": 2},
+]
+
+
+@pytest.mark.parametrize(
+    "norm_first,with_encoder,variant",
+    [(n, e, {}) for n in (False, True) for e in (True, False)]
+    + [(False, True, VARIANTS[1]), (True, False, VARIANTS[0])],
+)
+def test_cached_decoding_equals_full_pass(rng, norm_first, with_encoder, variant):
     x, enc = random(rng, B, T, D), random(rng, B, S, D)
     enc_mask = np.array([[1, 1, 1, 0, 0, 0], [1] * 6], bool) if with_encoder else None
     encoder = enc if with_encoder else None
-    layer = TransformerDecoderLayer(num_heads=2, intermediate_dim=16, norm_first=norm_first)
+    layer = TransformerDecoderLayer(
+        num_heads=2, intermediate_dim=16, norm_first=norm_first, **variant
+    )
     full, scores = layer(x, encoder, encoder_padding_mask=enc_mask, return_attention_scores=True)
     cache = layer.init_cache(B, T, encoder)
     outputs = []
@@ -146,6 +159,16 @@ def test_harness_decoder(rng):
         call_kwargs={"return_attention_scores": True},
         masked_inputs={"encoder_sequence": ~enc_mask},
     )
+
+
+def test_variants_apply_to_self_attention_only(rng):
+    layer = TransformerDecoderLayer(2, 16, **VARIANTS[2], num_key_value_heads=1)
+    layer(random(rng, B, T, D), random(rng, B, S, 4))
+    assert layer.self_attention.position_encoding == "relative"
+    assert layer.cross_attention.position_encoding is None  # content-based
+    assert layer.cross_attention.num_key_value_heads == 1
+    restored = TransformerDecoderLayer.from_config(layer.get_config())
+    assert restored.get_config() == layer.get_config()
 
 
 def test_harness_decoder_only(rng):

@@ -3,12 +3,16 @@
 import keras
 from keras import ops
 
+from keras_attention.multi_head import POSITION_ENCODINGS
 from keras_attention.positional import TokenAndPositionEmbedding
 from keras_attention.seq2seq._compat import pop_renamed, renamed_config
 from keras_attention.seq2seq.base import TOKENS, Seq2Seq
 from keras_attention.transformer import TransformerDecoderLayer, TransformerEncoderLayer
+from keras_attention.validation import check_choice
 
 RENAMED = {"width": "hidden_dim"}  # 0.1.0 name
+ABSOLUTE = ("sinusoidal", "learned")  # added to the embeddings
+POSITIONS = ABSOLUTE + tuple(p for p in POSITION_ENCODINGS if p is not None)
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -19,6 +23,13 @@ class TransformerSeq2Seq(Seq2Seq):
         g = Embedding(y)·sqrt(d) + PE,  decoder: N × TransformerDecoderLayer
         p(y_{i+1} | y_≤i, x) = softmax(W_o h_i + b_o)
 
+    `position` chooses how tokens are placed: "sinusoidal" (the paper) or
+    "learned" add `PE` to the embeddings; "rope", "alibi" or "relative" add
+    nothing there and apply that scheme in every self-attention, encoder
+    and decoder (`MultiHead(position_encoding=...)`), while the decoder's
+    cross-attention stays content-based (no position scheme: source and
+    target positions are not on one axis).
+
     Args:
         source_vocab_size, target_vocab_size: ints.
         hidden_dim: int, the model width d (embeddings and every layer).
@@ -26,6 +37,12 @@ class TransformerSeq2Seq(Seq2Seq):
             the encoder and the decoder).
         max_length: longest target decoded (the size of the cache).
         dropout: float; norm_first: pre-norm layers (and a final norm).
+        position: "sinusoidal" (default), "learned", "rope", "alibi" or
+            "relative" (see above).
+        num_key_value_heads: optional int dividing `num_heads`: grouped-
+            query attention in every attention layer (1: multi-query).
+        sliding_window: optional int `w`: each self-attention keeps
+            `|i - j| <= w` (see `MultiHead`).
         **kwargs: `Seq2Seq` arguments.
 
     Call arguments and returns: see `Seq2Seq`.
@@ -51,6 +68,9 @@ class TransformerSeq2Seq(Seq2Seq):
         max_length=128,
         dropout=0.0,
         norm_first=False,
+        position="sinusoidal",
+        num_key_value_heads=None,
+        sliding_window=None,
         **kwargs,
     ):
         hidden_dim = pop_renamed(kwargs, RENAMED, "TransformerSeq2Seq").get(
@@ -65,6 +85,14 @@ class TransformerSeq2Seq(Seq2Seq):
         )
         self.num_layers, self.max_length = num_layers, max_length
         self.dropout, self.norm_first = dropout, norm_first
+        check_choice("position", position, POSITIONS, "TransformerSeq2Seq")
+        self.position = position
+        self.num_key_value_heads, self.sliding_window = num_key_value_heads, sliding_window
+        variants = {
+            "num_key_value_heads": num_key_value_heads,
+            "position_encoding": None if position in ABSOLUTE else position,
+            "sliding_window": sliding_window,
+        }
 
         def embedding(vocab_size, name):
             # Vaswani et al., Sec. 3.4: embeddings scaled by sqrt(d).
@@ -72,6 +100,7 @@ class TransformerSeq2Seq(Seq2Seq):
                 vocab_size,
                 hidden_dim,
                 max_length,
+                position=position if position in ABSOLUTE else None,
                 scale_embeddings=True,
                 dropout=dropout,
                 padding_id=self.padding_id,
@@ -87,6 +116,7 @@ class TransformerSeq2Seq(Seq2Seq):
                 dropout=dropout,
                 norm_first=norm_first,
                 name=f"encoder_{i}",
+                **variants,
             )
             for i in range(num_layers)
         ]
@@ -97,6 +127,7 @@ class TransformerSeq2Seq(Seq2Seq):
                 dropout=dropout,
                 norm_first=norm_first,
                 name=f"decoder_{i}",
+                **variants,
             )
             for i in range(num_layers)
         ]
@@ -212,6 +243,9 @@ class TransformerSeq2Seq(Seq2Seq):
             "max_length": self.max_length,
             "dropout": self.dropout,
             "norm_first": self.norm_first,
+            "position": self.position,
+            "num_key_value_heads": self.num_key_value_heads,
+            "sliding_window": self.sliding_window,
         }
 
     @classmethod
