@@ -39,6 +39,7 @@ import argparse
 import functools
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -191,9 +192,10 @@ def timed(fn, iters):
 
 
 def profile(model, source, length, repeats):
-    """Where one step of beam search (K=4, batch 32) goes: the search per
-    step, against the model's decode_step alone (with and without the
-    output projection) and the per-step reorder of the caches."""
+    """Where one step of beam search (K=4, batch 32) goes: the whole search
+    per step, against each part run alone in a `while_loop` of L steps: the
+    model's decode_step (with and without the output projection), the
+    reorder of its caches, and the log_softmax and top_k of the search."""
     batch, K = source.shape[0], 4
     rows = batch * K
     state = model.encode(tf.repeat(source, K, axis=0), max_length=length)
@@ -228,12 +230,24 @@ def profile(model, source, length, repeats):
     def reorder(t, tokens, state):
         return t + 1, tokens, model.reorder_state(state, order)
 
+    vocab = model.target_vocab_size
+    logits = tf.random.normal((rows, vocab))
+    bias = ForcedLength(model).bias
+
+    def choose(t, tokens, state):
+        # What beam_search does with the logits before it gathers: the
+        # length-forcing bias, log_softmax, and the top 2K of K x V.
+        log_probs = tf.nn.log_softmax(logits + bias + tf.cast(tokens[0], tf.float32))
+        top, _ = tf.math.top_k(tf.reshape(log_probs, (batch, K * vocab)), 2 * K)
+        return t + 1, tokens + tf.cast(top[0, 0] > 1e30, tf.int32), state
+
     search = tf.function(searches(model, length)["beam4"], autograph=False)
     parts = {
         "beam search (whole)": functools.partial(run, search, source),
         "decode_step x L": functools.partial(run, loop(full_step), state),
         "decoder layers x L": functools.partial(run, loop(layers_only), state),
         "reorder_state x L": functools.partial(run, loop(reorder), state),
+        "log_softmax + top_k x L": functools.partial(run, loop(choose), state),
     }
     times = {name: [] for name in parts}
     for fn in parts.values():
@@ -247,16 +261,18 @@ def profile(model, source, length, repeats):
     encode_ms = 1e3 * statistics.median(
         timed(lambda: encode(tf.repeat(source, K, axis=0)).numpy(), 1) for _ in range(repeats)
     )
-    whole, step, layers, gather = (ms[name] for name in parts)
+    whole, step, layers, gather, choice = (ms[name] for name in parts)
     print(f"\none step of beam search, K={K}, batch {batch} ({rows} rows), ms per step:")
     print(f"  whole search (encode included)  {whole:7.2f}")
     print(f"  encode (once, per step)         {encode_ms / length:7.2f}")
     print(f"  decode_step                     {step:7.2f}")
     print(f"    decoder layers + embedding    {layers:7.2f}")
-    print(f"    output projection + softmax   {step - layers:7.2f}  (by difference)")
+    print(f"    output projection (to {vocab})  {step - layers:7.2f}  (by difference)")
     print(f"  reorder_state (cache gather)    {gather:7.2f}")
-    rest = whole - encode_ms / length - step - gather
-    print(f"  search bookkeeping (the rest)   {rest:7.2f}")
+    print(f"  log_softmax + top_k(2K of K.V)  {choice:7.2f}")
+    rest = whole - encode_ms / length - step - gather - choice
+    # Parts overlap in the whole search (two threads), so this can be < 0.
+    print(f"  other search bookkeeping        {rest:7.2f}  (by difference)")
 
 
 def main(argv=None):
@@ -299,13 +315,17 @@ def main(argv=None):
     if args.smoke:
         args.vocab, args.width, args.layers, args.heads, args.ffn = 50, 16, 1, 2, 32
         args.length, args.source_length, args.repeats, args.min_seconds = 4, 5, 1, 0.0
-        args.batches, args.peers, args.no_xla = "1,2", "", True
-    tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+        args.batches, args.peers, args.no_xla = "2", "", True
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+    except RuntimeError:  # TensorFlow already ran something here (the smoke test)
+        pass
     batches = [int(b) for b in args.batches.split(",")]
     search_names = args.searches.split(",")
     keras.utils.set_random_seed(0)
     rng = np.random.default_rng(0)
-    source = rng.integers(4, args.vocab, (max(batches), args.source_length)).astype("int32")
+    rows = max(batches + [32])  # the profile runs batch 32
+    source = rng.integers(4, args.vocab, (rows, args.source_length)).astype("int32")
 
     model = TransformerSeq2Seq(
         args.vocab,
@@ -318,6 +338,13 @@ def main(argv=None):
     )
     model.build()
     workdir = tempfile.mkdtemp(prefix="bench-decoding-")
+    try:
+        measure(args, model, source, batches, search_names, workdir)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def measure(args, model, source, batches, search_names, workdir):
     ours = {"ours tf.function": {}, "ours XLA": {}}
     for name, search in searches(model, args.length).items():
         ours["ours tf.function"][name] = tf.function(search, autograph=False)
@@ -379,16 +406,22 @@ def main(argv=None):
             line += f"{batch * args.length / statistics.median(times[name]):17.0f}"
         print(line)
     if peer_names:
-        print("\nspeed ratios, ours/peer (> 1: ours faster), medians of same-round ratios:")
+        print(
+            "\nspeed ratios ours/peer (> 1: ours faster), medians of same-round ratios; "
+            "tf = tf.function, SM = SavedModel, HF = Hugging Face, CT2 = CTranslate2 fp32, "
+            "i8 = CTranslate2 int8:"
+        )
+        short = {"ours tf.function": "tf", "ours XLA": "XLA", "ours SavedModel": "SM"}
+        short.update({"hf": "HF", "ct2-fp32": "CT2", "ct2-int8": "i8"})
         pairs = [(o, p) for o in ours for p in peer_names]
         print(
             f"{'search':<7s} {'batch':>5s} "
-            + "".join(f"{(o[5:] + '/' + LABELS[p]):>27s}" for o, p in pairs)
+            + "".join(f"{short[o] + '/' + short[p]:>9s}" for o, p in pairs)
         )
         for search, batch, times in rows:
             line = f"{search:<7s} {batch:5d} "
             for o, p in pairs:
-                line += f"{median_ratio(times[p], times[o]):27.2f}"
+                line += f"{median_ratio(times[p], times[o]):9.2f}"
             print(line)
     if args.profile:
         profile(model, tf.constant(source[:32]), args.length, args.repeats)
