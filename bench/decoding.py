@@ -61,7 +61,6 @@ sys.path.insert(0, HERE)
 from timing import median_ratio  # noqa: E402
 
 NEGATIVE = -1e9
-OURS = ("ours tf.function", "ours XLA", "ours SavedModel")
 PEERS = ("hf", "ct2-fp32", "ct2-int8")
 LABELS = {"hf": "HF generate", "ct2-fp32": "CT2 fp32", "ct2-int8": "CT2 int8"}
 
@@ -111,11 +110,13 @@ def export_searches(model, length, directory):
 
 
 def check_lengths(name, tokens, batch, length, model):
+    """Every row holds `length` tokens, none `<eos>` or `<pad>` (raised,
+    not asserted, so `python -O` keeps the check)."""
     tokens = np.asarray(tokens)
-    assert tokens.shape == (batch, length), (name, tokens.shape)
-    assert not np.isin(tokens, [model.eos_id, model.padding_id]).any(), (
-        f"{name}: a row ended before {length} tokens"
-    )
+    if tokens.shape != (batch, length):
+        raise AssertionError(f"{name}: tokens of shape {tokens.shape}, not {(batch, length)}")
+    if np.isin(tokens, [model.eos_id, model.padding_id]).any():
+        raise AssertionError(f"{name}: a row ended before {length} tokens")
 
 
 class Peers:

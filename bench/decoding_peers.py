@@ -43,6 +43,12 @@ class Vocabulary:
         return {token: index for index, token in enumerate(self.tokens)}
 
 
+def check(condition, message):
+    """Raised, not asserted, so `python -O` keeps the equal-length check."""
+    if not condition:
+        raise AssertionError(message)
+
+
 def build_hf(args):
     import torch
     from transformers import MarianConfig, MarianMTModel
@@ -139,8 +145,8 @@ def main(argv=None):
                 early_stopping=False,
             )
         # (B, 1 + L): the decoder start token, then exactly L tokens, none <eos>.
-        assert tuple(output.shape) == (batch, 1 + L), output.shape
-        assert not bool((output[:, 1:] == EOS).any()), "Hugging Face emitted <eos>"
+        check(tuple(output.shape) == (batch, 1 + L), f"Hugging Face output {output.shape}")
+        check(not bool((output[:, 1:] == EOS).any()), "Hugging Face emitted <eos>")
         return output
 
     def ct2(name, search, batch):
@@ -153,8 +159,8 @@ def main(argv=None):
             return_end_token=True,
         )
         lengths = {len(result.hypotheses[0]) for result in results}
-        assert len(results) == batch and lengths == {L}, (len(results), lengths)
-        assert all("</s>" not in result.hypotheses[0] for result in results)
+        check(len(results) == batch and lengths == {L}, f"{name}: lengths {lengths}")
+        check(all("</s>" not in r.hypotheses[0] for r in results), f"{name} emitted </s>")
         return results
 
     versions = {
