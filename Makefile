@@ -1,16 +1,23 @@
 # Two commands on a fresh machine:
 #   make demo   set up (virtualenv, packages, the Ding corpus) and run the main job
 #   make test   set up, lint, and run the test suite (TensorFlow, then the portable part on JAX)
-# Also: make test-torch (the portable part on PyTorch), make bench, make results,
-#   make serving-check (exports run by TF Serving's TensorFlow), make serving-oplists.
+# Also: make test-torch (the portable part on PyTorch), make bench, make bench-decoding,
+#   make results, make serving-check (exports run by TF Serving's TensorFlow),
+#   make serving-oplists.
 PYTHON ?= python3
 VENV ?= .venv
 VENV_JAX ?= .venv-jax
 VENV_TORCH ?= .venv-torch
+VENV_PEERS ?= .venv-bench-peers
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 JAX_STAMP := $(VENV_JAX)/.installed-stamp
 TORCH_STAMP := $(VENV_TORCH)/.installed-stamp
+PEERS_STAMP := $(VENV_PEERS)/.installed-stamp
+# torch==2.13.0 takes the CPU wheel that lies on these machines (2.13.0+cpu);
+# elsewhere, PyPI's default Linux wheel is the CUDA build (several GB):
+# make bench-decoding TORCH_SPEC="torch --index-url https://download.pytorch.org/whl/cpu"
+TORCH_SPEC ?= torch==2.13.0
 DING := /usr/share/trans/de-en
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export TF_CPP_MIN_LOG_LEVEL ?= 2
@@ -25,7 +32,7 @@ PORTABLE := tests/test_portability.py tests/test_compatibility.py tests/test_reg
 PORTABLE_ARGS := -q -n 2 -p no:cacheprovider -m "not tensorflow" -k "harness or portability or compatibility or registry or layout or decoding_options"
 DOCTESTS := -q -p no:cacheprovider --doctest-modules keras_attention --ignore=keras_attention/serving
 
-.PHONY: demo test test-torch lint bench results setup clean serving-check serving-oplists serving-venv
+.PHONY: demo test test-torch lint bench bench-decoding results setup clean serving-check serving-oplists serving-venv
 
 setup: $(STAMP) $(DING)
 
@@ -117,8 +124,20 @@ serving-oplists: $(STAMP)
 	$(PY) keras_attention/serving/oplists/generate.py --serving 2.17 --servers 2.17.1 \
 		--core .venv-serving-2.17/bin/python --text .venv-serving-tf2.12/bin/python
 
+# The peers of bench/decoding.py (Hugging Face transformers on PyTorch CPU,
+# CTranslate2) in their own virtualenv, run by the benchmark in a subprocess.
+$(PEERS_STAMP): Makefile
+	$(PYTHON) -m venv $(VENV_PEERS)
+	$(VENV_PEERS)/bin/python -m pip install --quiet --upgrade pip
+	$(VENV_PEERS)/bin/python -m pip install --quiet $(TORCH_SPEC)
+	$(VENV_PEERS)/bin/python -m pip install --quiet transformers ctranslate2
+	touch $@
+
+bench-decoding: $(STAMP) $(PEERS_STAMP)
+	$(PY) bench/decoding.py --peers-python $(VENV_PEERS)/bin/python --profile
+
 results: $(STAMP) $(DING)
 	$(VENV)/bin/keras-attention-results
 
 clean:
-	rm -rf $(VENV) $(VENV_JAX) $(VENV_TORCH) .venv-serving* *.egg-info .pytest_cache
+	rm -rf $(VENV) $(VENV_JAX) $(VENV_TORCH) $(VENV_PEERS) .venv-serving* *.egg-info .pytest_cache

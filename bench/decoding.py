@@ -1,0 +1,432 @@
+"""Generation speed on CPU against what a user would pick instead: target
+tokens per second of greedy and beam search (K=4) at batch 1 and 32, with
+every system generating the same number of tokens.
+
+One Transformer shape for all (3 encoder and 3 decoder layers, width 256,
+4 heads, feed-forward 1024, vocabulary 8000, relu), random weights, the
+same random source batch (length 20), exactly `--length` target tokens per
+row (greedy: per row; beam: per hypothesis returned). Systems:
+
+- ours, `tf.function`: `greedy_search` / `beam_search` (the best of K) in
+  process, without and with `jit_compile=True` (XLA);
+- ours, SavedModel: the same two searches as token-ids -> token-ids
+  endpoints of a `keras.export.ExportArchive`, written by
+  `keras_attention.serving.export.export_archive` and called after
+  `tf.saved_model.load` (the translator archive's text signatures need
+  tokenizers, which would add tokenisation to the timing);
+- Hugging Face `transformers` `MarianMTModel.generate` (PyTorch, CPU), built
+  from a `MarianConfig` with the same dimensions;
+- CTranslate2 converted from that Hugging Face model, fp32 and int8.
+
+Forcing equal lengths: our searches run a thin wrapper model whose
+`decode_step` adds -1e9 to the `<eos>` and `<pad>` logits (what Hugging
+Face's `min_new_tokens` does to `<eos>`), so every row runs all
+`--length` steps; Hugging Face runs `min_new_tokens = max_new_tokens`,
+CTranslate2 `min_decoding_length = max_decoding_length`. The first call of
+each system and cell asserts that every row has exactly `--length` tokens
+and no `<eos>`.
+
+The peers run in a worker process of the virtualenv `--peers-python`
+(`bench/decoding_peers.py`, one JSON request per line) and are skipped when
+it is missing. Within each cell, the systems are timed in turn, ours and the
+peers alternating, `--repeats` rounds; tokens/s and ratios are medians.
+`--profile` adds where one step's time goes.
+
+    python bench/decoding.py [--repeats 5] [--profile] [--smoke]
+"""
+
+import argparse
+import functools
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from keras_attention.seq2seq import TransformerSeq2Seq  # noqa: E402
+from keras_attention.seq2seq.generation import beam_search, greedy_search  # noqa: E402
+from keras_attention.serving.export import export_archive  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from timing import median_ratio  # noqa: E402
+
+NEGATIVE = -1e9
+PEERS = ("hf", "ct2-fp32", "ct2-int8")
+LABELS = {"hf": "HF generate", "ct2-fp32": "CT2 fp32", "ct2-int8": "CT2 int8"}
+
+
+class ForcedLength:
+    """A `Seq2Seq` that never emits `<eos>` or `<pad>`: `model` with -1e9
+    added to those logits, so every hypothesis runs to `max_length` (until
+    generation takes `min_length` / `suppress_tokens` options)."""
+
+    def __init__(self, model):
+        self.model = model
+        self.sos_id, self.eos_id, self.padding_id = model.sos_id, model.eos_id, model.padding_id
+        banned = np.zeros((model.target_vocab_size,), "float32")
+        banned[[model.eos_id, model.padding_id]] = NEGATIVE
+        self.bias = tf.constant(banned)
+
+    def encode(self, source, max_length=None):
+        return self.model.encode(source, max_length=max_length)
+
+    def decode_step(self, tokens, state):
+        logits, state, attention = self.model.decode_step(tokens, state)
+        return logits + self.bias, state, attention
+
+    def reorder_state(self, state, indices):
+        return self.model.reorder_state(state, indices)
+
+
+def searches(model, length):
+    """`{"greedy": fn, "beam4": fn}`: source (B, S) -> tokens (B, L)."""
+    forced = ForcedLength(model)
+    return {
+        "greedy": lambda source: greedy_search(forced, source, length)["tokens"],
+        "beam4": lambda source: beam_search(forced, source, length, beam_width=4)["tokens"][:, 0],
+    }
+
+
+def export_searches(model, length, directory):
+    """Write the two searches as SavedModel endpoints with the library's
+    exporter; returns the loaded SavedModel."""
+    archive = keras.export.ExportArchive()
+    archive.track(model)
+    spec = [tf.TensorSpec((None, None), tf.int32, name="token_ids")]
+    for name, search in searches(model, length).items():
+        archive.add_endpoint(name, search, input_signature=spec)
+    path = export_archive(archive, directory, "decoding_bench")
+    return tf.saved_model.load(path)
+
+
+def check_lengths(name, tokens, batch, length, model):
+    """Every row holds `length` tokens, none `<eos>` or `<pad>` (raised,
+    not asserted, so `python -O` keeps the check)."""
+    tokens = np.asarray(tokens)
+    if tokens.shape != (batch, length):
+        raise AssertionError(f"{name}: tokens of shape {tokens.shape}, not {(batch, length)}")
+    if np.isin(tokens, [model.eos_id, model.padding_id]).any():
+        raise AssertionError(f"{name}: a row ended before {length} tokens")
+
+
+class Peers:
+    """The worker of `bench/decoding_peers.py` in the peers' virtualenv."""
+
+    def __init__(self, python, source, args, workdir, systems):
+        path = os.path.join(workdir, "source.npy")
+        np.save(path, source)
+        command = [python, os.path.join(HERE, "decoding_peers.py"), "--source", path]
+        command += ["--workdir", workdir, "--systems", ",".join(systems)]
+        for flag in (
+            "length",
+            "source_length",
+            "vocab",
+            "width",
+            "layers",
+            "heads",
+            "ffn",
+            "threads",
+        ):
+            command += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
+        env = dict(
+            os.environ,
+            TRANSFORMERS_VERBOSITY="error",
+            HF_HUB_DISABLE_PROGRESS_BARS="1",
+            HF_HUB_OFFLINE="1",
+        )
+        # OpenMP threads (PyTorch's, CTranslate2's) spin while waiting by
+        # default; on this shared 2-core machine that made Hugging Face's
+        # greedy batch-1 generate 7x slower with 2 threads than with 1.
+        # TensorFlow's thread pool does not spin, so the peers get the same.
+        env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        self.log = open(os.path.join(workdir, "peers.log"), "w")
+        self.process = subprocess.Popen(
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            text=True,
+            env=env,
+        )
+        self.versions = self._read().get("ready")
+
+    def _read(self):
+        line = self.process.stdout.readline()
+        if not line:
+            self.log.flush()
+            with open(self.log.name) as stream:
+                raise RuntimeError("the peers' worker stopped:\n" + stream.read()[-3000:])
+        return json.loads(line)
+
+    def time(self, system, search, batch, iters):
+        request = {"op": "time", "system": system, "search": search, "batch": batch}
+        self.process.stdin.write(json.dumps(dict(request, iters=iters)) + "\n")
+        self.process.stdin.flush()
+        return self._read()["seconds"]
+
+    def close(self):
+        self.process.stdin.write(json.dumps({"op": "quit"}) + "\n")
+        self.process.stdin.flush()
+        self.process.wait(timeout=60)
+        self.log.close()
+
+
+def run(fn, x):
+    return fn(x).numpy()
+
+
+def timed(fn, iters):
+    start = time.perf_counter()
+    for _ in range(iters):
+        fn()
+    return (time.perf_counter() - start) / iters
+
+
+def profile(model, source, length, repeats):
+    """Where one step of beam search (K=4, batch 32) goes: the whole search
+    per step, against each part run alone in a `while_loop` of L steps: the
+    model's decode_step (with and without the output projection), the
+    reorder of its caches, and the log_softmax and top_k of the search."""
+    batch, K = source.shape[0], 4
+    rows = batch * K
+    state = model.encode(tf.repeat(source, K, axis=0), max_length=length)
+    tokens = tf.fill((rows,), model.sos_id)
+    order = tf.random.shuffle(tf.range(rows))
+
+    def loop(step):
+        def run(state):
+            t, tokens_out, state = tf.while_loop(lambda t, *_: t < length, step, (0, tokens, state))
+            # Read one element of every output, or Grappler prunes loop
+            # variables nothing reads (a reorder alone would vanish).
+            firsts = [tf.cast(tf.reshape(x, [-1])[0], tf.int32) for x in tf.nest.flatten(state)]
+            return t + tokens_out[0] + tf.add_n(firsts)
+
+        return tf.function(run, autograph=False)
+
+    def full_step(t, tokens, state):
+        logits, state, _ = model.decode_step(tokens, state)
+        return t + 1, tokens + tf.cast(logits[0, 0] > 1e30, tf.int32), state  # keeps logits
+
+    def layers_only(t, tokens, state):
+        index = state["step"][0]
+        x = model.target_embedding(tokens[:, None], start_index=index)
+        new = dict(state)
+        for i, layer in enumerate(model.decoder_layers):
+            x, _, new[f"layer_{i}"] = layer.step(
+                x, state[f"layer_{i}"], index, encoder_padding_mask=state["source_mask"]
+            )
+        new["step"] = state["step"] + 1
+        return t + 1, tokens + tf.cast(x[0, 0, 0] > 1e30, tf.int32), new
+
+    def reorder(t, tokens, state):
+        return t + 1, tokens, model.reorder_state(state, order)
+
+    vocab = model.target_vocab_size
+    logits = tf.random.normal((rows, vocab))
+    bias = ForcedLength(model).bias
+
+    def choose(t, tokens, state):
+        # What beam_search does with the logits before it gathers: the
+        # length-forcing bias, log_softmax, and the top 2K of K x V.
+        log_probs = tf.nn.log_softmax(logits + bias + tf.cast(tokens[0], tf.float32))
+        top, _ = tf.math.top_k(tf.reshape(log_probs, (batch, K * vocab)), 2 * K)
+        return t + 1, tokens + tf.cast(top[0, 0] > 1e30, tf.int32), state
+
+    search = tf.function(searches(model, length)["beam4"], autograph=False)
+    parts = {
+        "beam search (whole)": functools.partial(run, search, source),
+        "decode_step x L": functools.partial(run, loop(full_step), state),
+        "decoder layers x L": functools.partial(run, loop(layers_only), state),
+        "reorder_state x L": functools.partial(run, loop(reorder), state),
+        "log_softmax + top_k x L": functools.partial(run, loop(choose), state),
+    }
+    times = {name: [] for name in parts}
+    for fn in parts.values():
+        fn()
+    for _ in range(repeats):
+        for name, fn in parts.items():
+            times[name].append(timed(fn, 1))
+    ms = {name: 1e3 * statistics.median(t) / length for name, t in times.items()}
+    encode = tf.function(lambda s: model.encode(s, max_length=length)["step"], autograph=False)
+    encode(tf.repeat(source, K, axis=0))
+    encode_ms = 1e3 * statistics.median(
+        timed(lambda: encode(tf.repeat(source, K, axis=0)).numpy(), 1) for _ in range(repeats)
+    )
+    whole, step, layers, gather, choice = (ms[name] for name in parts)
+    print(f"\none step of beam search, K={K}, batch {batch} ({rows} rows), ms per step:")
+    print(f"  whole search (encode included)  {whole:7.2f}")
+    print(f"  encode (once, per step)         {encode_ms / length:7.2f}")
+    print(f"  decode_step                     {step:7.2f}")
+    print(f"    decoder layers + embedding    {layers:7.2f}")
+    print(f"    output projection (to {vocab})  {step - layers:7.2f}  (by difference)")
+    print(f"  reorder_state (cache gather)    {gather:7.2f}")
+    print(f"  log_softmax + top_k(2K of K.V)  {choice:7.2f}")
+    rest = whole - encode_ms / length - step - gather - choice
+    # Parts overlap in the whole search (two threads), so this can be < 0.
+    print(f"  other search bookkeeping        {rest:7.2f}  (by difference)")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--batches", default="1,32")
+    parser.add_argument("--searches", default="greedy,beam4")
+    parser.add_argument("--length", type=int, default=32, help="target tokens per row")
+    parser.add_argument("--source-length", type=int, default=20)
+    parser.add_argument("--vocab", type=int, default=8000)
+    parser.add_argument("--width", type=int, default=256)
+    parser.add_argument("--layers", type=int, default=3)
+    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--ffn", type=int, default=1024)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument(
+        "--min-seconds", type=float, default=0.3, help="repeat short calls up to this long"
+    )
+    parser.add_argument(
+        "--peers-python",
+        default=os.path.join(os.path.dirname(HERE), ".venv-bench-peers", "bin", "python"),
+        help="the python of the peers' virtualenv (make bench-decoding creates it)",
+    )
+    parser.add_argument("--peers", default=",".join(PEERS), help="peers to run ('' for none)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=os.cpu_count(),
+        help="intra-op threads of every system (TensorFlow, PyTorch, CTranslate2)",
+    )
+    parser.add_argument("--no-xla", action="store_true", help="skip ours with jit_compile")
+    parser.add_argument("--profile", action="store_true", help="where one beam step goes")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="a few seconds: a tiny model, ours only, one repeat (for the tests)",
+    )
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.vocab, args.width, args.layers, args.heads, args.ffn = 50, 16, 1, 2, 32
+        args.length, args.source_length, args.repeats, args.min_seconds = 4, 5, 1, 0.0
+        args.batches, args.peers, args.no_xla = "2", "", True
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+    except RuntimeError:  # TensorFlow already ran something here (the smoke test)
+        pass
+    batches = [int(b) for b in args.batches.split(",")]
+    search_names = args.searches.split(",")
+    keras.utils.set_random_seed(0)
+    rng = np.random.default_rng(0)
+    rows = max(batches + [32])  # the profile runs batch 32
+    source = rng.integers(4, args.vocab, (rows, args.source_length)).astype("int32")
+
+    model = TransformerSeq2Seq(
+        args.vocab,
+        args.vocab,
+        hidden_dim=args.width,
+        num_heads=args.heads,
+        intermediate_dim=args.ffn,
+        num_layers=args.layers,
+        max_length=args.length,
+    )
+    model.build()
+    workdir = tempfile.mkdtemp(prefix="bench-decoding-")
+    try:
+        measure(args, model, source, batches, search_names, workdir)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def measure(args, model, source, batches, search_names, workdir):
+    ours = {"ours tf.function": {}, "ours XLA": {}}
+    for name, search in searches(model, args.length).items():
+        ours["ours tf.function"][name] = tf.function(search, autograph=False)
+        if not args.no_xla:
+            ours["ours XLA"][name] = tf.function(search, autograph=False, jit_compile=True)
+    if args.no_xla:
+        del ours["ours XLA"]
+    loaded = export_searches(model, args.length, workdir)
+    ours["ours SavedModel"] = {name: getattr(loaded, name) for name in search_names}
+
+    peer_names = [p for p in args.peers.split(",") if p]
+    peers = None
+    if peer_names and os.path.exists(args.peers_python):
+        peers = Peers(args.peers_python, source, args, workdir, peer_names)
+    elif peer_names:
+        print(f"no peers' virtualenv at {args.peers_python} (make bench-decoding): ours only\n")
+        peer_names = []
+
+    print(
+        f"keras {keras.__version__}, tensorflow {tf.__version__}, {os.cpu_count()} CPUs, "
+        f"GPU: {bool(tf.config.list_physical_devices('GPU'))}, {args.threads} threads each"
+        + (f"; peers: {peers.versions}" if peers else "")
+    )
+    print(
+        f"Transformer {args.layers}+{args.layers} layers, width {args.width}, {args.heads} heads, "
+        f"feed-forward {args.ffn}, vocabulary {args.vocab}; source length {args.source_length}, "
+        f"{args.length} tokens generated per row; {args.repeats} repeats, medians; "
+        "tok/s = batch x length / time\n"
+    )
+    systems = list(ours) + peer_names
+    header = f"{'search':<7s} {'batch':>5s} " + "".join(f"{LABELS.get(s, s):>17s}" for s in systems)
+    rows = []
+    for search in search_names:
+        for batch in batches:
+            x = tf.constant(source[:batch])
+            calls = {}
+            for name in ours:
+                fn = ours[name][search]
+                check_lengths(name, fn(x), batch, args.length, model)  # trace, warm up, check
+                start = time.perf_counter()
+                fn(x).numpy()
+                iters = max(1, round(args.min_seconds / (time.perf_counter() - start)))
+                calls[name] = functools.partial(timed, functools.partial(run, fn, x), iters)
+            for name in peer_names:
+                iters = max(1, round(args.min_seconds / peers.time(name, search, batch, 1)))
+                calls[name] = functools.partial(peers.time, name, search, batch, iters)
+            times = {name: [] for name in calls}
+            for _ in range(args.repeats):
+                for name, call in calls.items():  # ours and the peers in turn
+                    times[name].append(call())
+            rows.append((search, batch, times))
+    if peers:
+        peers.close()
+
+    print(header)
+    for search, batch, times in rows:
+        line = f"{search:<7s} {batch:5d} "
+        for name in systems:
+            line += f"{batch * args.length / statistics.median(times[name]):17.0f}"
+        print(line)
+    if peer_names:
+        print(
+            "\nspeed ratios ours/peer (> 1: ours faster), medians of same-round ratios; "
+            "tf = tf.function, SM = SavedModel, HF = Hugging Face, CT2 = CTranslate2 fp32, "
+            "i8 = CTranslate2 int8:"
+        )
+        short = {"ours tf.function": "tf", "ours XLA": "XLA", "ours SavedModel": "SM"}
+        short.update({"hf": "HF", "ct2-fp32": "CT2", "ct2-int8": "i8"})
+        pairs = [(o, p) for o in ours for p in peer_names]
+        print(
+            f"{'search':<7s} {'batch':>5s} "
+            + "".join(f"{short[o] + '/' + short[p]:>9s}" for o, p in pairs)
+        )
+        for search, batch, times in rows:
+            line = f"{search:<7s} {batch:5d} "
+            for o, p in pairs:
+                line += f"{median_ratio(times[p], times[o]):9.2f}"
+            print(line)
+    if args.profile:
+        profile(model, tf.constant(source[:32]), args.length, args.repeats)
+
+
+if __name__ == "__main__":
+    main()
