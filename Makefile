@@ -18,7 +18,8 @@ export TF_CPP_MIN_LOG_LEVEL ?= 2
 # trained, decoding and saving, 0.1.0 files, and the docstring examples.
 PORTABLE := tests/test_portability.py tests/test_compatibility.py tests/test_registry.py tests/test_layout.py \
 	tests/test_score_attention.py tests/test_multi_head.py tests/test_positional.py \
-	tests/test_transformer.py tests/test_convs2s.py tests/test_rnn.py tests/test_spatial.py
+	tests/test_transformer.py tests/test_convs2s.py tests/test_rnn.py tests/test_spatial.py \
+	tests/test_cell.py
 PORTABLE_ARGS := -q -n 2 -p no:cacheprovider -m "not tensorflow" -k "harness or portability or compatibility or registry or layout"
 DOCTESTS := -q -p no:cacheprovider --doctest-modules keras_attention --ignore=keras_attention/serving
 
