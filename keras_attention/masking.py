@@ -1,6 +1,11 @@
 """Masks and the masked softmax shared by every attention layer.
 
-All masks are boolean, `True` where attention is allowed. Padding masks
+All masks are boolean, `True` where attention is allowed (PyTorch's
+`key_padding_mask` is the opposite, True = ignore: pass `~mask`; Keras's
+masks are True = attend, as ours). A row whose keys are all masked gives
+zero weights and a zero output here, uniform weights in Keras, NaN in
+PyTorch and in tensorflow-addons (which fills with -inf and asserts
+`memory_sequence_length > 0`); see docs/conventions.md. Padding masks
 (`(B, Tq)` for queries, `(B, Tv)` for keys/values), explicit attention masks
 (`(B, Tq, Tv)`) and the causal mask are merged by `merge_masks` into one
 `(B, Tq, Tv)` mask (possibly broadcastable: `(B, 1, Tv)`, `(1, Tq, Tv)`).

@@ -240,6 +240,18 @@ def beam_search(
     and, with `return_attention`, `attention (B, K, L, S)`: the finished
     hypotheses best first, then, where fewer than K finished, the best live
     ones (cut at `max_length`, scored with lp(max_length)).
+
+    Finished hypotheses come first whatever the scores. tensorflow-addons'
+    `BeamSearchDecoder` and KerasHub's `BeamSampler` rank the hypotheses
+    cut off at the maximum length together with the finished ones, by
+    score. We do not, because a cut-off hypothesis is not an output: it
+    never chose `<eos>`, and its score is the log-probability of a prefix,
+    which only falls as it grows, so ranking it with complete ones favours
+    truncation (more so with a short `max_length` or small α). Cut-off
+    hypotheses fill only the slots no finished one takes, so a source
+    always has K outputs. The layout is `(B, K, L)`, beams before time
+    (tensorflow-addons' `predicted_ids` was `(B, L, K)`:
+    `ops.transpose(tokens, (0, 2, 1))`).
     """
     source = ops.convert_to_tensor(source)
     _check(source, max_length, "beam_search")
