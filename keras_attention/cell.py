@@ -39,6 +39,10 @@ class AttentionCell(keras.layers.Layer):
     Generation passes it explicitly instead: `cell.step(x_t, states,
     memory, memory_mask)` is the same step as a pure function (see
     `keras_attention.seq2seq.base` for the contract a model wraps it in).
+    The memory is data, not configuration: it is neither saved nor traced
+    as an input, so set it with concrete tensors (eager calls, a custom
+    model's `call`), not with symbolic `keras.Input`s of a functional
+    model; a cell rebuilt from its config needs `setup_memory` again.
 
     The state is `[*cell_state, h̃_{t-1} (B, A), a_{t-1} (B, S)]` (tfa's
     `AttentionWrapperState` fields `cell_state`, `attention`,
