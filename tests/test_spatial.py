@@ -3,6 +3,7 @@ thin-plate splines, the module, harness, bad input."""
 
 import os
 
+import keras
 import numpy as np
 import pytest
 import scipy.ndimage
@@ -244,9 +245,16 @@ def test_portability_matches_torch_affine_grid_and_grid_sample(align_corners, pa
 
 def test_portability_align_corners_false_identity_and_conversion(rng):
     image = rng.random((1, 5, 7, 1)).astype("float32")
-    for transform in ("affine", "tps"):
-        layer = SpatialTransformer((5, 7), transform=transform, align_corners=False)
-        np.testing.assert_allclose(np.asarray(layer(image)), image, atol=1e-5)
+    sampler = BilinearSampler(align_corners=False)
+    affine = AffineGrid((5, 7), align_corners=False)(IDENTITY[None])
+    tps = ThinPlateSplineGrid(4, (5, 7), align_corners=False)(control_grid(4)[None])
+    for grid in (affine, tps):  # the identity transforms are the identity
+        np.testing.assert_allclose(np.asarray(sampler(image, grid)), image, atol=1e-5)
+    module = SpatialTransformer(
+        (5, 7), keras.layers.Flatten(), "tps", num_control_points=4, align_corners=False
+    )
+    module.build(image.shape)
+    assert not module.grid_generator.align_corners and not module.sampler.align_corners
     # The conversion x_true = ((x_false + 1) W - 1)/(W - 1) - 1 names the
     # same pixel, so both conventions read the same values.
     grid = rng.uniform(-1.2, 1.2, (1, 3, 4, 2)).astype("float32")
