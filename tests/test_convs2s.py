@@ -544,3 +544,17 @@ def test_harness_fairseq_decoder(rng):
             "encoder_values": keys,
         },
     )
+
+
+@pytest.mark.tensorflow
+def test_fairseq_compatible_model_config_round_trip(rng):
+    from keras_attention.seq2seq import ConvS2SSeq2Seq
+
+    model = ConvS2SSeq2Seq.from_preset("tiny", 20, 20, fairseq_compatible=True, output_embed_dim=8)
+    inputs = (rng.integers(3, 20, (2, 4)), rng.integers(3, 20, (2, 3)))
+    want = np.asarray(model(inputs))
+    clone = ConvS2SSeq2Seq.from_config(model.get_config())
+    clone(inputs)
+    clone.set_weights(model.get_weights())
+    np.testing.assert_allclose(np.asarray(clone(inputs)), want, atol=1e-6)
+    assert clone.decoder.hidden_projection.units == 8 and clone.encoder.fairseq_compatible
