@@ -4,8 +4,9 @@ as Keras 3 layers written with `keras.ops` only.
 Three tiers, each importing only from those below it:
 
 - the layers, flat in this package (`multiplicative`, `additive`, `local`,
-  `multi_head`, `relative_position`, `positional`, `transformer`, `convs2s`, `rnn`, `spatial`,
-  with `masking`, `base`, `validation` and the `registry` of names);
+  `multi_head`, `relative_position`, `positional`, `transformer`, `convs2s`,
+  `rnn`, `cell`, `spatial`, with `masking`, `base`, `validation` and the
+  `registry` of names);
 - `keras_attention.seq2seq`: encoder-decoder models, their loss and
   training regimes, generation (every backend);
 - `keras_attention.serving`: TensorFlow-only export, tokenizer and
@@ -16,6 +17,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from keras_attention.additive import AdditiveAttention, ConcatAttention
 from keras_attention.base import ScoreAttention
+from keras_attention.cell import AttentionCell
 from keras_attention.convs2s import (
     ConvS2SDecoder,
     ConvS2SEncoder,
@@ -57,6 +59,7 @@ except PackageNotFoundError:  # running from a source tree that was never instal
 __all__ = [
     "AdditiveAttention",
     "AffineGrid",
+    "AttentionCell",
     "AttentionDecoder",
     "BilinearSampler",
     "ConcatAttention",

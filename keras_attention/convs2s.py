@@ -224,7 +224,15 @@ class MultiStepAttention(keras.layers.Layer):
     when the two differ (otherwise `c_i` is added as it is); the sum is the
     residual connection, scaled by sqrt(0.5).
 
+    With `fairseq_compatible=True` it is fairseq's `fconv` `AttentionLayer`:
+    the query is scaled, `d_i = (W_d h_i + b_d + g_i) · sqrt(0.5)`, and
+    `W_c, b_c` always exist (even when C = E). fairseq also scales the
+    values, `(z + e) · sqrt(0.5)`: `ConvS2SEncoder(fairseq_compatible=True)`
+    does that, so pass its values unchanged.
+
     Args:
+        fairseq_compatible: bool, follow fairseq (above); default False,
+            the paper's equations as written.
         **kwargs: base `keras.layers.Layer` arguments (`name`, `dtype`, ...);
             the widths come from the inputs at build time.
 
@@ -252,8 +260,9 @@ class MultiStepAttention(keras.layers.Layer):
         Sec. 3.3.
     """
 
-    def __init__(self, **kwargs):
+    def __init__(self, fairseq_compatible=False, **kwargs):
         super().__init__(**kwargs)
+        self.fairseq_compatible = bool(fairseq_compatible)
         self.supports_masking = True
 
     def build(
@@ -283,7 +292,7 @@ class MultiStepAttention(keras.layers.Layer):
         )
         self.state_bias = self.add_weight(name="state_bias", shape=(embed,), initializer="zeros")
         self.context_kernel = None
-        if width != embed:
+        if width != embed or self.fairseq_compatible:
             self.context_kernel = self.add_weight(
                 name="context_kernel",
                 shape=(embed, width),
@@ -307,6 +316,8 @@ class MultiStepAttention(keras.layers.Layer):
         dtype = h.dtype
         d = ops.matmul(h, ops.cast(self.state_kernel, dtype)) + ops.cast(self.state_bias, dtype)
         d = d + ops.cast(target_embedding, dtype)  # (B, T, E)
+        if self.fairseq_compatible:
+            d = d * ops.cast(SQRT_HALF, dtype)
         keys = ops.swapaxes(ops.cast(encoder_keys, dtype), 1, 2)  # (B, E, S)
         scores = masking.score_product(d, keys)  # (B, T, S)
         mask = None
@@ -361,15 +372,27 @@ class MultiStepAttention(keras.layers.Layer):
         b, t, s = decoder_state.shape[0], decoder_state.shape[1], encoder_keys.shape[1]
         return output, keras.KerasTensor((b, t, s), dtype=self.compute_dtype)
 
+    def get_config(self):
+        return {**super().get_config(), "fairseq_compatible": self.fairseq_compatible}
+
 
 class _ConvS2SStack(keras.layers.Layer):
     """What the encoder and decoder share: arguments, config, the embedding
     `e = w + p` (token + learned position) and the paper's linear layers."""
 
     def __init__(
-        self, vocab_size, embed_dim, convolutions, max_length, dropout, padding_id, **kwargs
+        self,
+        vocab_size,
+        embed_dim,
+        convolutions,
+        max_length,
+        dropout,
+        padding_id,
+        fairseq_compatible=False,
+        **kwargs,
     ):
         super().__init__(**kwargs)
+        self.fairseq_compatible = bool(fairseq_compatible)
         owner = type(self).__name__
         check_positive_int("vocab_size", vocab_size, owner)
         check_positive_int("embed_dim", embed_dim, owner)
@@ -417,6 +440,7 @@ class _ConvS2SStack(keras.layers.Layer):
             "max_length": self.max_length,
             "dropout": self.dropout,
             "padding_id": self.padding_id,
+            "fairseq_compatible": self.fairseq_compatible,
         }
 
 
@@ -430,6 +454,10 @@ class ConvS2SEncoder(_ConvS2SStack):
         z_j = W_out x_j + b_out                    (back to the embedding width)
 
     Returns the keys `z` and the values `z + e` of multi-step attention.
+    With `fairseq_compatible=True` (fairseq's `FConvEncoder`) the values are
+    `(z + e) · sqrt(0.5)` and `z` is zero at padded positions (the forward
+    pass only: fairseq's `GradMultiply` rescales the encoder's gradient by
+    1 / (2 · attention layers), which is not reproduced).
 
     Args:
         vocab_size: int.
@@ -438,6 +466,7 @@ class ConvS2SEncoder(_ConvS2SStack):
         max_length: int, number of learned positions.
         dropout: float, on embeddings and convolution inputs.
         padding_id: token id of padding (masked).
+        fairseq_compatible: bool (above), default False.
 
     Call arguments:
         source_tokens: int `(B, S)`.
@@ -455,10 +484,18 @@ class ConvS2SEncoder(_ConvS2SStack):
         max_length=1024,
         dropout=0.1,
         padding_id=0,
+        fairseq_compatible=False,
         **kwargs,
     ):
         super().__init__(
-            vocab_size, embed_dim, convolutions, max_length, dropout, padding_id, **kwargs
+            vocab_size,
+            embed_dim,
+            convolutions,
+            max_length,
+            dropout,
+            padding_id,
+            fairseq_compatible,
+            **kwargs,
         )
 
     def build(self, source_tokens_shape):
@@ -495,7 +532,10 @@ class ConvS2SEncoder(_ConvS2SStack):
         for layer in self.convolution_layers:
             x = layer(x, mask=mask, training=training)
         z = self.out_projection(x)  # (B, S, E)
-        return z, z + e
+        if not self.fairseq_compatible:
+            return z, z + e
+        z = z * ops.cast(mask, z.dtype)[..., None]
+        return z, (z + e) * ops.cast(SQRT_HALF, z.dtype)
 
     def compute_mask(self, source_tokens, previous_mask=None):
         mask = self.source_mask(source_tokens)
@@ -523,7 +563,35 @@ class ConvS2SDecoder(_ConvS2SStack):
     batch-major tensors: `keras.tree.map_structure(lambda t: ops.take(t,
     order, axis=0), cache)` reorders it (beam search).
 
-    Args: as `ConvS2SEncoder`.
+    `fairseq_compatible=True` follows fairseq's `FConvDecoder` exactly (use
+    it with `ConvS2SEncoder(fairseq_compatible=True)`):
+
+        r^l = h^{l-1}, or W_r h^{l-1} + b_r when the width changes
+        a^l = GLU(conv_l(h^{l-1}))                          (no residual yet)
+        h^l = (MultiStepAttention_l(a^l, g, z, (z + e)·sqrt(0.5)) + r^l) · sqrt(0.5)
+        p(y_{i+1} | ...) = softmax(W_o (W_h h_i^L + b_h) + b_o)
+
+    so attention reads the gated output before the residual, its query is
+    scaled by sqrt(0.5) and it always projects back (`W_c`), and the output
+    goes through a hidden projection of width `output_embed_dim` (fairseq's
+    `fc2`, then dropout, then `fc3`).
+
+    Porting fconv weights. fairseq trains with weight normalisation
+    (`w = g · v / ‖v‖`); it is not implemented here, as it changes only the
+    training dynamics: fold each layer once, `w = g · v / ‖v‖` with the
+    norm over every axis but the output one (what
+    `torch.nn.utils.remove_weight_norm` does), and load `w` as a plain
+    kernel. Layouts: `nn.Linear` weights `(out, in)` → our `(in, out)`
+    (transpose); the `ConvTBC` weights of both stacks (the decoder's
+    `LinearizedConvolution` is one) are `(k, in, 2d)`, our `(k, d_in, 2d)`
+    as they are. `F.glu` gates with the second half as we do. fairseq's
+    learned positions start at `padding_idx + 1`: load rows
+    `padding_idx + 1 ...` of its table as our positions 0 ... .
+    GradMultiply (backward only) is not reproduced.
+
+    Args: as `ConvS2SEncoder`, and `output_embed_dim` (fairseq's
+    `decoder_out_embed_dim`; default `embed_dim`), used only when
+    `fairseq_compatible=True`.
 
     Call arguments:
         target_tokens: int `(B, T)`, the target shifted right (`<sos>` first).
@@ -545,11 +613,23 @@ class ConvS2SDecoder(_ConvS2SStack):
         max_length=1024,
         dropout=0.1,
         padding_id=0,
+        fairseq_compatible=False,
+        output_embed_dim=None,
         **kwargs,
     ):
         super().__init__(
-            vocab_size, embed_dim, convolutions, max_length, dropout, padding_id, **kwargs
+            vocab_size,
+            embed_dim,
+            convolutions,
+            max_length,
+            dropout,
+            padding_id,
+            fairseq_compatible,
+            **kwargs,
         )
+        if output_embed_dim is not None:
+            check_positive_int("output_embed_dim", output_embed_dim, "ConvS2SDecoder")
+        self.output_embed_dim = output_embed_dim
 
     def build(self, target_tokens_shape, encoder_keys_shape, encoder_values_shape=None):
         owner = "ConvS2SDecoder"
@@ -566,6 +646,8 @@ class ConvS2SDecoder(_ConvS2SStack):
         self.in_projection = self._linear("in_projection", self.convolutions[0][0])
         self.in_projection.build(embed_shape)
         self.convolution_layers, self.attention_layers = [], []
+        self.residual_projections = []  # fairseq_compatible only: None or W_r per layer
+        fairseq = self.fairseq_compatible
         width = self.convolutions[0][0]
         for index, (filters, kernel_size) in enumerate(self.convolutions):
             conv = GLUConv1D(
@@ -573,17 +655,41 @@ class ConvS2SDecoder(_ConvS2SStack):
                 kernel_size,
                 causal=True,
                 dropout=self.dropout,
+                residual=not fairseq,  # fairseq adds the residual after attention
                 dtype=self.dtype_policy,
                 name=f"convolution_{index}",
             )
             conv.build(batch_time + (width,))
-            attention = MultiStepAttention(dtype=self.dtype_policy, name=f"attention_{index}")
+            attention = MultiStepAttention(
+                fairseq_compatible=fairseq, dtype=self.dtype_policy, name=f"attention_{index}"
+            )
             attention.build(
                 batch_time + (filters,), embed_shape, encoder_keys_shape, encoder_keys_shape
             )
+            if fairseq:
+                projection = None
+                if width != filters:
+                    projection = keras.layers.Dense(
+                        filters,
+                        kernel_initializer=_normal(math.sqrt(1.0 / width)),
+                        dtype=self.dtype_policy,
+                        name=f"residual_projection_{index}",
+                    )
+                    projection.build(batch_time + (width,))
+                self.residual_projections.append(projection)
             self.convolution_layers.append(conv)
             self.attention_layers.append(attention)
             width = filters
+        self.hidden_projection = None
+        if fairseq:
+            self.hidden_projection = keras.layers.Dense(
+                self.output_embed_dim or self.embed_dim,
+                kernel_initializer=_normal(math.sqrt(1.0 / width)),
+                dtype=self.dtype_policy,
+                name="hidden_projection",
+            )  # fairseq's fc2
+            self.hidden_projection.build(batch_time + (width,))
+            width = self.output_embed_dim or self.embed_dim
         self.output_dropout = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
         self.output_projection = keras.layers.Dense(
             self.vocab_size,
@@ -600,6 +706,9 @@ class ConvS2SDecoder(_ConvS2SStack):
         for index, (conv, attention) in enumerate(
             zip(self.convolution_layers, self.attention_layers)
         ):
+            residual = x
+            if self.fairseq_compatible and self.residual_projections[index] is not None:
+                residual = self.residual_projections[index](x)
             if step is None:
                 x = conv(x, training=training)
             else:
@@ -609,7 +718,11 @@ class ConvS2SDecoder(_ConvS2SStack):
             x, weights = attention(
                 x, g, keys, values, source_mask=source_mask, return_attention_scores=True
             )
+            if self.fairseq_compatible:
+                x = (x + residual) * ops.cast(SQRT_HALF, x.dtype)
             scores.append(weights)
+        if self.hidden_projection is not None:
+            x = self.hidden_projection(x)
         logits = self.output_projection(self.output_dropout(x, training=training))
         return logits, scores
 
@@ -671,6 +784,9 @@ class ConvS2SDecoder(_ConvS2SStack):
         self, target_tokens_shape, encoder_keys_shape, encoder_values_shape=None
     ):
         return tuple(target_tokens_shape) + (self.vocab_size,)
+
+    def get_config(self):
+        return {**super().get_config(), "output_embed_dim": self.output_embed_dim}
 
     def compute_output_spec(
         self,

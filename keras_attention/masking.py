@@ -1,6 +1,11 @@
 """Masks and the masked softmax shared by every attention layer.
 
-All masks are boolean, `True` where attention is allowed. Padding masks
+All masks are boolean, `True` where attention is allowed (PyTorch's
+`key_padding_mask` is the opposite, True = ignore: pass `~mask`; Keras's
+masks are True = attend, as ours). A row whose keys are all masked gives
+zero weights and a zero output here, uniform weights in Keras, NaN in
+PyTorch and in tensorflow-addons (which fills with -inf and asserts
+`memory_sequence_length > 0`); see docs/conventions.md. Padding masks
 (`(B, Tq)` for queries, `(B, Tv)` for keys/values), explicit attention masks
 (`(B, Tq, Tv)`) and the causal mask are merged by `merge_masks` into one
 `(B, Tq, Tv)` mask (possibly broadcastable: `(B, 1, Tv)`, `(1, Tq, Tv)`).
@@ -79,15 +84,29 @@ def large_negative(dtype):
     return -1e9
 
 
-def causal_mask(query_length, key_length):
-    """`(Tq, Tv)` lower-triangular mask, aligned at the end of the keys.
+def causal_mask(query_length, key_length, alignment="end"):
+    """`(Tq, Tv)` lower-triangular mask.
 
-    Query i may attend to key j iff `j <= i + (Tv - Tq)`. With `Tq == Tv` this
-    is the usual "no position sees a later one"; with `Tq < Tv` the queries
-    are the last `Tq` positions of the key sequence, which is what a decoder
-    that feeds only its newest steps needs.
+    `alignment="end"` (ours, the default everywhere, `use_causal_mask=True`
+    included): query i may attend to key j iff `j <= i + (Tv - Tq)`. With
+    `Tq == Tv` this is the usual "no position sees a later one"; with
+    `Tq < Tv` the queries are the last `Tq` positions of the key sequence,
+    which is what a decoder that feeds only its newest steps over a cache
+    needs.
+
+    `alignment="start"` is Keras's convention (`keras.layers.
+    MultiHeadAttention(use_causal_mask=True)`, `ops.tril` of a `(Tq, Tv)`
+    ones matrix): `j <= i`, the queries are the *first* `Tq` positions. The
+    two agree when `Tq == Tv`. To get Keras's behaviour from our layers,
+    pass `attention_mask=causal_mask(Tq, Tv, "start")[None]` instead of
+    `use_causal_mask=True`.
     """
-    rows = ops.expand_dims(ops.arange(query_length), 1) + (key_length - query_length)
+    if alignment not in ("end", "start"):
+        raise ValueError(
+            f'`alignment` of causal_mask must be "end" or "start"; received {alignment!r}.'
+        )
+    offset = key_length - query_length if alignment == "end" else 0
+    rows = ops.expand_dims(ops.arange(query_length), 1) + offset
     cols = ops.expand_dims(ops.arange(key_length), 0)
     return ops.less_equal(cols, rows)  # (Tq, Tv)
 

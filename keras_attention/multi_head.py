@@ -117,7 +117,9 @@ class MultiHead(keras.layers.Layer):
         key: optional `(B, Tv, Dk)`, defaults to `value`.
         query_mask, value_mask, attention_mask, use_causal_mask, training:
             as in `ScoreAttention`.
-        return_attention_scores: also return the weights `(B, H, Tq, Tv)`.
+        return_attention_scores: also return the weights `(B, H, Tq, Tv)`,
+            one map per head (as Keras; PyTorch's `nn.MultiheadAttention`
+            averages over heads by default: `ops.mean(scores, axis=1)`).
 
     Returns:
         `output` `(B, Tq, Do)`, or `(output, scores)`.

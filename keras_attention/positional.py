@@ -55,7 +55,9 @@ class PositionalEmbedding(keras.layers.Layer):
             for incremental decoding; default 0.
 
     Returns:
-        `(B, T, D)`: `inputs + p[start_index : start_index + T]`.
+        `(B, T, D)`: `inputs + p[start_index : start_index + T]`, the sum
+        (KerasHub's `SinePositionEncoding` returns the encoding `p` alone,
+        to be added by the caller).
 
     Example:
 

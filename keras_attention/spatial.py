@@ -3,8 +3,24 @@ where to look in an image. A localisation network predicts a transform, a
 grid generator maps every output pixel to a source location, and a bilinear
 sampler reads the input there; every step is differentiable.
 
-Coordinates are normalised: x = -1 is the centre of the leftmost pixel and
-x = +1 that of the rightmost (y likewise, top to bottom), whatever the size.
+Coordinates are normalised to [-1, 1] whatever the size, in one of
+PyTorch's two conventions, chosen by `align_corners` (a documented choice,
+see docs/conventions.md):
+
+- `align_corners=True` (our default, kept for compatibility with files
+  saved before the option existed): x = -1 is the *centre* of the leftmost
+  pixel and x = +1 that of the rightmost; pixel x_p = (x + 1)(W - 1)/2, and
+  the target grid is `linspace(-1, 1, W)`.
+- `align_corners=False` (PyTorch's default for `affine_grid` and
+  `grid_sample`): x = -1 is the left *edge* of the leftmost pixel and +1 the
+  right edge of the rightmost; x_p = ((x + 1)W - 1)/2, and the target grid
+  holds the pixel centres (2i + 1)/W - 1. The same pixel has the
+  coordinate x_true = ((x_false + 1)·W − 1)/(W − 1) − 1 under the first
+  convention, so a grid (or θ) written for one reads the same image under
+  the other after this affine rescaling of each axis.
+
+Both match `torch.nn.functional.affine_grid` + `grid_sample(mode="bilinear")`
+with padding "zeros" or "border" (tests/data/torch_grid_fixture.npz).
 """
 
 import keras
@@ -14,6 +30,15 @@ from keras import ops
 from keras_attention.validation import check_choice, check_rank
 
 register = keras.saving.register_keras_serializable(package="keras_attention")
+
+
+def _check_align_corners(align_corners, owner):
+    if not isinstance(align_corners, (bool, np.bool_)):
+        raise ValueError(
+            f"`align_corners` of {owner} must be True or False; "
+            f"received align_corners={align_corners!r}."
+        )
+    return bool(align_corners)
 
 
 def _check_size(output_size, owner):
@@ -29,9 +54,16 @@ def _check_size(output_size, owner):
     return tuple(output_size)
 
 
-def target_grid(height, width):
+def _axis(size, align_corners):
+    """The normalised coordinates of the `size` pixel centres of one axis."""
+    if align_corners:
+        return np.linspace(-1.0, 1.0, size)
+    return (2.0 * np.arange(size) + 1.0) / size - 1.0  # pixel centres, edges at ±1
+
+
+def target_grid(height, width, align_corners=True):
     """Normalised target coordinates `(H·W, 2)` as (x_t, y_t), row-major."""
-    y, x = np.meshgrid(np.linspace(-1.0, 1.0, height), np.linspace(-1.0, 1.0, width), indexing="ij")
+    y, x = np.meshgrid(_axis(height, align_corners), _axis(width, align_corners), indexing="ij")
     return np.stack([x.ravel(), y.ravel()], axis=-1)
 
 
@@ -41,7 +73,15 @@ class AffineGrid(keras.layers.Layer):
 
         (x_s, y_s)ᵀ = A_θ (x_t, y_t, 1)ᵀ,   A_θ = [[θ11 θ12 θ13], [θ21 θ22 θ23]]
 
-    for every target pixel (x_t, y_t) of an `output_size` grid.
+    for every target pixel (x_t, y_t) of an `output_size` grid. This is
+    `torch.nn.functional.affine_grid(θ, (B, C, H_out, W_out), align_corners)`,
+    channels-last.
+
+    Args:
+        output_size: (height, width) of the grid.
+        align_corners: True (default): ±1 are the centres of the corner
+            pixels; False (PyTorch's default): ±1 are the outer edges of the
+            corner pixels. See the module docstring.
 
     Call arguments:
         theta: `(B, 2, 3)` or `(B, 6)`.
@@ -50,9 +90,10 @@ class AffineGrid(keras.layers.Layer):
         `(B, H_out, W_out, 2)` source coordinates (x_s, y_s).
     """
 
-    def __init__(self, output_size, **kwargs):
+    def __init__(self, output_size, align_corners=True, **kwargs):
         super().__init__(**kwargs)
         self.output_size = _check_size(output_size, "AffineGrid")
+        self.align_corners = _check_align_corners(align_corners, "AffineGrid")
 
     def build(self, theta_shape):
         if tuple(theta_shape[1:]) not in ((2, 3), (6,)):
@@ -61,7 +102,7 @@ class AffineGrid(keras.layers.Layer):
                 f"received shape {tuple(theta_shape)}."
             )
         height, width = self.output_size
-        grid = target_grid(height, width)
+        grid = target_grid(height, width, self.align_corners)
         self._homogeneous = np.concatenate([grid, np.ones((height * width, 1))], 1).astype(
             "float32"
         )  # (H·W, 3)
@@ -77,7 +118,11 @@ class AffineGrid(keras.layers.Layer):
         return (theta_shape[0],) + self.output_size + (2,)
 
     def get_config(self):
-        return {**super().get_config(), "output_size": list(self.output_size)}
+        return {
+            **super().get_config(),
+            "output_size": list(self.output_size),
+            "align_corners": self.align_corners,
+        }
 
 
 def _tps_kernel(squared_distance):
@@ -116,6 +161,10 @@ class ThinPlateSplineGrid(keras.layers.Layer):
     Args:
         num_control_points: K, a square (4, 9, 16, ...).
         output_size: (height, width) of the grid.
+        align_corners: True (default): ±1 are the centres of the corner
+            pixels; False (PyTorch's default): ±1 are the outer edges of the
+            corner pixels. The control points stay a regular grid over
+            [-1, 1]² in either convention; only the target pixels move.
 
     Call arguments:
         control_points: `(B, K, 2)` or `(B, 2K)`, the p'_k as (x, y).
@@ -124,11 +173,12 @@ class ThinPlateSplineGrid(keras.layers.Layer):
         `(B, H_out, W_out, 2)` source coordinates.
     """
 
-    def __init__(self, num_control_points, output_size, **kwargs):
+    def __init__(self, num_control_points, output_size, align_corners=True, **kwargs):
         super().__init__(**kwargs)
         self.control = control_grid(num_control_points)
         self.num_control_points = num_control_points
         self.output_size = _check_size(output_size, "ThinPlateSplineGrid")
+        self.align_corners = _check_align_corners(align_corners, "ThinPlateSplineGrid")
 
     def build(self, control_points_shape):
         K = self.num_control_points
@@ -142,7 +192,7 @@ class ThinPlateSplineGrid(keras.layers.Layer):
         P_hat = np.concatenate([np.ones((K, 1)), p], 1)  # (K, 3)
         L = np.block([[_tps_kernel(squared), P_hat], [P_hat.T, np.zeros((3, 3))]])
         L_inverse = np.linalg.inv(L)[:, :K]  # only the P' block of the right-hand side is non-zero
-        grid = target_grid(*self.output_size)
+        grid = target_grid(*self.output_size, self.align_corners)
         basis = np.concatenate(
             [
                 _tps_kernel(((grid[:, None, :] - p[None, :, :]) ** 2).sum(-1)),
@@ -168,6 +218,7 @@ class ThinPlateSplineGrid(keras.layers.Layer):
             **super().get_config(),
             "num_control_points": self.num_control_points,
             "output_size": list(self.output_size),
+            "align_corners": self.align_corners,
         }
 
 
@@ -177,7 +228,10 @@ class BilinearSampler(keras.layers.Layer):
 
         V_i^c = Σ_n Σ_m U_nm^c max(0, 1 - |x_i^s - m|) max(0, 1 - |y_i^s - n|)
 
-    with (x_i^s, y_i^s) in pixel units (x = (x_norm + 1)(W - 1)/2). Only the
+    with (x_i^s, y_i^s) in pixel units (x = (x_norm + 1)(W - 1)/2, or
+    ((x_norm + 1)W - 1)/2 with `align_corners=False`). This is
+    `torch.nn.functional.grid_sample(mode="bilinear", padding_mode=padding,
+    align_corners=align_corners)`, channels-last. Only the
     four pixels around each point have non-zero weight, so the sum is four
     gathers. It is differentiable with respect to the image
     (∂V/∂U_nm = the weights) and the coordinates (∂V/∂x = Σ U_nm
@@ -187,6 +241,9 @@ class BilinearSampler(keras.layers.Layer):
     Args:
         padding: "zeros" (outside the image reads 0) or "border" (reads
             the nearest edge pixel).
+        align_corners: True (default): ±1 are the centres of the corner
+            pixels; False (PyTorch's default): ±1 are the outer edges of the
+            corner pixels. Use the grid generator's value.
 
     Call arguments:
         image: `(B, H, W, C)`.
@@ -196,10 +253,11 @@ class BilinearSampler(keras.layers.Layer):
         `(B, H_out, W_out, C)`.
     """
 
-    def __init__(self, padding="zeros", **kwargs):
+    def __init__(self, padding="zeros", align_corners=True, **kwargs):
         super().__init__(**kwargs)
         check_choice("padding", padding, ("zeros", "border"), "BilinearSampler")
         self.padding = padding
+        self.align_corners = _check_align_corners(align_corners, "BilinearSampler")
 
     def build(self, image_shape, grid_shape):
         check_rank("image", image_shape, (4,), "BilinearSampler", "(B, H, W, C)")
@@ -226,8 +284,12 @@ class BilinearSampler(keras.layers.Layer):
         batch, height, width, channels = shape[0], shape[1], shape[2], shape[3]
         h, w = ops.cast(height, "float32"), ops.cast(width, "float32")
         grid = ops.cast(grid, "float32")
-        x = (grid[..., 0] + 1.0) * (w - 1.0) / 2.0  # (B, Ho, Wo), pixel units
-        y = (grid[..., 1] + 1.0) * (h - 1.0) / 2.0
+        if self.align_corners:
+            x = (grid[..., 0] + 1.0) * (w - 1.0) / 2.0  # (B, Ho, Wo), pixel units
+            y = (grid[..., 1] + 1.0) * (h - 1.0) / 2.0
+        else:
+            x = ((grid[..., 0] + 1.0) * w - 1.0) / 2.0
+            y = ((grid[..., 1] + 1.0) * h - 1.0) / 2.0
         # Points further than one pixel outside are clamped to one pixel
         # outside (every weight then falls outside: zero, and a zero gradient,
         # as in the equation); "border" clamps onto the image instead.
@@ -269,7 +331,11 @@ class BilinearSampler(keras.layers.Layer):
         return tuple(grid_shape[:3]) + (image_shape[-1],)
 
     def get_config(self):
-        return {**super().get_config(), "padding": self.padding}
+        return {
+            **super().get_config(),
+            "padding": self.padding,
+            "align_corners": self.align_corners,
+        }
 
 
 def default_localization(name="localization"):
@@ -307,6 +373,9 @@ class SpatialTransformer(keras.layers.Layer):
         transform: "affine" (θ has 6 numbers) or "tps" (2K numbers).
         num_control_points: K for "tps".
         padding: the sampler's "zeros" or "border".
+        align_corners: the coordinate convention of the grid and the sampler
+            (True, the default, or PyTorch's default False; see the module
+            docstring). The identity start is the identity in either.
         return_theta: also return θ (`(B, 2, 3)` or control points `(B, K, 2)`).
 
     Call arguments:
@@ -324,6 +393,7 @@ class SpatialTransformer(keras.layers.Layer):
         num_control_points=16,
         padding="zeros",
         return_theta=False,
+        align_corners=True,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -335,6 +405,7 @@ class SpatialTransformer(keras.layers.Layer):
             control_grid(num_control_points)  # validates K
         self.padding = padding
         self.return_theta = bool(return_theta)
+        self.align_corners = _check_align_corners(align_corners, "SpatialTransformer")
         self.localization = localization if localization is not None else default_localization()
 
     def build(self, inputs_shape):
@@ -344,11 +415,17 @@ class SpatialTransformer(keras.layers.Layer):
         features = self.localization.compute_output_shape(inputs_shape)
         if self.transform == "affine":
             identity = np.array([1, 0, 0, 0, 1, 0], "float32")
-            self.grid_generator = AffineGrid(self.output_size, dtype=self.dtype_policy, name="grid")
+            self.grid_generator = AffineGrid(
+                self.output_size, self.align_corners, dtype=self.dtype_policy, name="grid"
+            )
         else:
             identity = control_grid(self.num_control_points).ravel().astype("float32")
             self.grid_generator = ThinPlateSplineGrid(
-                self.num_control_points, self.output_size, dtype=self.dtype_policy, name="grid"
+                self.num_control_points,
+                self.output_size,
+                self.align_corners,
+                dtype=self.dtype_policy,
+                name="grid",
             )
         self.regression = keras.layers.Dense(
             len(identity),
@@ -359,7 +436,9 @@ class SpatialTransformer(keras.layers.Layer):
         )
         self.regression.build(features)
         self.grid_generator.build((None, len(identity)))
-        self.sampler = BilinearSampler(self.padding, dtype=self.dtype_policy, name="sampler")
+        self.sampler = BilinearSampler(
+            self.padding, self.align_corners, dtype=self.dtype_policy, name="sampler"
+        )
         self.built = True
 
     def call(self, inputs, training=None):
@@ -395,6 +474,7 @@ class SpatialTransformer(keras.layers.Layer):
             "num_control_points": self.num_control_points,
             "padding": self.padding,
             "return_theta": self.return_theta,
+            "align_corners": self.align_corners,
         }
 
     @classmethod

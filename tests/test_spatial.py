@@ -1,6 +1,9 @@
 """Spatial transformer: grids, the bilinear sampler and its gradients,
 thin-plate splines, the module, harness, bad input."""
 
+import os
+
+import keras
 import numpy as np
 import pytest
 import scipy.ndimage
@@ -10,6 +13,7 @@ from keras_attention.spatial import control_grid
 from tests import reference
 from tests.harness import run_layer_test
 
+FIXTURE = os.path.join(os.path.dirname(__file__), "data", "torch_grid_fixture.npz")
 IDENTITY = np.array([[1, 0, 0], [0, 1, 0]], "float32")
 
 
@@ -156,7 +160,7 @@ def test_harness_tps_grid(rng):
     points = (control_grid(4)[None] + rng.normal(scale=0.1, size=(2, 4, 2))).astype("float32")
     run_layer_test(
         ThinPlateSplineGrid,
-        {"num_control_points": 4, "output_size": (3, 4)},
+        {"num_control_points": 4, "output_size": (3, 4), "align_corners": False},
         inputs={"control_points": points},
     )
 
@@ -222,3 +226,47 @@ def test_error_control_points_not_square():
         ValueError, match=r"`num_control_points` of ThinPlateSplineGrid must be a square"
     ):
         ThinPlateSplineGrid(10, (4, 4))
+
+
+@pytest.mark.parametrize("align_corners", [False, True])
+@pytest.mark.parametrize("padding", ["zeros", "border"])
+def test_portability_matches_torch_affine_grid_and_grid_sample(align_corners, padding):
+    # Values computed once by torch.nn.functional.affine_grid + grid_sample
+    # (tests/data/make_torch_grid_fixture.py); PyTorch's default is False.
+    data = np.load(FIXTURE)
+    size = tuple(int(v) for v in data["output_size"])
+    grid = AffineGrid(size, align_corners=align_corners)(data["theta"])
+    np.testing.assert_allclose(np.asarray(grid), data[f"grid_align_{align_corners}"], atol=1e-6)
+    out = BilinearSampler(padding, align_corners=align_corners)(data["image"], grid)
+    np.testing.assert_allclose(
+        np.asarray(out), data[f"out_{padding}_align_{align_corners}"], atol=1e-5
+    )
+
+
+def test_portability_align_corners_false_identity_and_conversion(rng):
+    image = rng.random((1, 5, 7, 1)).astype("float32")
+    sampler = BilinearSampler(align_corners=False)
+    affine = AffineGrid((5, 7), align_corners=False)(IDENTITY[None])
+    tps = ThinPlateSplineGrid(4, (5, 7), align_corners=False)(control_grid(4)[None])
+    for grid in (affine, tps):  # the identity transforms are the identity
+        np.testing.assert_allclose(np.asarray(sampler(image, grid)), image, atol=1e-5)
+    module = SpatialTransformer(
+        (5, 7), keras.layers.Flatten(), "tps", num_control_points=4, align_corners=False
+    )
+    module.build(image.shape)
+    assert not module.grid_generator.align_corners and not module.sampler.align_corners
+    # The conversion x_true = ((x_false + 1) W - 1)/(W - 1) - 1 names the
+    # same pixel, so both conventions read the same values.
+    grid = rng.uniform(-1.2, 1.2, (1, 3, 4, 2)).astype("float32")
+    size = np.array([7, 5], "float32")  # (W, H) for (x, y)
+    converted = ((grid + 1) * size - 1) / (size - 1) - 1
+    np.testing.assert_allclose(
+        np.asarray(BilinearSampler(align_corners=True)(image, converted)),
+        np.asarray(BilinearSampler(align_corners=False)(image, grid)),
+        atol=1e-5,
+    )
+
+
+def test_error_align_corners():
+    with pytest.raises(ValueError, match="`align_corners` of AffineGrid must be True or False"):
+        AffineGrid((2, 2), align_corners="false")

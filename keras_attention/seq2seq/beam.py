@@ -107,6 +107,18 @@ def beam_search(
     `replacements (B, N, L)`: the finished hypotheses best first, then,
     where fewer than N finished, the best live ones (cut at `max_length`,
     scored with lp(max_length) and their coverage so far).
+
+    Finished hypotheses come first whatever the scores. tensorflow-addons'
+    `BeamSearchDecoder` and KerasHub's `BeamSampler` rank the hypotheses
+    cut off at the maximum length together with the finished ones, by
+    score. We do not, because a cut-off hypothesis is not an output: it
+    never chose `<eos>`, and its score is the log-probability of a prefix,
+    which only falls as it grows, so ranking it with complete ones favours
+    truncation (more so with a short `max_length` or small α). Cut-off
+    hypotheses fill only the slots no finished one takes, so a source
+    always has N outputs. The layout is `(B, N, L)`, beams before time
+    (tensorflow-addons' `predicted_ids` was `(B, L, K)`:
+    `ops.transpose(tokens, (0, 2, 1))`).
     """
     source = ops.convert_to_tensor(source)
     check_source(source, max_length, "beam_search")

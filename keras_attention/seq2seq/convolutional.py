@@ -25,6 +25,11 @@ class ConvS2SSeq2Seq(Seq2Seq):
         max_length: int, learned positions (source and target).
         dropout: float.
         hidden_dim, num_layers, kernel_size: the default stacks.
+        fairseq_compatible: bool, follow fairseq's `fconv` equations exactly
+            (see `ConvS2SDecoder`), e.g. to port fconv weights; default False.
+        output_embed_dim: with `fairseq_compatible`, the width of the
+            decoder's hidden output projection (fairseq's
+            `decoder_out_embed_dim`); default `embed_dim`.
         **kwargs: `Seq2Seq` arguments.
 
     Call arguments and returns: see `Seq2Seq`.
@@ -51,9 +56,13 @@ class ConvS2SSeq2Seq(Seq2Seq):
         hidden_dim=64,
         num_layers=3,
         kernel_size=3,
+        fairseq_compatible=False,
+        output_embed_dim=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
+        self.fairseq_compatible = bool(fairseq_compatible)
+        self.output_embed_dim = output_embed_dim
         self.source_vocab_size, self.target_vocab_size = source_vocab_size, target_vocab_size
         self.embed_dim, self.max_length, self.dropout = embed_dim, max_length, dropout
         self.hidden_dim, self.num_layers, self.kernel_size = hidden_dim, num_layers, kernel_size
@@ -65,6 +74,7 @@ class ConvS2SSeq2Seq(Seq2Seq):
             max_length,
             dropout,
             padding_id=self.padding_id,
+            fairseq_compatible=self.fairseq_compatible,
             name="encoder",
         )
         self.decoder = ConvS2SDecoder(
@@ -74,6 +84,8 @@ class ConvS2SSeq2Seq(Seq2Seq):
             max_length,
             dropout,
             padding_id=self.padding_id,
+            fairseq_compatible=self.fairseq_compatible,
+            output_embed_dim=output_embed_dim,
             name="decoder",
         )
 
@@ -152,4 +164,6 @@ class ConvS2SSeq2Seq(Seq2Seq):
             "hidden_dim": self.hidden_dim,
             "num_layers": self.num_layers,
             "kernel_size": self.kernel_size,
+            "fairseq_compatible": self.fairseq_compatible,
+            "output_embed_dim": self.output_embed_dim,
         }
