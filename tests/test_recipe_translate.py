@@ -663,6 +663,16 @@ def test_export_holds_only_core_and_text_ops(exported):
     )
 
 
+def test_export_passes_the_op_check_of_every_tf_serving_release(exported):
+    """`keras_attention.serving.check` against the committed op lists: the
+    tokenizer's TF Text ops and the decoding loop are in every release."""
+    from keras_attention.serving import check
+
+    ops = check.op_types(check.read_saved_model(exported))
+    assert "WordpieceTokenizeWithOffsets" in ops and "While" in ops  # TF Text, decoding loop
+    assert check.check_export(exported) == {s: [] for s in check.available_servings()}
+
+
 def test_a_truncated_backup_falls_back_to_the_epoch_before(tmp_path):
     """A kill while the latest backup was written leaves a truncated file:
     training resumes from the previous epoch's backup and says so."""
