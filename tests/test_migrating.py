@@ -13,7 +13,8 @@ DOCS = pathlib.Path(__file__).resolve().parents[1] / "docs"
 PAGE = DOCS / "migrating.md"
 
 
-def test_migrating_examples():
+def test_migrating_examples(monkeypatch):
+    monkeypatch.chdir(DOCS.parent)  # the PyTorch example reads tests/data/
     # Inputs and weights come from NumPy's seeded generator in the page
     # itself, so the printed numbers do not depend on Keras's seed.
     result = doctest.testfile(
