@@ -23,6 +23,8 @@ Both match `torch.nn.functional.affine_grid` + `grid_sample(mode="bilinear")`
 with padding "zeros" or "border" (tests/data/torch_grid_fixture.npz).
 """
 
+import numbers
+
 import keras
 import numpy as np
 from keras import ops
@@ -42,16 +44,20 @@ def _check_align_corners(align_corners, owner):
 
 
 def _check_size(output_size, owner):
+    """`output_size` as a tuple of two Python ints >= 1 (NumPy integers, as
+    shapes and arrays give them, are taken too)."""
     if (
         not isinstance(output_size, (tuple, list))
         or len(output_size) != 2
-        or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in output_size)
+        or any(
+            isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1 for v in output_size
+        )
     ):
         raise ValueError(
             f"`output_size` of {owner} must be (height, width) with both >= 1; "
             f"received output_size={output_size!r}."
         )
-    return tuple(output_size)
+    return tuple(int(v) for v in output_size)
 
 
 def _axis(size, align_corners):

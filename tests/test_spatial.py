@@ -221,6 +221,11 @@ def test_error_output_size(size):
         SpatialTransformer(size)
 
 
+def test_numpy_integer_output_size_is_a_size():
+    grid = AffineGrid(tuple(np.array([4, 6])))
+    assert grid.output_size == (4, 6) and all(type(v) is int for v in grid.output_size)
+
+
 def test_error_control_points_not_square():
     with pytest.raises(
         ValueError, match=r"`num_control_points` of ThinPlateSplineGrid must be a square"
