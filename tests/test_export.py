@@ -140,22 +140,11 @@ def test_one_models_config_lists_every_exported_model(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def tiny_translator(tmp_path_factory):
+def tiny_translator(tiny_translator_with_options):
     """The path of an untrained tiny translator exported with
     `translator_archive` (the checks under test are in the graph, not the
-    weights)."""
-    from keras_attention.seq2seq import RecurrentSeq2Seq
-    from keras_attention.serving.export import export_archive, translator_archive
-    from keras_attention.serving.text import RESERVED, SubwordTokenizer
-
-    directory = tmp_path_factory.mktemp("translator")
-    vocabulary = directory / "vocab.txt"
-    vocabulary.write_text("\n".join(RESERVED + ["ich", "habe", "zeit", "."]) + "\n")
-    tokenizer = SubwordTokenizer(str(vocabulary))
-    model = RecurrentSeq2Seq(8, 8, embed_dim=4, hidden_dim=8, attention="dot")
-    model.build()
-    archive = translator_archive(model, tokenizer, tokenizer, max_length=6, beam_width=2)
-    return export_archive(archive, str(directory / "exports"), "translator")
+    weights; one export serves every test here, as exports are slow)."""
+    return tiny_translator_with_options[0]
 
 
 def test_tokens_signature_refuses_inconsistent_input(tiny_translator):
@@ -233,7 +222,7 @@ OPTIONS = dict(min_length=2, no_repeat_ngram_size=2, repetition_penalty=1.3, cov
 @pytest.fixture(scope="module")
 def tiny_translator_with_options(tmp_path_factory):
     """`(path, model, tokenizer)`: an untrained tiny translator exported with
-    decoding options, 3 hypotheses of a beam of 3."""
+    `translator_archive` and decoding options, 3 hypotheses of a beam of 3."""
     import keras
 
     from keras_attention.seq2seq import RecurrentSeq2Seq
@@ -258,7 +247,8 @@ def test_nbest_and_constrained_from_plain_tensorflow_equal_in_process(
 ):
     """A process that imports only tensorflow and tensorflow_text gets, from
     `nbest` and `constrained`, the in-process beam search's hypotheses and
-    scores with the exported options; a translation starts with its prefix."""
+    scores with the exported options; a translation starts with its prefix;
+    a prefix per row mismatch is an INVALID_ARGUMENT."""
     import tensorflow as tf
 
     from keras_attention.seq2seq.generation import beam_search, generate
@@ -274,6 +264,11 @@ nbest = loaded.signatures["nbest"](text=tf.constant({texts!r}))
 forced = loaded.signatures["constrained"](
     text=tf.constant({texts!r}), prefix=tf.constant({prefixes!r}))
 options = loaded.signatures["decoding_options"]()
+try:
+    loaded.signatures["constrained"](text=tf.constant(["ich", "zeit"]), prefix=tf.constant(["a"]))
+    mismatch = "accepted"
+except tf.errors.InvalidArgumentError as error:
+    mismatch = error.message
 print(json.dumps({{
     "translations": [[t.decode() for t in row] for row in nbest["translations"].numpy()],
     "scores": nbest["scores"].numpy().tolist(),
@@ -284,6 +279,7 @@ print(json.dumps({{
                  if not name.startswith("options:")}},
     "json": [value.numpy().decode() for name, value in options.items()
              if name.startswith("options:")],
+    "mismatch": mismatch,
 }}))
 """
     result = subprocess.run(
@@ -314,6 +310,7 @@ print(json.dumps({{
         **{name: pytest.approx(value) for name, value in OPTIONS.items()},
     }
     assert json.loads(got["json"][0]) == dict(beam_width=3, num_hypotheses=3, **OPTIONS)
+    assert "`prefix` needs one entry per `text`" in got["mismatch"]
 
 
 def test_saved_model_cli_shows_the_decoding_options(tiny_translator_with_options):
@@ -340,13 +337,3 @@ def test_saved_model_cli_shows_the_decoding_options(tiny_translator_with_options
         "outputs['min_length'] tensor_info:\n        dtype: DT_INT32\n        shape: ()" in listed
     )
     assert check.check_export(path) == {s: [] for s in check.available_servings()}
-
-
-def test_constrained_refuses_a_prefix_per_row_mismatch(tiny_translator_with_options):
-    import tensorflow as tf
-
-    constrained = tf.saved_model.load(tiny_translator_with_options[0]).signatures["constrained"]
-    with pytest.raises(tf.errors.InvalidArgumentError, match="one entry per `text`"):
-        constrained(text=tf.constant(["ich", "zeit"]), prefix=tf.constant(["habe"]))
-    out = constrained(text=tf.constant(["ich", "zeit"]), prefix=tf.constant(["", ""]))
-    assert out["translation"].shape == (2,)
