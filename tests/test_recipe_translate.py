@@ -929,3 +929,20 @@ def test_decoding_flags_are_checked_before_any_work(tmp_path, capsys, argv, mess
     text = ["Hallo."] if argv[0] == "translate" else []
     status, out, err = cli(capsys, *argv, "--output", str(tmp_path / "none"), *text)
     assert status == 2 and err.startswith(message) and err.count("\n") == 1, (out, err)
+
+
+def test_translate_applies_the_decoding_options_with_and_without_nbest(trained, capsys):
+    """The best translation under the decoding flags is the first of
+    `--nbest`'s lines under the same flags, and the flags change it (here
+    --min-length forces a longer output)."""
+    text = "Ich habe keine Zeit."
+    flags = ["--output", trained[0], "--beam-width", "2"]
+    options = ["--min-length", "12", "--no-repeat-ngram", "2", "--coverage-penalty", "0.2"]
+    _, plain, _ = cli(capsys, "translate", *flags, text)
+    status, best, err = cli(capsys, "translate", *flags, *options, text)
+    assert status == 0, err
+    status, nbest, err = cli(capsys, "translate", *flags, *options, "--nbest", "1", text)
+    assert status == 0, err
+    best = best.splitlines()[1].split("-> ", 1)[1]
+    assert nbest.splitlines()[0].split("\t", 1)[1] == best
+    assert best != plain.splitlines()[1].split("-> ", 1)[1]
