@@ -201,18 +201,26 @@ def test_text_signatures_refuse_a_matrix_fed_past_the_python_check(tiny_translat
 
     with tf.Graph().as_default(), tf.compat.v1.Session() as session:
         meta_graph = tf.compat.v1.saved_model.load(session, ["serve"], tiny_translator)
-        for name in ("serving_default", "greedy", "attention"):
+        for name, inputs, output in [
+            ("serving_default", ["text"], "translation"),
+            ("greedy", ["text"], "translation"),
+            ("attention", ["text"], "translation"),
+            ("nbest", ["text"], "translations"),
+            ("constrained", ["text", "prefix"], "translation"),
+        ]:
             signature = meta_graph.signature_def[name]
             run = session._make_callable_from_options(
                 config_pb2.CallableOptions(
-                    feed=[signature.inputs["text"].name],
-                    fetch=[signature.outputs["translation"].name],
+                    feed=[signature.inputs[key].name for key in inputs],
+                    fetch=[signature.outputs[output].name],
                 )
             )
-            (translation,) = run(np.array(["Ich habe Zeit.", ""], dtype=object))
-            assert translation.shape == (2,)
+            vector = np.array(["Ich habe Zeit.", ""], dtype=object)
+            (translation,) = run(*[vector] * len(inputs))
+            assert translation.shape[0] == 2
+            matrix = np.array([["Ich habe"], ["Zeit"], ["."]], dtype=object)
             with pytest.raises(tf.errors.InvalidArgumentError, match=r"\[3,1\] is not compatible"):
-                run(np.array([["Ich habe"], ["Zeit"], ["."]], dtype=object))
+                run(*[matrix] * len(inputs))
 
 
 # -- issue 13: n-best, forced prefixes, decoding options --------------------------------
