@@ -530,9 +530,11 @@ def translate_texts(
     beam_width=4,
     batch_size=64,
     return_attention=False,
+    **options,
 ):
     """Translate a list of strings with beam search; returns the best
-    translations (and, optionally, token ids and attention of each)."""
+    translations (and, optionally, token ids and attention of each).
+    `options` are generation's decoding options (`decoding_options(args)`)."""
     import numpy as np
     import tensorflow as tf
 
@@ -544,7 +546,7 @@ def translate_texts(
             tf.constant(texts[start : start + batch_size]), max_length
         )
         result = generate(
-            model, source, max_length + 1, beam_width, return_attention=return_attention
+            model, source, max_length + 1, beam_width, return_attention=return_attention, **options
         )
         tokens, attention = result["tokens"], result.get("attention")
         text = target_tokenizer.blank_where_empty(
@@ -619,6 +621,40 @@ def evaluate(args, log=print):
     return scores
 
 
+DECODING_FLAGS = {  # flag dest -> (generation's option, its "off" value)
+    "min_length": ("min_length", 0),
+    "no_repeat_ngram": ("no_repeat_ngram_size", 0),
+    "repetition_penalty": ("repetition_penalty", 1.0),
+    "coverage_penalty": ("coverage_penalty", 0.0),
+}
+
+
+def decoding_options(args):
+    """The decoding options the flags chose, by generation's names (off
+    where a command has no such flag: `demo`)."""
+    return {option: getattr(args, flag, off) for flag, (option, off) in DECODING_FLAGS.items()}
+
+
+def nbest_lines(model, source_tokenizer, target_tokenizer, texts, max_length, beam_width, n, args):
+    """`score<TAB>translation` lines: `n` per text, best first, texts in order
+    (the `nbest` signature's translations and scores, computed in process)."""
+    import tensorflow as tf
+
+    from keras_attention.serving.export import decoding_options as export_options
+    from keras_attention.serving.export import nbest_translations
+
+    options = export_options(beam_width, num_hypotheses=n, **decoding_options(args))
+    result = nbest_translations(
+        model, source_tokenizer, target_tokenizer, tf.constant(texts), max_length, options
+    )
+    lines = []
+    for translations, scores in zip(result["translations"].numpy(), result["scores"].numpy()):
+        lines += [
+            f"{score:.4f}\t{text.decode('utf-8')}" for text, score in zip(translations, scores)
+        ]
+    return lines
+
+
 def translate_command(args, log=print):
     if not args.text:
         raise UsageError(
@@ -626,6 +662,19 @@ def translate_command(args, log=print):
             'translate --output runs/translate "Ich habe keine Zeit."'
         )
     model, config, source_tokenizer, target_tokenizer = load_run(args.output)
+    if getattr(args, "nbest", None):
+        for line in nbest_lines(
+            model,
+            source_tokenizer,
+            target_tokenizer,
+            args.text,
+            config["max_length"],
+            args.beam_width,
+            args.nbest,
+            args,
+        ):
+            log(line)
+        return
     for text, translation in zip(
         args.text,
         translate_texts(
@@ -635,6 +684,7 @@ def translate_command(args, log=print):
             args.text,
             config["max_length"],
             args.beam_width,
+            **decoding_options(args),
         ),
     ):
         log(f"{text}\n  -> {translation}")
@@ -739,7 +789,13 @@ def export_command(args, log=print):
         raise UsageError(f"--export-dir {args.export_dir} is a file; expected a folder")
     model, config, source_tokenizer, target_tokenizer = load_run(args.output)
     archive = translator_archive(
-        model, source_tokenizer, target_tokenizer, config["max_length"], args.beam_width
+        model,
+        source_tokenizer,
+        target_tokenizer,
+        config["max_length"],
+        args.beam_width,
+        num_hypotheses=getattr(args, "num_hypotheses", None),
+        **decoding_options(args),
     )
     # Warm-up requests: real test sentences, for every signature.
     sentences = [pair[0] for pair in read_pairs(os.path.join(args.output, "data", "test.tsv"))[:4]]
@@ -750,14 +806,19 @@ def export_command(args, log=print):
         ("greedy", {"text": text}),
         ("attention", {"text": text[:1]}),
         ("tokens", {"token_ids": ids, "lengths": (ids > 0).sum(1).astype("int32")}),
-    ]
+        ("nbest", {"text": text}),
+        ("constrained", {"text": text[:1], "prefix": np.array([""], dtype=object)}),
+    ]  # not decoding_options: constants, and a request without inputs is an odd warm-up
     path = export_archive(
         archive,
         args.export_dir,
         args.model_name,
         before_publish=lambda staging: write_warmup_requests(staging, args.model_name, warmup),
     )
-    log(f"exported {path} (signatures: serving_default, greedy, attention, tokens)")
+    log(
+        f"exported {path} (signatures: serving_default, greedy, attention, tokens, nbest, "
+        "constrained, decoding_options)"
+    )
     return path
 
 
@@ -796,6 +857,34 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefau
         if action.default is None or action.default is False or "default:" in action.help:
             return action.help
         return super()._get_help_string(action)
+
+
+def add_decoding_flags(command):
+    """The decoding options of `translate` and `export` (issue 13)."""
+    command.add_argument(
+        "--min-length",
+        type=int,
+        default=0,
+        help="at least this many target pieces before the end (>= 0)",
+    )
+    command.add_argument(
+        "--no-repeat-ngram",
+        type=int,
+        default=0,
+        help="never repeat an n-gram of this many pieces (0: off)",
+    )
+    command.add_argument(
+        "--repetition-penalty",
+        type=float,
+        default=1.0,
+        help="CTRL's penalty on pieces already generated (> 0; 1: off)",
+    )
+    command.add_argument(
+        "--coverage-penalty",
+        type=float,
+        default=0.0,
+        help="GNMT's coverage penalty beta of beam search (>= 0; 0: off)",
+    )
 
 
 def parser():
@@ -920,6 +1009,17 @@ def parser():
                 "--limit-test", type=int, help="evaluate only the first N test sentences"
             )
         else:
+            add_decoding_flags(command)
+            command.add_argument(
+                "--nbest",
+                "--num-hypotheses",
+                dest="nbest",
+                type=int,
+                help="print the N best hypotheses of each sentence instead: N lines per "
+                "sentence, sentences in order, best first, each `score<TAB>translation` "
+                "(score: log-probability over the length penalty, plus the coverage "
+                "penalty; an unfilled slot is -1000000000.0 and empty); N <= --beam-width",
+            )
             command.add_argument("text", nargs="*", help="the sentences to translate")
     export = add(
         "export",
@@ -931,7 +1031,15 @@ def parser():
         "--export-dir", default="saved_models", help="base directory: <dir>/<name>/<version>/"
     )
     export.add_argument("--model-name", default="translator", help="the served model's name")
-    export.add_argument("--beam-width", type=int, default=4, help="beam width of serving_default")
+    export.add_argument(
+        "--beam-width", type=int, default=4, help="beam width of serving_default and nbest"
+    )
+    export.add_argument(
+        "--num-hypotheses",
+        type=int,
+        help="hypotheses the nbest signature returns (default: --beam-width; at most that)",
+    )
+    add_decoding_flags(export)
     tune_command = add(
         "tune", "KerasTuner search (resumable; chief/worker distributed)", model=False
     )
@@ -976,10 +1084,22 @@ def check(args):
         value = getattr(args, name, None)
         if value is not None:
             check_number(name, value, integer=True, low=1)
-    for name in ("samples", "bleu_trials"):
+    for name in ("samples", "bleu_trials", "min_length", "no_repeat_ngram"):
         value = getattr(args, name, None)
         if value is not None:
             check_number(name, value, integer=True, low=0)
+    if getattr(args, "repetition_penalty", None) is not None:
+        check_number("repetition_penalty", args.repetition_penalty, low=0, low_included=False)
+    if getattr(args, "coverage_penalty", None) is not None:
+        check_number("coverage_penalty", args.coverage_penalty, low=0)
+    for flag, name in (("nbest", "nbest"), ("num-hypotheses", "num_hypotheses")):
+        value = getattr(args, name, None)
+        if value is not None:
+            check_number(name, value, integer=True, low=1)
+            if value > args.beam_width:
+                raise UsageError(
+                    f"--{flag} must be at most --beam-width {args.beam_width}; got {value}"
+                )
     if getattr(args, "family", None) is not None:
         model_config(args)  # the flags alone, before any work (--hyperparameters may change them)
 

@@ -124,6 +124,9 @@ def requests_of(version_dir):
         if "text" in inputs:
             extra = np.array([t.encode() for t in EXTRA_TEXTS], dtype=object)
             inputs["text"] = np.concatenate([inputs["text"].astype(object), extra])
+            if "prefix" in inputs:  # `constrained`: one (empty) prefix per text
+                blank = np.array([b""] * len(extra), dtype=object)
+                inputs["prefix"] = np.concatenate([inputs["prefix"].astype(object), blank])
         requests[signature] = inputs
     return requests
 

@@ -1,6 +1,7 @@
 """The atomic, versioned export directory helper: atomicity, concurrent
 exports, abandoned staging folders, model names and `models.config`."""
 
+import json
 import os
 import signal
 import socket
@@ -139,22 +140,11 @@ def test_one_models_config_lists_every_exported_model(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def tiny_translator(tmp_path_factory):
+def tiny_translator(tiny_translator_with_options):
     """The path of an untrained tiny translator exported with
     `translator_archive` (the checks under test are in the graph, not the
-    weights)."""
-    from keras_attention.seq2seq import RecurrentSeq2Seq
-    from keras_attention.serving.export import export_archive, translator_archive
-    from keras_attention.serving.text import RESERVED, SubwordTokenizer
-
-    directory = tmp_path_factory.mktemp("translator")
-    vocabulary = directory / "vocab.txt"
-    vocabulary.write_text("\n".join(RESERVED + ["ich", "habe", "zeit", "."]) + "\n")
-    tokenizer = SubwordTokenizer(str(vocabulary))
-    model = RecurrentSeq2Seq(8, 8, embed_dim=4, hidden_dim=8, attention="dot")
-    model.build()
-    archive = translator_archive(model, tokenizer, tokenizer, max_length=6, beam_width=2)
-    return export_archive(archive, str(directory / "exports"), "translator")
+    weights; one export serves every test here, as exports are slow)."""
+    return tiny_translator_with_options[0]
 
 
 def test_tokens_signature_refuses_inconsistent_input(tiny_translator):
@@ -211,15 +201,147 @@ def test_text_signatures_refuse_a_matrix_fed_past_the_python_check(tiny_translat
 
     with tf.Graph().as_default(), tf.compat.v1.Session() as session:
         meta_graph = tf.compat.v1.saved_model.load(session, ["serve"], tiny_translator)
-        for name in ("serving_default", "greedy", "attention"):
+        for name, inputs, output in [
+            ("serving_default", ["text"], "translation"),
+            ("greedy", ["text"], "translation"),
+            ("attention", ["text"], "translation"),
+            ("nbest", ["text"], "translations"),
+            ("constrained", ["text", "prefix"], "translation"),
+        ]:
             signature = meta_graph.signature_def[name]
             run = session._make_callable_from_options(
                 config_pb2.CallableOptions(
-                    feed=[signature.inputs["text"].name],
-                    fetch=[signature.outputs["translation"].name],
+                    feed=[signature.inputs[key].name for key in inputs],
+                    fetch=[signature.outputs[output].name],
                 )
             )
-            (translation,) = run(np.array(["Ich habe Zeit.", ""], dtype=object))
-            assert translation.shape == (2,)
+            vector = np.array(["Ich habe Zeit.", ""], dtype=object)
+            (translation,) = run(*[vector] * len(inputs))
+            assert translation.shape[0] == 2
+            matrix = np.array([["Ich habe"], ["Zeit"], ["."]], dtype=object)
             with pytest.raises(tf.errors.InvalidArgumentError, match=r"\[3,1\] is not compatible"):
-                run(np.array([["Ich habe"], ["Zeit"], ["."]], dtype=object))
+                run(*[matrix] * len(inputs))
+
+
+# -- issue 13: n-best, forced prefixes, decoding options --------------------------------
+OPTIONS = dict(min_length=2, no_repeat_ngram_size=2, repetition_penalty=1.3, coverage_penalty=0.2)
+
+
+@pytest.fixture(scope="module")
+def tiny_translator_with_options(tmp_path_factory):
+    """`(path, model, tokenizer)`: an untrained tiny translator exported with
+    `translator_archive` and decoding options, 3 hypotheses of a beam of 3."""
+    import keras
+
+    from keras_attention.seq2seq import RecurrentSeq2Seq
+    from keras_attention.serving.export import export_archive, translator_archive
+    from keras_attention.serving.text import RESERVED, SubwordTokenizer
+
+    directory = tmp_path_factory.mktemp("translator-options")
+    vocabulary = directory / "vocab.txt"
+    vocabulary.write_text("\n".join(RESERVED + ["ich", "habe", "zeit", "."]) + "\n")
+    tokenizer = SubwordTokenizer(str(vocabulary))
+    keras.utils.set_random_seed(1)
+    model = RecurrentSeq2Seq(8, 8, embed_dim=4, hidden_dim=8, attention="dot")
+    model.build()
+    archive = translator_archive(
+        model, tokenizer, tokenizer, max_length=6, beam_width=3, num_hypotheses=3, **OPTIONS
+    )
+    return export_archive(archive, str(directory / "exports"), "translator"), model, tokenizer
+
+
+def test_nbest_and_constrained_from_plain_tensorflow_equal_in_process(
+    tiny_translator_with_options, tmp_path
+):
+    """A process that imports only tensorflow and tensorflow_text gets, from
+    `nbest` and `constrained`, the in-process beam search's hypotheses and
+    scores with the exported options; a translation starts with its prefix;
+    a prefix per row mismatch is an INVALID_ARGUMENT."""
+    import tensorflow as tf
+
+    from keras_attention.seq2seq.generation import beam_search, generate
+
+    path, model, tokenizer = tiny_translator_with_options
+    texts = ["ich habe zeit .", "zeit", "", "ich ich ich ich ich ich ich"]
+    prefixes = ["habe", "", "zeit", "zeit ."]
+    script = f"""
+import json, sys, tensorflow as tf, tensorflow_text
+assert "keras_attention" not in sys.modules
+loaded = tf.saved_model.load({path!r})
+nbest = loaded.signatures["nbest"](text=tf.constant({texts!r}))
+forced = loaded.signatures["constrained"](
+    text=tf.constant({texts!r}), prefix=tf.constant({prefixes!r}))
+options = loaded.signatures["decoding_options"]()
+try:
+    loaded.signatures["constrained"](text=tf.constant(["ich", "zeit"]), prefix=tf.constant(["a"]))
+    mismatch = "accepted"
+except tf.errors.InvalidArgumentError as error:
+    mismatch = error.message
+print(json.dumps({{
+    "translations": [[t.decode() for t in row] for row in nbest["translations"].numpy()],
+    "scores": nbest["scores"].numpy().tolist(),
+    "truncated": nbest["truncated"].numpy().tolist(),
+    "forced": [t.decode() for t in forced["translation"].numpy()],
+    "forced_scores": forced["score"].numpy().tolist(),
+    "options": {{name: value.numpy().item() for name, value in options.items()
+                 if not name.startswith("options:")}},
+    "json": [value.numpy().decode() for name, value in options.items()
+             if name.startswith("options:")],
+    "mismatch": mismatch,
+}}))
+"""
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=str(tmp_path)
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    got = json.loads(result.stdout.strip().splitlines()[-1])
+
+    source, truncated = tokenizer.encode(tf.constant(texts), 6)
+    expected = beam_search(model, source, 7, beam_width=3, num_hypotheses=3, **OPTIONS)
+    flat = tokenizer.decode(np.asarray(expected["tokens"]).reshape(12, -1)).numpy()
+    texts_expected = np.asarray([t.decode() for t in flat]).reshape(4, 3)
+    texts_expected[2] = ""  # empty input, empty output
+    assert got["translations"] == texts_expected.tolist()
+    np.testing.assert_allclose(got["scores"], np.asarray(expected["scores"]), rtol=1e-5)
+    assert got["truncated"] == [False, False, False, True]
+
+    prefix = np.zeros((4, 3), "int32")
+    prefix[0, 0], prefix[2, 0], prefix[3, :2] = 5, 6, [6, 7]  # habe; zeit; zeit .
+    forced = generate(model, source, 7, beam_width=3, prefix=prefix, **OPTIONS)
+    np.testing.assert_allclose(got["forced_scores"], np.asarray(forced["scores"]), rtol=1e-5)
+    forced_text = [t.decode() for t in tokenizer.decode(forced["tokens"]).numpy()]
+    assert got["forced"] == [forced_text[0], forced_text[1], "", forced_text[3]]
+    assert got["forced"][0].startswith("habe") and got["forced"][3].startswith("zeit.")
+    assert got["options"] == {
+        "beam_width": 3,
+        "num_hypotheses": 3,
+        **{name: pytest.approx(value) for name, value in OPTIONS.items()},
+    }
+    assert json.loads(got["json"][0]) == dict(beam_width=3, num_hypotheses=3, **OPTIONS)
+    assert "`prefix` needs one entry per `text`" in got["mismatch"]
+
+
+def test_saved_model_cli_shows_the_decoding_options(tiny_translator_with_options):
+    from keras_attention.serving import check
+
+    path = tiny_translator_with_options[0]
+    cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
+    shown = subprocess.run(
+        [cli, "show", "--dir", path, "--all"], capture_output=True, text=True
+    ).stdout
+    for signature in ("nbest", "constrained", "decoding_options"):
+        assert f"signature_def['{signature}']" in shown
+    assert "inputs['prefix'] tensor_info:\n        dtype: DT_STRING\n        shape: (-1)" in shown
+    assert (
+        "outputs['translations'] tensor_info:\n        dtype: DT_STRING\n        shape: (-1, 3)"
+        in shown
+    )
+    listed = shown.split("signature_def['decoding_options']")[1].split("signature_def")[0]
+    assert (
+        "outputs['options: beam_width=3, num_hypotheses=3, min_length=2, no_repeat_ngram_size=2, "
+        "repetition_penalty=1.3, coverage_penalty=0.2'] tensor_info" in listed
+    ), listed
+    assert (
+        "outputs['min_length'] tensor_info:\n        dtype: DT_INT32\n        shape: ()" in listed
+    )
+    assert check.check_export(path) == {s: [] for s in check.available_servings()}

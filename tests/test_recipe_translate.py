@@ -508,7 +508,15 @@ print(json.dumps({{"translation": [t.decode() for t in out["translation"].numpy(
     )
     assert result.returncode == 0, result.stderr[-2000:]
     got = json.loads(result.stdout.strip().splitlines()[-1])
-    assert got["signatures"] == ["attention", "greedy", "serving_default", "tokens"]
+    assert got["signatures"] == [
+        "attention",
+        "constrained",
+        "decoding_options",
+        "greedy",
+        "nbest",
+        "serving_default",
+        "tokens",
+    ]
     assert (
         got["translation"][:2] == expected_text[:2]
         and got["translation"][2] == ""
@@ -543,6 +551,8 @@ def test_warmup_requests_parse_and_run(exported):
         "greedy",
         "attention",
         "tokens",
+        "nbest",
+        "constrained",
     ]
     loaded = tf.saved_model.load(exported)
     for signature, inputs in requests:
@@ -886,3 +896,63 @@ def test_help_shows_every_default_and_every_flag_has_help():
         for action in command._actions:
             if action.default not in (None, False, argparse.SUPPRESS) and action.option_strings:
                 assert f"default: {action.default}" in " ".join(text.split()), (name, action)
+
+
+# -- issue 13 --------------------------------------------------------------------------
+def test_translate_nbest_prints_the_exported_nbest(trained, exported, capsys):
+    """`--nbest 2`: two `score<TAB>translation` lines per sentence, best
+    first, the same as the export's `nbest` signature (beam 2)."""
+    import tensorflow as tf
+
+    texts = ["Ich habe keine Zeit.", "Wo ist der Bahnhof?"]
+    flags = ["--output", trained[0], "--beam-width", "2", "--nbest", "2"]
+    status, out, err = cli(capsys, "translate", *flags, *texts)
+    assert status == 0, err
+    lines = out.splitlines()
+    assert len(lines) == 4 and all(re.fullmatch(r"-?\d+\.\d{4}\t.*", line) for line in lines)
+    scores = [float(line.split("\t")[0]) for line in lines]
+    assert scores[0] >= scores[1] and scores[2] >= scores[3]
+    served = tf.saved_model.load(exported).signatures["nbest"](text=tf.constant(texts))
+    assert [line.split("\t", 1)[1] for line in lines] == [
+        t.decode() for t in served["translations"].numpy().reshape(-1)
+    ]
+    np.testing.assert_allclose(scores, served["scores"].numpy().reshape(-1), atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["translate", "--beam-width", "2", "--nbest", "3"], "error: --nbest must be at most"),
+        (["translate", "--nbest", "0"], "error: --nbest must be >= 1; got 0"),
+        (["translate", "--min-length", "-1"], "error: --min-length must be >= 0; got -1"),
+        (["translate", "--no-repeat-ngram", "-2"], "error: --no-repeat-ngram must be >= 0"),
+        (
+            ["translate", "--repetition-penalty", "0"],
+            "error: --repetition-penalty must be > 0; got 0.0",
+        ),
+        (["export", "--coverage-penalty", "-1"], "error: --coverage-penalty must be >= 0"),
+        (["export", "--coverage-penalty", "nan"], "error: --coverage-penalty must be a finite"),
+        (["export", "--num-hypotheses", "5"], "error: --num-hypotheses must be at most"),
+    ],
+)
+def test_decoding_flags_are_checked_before_any_work(tmp_path, capsys, argv, message):
+    text = ["Hallo."] if argv[0] == "translate" else []
+    status, out, err = cli(capsys, *argv, "--output", str(tmp_path / "none"), *text)
+    assert status == 2 and err.startswith(message) and err.count("\n") == 1, (out, err)
+
+
+def test_translate_applies_the_decoding_options_with_and_without_nbest(trained, capsys):
+    """The best translation under the decoding flags is the first of
+    `--nbest`'s lines under the same flags, and the flags change it (here
+    --min-length forces a longer output)."""
+    text = "Ich habe keine Zeit."
+    flags = ["--output", trained[0], "--beam-width", "2"]
+    options = ["--min-length", "12", "--no-repeat-ngram", "2", "--coverage-penalty", "0.2"]
+    _, plain, _ = cli(capsys, "translate", *flags, text)
+    status, best, err = cli(capsys, "translate", *flags, *options, text)
+    assert status == 0, err
+    status, nbest, err = cli(capsys, "translate", *flags, *options, "--nbest", "1", text)
+    assert status == 0, err
+    best = best.splitlines()[1].split("-> ", 1)[1]
+    assert nbest.splitlines()[0].split("\t", 1)[1] == best
+    assert best != plain.splitlines()[1].split("-> ", 1)[1]

@@ -21,6 +21,7 @@ list every model under `<base_dir>`, for
 
 import contextlib
 import errno
+import json
 import os
 import re
 import shutil
@@ -203,8 +204,95 @@ def export_archive(archive, base_dir, model_name, version=None, before_publish=N
     return staged.path
 
 
-def translator_archive(model, source_tokenizer, target_tokenizer, max_length, beam_width=4):
+DECODING_DEFAULTS = {
+    "beam_width": 4,
+    "num_hypotheses": 4,
+    "min_length": 0,
+    "no_repeat_ngram_size": 0,
+    "repetition_penalty": 1.0,
+    "coverage_penalty": 0.0,
+}
+
+
+def decoding_options(beam_width=4, num_hypotheses=None, **options):
+    """The decoding options of an exported translator, as the dict its
+    `decoding_options` signature returns: `DECODING_DEFAULTS` updated with
+    `options` (`num_hypotheses` defaults to `beam_width`). `ValueError` for
+    an unknown name."""
+    unknown = sorted(set(options) - set(DECODING_DEFAULTS))
+    if unknown:
+        raise ValueError(
+            f"unknown decoding options {unknown}; expected some of {sorted(DECODING_DEFAULTS)}"
+        )
+    chosen = dict(DECODING_DEFAULTS, beam_width=int(beam_width), **options)
+    chosen["num_hypotheses"] = int(beam_width if num_hypotheses is None else num_hypotheses)
+    for name in ("repetition_penalty", "coverage_penalty"):
+        chosen[name] = float(chosen[name])
+    for name in ("min_length", "no_repeat_ngram_size"):
+        chosen[name] = int(chosen[name])
+    return chosen
+
+
+def options_key(options):
+    """The key of the `decoding_options` output that `saved_model_cli show`
+    displays: `options: beam_width=4, num_hypotheses=4, ...`."""
+    return "options: " + ", ".join(f"{name}={value}" for name, value in options.items())
+
+
+def prefix_ids(target_tokenizer, prefix, max_length):
+    """`(B, P)` int32 target ids of the `prefix` strings (no `[START]`/`[END]`,
+    at most `max_length` pieces), padded with 0; an empty string forces
+    nothing. One padding column is always appended: a batch of empty
+    prefixes then has width 1, not 0 (a width-0 prefix only known at run
+    time is not something generation expects)."""
+    import tensorflow as tf
+
+    pieces = target_tokenizer.pieces(prefix)[:, :max_length]
+    ids = tf.cast(pieces.to_tensor(0), tf.int32)
+    return tf.pad(ids, [[0, 0], [0, 1]])
+
+
+def nbest_translations(model, source_tokenizer, target_tokenizer, text, max_length, options):
+    """`{"translations": (B, N) string, "scores": (B, N), "truncated": (B,)}`:
+    the `options["num_hypotheses"]` best hypotheses of beam search (best
+    first) for the strings `text`, with `options` from `decoding_options`.
+    An empty or blank text gives N empty translations; a hypothesis slot
+    the search could not fill is "" with score -1e9. What the exported
+    `nbest` signature and the translate CLI's `--nbest` both run."""
+    import tensorflow as tf
+
+    from keras_attention.seq2seq.generation import beam_search
+
+    source, truncated = source_tokenizer.encode(text, max_length)
+    result = beam_search(
+        model,
+        source,
+        max_length + 1,
+        beam_width=options["beam_width"],
+        num_hypotheses=options["num_hypotheses"],
+        min_length=options["min_length"],
+        no_repeat_ngram_size=options["no_repeat_ngram_size"],
+        repetition_penalty=options["repetition_penalty"],
+        coverage_penalty=options["coverage_penalty"],
+    )
+    tokens = result["tokens"]  # (B, N, L)
+    shape = tf.shape(tokens)
+    decoded = target_tokenizer.decode(tf.reshape(tokens, [shape[0] * shape[1], shape[2]]))
+    decoded = tf.reshape(decoded, shape[:2])  # (B, N)
+    empty = tf.equal(tf.strings.length(source_tokenizer.clean(text)), 0)
+    translations = tf.where(empty[:, None], tf.constant(""), decoded)
+    return {"translations": translations, "scores": result["scores"], "truncated": truncated}
+
+
+def translator_archive(
+    model, source_tokenizer, target_tokenizer, max_length, beam_width=4, **options
+):
     """An `ExportArchive` of a `Seq2Seq` translator with its tokenizers.
+
+    `options` are the decoding options (`decoding_options`): `min_length`,
+    `no_repeat_ngram_size`, `repetition_penalty` (every signature but
+    `tokens`' ids check), `coverage_penalty` (beam search only) and
+    `num_hypotheses` (`nbest`, default `beam_width`).
 
     Signatures (all with in-graph tokenisation; inputs longer than
     `max_length` pieces are truncated and flagged; a `text` that is not a
@@ -223,12 +311,26 @@ def translator_archive(model, source_tokenizer, target_tokenizer, max_length, be
       Row `b` is `token_ids[b, :lengths[b]]`; an `INVALID_ARGUMENT` error
       unless there is one length per row, `1 <= lengths[b] <= source_len`
       and those ids are in `[0, source vocabulary size)`.
+    - `nbest`: `text` -> `translations` string `[batch, N]`, `scores` float
+      `[batch, N]` (best first; see `nbest_translations`), `truncated`.
+    - `constrained`: `text` and `prefix` string `[batch]` -> what
+      `serving_default` returns, each translation starting with its
+      `prefix` (target-side text, tokenized by the target tokenizer; "" =
+      unconstrained). An `INVALID_ARGUMENT` unless both have one row each.
+    - `decoding_options`: no input -> the options above as named scalars
+      (`decoding_options`), and the same as a JSON string under the key
+      `options_key(options)` (`options: beam_width=4, num_hypotheses=4,
+      ...`), which `saved_model_cli show --all` displays.
     """
     import keras
     import tensorflow as tf
 
     from keras_attention.seq2seq.generation import generate, greedy_search
 
+    chosen = decoding_options(beam_width, **options)
+    search = {
+        name: chosen[name] for name in ("min_length", "no_repeat_ngram_size", "repetition_penalty")
+    }
     archive = keras.export.ExportArchive()
     archive.track(model)
     archive.track(source_tokenizer)
@@ -244,8 +346,17 @@ def translator_archive(model, source_tokenizer, target_tokenizer, max_length, be
     def encode(text):
         return source_tokenizer.encode(checked_text(text), max_length)
 
-    def best(source, attention=False):
-        return generate(model, source, decode_length, beam_width, return_attention=attention)
+    def best(source, attention=False, prefix=None):
+        return generate(
+            model,
+            source,
+            decode_length,
+            beam_width,
+            return_attention=attention,
+            coverage_penalty=chosen["coverage_penalty"],
+            prefix=prefix,
+            **search,
+        )
 
     def translation_of(text, result):
         """The decoded best hypothesis; "" for empty input, as in process."""
@@ -262,7 +373,7 @@ def translator_archive(model, source_tokenizer, target_tokenizer, max_length, be
 
     def greedy(text):
         source, truncated = encode(text)
-        result = greedy_search(model, source, decode_length)
+        result = greedy_search(model, source, decode_length, **search)
         return {
             "translation": translation_of(text, result),
             "score": result["scores"],
@@ -277,6 +388,26 @@ def translator_archive(model, source_tokenizer, target_tokenizer, max_length, be
             "attention": result["attention"],
             "source_tokens": source_tokenizer.tokens(source),
             "target_tokens": target_tokenizer.tokens(result["tokens"]),
+            "truncated": truncated,
+        }
+
+    def nbest(text):
+        return nbest_translations(
+            model, source_tokenizer, target_tokenizer, checked_text(text), max_length, chosen
+        )
+
+    def constrained(text, prefix):
+        check = tf.debugging.assert_equal(
+            tf.shape(checked_text(prefix))[0],
+            tf.shape(checked_text(text))[0],
+            message="constrained: `prefix` needs one entry per `text` (entries of each)",
+        )
+        with tf.control_dependencies([check]):
+            source, truncated = encode(text)
+        result = best(source, prefix=prefix_ids(target_tokenizer, prefix, decode_length))
+        return {
+            "translation": translation_of(text, result),
+            "score": result["scores"],
             "truncated": truncated,
         }
 
@@ -330,6 +461,22 @@ def translator_archive(model, source_tokenizer, target_tokenizer, max_length, be
             tf.TensorSpec((None,), tf.int32, name="lengths"),
         ],
     )
+    archive.add_endpoint("nbest", nbest, input_signature=text_spec)
+    archive.add_endpoint(
+        "constrained",
+        constrained,
+        input_signature=[*text_spec, tf.TensorSpec((None,), tf.string, name="prefix")],
+    )
+
+    def options_of():
+        outputs = {name: tf.constant(value) for name, value in chosen.items()}
+        # `saved_model_cli show` prints signatures' keys, dtypes and shapes,
+        # never values (and lists no functions of an export with TF Text
+        # ops), so one output's key carries them all.
+        outputs[options_key(chosen)] = tf.constant(json.dumps(chosen))
+        return outputs
+
+    archive.add_endpoint("decoding_options", options_of, input_signature=[])
     return archive
 
 
