@@ -271,6 +271,7 @@ def test_tuning_runs_resumes_and_writes_best_hyperparameters(tmp_path):
     assert best["family"] in ("rnn", "transformer") and "learning_rate" in best
     # Only the transformer has heads, and its embedding width is its units.
     assert ("heads" in best) == (best["family"] == "transformer")
+    assert ("position" in best) == ("kv_heads" in best) == (best["family"] == "transformer")
     assert ("embed_dim" in best) == (best["family"] != "transformer")
     assert "validation BLEU" in log
     trials = sorted(
