@@ -94,9 +94,11 @@ def recorded_settings(output):
     return read_json(path, "the run's settings").get("settings", {})
 
 
-def differences(recorded, current):
+def differences(recorded, current, defaults=None):
     """`key: <recorded> in the run, <current> now` for each setting both
-    record with different values."""
+    record with different values; `defaults` are the values of settings a
+    run recorded before they existed (compared as if recorded)."""
+    recorded = {**(defaults or {}), **recorded}
     return [
         f"{key}: {recorded[key]!r} in the run, {current[key]!r} now"
         for key in current
@@ -116,11 +118,12 @@ def delete_run(output):
                 os.remove(path)
 
 
-def claim(output, settings, overwrite=False):
+def claim(output, settings, overwrite=False, defaults=None):
     """Make `output` the run of `settings`: record them in `run.json` (keys
-    the record lacks are added), or raise `ValueError` listing what differs
-    from the recorded run. With `overwrite`, an existing run is deleted
-    first. Returns True when an old run was deleted."""
+    the record lacks are added, compared first with their `defaults` when
+    given), or raise `ValueError` listing what differs from the recorded
+    run. With `overwrite`, an existing run is deleted first. Returns True
+    when an old run was deleted."""
     if os.path.exists(output) and not os.path.isdir(output):
         raise ValueError(f"--output {output} is a file; expected a folder for the run")
     os.makedirs(output, exist_ok=True)
@@ -130,7 +133,7 @@ def claim(output, settings, overwrite=False):
         delete_run(output)
         recorded, deleted = None, True
     if recorded is not None:
-        changed = differences(recorded, settings)
+        changed = differences(recorded, settings, defaults)
         if changed:
             raise ValueError(
                 f"--output {output} holds a run built with other settings ({'; '.join(changed)}): "
@@ -143,7 +146,7 @@ def claim(output, settings, overwrite=False):
     return deleted
 
 
-def wait_for_run(output, settings, files, timeout, poll=1.0):
+def wait_for_run(output, settings, files, timeout, poll=1.0, defaults=None):
     """On a worker that is not the chief: wait until the chief has recorded
     `settings` in `run.json` and written `files` (paths); `ValueError` when
     the recorded settings differ or `timeout` seconds pass."""
@@ -154,7 +157,7 @@ def wait_for_run(output, settings, files, timeout, poll=1.0):
         except ValueError:  # run.json being replaced: look again
             recorded = None
         if recorded is not None and all(key in recorded for key in settings):
-            changed = differences(recorded, settings)
+            changed = differences(recorded, settings, defaults)
             if changed:
                 raise ValueError(
                     f"this worker's settings differ from the chief's run in --output {output} "

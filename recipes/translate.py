@@ -33,6 +33,7 @@ from .runs import import_tensorflow_quietly
 import_tensorflow_quietly()  # before anything imports TensorFlow
 
 from keras_attention.registry import names as attention_names  # noqa: E402
+from keras_attention.seq2seq.transformer import POSITIONS  # noqa: E402
 
 from . import runs  # noqa: E402
 
@@ -43,15 +44,22 @@ DEFAULTS = {  # sizes that train a reasonable model on the Ding corpus in minute
     "units": 256,
     "layers": 2,
     "heads": 4,
+    "position": "sinusoidal",  # the paper's, and what runs before --position had
+    "kv_heads": None,  # one key/value head per query head
+    "window": None,  # self-attention sees every position
     "dropout": 0.1,
     "learning_rate": 1e-3,
     "label_smoothing": 0.1,
     "style": "luong",
 }
 # The flags only some families have: the transformer's embedding width is
-# --units, and only the transformer has several heads.
-FAMILY_FLAGS = {"embed_dim": ("rnn", "convs2s"), "heads": ("transformer",)}
-INTEGER_FLAGS = ("embed_dim", "units", "layers", "heads", "max_length")
+# --units, and only the transformer has several heads (and their variants).
+TRANSFORMER_FLAGS = ("heads", "position", "kv_heads", "window")
+FAMILY_FLAGS = {
+    "embed_dim": ("rnn", "convs2s"),
+    **{key: ("transformer",) for key in TRANSFORMER_FLAGS},
+}
+INTEGER_FLAGS = ("embed_dim", "units", "layers", "heads", "kv_heads", "window", "max_length")
 FRACTION_FLAGS = ("dropout", "label_smoothing")  # in [0, 1)
 DATA_SETTINGS = ("corpus", "reverse", "limit", "vocab_size")
 # How long a worker waits for the chief to prepare the data and vocabularies
@@ -66,7 +74,7 @@ class UsageError(ValueError):
 # -- configuration -----------------------------------------------------------------
 def model_config(args, hyperparameters=None):
     config = {
-        key: getattr(args, key, None)  # --embed-dim and --heads are absent when not given
+        key: getattr(args, key, None)  # --embed-dim and the family's flags: absent when not given
         for key in (
             "family",
             "attention",
@@ -74,6 +82,9 @@ def model_config(args, hyperparameters=None):
             "units",
             "layers",
             "heads",
+            "position",
+            "kv_heads",
+            "window",
             "dropout",
             "learning_rate",
             "label_smoothing",
@@ -120,7 +131,21 @@ def model_config(args, hyperparameters=None):
     check_number("learning_rate", config["learning_rate"], low=0, low_included=False)
     for key in FRACTION_FLAGS:
         check_number(key, config[key], low=0, high=1)
+    if config["position"] is not None and config["position"] not in POSITIONS:
+        raise UsageError(f"--position must be one of {list(POSITIONS)}; got {config['position']!r}")
+    if config["kv_heads"] is not None and config["heads"] % config["kv_heads"]:
+        raise UsageError(
+            f"--kv-heads {config['kv_heads']} must divide --heads {config['heads']} "
+            "(each key/value head serves heads/kv-heads query heads)"
+        )
     return config
+
+
+def recorded_defaults(settings):
+    """The model settings a `run.json` written before they were flags was
+    trained with: a run that lacks one is compared as having this value."""
+    transformer = settings.get("family") == "transformer"
+    return {key: DEFAULTS[key] if transformer else None for key in TRANSFORMER_FLAGS[1:]}
 
 
 def check_number(name, value, integer=False, low=None, high=None, low_included=True):
@@ -188,6 +213,10 @@ def build_model(config, source_vocab, target_vocab):
             layers,
             max_length=int(config["max_length"]) + 2,
             dropout=float(config["dropout"]),
+            # .get: a config.json or tuner trial written before these flags
+            position=config.get("position") or DEFAULTS["position"],
+            num_key_value_heads=config.get("kv_heads"),
+            sliding_window=config.get("window"),
         )
     # Build the weights now: KerasTuner loads checkpoints into freshly
     # built models, and BackupAndRestore restores.
@@ -386,7 +415,8 @@ def prepared_run(args, settings, chief, log, refuse_finished=False):
     from .translation_data import SPLITS, prepare
 
     if chief:
-        if runs.claim(args.output, settings, args.overwrite):  # refuses other settings
+        # refuses other settings
+        if runs.claim(args.output, settings, args.overwrite, recorded_defaults(settings)):
             log(f"--overwrite: deleted the earlier run in {args.output}")
         if refuse_finished and finished(args.output):
             raise UsageError(
@@ -398,7 +428,13 @@ def prepared_run(args, settings, chief, log, refuse_finished=False):
     paths = {split: os.path.join(args.output, "data", f"{split}.tsv") for split in SPLITS}
     vocabularies = [os.path.join(args.output, f"{side}.vocab") for side in ("source", "target")]
     log(f"waiting for the chief to prepare the data in {args.output}")
-    runs.wait_for_run(args.output, settings, [*paths.values(), *vocabularies], WORKER_WAIT_SECONDS)
+    runs.wait_for_run(
+        args.output,
+        settings,
+        [*paths.values(), *vocabularies],
+        WORKER_WAIT_SECONDS,
+        defaults=recorded_defaults(settings),
+    )
     return (paths, *load_tokenizers(args.output))
 
 
@@ -726,6 +762,17 @@ def tune(args, log=print):
             "heads": hp.Choice("heads", [2, 4], parent_name="family", parent_values=["transformer"])
             if family == "transformer"
             else None,
+            "position": hp.Choice(
+                "position", list(POSITIONS), parent_name="family", parent_values=["transformer"]
+            )
+            if family == "transformer"
+            else None,
+            # 1 (multi-query) and 2 divide both head counts; 2 of 2 is plain multi-head.
+            "kv_heads": hp.Choice(
+                "kv_heads", [1, 2], parent_name="family", parent_values=["transformer"]
+            )
+            if family == "transformer"
+            else None,
             "dropout": hp.Float("dropout", 0.0, 0.3, step=0.1),
             "learning_rate": hp.Float("learning_rate", 3e-4, 3e-3, sampling="log"),
             "label_smoothing": hp.Choice("label_smoothing", [0.0, 0.1]),
@@ -828,7 +875,7 @@ def demo(args, log=print):
     log("== keras_attention demo: German -> English on the Ding dictionary's example sentences")
     settings, _ = train_settings(args)
     if finished(args.output) and not args.overwrite:
-        runs.claim(args.output, settings)  # refuses other settings
+        runs.claim(args.output, settings, defaults=recorded_defaults(settings))  # refuses others
         log(f"{args.output} holds the trained demo model: evaluating it (--overwrite retrains)")
     else:
         train(args, log)
@@ -968,6 +1015,28 @@ def parser():
                 type=int,
                 default=argparse.SUPPRESS,
                 help=f"attention heads (default: {DEFAULTS['heads']}; transformer only)",
+            )
+            command.add_argument(
+                "--position",
+                choices=POSITIONS,
+                default=argparse.SUPPRESS,
+                help=f"how the transformer places tokens: added to the embeddings (sinusoidal, "
+                f"learned) or in every self-attention (rope, alibi, relative) (default: "
+                f"{DEFAULTS['position']}; transformer only)",
+            )
+            command.add_argument(
+                "--kv-heads",
+                type=int,
+                default=argparse.SUPPRESS,
+                help="key/value heads, dividing --heads: grouped-query attention (1: multi-query; "
+                "default: one per head; transformer only)",
+            )
+            command.add_argument(
+                "--window",
+                type=int,
+                default=argparse.SUPPRESS,
+                help="sliding window w: each self-attention sees positions at most w away "
+                "(default: all; transformer only)",
             )
             command.add_argument(
                 "--dropout", type=float, default=DEFAULTS["dropout"], help="in [0, 1)"

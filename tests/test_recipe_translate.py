@@ -271,6 +271,7 @@ def test_tuning_runs_resumes_and_writes_best_hyperparameters(tmp_path):
     assert best["family"] in ("rnn", "transformer") and "learning_rate" in best
     # Only the transformer has heads, and its embedding width is its units.
     assert ("heads" in best) == (best["family"] == "transformer")
+    assert ("position" in best) == ("kv_heads" in best) == (best["family"] == "transformer")
     assert ("embed_dim" in best) == (best["family"] != "transformer")
     assert "validation BLEU" in log
     trials = sorted(
@@ -773,6 +774,15 @@ def test_a_run_refuses_other_data_settings_and_overwrite_rebuilds(tmp_path):
         (["--label-smoothing", "1.0"], "error: --label-smoothing must be in [0, 1); got 1.0"),
         (["--family", "transformer", "--embed-dim", "8"], "error: --embed-dim does not apply"),
         (["--family", "rnn", "--heads", "2"], "error: --heads does not apply to the rnn family"),
+        (
+            ["--family", "rnn", "--position", "rope"],
+            "error: --position does not apply to the rnn family",
+        ),
+        (["--family", "convs2s", "--kv-heads", "1"], "error: --kv-heads does not apply"),
+        (["--family", "convs2s", "--window", "4"], "error: --window does not apply"),
+        (["--heads", "4", "--kv-heads", "3"], "error: --kv-heads 3 must divide --heads 4"),
+        (["--kv-heads", "0"], "error: --kv-heads must be >= 1; got 0"),
+        (["--window", "0"], "error: --window must be >= 1; got 0"),
         (["evaluate", "--samples", "-1"], "error: --samples must be >= 0; got -1"),
     ],
 )
@@ -956,3 +966,54 @@ def test_translate_applies_the_decoding_options_with_and_without_nbest(trained, 
     best = best.splitlines()[1].split("-> ", 1)[1]
     assert nbest.splitlines()[0].split("\t", 1)[1] == best
     assert best != plain.splitlines()[1].split("-> ", 1)[1]
+
+
+# -- issue 14 --------------------------------------------------------------------------
+def test_a_run_recorded_before_the_position_flags_resumes_with_their_defaults(tmp_path):
+    """run.json of a run trained before --position, --kv-heads and --window
+    lacks them: it was a sinusoidal, full multi-head transformer (an rnn or
+    convs2s run, none of them), and is resumed as one; another position is
+    refused with the difference."""
+    from recipes import runs
+
+    def settings(*flags):
+        args = translate.parser().parse_args(["train", "--output", str(tmp_path), *flags])
+        return translate.train_settings(args)[0]
+
+    for family in ("transformer", "rnn"):
+        output = str(tmp_path / family)
+        old = settings("--family", family)
+        assert old["position"] == ("sinusoidal" if family == "transformer" else None)
+        assert old["kv_heads"] is None and old["window"] is None
+        os.makedirs(output)
+        recorded = {k: v for k, v in old.items() if k not in ("position", "kv_heads", "window")}
+        with open(os.path.join(output, "run.json"), "w") as handle:
+            json.dump({"settings": recorded}, handle)
+        runs.claim(output, old, defaults=translate.recorded_defaults(old))  # resumes
+        assert json.load(open(os.path.join(output, "run.json")))["settings"] == old
+        with open(os.path.join(output, "run.json"), "w") as handle:
+            json.dump({"settings": recorded}, handle)
+        if family == "transformer":
+            new = settings("--family", family, "--position", "rope", "--kv-heads", "2")
+            with pytest.raises(ValueError) as refused:
+                runs.claim(output, new, defaults=translate.recorded_defaults(new))
+            assert "position: 'sinusoidal' in the run, 'rope' now" in str(refused.value)
+            assert "kv_heads: None in the run, 2 now" in str(refused.value)
+
+
+def test_export_of_a_rope_multi_query_windowed_transformer(tmp_path):
+    """The position schemes and head layouts export: the TensorFlow-only
+    process gives the in-process translations, and the graph holds only ops
+    every TF Serving release with an op list has."""
+    from keras_attention.serving.check import check_export as serving_problems
+
+    output = str(tmp_path / "run")
+    flags = ("--family", "transformer", "--position", "rope", "--kv-heads", "1", "--window", "4")
+    run("train", "--output", output, *flags, "--epochs", "1", *TINY)
+    config = json.load(open(os.path.join(output, "config.json")))
+    assert (config["position"], config["kv_heads"], config["window"]) == ("rope", 1, 4)
+    model, *_ = translate.load_run(output)
+    assert (model.position, model.num_key_value_heads, model.sliding_window) == ("rope", 1, 4)
+    check_export(output, tmp_path)
+    problems = serving_problems(str(tmp_path / "moved"))
+    assert problems and not any(problems.values()), problems
