@@ -378,6 +378,11 @@ def test_decoding_options_export_with_core_ops_and_reload(tmp_path):
     greedy = as_numpy(greedy_search(model, SOURCE, STEPS, prefix=prefix, **common))
     for name, value in ({"beam_" + k: v for k, v in beams.items()} | greedy).items():
         np.testing.assert_allclose(got[name].numpy(), value, atol=1e-5, err_msg=name)
+    # A prefix whose width is 0 only when the graph runs forces nothing.
+    empty = reloaded.decode(tf.constant(SOURCE), tf.zeros((2, 0), tf.int32))
+    greedy = as_numpy(greedy_search(model, SOURCE, STEPS, **common))
+    for name, value in greedy.items():
+        np.testing.assert_allclose(empty[name].numpy(), value, atol=1e-5, err_msg=name)
 
 
 class AlignedModel:

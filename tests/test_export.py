@@ -272,6 +272,9 @@ nbest = loaded.signatures["nbest"](text=tf.constant({texts!r}))
 forced = loaded.signatures["constrained"](
     text=tf.constant({texts!r}), prefix=tf.constant({prefixes!r}))
 options = loaded.signatures["decoding_options"]()
+unforced = loaded.signatures["constrained"](
+    text=tf.constant({texts!r}), prefix=tf.constant([""] * {len(texts)}))
+default = loaded.signatures["serving_default"](text=tf.constant({texts!r}))
 try:
     loaded.signatures["constrained"](text=tf.constant(["ich", "zeit"]), prefix=tf.constant(["a"]))
     mismatch = "accepted"
@@ -288,6 +291,8 @@ print(json.dumps({{
     "json": [value.numpy().decode() for name, value in options.items()
              if name.startswith("options:")],
     "mismatch": mismatch,
+    "unforced": [t.decode() for t in unforced["translation"].numpy()],
+    "default": [t.decode() for t in default["translation"].numpy()],
 }}))
 """
     result = subprocess.run(
@@ -295,6 +300,7 @@ print(json.dumps({{
     )
     assert result.returncode == 0, result.stderr[-2000:]
     got = json.loads(result.stdout.strip().splitlines()[-1])
+    assert got["unforced"] == got["default"]  # only empty prefixes: width 0, nothing forced
 
     source, truncated = tokenizer.encode(tf.constant(texts), 6)
     expected = beam_search(model, source, 7, beam_width=3, num_hypotheses=3, **OPTIONS)

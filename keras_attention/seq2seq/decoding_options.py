@@ -142,7 +142,9 @@ class DecodingOptions:
             )
         if shape[1] == 0:
             return None  # nothing to force
-        return ops.cast(prefix, "int32")
+        # One padding column more: `forced` reads column min(t, width - 1),
+        # which then exists also when the width is 0 only at run time.
+        return ops.pad(ops.cast(prefix, "int32"), [[0, 0], [0, 1]], constant_values=self.padding_id)
 
     def check_vocabulary(self, logits):
         vocab = logits.shape[-1]

@@ -242,14 +242,11 @@ def options_key(options):
 def prefix_ids(target_tokenizer, prefix, max_length):
     """`(B, P)` int32 target ids of the `prefix` strings (no `[START]`/`[END]`,
     at most `max_length` pieces), padded with 0; an empty string forces
-    nothing. One padding column is always appended: a batch of empty
-    prefixes then has width 1, not 0 (a width-0 prefix only known at run
-    time is not something generation expects)."""
+    nothing (a batch of them gives width 0)."""
     import tensorflow as tf
 
     pieces = target_tokenizer.pieces(prefix)[:, :max_length]
-    ids = tf.cast(pieces.to_tensor(0), tf.int32)
-    return tf.pad(ids, [[0, 0], [0, 1]])
+    return tf.cast(pieces.to_tensor(0), tf.int32)
 
 
 def nbest_translations(model, source_tokenizer, target_tokenizer, text, max_length, options):
