@@ -9,6 +9,7 @@ finished run keeps (`model.keras`, `config.json`) are written to a
 temporary file and renamed into place, so a kill never leaves half of one.
 """
 
+import importlib.util
 import json
 import os
 import shutil
@@ -38,8 +39,12 @@ def import_tensorflow_quietly():
     """Import TensorFlow with its load-time C++ messages (CUDA probing on a
     machine without a GPU, oneDNN notes) sent to /dev/null: they are written
     to file descriptor 2 before any log level applies and read like failures.
-    The descriptor is restored afterwards, so later errors are seen."""
+    The descriptor is restored afterwards, so later errors are seen. Without
+    TensorFlow (a JAX or PyTorch environment reading the recipes' tables)
+    there is nothing to import."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    if importlib.util.find_spec("tensorflow") is None:
+        return
     saved = os.dup(2)
     try:
         with open(os.devnull, "w") as devnull:

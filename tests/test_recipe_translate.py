@@ -137,7 +137,7 @@ def test_translating_empty_text_gives_empty_text_as_the_export_does(trained):
     assert lines[5].startswith("  -> ") and len(lines[5]) > len("  -> ")
 
 
-@pytest.mark.parametrize("family", ["convs2s", "transformer"])
+@pytest.mark.parametrize("family", ["transformer"])  # convs2s: its export test trains one
 def test_other_families_train(tmp_path, family):
     run("train", "--output", str(tmp_path), "--family", family, "--epochs", "1", *TINY)
     assert json.load(open(tmp_path / "config.json"))["family"] == family
