@@ -49,12 +49,12 @@ $(JAX_STAMP): pyproject.toml setup.py
 	$(VENV_JAX)/bin/python -m pip install --quiet -e ".[jax]" scipy "pytest>=8" "pytest-xdist>=3" h5py
 	touch $@
 
-# PyTorch: on machines whose pip finds the CPU wheel (torch==X+cpu) that one
-# is taken; elsewhere PyPI's default Linux wheel pulls CUDA (several GB).
+# PyTorch: $(TORCH_SPEC), the CPU wheel on these machines (see above);
+# elsewhere pass TORCH_SPEC, since PyPI's default Linux wheel pulls CUDA.
 $(TORCH_STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV_TORCH)
 	$(VENV_TORCH)/bin/python -m pip install --quiet --upgrade pip
-	$(VENV_TORCH)/bin/python -m pip install --quiet -e . torch scipy "pytest>=8" "pytest-xdist>=3" h5py
+	$(VENV_TORCH)/bin/python -m pip install --quiet -e . "$(TORCH_SPEC)" scipy "pytest>=8" "pytest-xdist>=3" h5py
 	touch $@
 
 # The German-English sentences of the translation recipes (Debian package).

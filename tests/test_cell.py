@@ -18,7 +18,7 @@ def sigmoid(v):
 
 
 def lstm_step(cell, x, h, c):
-    kernel, recurrent, bias = (np.asarray(w) for w in cell.weights)
+    kernel, recurrent, bias = (ops.convert_to_numpy(w) for w in cell.weights)
     i, f, g, o = np.split(x @ kernel + h @ recurrent + bias, 4, axis=-1)  # Keras's gate order
     c = sigmoid(f) * c + sigmoid(i) * np.tanh(g)
     return sigmoid(o) * np.tanh(c), c
@@ -39,9 +39,9 @@ def test_portability_cell_matches_numpy_steps(rng, style):
     )
     cell.setup_memory(memory, mask)
     inputs = rng.normal(size=(B, T, D)).astype("float32")
-    outputs = np.asarray(keras.layers.RNN(cell, return_sequences=True)(inputs))
-    W = np.asarray(cell.attention.kernel)
-    Wa = np.asarray(cell.attention_layer.kernel)
+    outputs = ops.convert_to_numpy(keras.layers.RNN(cell, return_sequences=True)(inputs))
+    W = ops.convert_to_numpy(cell.attention.kernel)
+    Wa = ops.convert_to_numpy(cell.attention_layer.kernel)
 
     def attend(q):
         a = reference.softmax(np.einsum("bd,de,bse->bs", q, W, memory), mask)
@@ -71,13 +71,17 @@ def test_cell_equals_attention_decoder_with_the_same_weights(rng, style):
     cell = AttentionCell(decoder.cells[0], decoder.attention, style=style, alignment_history=True)
     cell.setup_memory(memory, mask)
     initial = state + [np.zeros((B, U + Dm), "float32"), np.zeros((B, S), "float32")]
-    embedded = np.asarray(decoder.embedding(target))
+    embedded = ops.convert_to_numpy(decoder.embedding(target))
     outputs = keras.layers.RNN(cell, return_sequences=True)(embedded, initial_state=initial)
     outputs, alignments = AttentionCell.split(outputs, S)
     np.testing.assert_allclose(
-        np.asarray(decoder.output_projection(outputs)), np.asarray(logits), atol=1e-5
+        ops.convert_to_numpy(decoder.output_projection(outputs)),
+        ops.convert_to_numpy(logits),
+        atol=1e-5,
     )
-    np.testing.assert_allclose(np.asarray(alignments), np.asarray(weights), atol=1e-6)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(alignments), ops.convert_to_numpy(weights), atol=1e-6
+    )
 
 
 class CellSeq2Seq(Seq2Seq):
@@ -113,7 +117,7 @@ def test_cell_in_greedy_generation(rng):
     source = rng.integers(3, V, (B, S))
     source[1, 3:] = 0
     result = greedy_search(model, source, max_length=4, return_attention=True)
-    tokens = np.asarray(result["tokens"])
+    tokens = ops.convert_to_numpy(result["tokens"])
     # Teacher-forcing the greedy output through keras.layers.RNN gives logits
     # whose argmax is that output, and the attention generation recorded.
     memory, final = model.encoder(source)
@@ -126,9 +130,9 @@ def test_cell_in_greedy_generation(rng):
     logits = np.array(model.projection(outputs))
     logits[..., [model.sos_id, model.padding_id]] = -np.inf  # never generated
     for b in range(B):
-        n = int(np.asarray(result["lengths"])[b])
+        n = int(ops.convert_to_numpy(result["lengths"])[b])
         np.testing.assert_array_equal(logits[b, :n].argmax(-1), tokens[b, :n])
-    attention = np.asarray(result["attention"])
+    attention = ops.convert_to_numpy(result["attention"])
     assert np.all(attention[1, :, 3:] == 0.0)  # padding never attended
 
 
@@ -140,7 +144,9 @@ def test_harness_attention_cell_config_and_weights_round_trip(rng):
         keras.layers.GRUCell(U), "additive", attention_layer_size=4, attention_activation="tanh"
     )
     x = rng.normal(size=(B, T, D)).astype("float32")
-    want = np.asarray(keras.layers.RNN(cell.setup_memory(memory, mask), return_sequences=True)(x))
+    want = ops.convert_to_numpy(
+        keras.layers.RNN(cell.setup_memory(memory, mask), return_sequences=True)(x)
+    )
     assert want.shape == (B, T, 4)
     config = cell.get_config()
     clone = AttentionCell.from_config(config)
@@ -148,7 +154,7 @@ def test_harness_attention_cell_config_and_weights_round_trip(rng):
     rnn = keras.layers.RNN(clone.setup_memory(memory, mask), return_sequences=True)
     rnn.build(x.shape)
     clone.set_weights(cell.get_weights())
-    np.testing.assert_allclose(np.asarray(rnn(x)), want, atol=1e-6)
+    np.testing.assert_allclose(ops.convert_to_numpy(rnn(x)), want, atol=1e-6)
 
 
 def test_error_cell_without_memory():

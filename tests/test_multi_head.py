@@ -177,18 +177,23 @@ def test_portability_causal_alignment_end_is_ours_start_is_keras(rng):
     end, start = np.asarray(causal_mask(2, 4)), np.asarray(causal_mask(2, 4, "start"))
     np.testing.assert_array_equal(end, [[1, 1, 1, 0], [1, 1, 1, 1]])
     np.testing.assert_array_equal(start, [[1, 0, 0, 0], [1, 1, 0, 0]])
-    np.testing.assert_array_equal(np.asarray(causal_mask(3, 3, "start")), causal_mask(3, 3))
+    np.testing.assert_array_equal(
+        ops.convert_to_numpy(causal_mask(3, 3, "start")), causal_mask(3, 3)
+    )
     keras_causal = getattr(keras.layers.MultiHeadAttention(1, 2), "_compute_causal_mask", None)
     if keras_causal is not None:  # Keras's own (private) helper, where it exists
         q, v = np.zeros((1, 2, 3), "float32"), np.zeros((1, 4, 3), "float32")
-        np.testing.assert_array_equal(np.asarray(keras_causal(q, v))[0], start)
+        np.testing.assert_array_equal(ops.convert_to_numpy(keras_causal(q, v))[0], start)
     q, x = random(rng, B, 2, D), random(rng, B, TV, D)
     layer = MultiHead(num_heads=2, key_dim=4)
     _, ours = layer(q, x, use_causal_mask=True, return_attention_scores=True)
     _, as_keras = layer(
         q, x, attention_mask=causal_mask(2, TV, "start")[None], return_attention_scores=True
     )
-    assert np.all(np.asarray(ours)[:, :, 0, TV - 1 :] == 0.0) and np.asarray(ours)[0, 0, 0, 2] > 0
-    assert np.all(np.asarray(as_keras)[:, :, 0, 1:] == 0.0)
+    assert (
+        np.all(ops.convert_to_numpy(ours)[:, :, 0, TV - 1 :] == 0.0)
+        and ops.convert_to_numpy(ours)[0, 0, 0, 2] > 0
+    )
+    assert np.all(ops.convert_to_numpy(as_keras)[:, :, 0, 1:] == 0.0)
     with pytest.raises(ValueError, match='`alignment` of causal_mask must be "end" or "start"'):
         causal_mask(2, 4, "middle")
