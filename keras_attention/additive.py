@@ -88,11 +88,17 @@ class AdditiveAttention(ScoreAttention):
         return v
 
     def score(self, query, key):
+        return self.score_prepared(query, self.prepare_key(key))
+
+    def prepare_key(self, key):
+        """`W_k k_j + b`, `(B, Tv, U)`."""
+        dtype = key.dtype
+        return ops.matmul(key, ops.cast(self.key_kernel, dtype)) + ops.cast(self.bias, dtype)
+
+    def score_prepared(self, query, prepared_key):
         dtype = query.dtype
         q = ops.matmul(query, ops.cast(self.query_kernel, dtype))  # (B, Tq, U)
-        k = ops.matmul(key, ops.cast(self.key_kernel, dtype)) + ops.cast(
-            self.bias, dtype
-        )  # (B, Tv, U)
+        k = ops.cast(prepared_key, dtype)  # (B, Tv, U)
         hidden = ops.tanh(ops.expand_dims(q, 2) + ops.expand_dims(k, 1))  # (B, Tq, Tv, U)
         return ops.matmul(hidden, ops.cast(self.effective_score_vector(), dtype))  # (B, Tq, Tv)
 
@@ -191,12 +197,20 @@ class ConcatAttention(ScoreAttention):
             )
 
     def score(self, query, key):
+        return self.score_prepared(query, self.prepare_key(key))
+
+    def prepare_key(self, key):
+        """The keys' share of the first layer, `W¹_k k_j + b¹`, `(B, Tv, n1)`."""
+        dtype = key.dtype
+        kernel = ops.cast(self.kernels[0], dtype)[: self.key_dim]
+        return ops.matmul(key, kernel) + ops.cast(self.biases[0], dtype)
+
+    def score_prepared(self, query, prepared_key):
         dtype = query.dtype
         kernels = [ops.cast(w, dtype) for w in self.kernels]
         biases = [ops.cast(b, dtype) for b in self.biases]
-        first = kernels[0]
-        k = ops.matmul(key, first[: self.key_dim]) + biases[0]  # (B, Tv, n1)
-        q = ops.matmul(query, first[self.key_dim :])  # (B, Tq, n1)
+        k = ops.cast(prepared_key, dtype)  # (B, Tv, n1)
+        q = ops.matmul(query, kernels[0][self.key_dim :])  # (B, Tq, n1)
         hidden = self.activation(ops.expand_dims(q, 2) + ops.expand_dims(k, 1))  # (B, Tq, Tv, n1)
         for kernel, bias in zip(kernels[1:-1], biases[1:-1]):
             hidden = self.activation(ops.matmul(hidden, kernel) + bias)  # (B, Tq, Tv, nl)

@@ -7,6 +7,11 @@ weighted sum, and a mechanism implements only `score(query, key)`:
     e_ij = score(q_i, k_j)                         (B, Tq, Tv)
     a_ij = softmax_j(e_ij)  over allowed keys j    (B, Tq, Tv)
     o_i  = sum_j a_ij v_j                          (B, Tq, Dv)
+
+A mechanism whose score transforms the keys on their own (Bahdanau's
+`W_k k_j + b`) also splits `score` into `prepare_key(key)` and
+`score_prepared(query, prepared)`, so that a decoder attending to the same
+memory at every step prepares it once (the `prepared_key` call argument).
 """
 
 import keras
@@ -26,7 +31,9 @@ class ScoreAttention(keras.layers.Layer):
     """Base class: attention whose weights are a softmax over `score(q, k)`.
 
     Subclasses override `score` (and, if they have weights, `build_score`).
-    `LocalAttention` also overrides `restrict` to confine the window.
+    `LocalAttention` also overrides `restrict` to confine the window. A
+    score with a query-independent part overrides `prepare_key` and
+    `score_prepared` as well.
 
     Args:
         dropout: float in [0, 1), dropout rate on the attention weights.
@@ -51,6 +58,10 @@ class ScoreAttention(keras.layers.Layer):
             mechanism accepts it, so a decoder can pass it without knowing
             which one it holds; only those that restrict attention around a
             position (`LocalAttention(mode="monotonic")`) use it.
+        prepared_key: optional, what `prepare_key(key)` returned for this
+            key (or value): the score then starts from it instead of
+            transforming the keys again. A decoder that queries one memory
+            at every step prepares it once.
 
     Returns:
         `output` `(B, Tq, Dv)` (`(B, Dv)` for a rank-2 query), or
@@ -79,6 +90,20 @@ class ScoreAttention(keras.layers.Layer):
     def score(self, query, key):
         """`(B, Tq, Dq), (B, Tv, Dk) -> (B, Tq, Tv)` unnormalised scores."""
         raise NotImplementedError
+
+    def prepare_key(self, key):
+        """The part of the score that depends on the keys alone, `(B, Tv, Dk)
+        -> (B, Tv, ·)`, so that `score(q, k) == score_prepared(q,
+        prepare_key(k))`. Default: the keys themselves."""
+        return key
+
+    def score_prepared(self, query, prepared_key):
+        """`(B, Tq, Dq)` and `prepare_key(key)` -> `(B, Tq, Tv)` scores."""
+        return self.score(query, prepared_key)
+
+    def prepares_key(self):
+        """Whether `prepare_key` does any work (worth computing it once)."""
+        return type(self).prepare_key is not ScoreAttention.prepare_key
 
     def restrict(self, scores, query, key, mask, value_mask, query_positions=None):
         """Optionally confine attention; returns `(scores, mask)`."""
@@ -116,6 +141,7 @@ class ScoreAttention(keras.layers.Layer):
         return_attention_scores=False,
         training=None,
         query_positions=None,
+        prepared_key=None,
     ):
         return self._attend(
             query,
@@ -128,6 +154,7 @@ class ScoreAttention(keras.layers.Layer):
             return_attention_scores,
             training,
             query_positions,
+            prepared_key,
         )
 
     def _attend(
@@ -142,6 +169,7 @@ class ScoreAttention(keras.layers.Layer):
         return_attention_scores,
         training,
         query_positions=None,
+        prepared_key=None,
     ):
         owner = type(self).__name__
         key = value if key is None else key
@@ -161,7 +189,10 @@ class ScoreAttention(keras.layers.Layer):
             owner,
         )
         value_mask = masking.as_boolean(value_mask, "value_mask", owner)  # restrict reads it
-        scores = self.score(query, key)  # (B, Tq, Tv)
+        if prepared_key is None:
+            scores = self.score(query, key)  # (B, Tq, Tv)
+        else:
+            scores = self.score_prepared(query, prepared_key)  # (B, Tq, Tv)
         scores, mask = self.restrict(scores, query, key, mask, value_mask, query_positions)
         weights = masking.masked_softmax(scores, mask)  # (B, Tq, Tv)
         weights = ops.cast(weights, value.dtype)

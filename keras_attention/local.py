@@ -131,6 +131,15 @@ class LocalAttention(ScoreAttention):
     def score(self, query, key):
         return self.scorer.score(query, key)
 
+    def prepare_key(self, key):
+        return self.scorer.prepare_key(key)
+
+    def score_prepared(self, query, prepared_key):
+        return self.scorer.score_prepared(query, prepared_key)
+
+    def prepares_key(self):
+        return self.scorer.prepares_key()
+
     def call(
         self,
         query,
@@ -143,6 +152,7 @@ class LocalAttention(ScoreAttention):
         return_attention_scores=False,
         training=None,
         query_positions=None,
+        prepared_key=None,
     ):
         if self.mode == "monotonic" and query_positions is None and len(query.shape) == 2:
             raise ValueError(
@@ -161,6 +171,7 @@ class LocalAttention(ScoreAttention):
             return_attention_scores,
             training,
             query_positions,
+            prepared_key,
         )
 
     def predicted_positions(self, query, source_length):

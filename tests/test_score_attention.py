@@ -106,6 +106,36 @@ def test_single_step_query_equals_one_row(data):
     np.testing.assert_allclose(np.asarray(step_w), np.asarray(full_w)[:, 1], atol=1e-6)
 
 
+@pytest.mark.parametrize(
+    "make,prepares",
+    [
+        (lambda: AdditiveAttention(units=5), True),
+        (lambda: ConcatAttention(hidden_units=(5, 3)), True),
+        (lambda: LocalAttention(window=1, mode="last", score="additive", units=5), True),
+        (lambda: GeneralAttention(), False),
+    ],
+)
+def test_prepared_key_gives_the_same_attention(data, rng, make, prepares):
+    """`prepare_key` (Bahdanau's W_k k_j + b, computed once per memory) then
+    `prepared_key=`: the same outputs and weights as from the key itself."""
+    q, k, v, value_mask = data
+    layer = make()
+    layer(q, v, key=k)
+    randomise(layer, rng)
+    assert layer.prepares_key() is prepares
+    plain = layer(q, v, key=k, value_mask=value_mask, return_attention_scores=True)
+    prepared = layer.prepare_key(k)
+    if prepares:  # the keys' share of the score, not the keys
+        assert prepared.shape == (B, TV, 5)
+    for query, rows in ((q, slice(None)), (q[:, 1], 1)):
+        got = layer(
+            query, v, key=k, value_mask=value_mask, return_attention_scores=True,
+            prepared_key=prepared,
+        )  # fmt: skip
+        for a, b in zip(got, plain):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b)[:, rows], atol=1e-6)
+
+
 @pytest.mark.parametrize("mode", ["last", "monotonic"])
 @pytest.mark.parametrize("score", ["dot", "general"])
 def test_local_matches_reference(data, rng, mode, score):
