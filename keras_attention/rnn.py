@@ -15,12 +15,61 @@ import keras
 from keras import ops
 
 from keras_attention import masking, registry
+from keras_attention.base import ScoreAttention
 from keras_attention.validation import check_choice, check_positive_int, check_rank, check_rate
 
 register = keras.saving.register_keras_serializable(package="keras_attention")
 
 CELLS = {"lstm": keras.layers.LSTMCell, "gru": keras.layers.GRUCell}
 LAYERS = {"lstm": keras.layers.LSTM, "gru": keras.layers.GRU}
+
+
+def cell_weights(cell, dtype):
+    """A built Keras `LSTMCell`/`GRUCell`'s weights cast to `dtype`: the
+    input kernel `kernel (D_in, G·U)`, `recurrent_kernel (U, G·U)`, the
+    input bias `input_bias` (LSTM: its only bias) and `recurrent_bias`
+    (GRU's second bias; None for LSTM)."""
+    bias = ops.cast(cell.bias, dtype)
+    two_biases = len(bias.shape) == 2  # GRU(reset_after=True): [b_x, b_h]
+    return {
+        "kernel": ops.cast(cell.kernel, dtype),
+        "recurrent_kernel": ops.cast(cell.recurrent_kernel, dtype),
+        "input_bias": bias[0] if two_biases else bias,
+        "recurrent_bias": bias[1] if two_biases else None,
+    }
+
+
+def cell_update(cell, weights, gates, state):
+    """One step of a Keras `LSTMCell`/`GRUCell` (the options this module
+    creates them with) after its input projection: `gates = x K + b_x`
+    `(B, G·U)` is given, so a caller can compute `x K` for many steps at
+    once, or add up `[x_1; x_2] K = x_1 K_1 + x_2 K_2` piece by piece.
+    `weights` is `cell_weights(cell, dtype)`.
+
+        LSTM:  [i f g o] = gates + h U
+               c' = σ(f) c + σ(i) tanh(g),   h' = σ(o) tanh(c')
+        GRU:   [x_z x_r x_h] = gates,   [h_z h_r h_h] = h U + b_h
+               z = σ(x_z + h_z),  r = σ(x_r + h_r)
+               h' = z h + (1 − z) tanh(x_h + r h_h)       (reset after, Keras's default)
+
+    σ and tanh are the cell's `recurrent_activation` and `activation`.
+    Returns `(h', new state)`, the state a list as the cell's (`[h, c]` or
+    `[h]`): what `cell(x, state)` returns.
+    """
+    h = state[0]
+    inner = ops.matmul(h, weights["recurrent_kernel"])  # (B, G·U)
+    gate, activation = cell.recurrent_activation, cell.activation
+    if len(state) == 2:  # LSTM
+        i, f, g, o = ops.split(gates + inner, 4, axis=-1)
+        c = gate(f) * state[1] + gate(i) * activation(g)
+        h = gate(o) * activation(c)
+        return h, [h, c]
+    x_z, x_r, x_h = ops.split(gates, 3, axis=-1)
+    h_z, h_r, h_h = ops.split(inner + weights["recurrent_bias"], 3, axis=-1)
+    z = gate(x_z + h_z)
+    candidate = activation(x_h + gate(x_r + h_r) * h_h)
+    h = z * h + (1 - z) * candidate
+    return h, [h]
 
 
 def reverse_valid(x, lengths):
@@ -195,8 +244,16 @@ class AttentionDecoder(keras.layers.Layer):
     with `query_positions=t`, so position-based mechanisms (local-m) work
     like every other.
 
-    Teacher-forced `call` runs the same `step` as generation over the
-    target (with `ops.scan`), so incremental decoding equals it exactly.
+    Teacher-forced `call` computes the same equations as `step` (so
+    incremental decoding equals it), arranged for speed: the embeddings'
+    share of the cell's gates for all steps in one matmul, the memory's
+    share of the score (`prepare_key`) once, the output layer once after
+    the loop; and, when the recurrence does not read the attention (Luong
+    without input feeding, or no attention), each layer's recurrence over
+    the whole target first and attention for every step at once after.
+    Without input feeding, training is therefore faster (see
+    BENCHMARKS.md), and the model is Luong et al.'s without their
+    input-feeding approach.
 
     Args:
         vocab_size: int, target vocabulary.
@@ -334,18 +391,25 @@ class AttentionDecoder(keras.layers.Layer):
         self.built = True
 
     # -- one step ----------------------------------------------------------
-    def _attend(self, query, memory, memory_mask, step):
-        """`query (B, U)` -> `(context (B, Dv), weights (B, S))`."""
+    def _attend(self, query, memory, memory_mask, positions, keys=None):
+        """`query (B, U)` -> `(context (B, Dv), weights (B, S))`, or every
+        step at once, `(B, T, U)` -> `(B, T, Dv), (B, T, S)`. `keys` is
+        what the attention's `prepare_key` made of the memory, if anything."""
+        extra = {} if keys is None else {"prepared_key": keys}
         context, weights = self.attention(
             query,
             memory,
             value_mask=memory_mask,
-            query_positions=step,
+            query_positions=positions,
             return_attention_scores=True,
+            **extra,
         )
-        if len(weights.shape) == 3:  # (B, H, S): multi-head weights, averaged over heads
+        if len(weights.shape) > len(query.shape):  # (B, H, [T,] S): averaged over heads
             weights = ops.mean(weights, axis=1)
         return context, weights
+
+    def _prepares_key(self):
+        return isinstance(self.attention, ScoreAttention) and self.attention.prepares_key()
 
     def initial_state(self, memory, encoder_state, memory_mask=None):
         """The decoding state at t = 0: a dict of batch-major tensors."""
@@ -367,6 +431,10 @@ class AttentionDecoder(keras.layers.Layer):
             "memory_mask": masking.as_boolean(memory_mask, "memory_mask", type(self).__name__),
             "step": ops.zeros((batch,), "int32"),
         }
+        if self._prepares_key():
+            # The memory's share of the score (Bahdanau's W_k h_j + b), once
+            # for every step.
+            state["keys"] = self.attention.prepare_key(state["memory"])
         feed = self._feed_width()
         if feed:
             state["feed"] = ops.zeros((batch, feed), dtype)
@@ -374,76 +442,173 @@ class AttentionDecoder(keras.layers.Layer):
             state["context"] = encoder_state[0]
         return state
 
+    def _step_weights(self):
+        """`cell_weights` of every cell, the first cell's kernel also cut
+        into the rows that each piece of its input meets: `embedding`
+        (E y_{t-1}), `fed` (c_t or h̃_{t-1}) and `context`. The
+        teacher-forced loop closes over these: cut inside it, the backward
+        pass would build a kernel-sized gradient for each cut at each step."""
+        weights = [cell_weights(cell, self.compute_dtype) for cell in self.cells]
+        kernel = weights[0]["kernel"]
+        start = 0
+        for name, width in (
+            ("embedding", self.embed_dim),
+            ("fed", self._feed_width()),
+            ("context", kernel.shape[0] - self.embed_dim - self._feed_width()),
+        ):
+            weights[0][name] = kernel[start : start + width]
+            start += width
+        return weights
+
+    def _embedding_gates(self, tokens, weights, training):
+        """y_{t-1}'s share of the first cell's gate pre-activations, with its
+        input bias: `dropout(E y) K_E + b_x`, for one step `(B,)` -> `(B, G·U)`
+        or for all of them, time-major, `(T, B)` -> `(T, B, G·U)` (one matmul)."""
+        embedded = self.input_dropout(self.embedding(tokens), training=training)
+        return ops.matmul(embedded, weights[0]["embedding"]) + weights[0]["input_bias"]
+
     def step(self, tokens, state, training=None):
         """Decode one position: `tokens (B,)` are y_{t-1}. Returns
         `(logits (B, V), weights (B, S), state)`, the weights a_t of this
         step (zeros without attention)."""
-        output, weights, state = self._step_output(tokens, state, training)
-        return self.output_projection(output), weights, state
+        weights = self._step_weights()
+        gates = self._embedding_gates(tokens, weights, training)
+        output, attention_weights, state = self._step_output(gates, state, weights, training)
+        return self.output_projection(output), attention_weights, state
 
-    def _step_output(self, tokens, state, training):
-        """One step up to the output layer's input ([s_t; c_t], or s_t):
-        returns `(output, weights (B, S), state)`."""
-        memory, memory_mask = state["memory"], state["memory_mask"]
-        pieces = [self.embedding(tokens)]
-        context = weights = None
+    def _step_output(self, gates, state, weights, training):
+        """One step up to the output layer's input ([s_t; c_t], or s_t),
+        given y_{t-1}'s share of the first cell's gates (`_embedding_gates`)
+        and `_step_weights()`: returns `(output, weights (B, S), state)`.
+
+        The first cell's input `[E y_{t-1}; c_t or h̃_{t-1}; context]` is
+        never concatenated: each piece adds its share `x K_x` of the gates."""
+        memory, memory_mask, keys = state["memory"], state["memory_mask"], state.get("keys")
+        context = attention_weights = fed = None
         if self.attention is not None and self.style == "bahdanau":
             query = state["cells"][-1][0]  # s_{t-1}
-            context, weights = self._attend(query, memory, memory_mask, state["step"])
-            pieces.append(context)
+            context, attention_weights = self._attend(
+                query, memory, memory_mask, state["step"], keys
+            )
+            fed = context
         elif "feed" in state:
-            pieces.append(state["feed"])  # h̃_{t-1}
+            fed = state["feed"]  # h̃_{t-1}
+        if fed is not None:
+            fed = self.input_dropout(fed, training=training)
+            gates = gates + ops.matmul(fed, weights[0]["fed"])
         if self.context_input:
-            pieces.append(state["context"])
-        x = self.input_dropout(ops.concatenate(pieces, axis=-1), training=training)
-        new_cells = []
-        for cell, cell_state in zip(self.cells, state["cells"]):
-            x, cell_state = cell(x, cell_state, training=training)
-            new_cells.append(list(cell_state))
+            encoded = self.input_dropout(state["context"], training=training)
+            gates = gates + ops.matmul(encoded, weights[0]["context"])
+        new_cells, x = [], None
+        for index, (cell, cell_state) in enumerate(zip(self.cells, state["cells"])):
+            if index:
+                gates = ops.matmul(x, weights[index]["kernel"]) + weights[index]["input_bias"]
+            x, cell_state = cell_update(cell, weights[index], gates, cell_state)
+            new_cells.append(cell_state)
         new_state = dict(state, cells=new_cells, step=state["step"] + 1)
         if self.attention is None:
             output = x  # W_o s_t
-            weights = ops.zeros(ops.shape(memory)[:2], self.compute_dtype)
+            attention_weights = ops.zeros(ops.shape(memory)[:2], self.compute_dtype)
         elif self.style == "bahdanau":
             output = ops.concatenate([x, context], axis=-1)  # W_o [s_t; c_t]
             new_state["feed"] = context
         else:
-            context, weights = self._attend(x, memory, memory_mask, state["step"])  # query s_t
+            context, attention_weights = self._attend(
+                x, memory, memory_mask, state["step"], keys
+            )  # query s_t
             output = ops.concatenate([x, context], axis=-1)  # h̃_t = [s_t; a_t]
             if "feed" in state:
                 new_state["feed"] = output
-        return output, ops.cast(weights, self.compute_dtype), new_state
+        return output, ops.cast(attention_weights, self.compute_dtype), new_state
 
+    # -- every step (teacher forcing) ----------------------------------------
     def call(self, target_tokens, memory, encoder_state=None, memory_mask=None, training=None):
         """Teacher forcing: logits `(B, T, V)` and attention weights `(B, T, S)`.
 
-        Runs `_step_output` over time with `ops.scan`. The encoder memory is
-        constant, so the step closes over it, and the scanned carry holds
-        only what changes (Keras's scan stacks a copy of the carry per step,
-        so the step's output and weights ride in the carry too). The output
-        layer is applied once to all steps afterwards."""
+        The same equations as `step`, arranged for a whole target: the
+        embeddings' share of the first cell's gates is one matmul over all
+        steps, the memory's share of the score is prepared once, and the
+        output layer runs once over all steps afterwards. When the
+        recurrence does not read the attention (Luong without input
+        feeding, or no attention) each layer's recurrence runs over the
+        whole target and attention then reads every s_t at once; otherwise
+        `_step_output` runs over time with `ops.scan`."""
+        outputs, weights = self._features(
+            target_tokens, memory, encoder_state, memory_mask, training
+        )
+        return self.output_projection(outputs), weights
+
+    def _features(self, target_tokens, memory, encoder_state=None, memory_mask=None, training=None):
+        """`call` up to the output layer: `(outputs (B, T, U [+ Dv]), weights)`."""
         state = (
             memory
             if isinstance(memory, dict)
             else self.initial_state(memory, list(encoder_state), memory_mask)
         )
-        constant_keys = ("memory", "memory_mask", "context")
+        weights = self._step_weights()
+        # Time-major from the token ids on: (T, B, G·U).
+        gates = self._embedding_gates(ops.transpose(target_tokens), weights, training)
+        if self.attention is None or (self.style == "luong" and "feed" not in state):
+            return self._parallel_features(gates, state, weights, training)
+        # The encoder memory is constant, so the step closes over it, and
+        # the scanned carry holds only what changes (Keras's scan stacks a
+        # copy of the carry per step, so the step's output and weights ride
+        # in the carry too).
+        constant_keys = ("memory", "memory_mask", "context", "keys")
         constants = {k: v for k, v in state.items() if k in constant_keys}
         carry = {k: v for k, v in state.items() if k not in constant_keys}
         batch = ops.shape(target_tokens)[0]
         carry["output"] = ops.zeros((batch, self.units + self.context_width), self.compute_dtype)
         carry["weights"] = ops.zeros(ops.shape(state["memory"])[:2], self.compute_dtype)
 
-        def scan_step(carry, tokens):
-            output, weights, new_state = self._step_output(tokens, {**constants, **carry}, training)
+        def scan_step(carry, gates):
+            output, attention_weights, new_state = self._step_output(
+                gates, {**constants, **carry}, weights, training
+            )
             new_carry = {k: new_state[k] for k in carry if k not in ("output", "weights")}
-            new_carry.update(output=output, weights=weights)
+            new_carry.update(output=output, weights=attention_weights)
             return new_carry, new_carry
 
-        _, per_step = ops.scan(scan_step, carry, ops.transpose(target_tokens))  # time-major
+        _, per_step = ops.scan(scan_step, carry, gates)
         outputs = ops.transpose(per_step["output"], (1, 0, 2))  # (B, T, U [+ Dv])
-        weights = ops.transpose(per_step["weights"], (1, 0, 2))  # (B, T, S)
-        return self.output_projection(outputs), weights
+        attention_weights = ops.transpose(per_step["weights"], (1, 0, 2))  # (B, T, S)
+        return outputs, attention_weights
+
+    def _parallel_features(self, gates, state, weights, training):
+        """Teacher forcing when the recurrence does not read the attention:
+        each layer runs over the whole target (only `h U` inside its loop),
+        then attention reads every s_t at once. `gates` are time-major."""
+        memory = state["memory"]
+        if self.context_input:
+            encoded = ops.expand_dims(state["context"], 0)  # (1, B, Ue)
+            encoded = ops.broadcast_to(encoded, ops.shape(gates)[:2] + (encoded.shape[-1],))
+            encoded = self.input_dropout(encoded, training=training)  # (T, B, Ue)
+            gates = gates + ops.matmul(encoded, weights[0]["context"])
+        sequence = None
+        for index, (cell, cell_state) in enumerate(zip(self.cells, state["cells"])):
+            if index:
+                gates = ops.matmul(sequence, weights[index]["kernel"])
+                gates = gates + weights[index]["input_bias"]
+
+            def scan_step(carry, gates, cell=cell, cell_weights=weights[index]):
+                _, new = cell_update(cell, cell_weights, gates, carry)
+                return new, new
+
+            _, per_step = ops.scan(scan_step, list(cell_state), gates)
+            sequence = per_step[0]  # h: (T, B, U)
+        sequence = ops.transpose(sequence, (1, 0, 2))  # (B, T, U)
+        if self.attention is None:
+            attention_weights = ops.zeros(
+                ops.shape(sequence)[:2] + ops.shape(memory)[1:2], sequence.dtype
+            )
+            return sequence, attention_weights  # W_o s_t
+        steps = ops.arange(ops.shape(sequence)[1], dtype="int32")
+        positions = ops.expand_dims(state["step"], 1) + ops.expand_dims(steps, 0)  # (B, T)
+        context, attention_weights = self._attend(
+            sequence, memory, state["memory_mask"], positions, state.get("keys")
+        )
+        output = ops.concatenate([sequence, context], axis=-1)  # h̃_t = [s_t; a_t]
+        return output, ops.cast(attention_weights, self.compute_dtype)
 
     def compute_output_shape(
         self, target_tokens_shape, memory_shape, encoder_state_shape=None, memory_mask_shape=None

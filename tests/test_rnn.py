@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from keras_attention import AttentionDecoder, GeneralAttention, LocalAttention, RecurrentEncoder
+from keras_attention.rnn import CELLS, cell_update, cell_weights
 from tests import reference
 from tests.harness import run_layer_test
 
@@ -119,3 +120,61 @@ def test_luong_step_matches_numpy(rng):
     )
     np.testing.assert_allclose(np.asarray(logits)[:, 0], expected, atol=1e-5)
     np.testing.assert_allclose(np.asarray(weights)[:, 0], a, atol=1e-6)
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_cell_update_is_the_keras_cell(rng, cell):
+    """`cell_update` given `x K + b_x` (what the decoder computes for many
+    steps at once, or piece by piece) is one step of the Keras cell."""
+    layer = CELLS[cell](U)
+    layer.build((None, 6))
+    for w in layer.weights:
+        w.assign(rng.normal(scale=0.5, size=w.shape).astype("float32"))
+    x = rng.normal(size=(B, 6)).astype("float32")
+    state = [rng.normal(size=(B, U)).astype("float32") for _ in range(2 if cell == "lstm" else 1)]
+    weights = cell_weights(layer, "float32")
+    gates = (
+        x[:, :2] @ np.asarray(weights["kernel"])[:2] + x[:, 2:] @ np.asarray(weights["kernel"])[2:]
+    )  # [x_1; x_2] K in two pieces
+    output, new_state = cell_update(
+        layer, weights, gates + np.asarray(weights["input_bias"]), state
+    )
+    want_output, want_state = layer(x, state)
+    np.testing.assert_allclose(np.asarray(output), np.asarray(want_output), atol=1e-5)
+    for got, want in zip(new_state, want_state):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        # No input feeding: each layer's recurrence runs over the whole target,
+        # then attention reads every step at once.
+        {"attention": "additive", "input_feeding": False, "cell": "gru", "num_layers": 2},
+        {"attention": "additive", "input_feeding": False, "context_input": True},
+        # Local-m reads the query positions: every step's own.
+        {"attention": "local", "input_feeding": False},
+        {"attention": None, "num_layers": 2},
+    ],
+)
+def test_teacher_forcing_equals_stepping(rng, kwargs):
+    """The whole-target `call` (one embedding projection, prepared keys, and
+    the parallel path without input feeding) equals `step` after `step`."""
+    if kwargs["attention"] == "local":
+        kwargs = dict(
+            kwargs, attention=LocalAttention(window=1, mode="monotonic", score="additive")
+        )
+    decoder = AttentionDecoder(V, 4, U, style="luong", **kwargs)
+    memory = rng.normal(size=(B, S, U)).astype("float32")
+    encoder_state = [rng.normal(size=(B, U)).astype("float32") for _ in range(2)]
+    if kwargs.get("cell") == "gru":
+        encoder_state = encoder_state[:1]
+    mask = np.ones((B, S), bool)
+    mask[1, 3:] = False
+    target = tokens(rng, T, low=1)
+    logits, weights = decoder(target, memory, encoder_state, mask)
+    state = decoder.initial_state(memory, encoder_state, mask)
+    for t in range(T):
+        step_logits, step_weights, state = decoder.step(target[:, t], state)
+        np.testing.assert_allclose(np.asarray(step_logits), np.asarray(logits)[:, t], atol=1e-5)
+        np.testing.assert_allclose(np.asarray(step_weights), np.asarray(weights)[:, t], atol=1e-6)
