@@ -62,13 +62,19 @@ class MaskedCrossEntropy(keras.losses.Loss):
 
     def call(self, y_true, y_pred):
         y_true = ops.cast(y_true, "int32")
-        log_probs = ops.log_softmax(ops.cast(y_pred, "float32"), axis=-1)  # (B, T, V)
-        vocab = ops.shape(y_pred)[-1]
-        target = ops.one_hot(y_true, vocab)
+        logits = ops.cast(y_pred, "float32")  # (B, T, V)
         if self.label_smoothing:
+            # -Σ_v q(v) log p(v) = (1 - ε)(-log p(y)) + ε · mean_v(-log p(v)),
+            # without the (B, T, V) one-hot q.
             smoothing = self.label_smoothing
-            target = target * (1.0 - smoothing) + smoothing / ops.cast(vocab, "float32")
-        token_loss = -ops.sum(target * log_probs, axis=-1)  # (B, T)
+            log_probs = ops.log_softmax(logits, axis=-1)  # (B, T, V)
+            picked = ops.take_along_axis(log_probs, ops.expand_dims(y_true, -1), axis=-1)
+            token_loss = -(1.0 - smoothing) * picked[..., 0] - smoothing * ops.mean(
+                log_probs, axis=-1
+            )  # (B, T)
+        else:
+            # One fused op on TensorFlow (softmax, loss and its gradient).
+            token_loss = ops.sparse_categorical_crossentropy(y_true, logits, from_logits=True)
         mask = ops.cast(ops.not_equal(y_true, self.padding_id), "float32")
         count = ops.sum(mask)
         if self.global_count is not None:
