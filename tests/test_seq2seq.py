@@ -146,6 +146,12 @@ LEARNERS = {
 
 @pytest.mark.parametrize("family", LEARNERS)
 def test_each_family_learns_to_reverse(family):
+    # Seeded, so the weights do not depend on what ran before in the process:
+    # how sharply the RNN's attention settles on the anti-diagonal varies
+    # with the initial weights (JAX, seeds 0-5: 0.70, 0.56, 0.97, 0.92, 0.74,
+    # 0.83 before issue 12's speed-ups, the same but 0.73 for seed 2 after;
+    # seed 1 misses the 0.6 below both times).
+    keras.utils.set_random_seed(0)
     rng = np.random.default_rng(1)
     source, target_in, target_out = reversal_data(rng, 2000)
     test_source, _, test_out = reversal_data(rng, 300)
