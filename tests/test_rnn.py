@@ -1,6 +1,7 @@
 """The recurrent layers through the shared harness, and the decoder's
 equations against a plain NumPy step."""
 
+import keras
 import numpy as np
 import pytest
 
@@ -10,6 +11,7 @@ from tests import reference
 from tests.harness import run_layer_test
 
 B, S, T, V, U = 2, 5, 4, 11, 8
+numpy = keras.ops.convert_to_numpy  # any backend's tensors (torch's may require grad)
 
 
 def tokens(rng, length, low=3):
@@ -130,19 +132,20 @@ def test_cell_update_is_the_keras_cell(rng, cell):
     layer.build((None, 6))
     for w in layer.weights:
         w.assign(rng.normal(scale=0.5, size=w.shape).astype("float32"))
+    tensor = keras.ops.convert_to_tensor
     x = rng.normal(size=(B, 6)).astype("float32")
-    state = [rng.normal(size=(B, U)).astype("float32") for _ in range(2 if cell == "lstm" else 1)]
+    state = [
+        tensor(rng.normal(size=(B, U)).astype("float32")) for _ in range(2 if cell == "lstm" else 1)
+    ]
     weights = cell_weights(layer, "float32")
-    gates = (
-        x[:, :2] @ np.asarray(weights["kernel"])[:2] + x[:, 2:] @ np.asarray(weights["kernel"])[2:]
-    )  # [x_1; x_2] K in two pieces
-    output, new_state = cell_update(
-        layer, weights, gates + np.asarray(weights["input_bias"]), state
-    )
+    kernel = numpy(weights["kernel"])
+    gates = x[:, :2] @ kernel[:2] + x[:, 2:] @ kernel[2:]  # [x_1; x_2] K in two pieces
+    gates = tensor(gates + numpy(weights["input_bias"]))
+    output, new_state = cell_update(layer, weights, gates, state)
     want_output, want_state = layer(x, state)
-    np.testing.assert_allclose(np.asarray(output), np.asarray(want_output), atol=1e-5)
+    np.testing.assert_allclose(numpy(output), numpy(want_output), atol=1e-5)
     for got, want in zip(new_state, want_state):
-        np.testing.assert_allclose(np.asarray(got), np.asarray(want), atol=1e-5)
+        np.testing.assert_allclose(numpy(got), numpy(want), atol=1e-5)
 
 
 @pytest.mark.parametrize(
@@ -176,5 +179,5 @@ def test_teacher_forcing_equals_stepping(rng, kwargs):
     state = decoder.initial_state(memory, encoder_state, mask)
     for t in range(T):
         step_logits, step_weights, state = decoder.step(target[:, t], state)
-        np.testing.assert_allclose(np.asarray(step_logits), np.asarray(logits)[:, t], atol=1e-5)
-        np.testing.assert_allclose(np.asarray(step_weights), np.asarray(weights)[:, t], atol=1e-6)
+        np.testing.assert_allclose(numpy(step_logits), numpy(logits)[:, t], atol=1e-5)
+        np.testing.assert_allclose(numpy(step_weights), numpy(weights)[:, t], atol=1e-6)

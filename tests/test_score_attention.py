@@ -133,7 +133,9 @@ def test_prepared_key_gives_the_same_attention(data, rng, make, prepares):
             prepared_key=prepared,
         )  # fmt: skip
         for a, b in zip(got, plain):
-            np.testing.assert_allclose(np.asarray(a), np.asarray(b)[:, rows], atol=1e-6)
+            np.testing.assert_allclose(
+                keras.ops.convert_to_numpy(a), keras.ops.convert_to_numpy(b)[:, rows], atol=1e-6
+            )
 
 
 @pytest.mark.parametrize("mode", ["last", "monotonic"])
