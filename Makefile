@@ -2,18 +2,20 @@
 #   make demo   set up (virtualenv, packages, the Ding corpus) and run the main job
 #   make test   set up, lint, and run the test suite (TensorFlow, then the portable part on JAX)
 # Also: make test-torch (the portable part on PyTorch), make bench, make bench-decoding,
-#   make results, make serving-check (exports run by TF Serving's TensorFlow),
+#   make bench-rnn, make results, make serving-check (exports run by TF Serving's TensorFlow),
 #   make serving-oplists.
 PYTHON ?= python3
 VENV ?= .venv
 VENV_JAX ?= .venv-jax
 VENV_TORCH ?= .venv-torch
 VENV_PEERS ?= .venv-bench-peers
+VENV_TFA ?= .venv-bench-tfa
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 JAX_STAMP := $(VENV_JAX)/.installed-stamp
 TORCH_STAMP := $(VENV_TORCH)/.installed-stamp
 PEERS_STAMP := $(VENV_PEERS)/.installed-stamp
+TFA_STAMP := $(VENV_TFA)/.installed-stamp
 # torch==2.13.0 takes the CPU wheel that lies on these machines (2.13.0+cpu);
 # elsewhere, PyPI's default Linux wheel is the CUDA build (several GB):
 # make bench-decoding TORCH_SPEC="torch --index-url https://download.pytorch.org/whl/cpu"
@@ -32,7 +34,7 @@ PORTABLE := tests/test_portability.py tests/test_compatibility.py tests/test_reg
 PORTABLE_ARGS := -q -n 2 -p no:cacheprovider -m "not tensorflow" -k "harness or portability or compatibility or registry or layout or decoding_options"
 DOCTESTS := -q -p no:cacheprovider --doctest-modules keras_attention --ignore=keras_attention/serving
 
-.PHONY: demo test test-torch lint bench bench-decoding results setup clean serving-check serving-oplists serving-venv
+.PHONY: demo test test-torch lint bench bench-decoding bench-rnn results setup clean serving-check serving-oplists serving-venv
 
 setup: $(STAMP) $(DING)
 
@@ -136,8 +138,20 @@ $(PEERS_STAMP): Makefile
 bench-decoding: $(STAMP) $(PEERS_STAMP)
 	$(PY) bench/decoding.py --peers-python $(VENV_PEERS)/bin/python --profile
 
+# The peer of bench/rnn.py: tensorflow-addons' last release, 0.23.0, beside
+# TensorFlow 2.15.1 (Keras 2), whose wheels stop at Python 3.11.
+PYTHON_TFA ?= python3.11
+$(TFA_STAMP): Makefile
+	$(PYTHON_TFA) -m venv $(VENV_TFA)
+	$(VENV_TFA)/bin/python -m pip install --quiet --upgrade pip
+	$(VENV_TFA)/bin/python -m pip install --quiet tensorflow==2.15.1 tensorflow-addons==0.23.0
+	touch $@
+
+bench-rnn: $(STAMP) $(TFA_STAMP)
+	$(PY) bench/rnn.py --tfa-python $(VENV_TFA)/bin/python --repeats 7 --profile
+
 results: $(STAMP) $(DING)
 	$(VENV)/bin/keras-attention-results
 
 clean:
-	rm -rf $(VENV) $(VENV_JAX) $(VENV_TORCH) $(VENV_PEERS) .venv-serving* *.egg-info .pytest_cache
+	rm -rf $(VENV) $(VENV_JAX) $(VENV_TORCH) $(VENV_PEERS) $(VENV_TFA) .venv-serving* *.egg-info .pytest_cache
