@@ -28,6 +28,8 @@ RUN_ENTRIES = (
     "model.keras",
     "config.json",
     "final.weights.h5",
+    "best.weights.h5",
+    "best.weights.h5.json",
     "scores.json",
     "attention",
     "tuning",

@@ -51,17 +51,20 @@ DEFAULTS = {  # sizes that train a reasonable model on the Ding corpus in minute
     "learning_rate": 1e-3,
     "label_smoothing": 0.1,
     "style": "luong",
+    "warmup": 0,  # steps of learning-rate warm-up (0: a constant rate)
+    "tie_embeddings": False,  # the transformer's output projection is its target embedding
 }
 # The flags only some families have: the transformer's embedding width is
 # --units, and only the transformer has several heads (and their variants).
-TRANSFORMER_FLAGS = ("heads", "position", "kv_heads", "window")
+TRANSFORMER_FLAGS = ("heads", "position", "kv_heads", "window", "tie_embeddings")
 FAMILY_FLAGS = {
     "embed_dim": ("rnn", "convs2s"),
     **{key: ("transformer",) for key in TRANSFORMER_FLAGS},
 }
 INTEGER_FLAGS = ("embed_dim", "units", "layers", "heads", "kv_heads", "window", "max_length")
+COUNT_FLAGS = ("warmup",)  # >= 0
 FRACTION_FLAGS = ("dropout", "label_smoothing")  # in [0, 1)
-DATA_SETTINGS = ("corpus", "reverse", "limit", "vocab_size")
+DATA_SETTINGS = ("corpus", "reverse", "limit", "vocab_size", "dictionary")
 # How long a worker waits for the chief to prepare the data and vocabularies
 # (the Ding corpus's take about two minutes on a 2-core CPU).
 WORKER_WAIT_SECONDS = float(os.environ.get("KERAS_ATTENTION_WORKER_WAIT", 900))
@@ -90,6 +93,8 @@ def model_config(args, hyperparameters=None):
             "label_smoothing",
             "max_length",
             "style",
+            "warmup",
+            "tie_embeddings",
         )
     }
     family = (hyperparameters or {}).get("family", config["family"])
@@ -131,6 +136,9 @@ def model_config(args, hyperparameters=None):
     check_number("learning_rate", config["learning_rate"], low=0, low_included=False)
     for key in FRACTION_FLAGS:
         check_number(key, config[key], low=0, high=1)
+    for key in COUNT_FLAGS:
+        config[key] = DEFAULTS[key] if config[key] is None else config[key]
+        check_number(key, config[key], integer=True, low=0)
     if config["position"] is not None and config["position"] not in POSITIONS:
         raise UsageError(f"--position must be one of {list(POSITIONS)}; got {config['position']!r}")
     if config["kv_heads"] is not None and config["heads"] % config["kv_heads"]:
@@ -145,7 +153,11 @@ def recorded_defaults(settings):
     """The model settings a `run.json` written before they were flags was
     trained with: a run that lacks one is compared as having this value."""
     transformer = settings.get("family") == "transformer"
-    return {key: DEFAULTS[key] if transformer else None for key in TRANSFORMER_FLAGS[1:]}
+    return {
+        **{key: DEFAULTS[key] if transformer else None for key in TRANSFORMER_FLAGS[1:]},
+        "warmup": 0,
+        "dictionary": 0.0,
+    }
 
 
 def check_number(name, value, integer=False, low=None, high=None, low_included=True):
@@ -217,11 +229,17 @@ def build_model(config, source_vocab, target_vocab):
             position=config.get("position") or DEFAULTS["position"],
             num_key_value_heads=config.get("kv_heads"),
             sliding_window=config.get("window"),
+            tie_embeddings=bool(config.get("tie_embeddings")),
         )
     # Build the weights now: KerasTuner loads checkpoints into freshly
     # built models, and BackupAndRestore restores.
     model.build()
-    optimizer = keras.optimizers.Adam(float(config["learning_rate"]), global_clipnorm=1.0)
+    from keras_attention.seq2seq import InverseSquareRootSchedule
+
+    learning_rate = float(config["learning_rate"])
+    if config.get("warmup"):
+        learning_rate = InverseSquareRootSchedule(learning_rate, int(config["warmup"]))
+    optimizer = keras.optimizers.Adam(learning_rate, global_clipnorm=1.0)
     model.compile(
         optimizer,
         MaskedCrossEntropy(label_smoothing=float(config["label_smoothing"])),
@@ -264,6 +282,59 @@ def resilient_backup(directory, log=print):
 
     # Deleted by `train` once the final model and config are in place.
     return ResilientBackup(directory, double_checkpoint=True, delete_checkpoint=False)
+
+
+def best_weights(path, log=print):
+    """A callback that keeps the weights of the epoch with the lowest
+    validation loss in `path` (written atomically, with its loss and epoch
+    in `path.json`, so a resumed run knows the best so far); its
+    `restore(model)` loads them at the end of training."""
+    import keras
+
+    class BestWeights(keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            record = path + ".json"
+            saved = runs.read_json(record, "the best epoch") if os.path.exists(record) else {}
+            self.val_loss = saved.get("val_loss", math.inf)
+            self.epoch = saved.get("epoch")
+            self.last_val_loss = None
+
+        def on_epoch_end(self, epoch, logs=None):
+            value = (logs or {}).get("val_loss")
+            if value is None or not math.isfinite(value):
+                return
+            self.last_val_loss = float(value)
+            if value < self.val_loss:
+                self.val_loss, self.epoch = float(value), epoch + 1
+                runs.write_atomically(path, self.model.save_weights)
+                runs.write_json_atomically(
+                    path + ".json", {"val_loss": self.val_loss, "epoch": self.epoch}
+                )
+
+        def restore(self, model):
+            """Load the best weights when an epoch before the last was
+            better; True when the model now holds the best epoch's."""
+            if self.epoch is None or not os.path.exists(path):
+                return False
+            if self.last_val_loss is not None and self.last_val_loss <= self.val_loss:
+                return True  # the last epoch is the best
+            model.load_weights(path)
+            log(
+                f"keeping epoch {self.epoch}'s weights, the best on validation loss "
+                f"({self.val_loss:.3f})"
+            )
+            return True
+
+    return BestWeights()
+
+
+def fit_verbosity(verbose):
+    """Keras's progress bar when the output is a terminal (`verbose` None),
+    one line per epoch otherwise; or the verbosity asked for."""
+    if verbose is not None:
+        return verbose
+    return 1 if sys.stdout.isatty() else 2
 
 
 def completed_epochs(backup):
@@ -345,25 +416,41 @@ def data_settings(args):
         "reverse": args.reverse,
         "limit": args.limit,
         "vocab_size": args.vocab_size,
+        "dictionary": args.dictionary,
     }
 
 
-def datasets(paths, source_tokenizer, target_tokenizer, max_length, batch_size, seed, log):
+def datasets(
+    paths,
+    source_tokenizer,
+    target_tokenizer,
+    max_length,
+    batch_size,
+    seed,
+    log,
+    batch_tokens=None,
+    dictionary=0.0,
+):
     """The training and validation datasets; each split's pairs are counted
     after the `max_length` filter, reported, and an empty split stops the
-    run with a message."""
+    run with a message. With `dictionary` > 0, each training epoch adds that
+    many dictionary entries per sentence pair."""
     from .translation_data import make_dataset
 
     made = []
     for split in ("train", "valid"):
+        training = split == "train"
         data, kept, total = make_dataset(
             paths[split],
             source_tokenizer,
             target_tokenizer,
             max_length,
             batch_size,
-            shuffle=split == "train",
+            shuffle=training,
             seed=seed,
+            batch_tokens=batch_tokens,
+            extra_path=paths.get("dictionary") if training and dictionary else None,
+            extra_ratio=dictionary if training else 0.0,
         )
         log(
             f"{split}: {kept} of {total} pairs fit --max-length {max_length}"
@@ -423,9 +510,13 @@ def prepared_run(args, settings, chief, log, refuse_finished=False):
                 f"--output {args.output} already holds a trained model: evaluate or translate "
                 "with it, pass --overwrite to delete it and train again, or choose another --output"
             )
-        paths = prepare(args.output, args.corpus, args.reverse, args.limit, log=log)
+        paths = prepare(
+            args.output, args.corpus, args.reverse, args.limit, bool(args.dictionary), log=log
+        )
         return (paths, *load_tokenizers(args.output, paths, args.vocab_size, log=log))
     paths = {split: os.path.join(args.output, "data", f"{split}.tsv") for split in SPLITS}
+    if args.dictionary:
+        paths["dictionary"] = os.path.join(args.output, "data", "dictionary.tsv")
     vocabularies = [os.path.join(args.output, f"{side}.vocab") for side in ("source", "target")]
     log(f"waiting for the chief to prepare the data in {args.output}")
     runs.wait_for_run(
@@ -485,6 +576,8 @@ def train(args, log=print):
         args.batch_size,
         args.seed,
         log,
+        batch_tokens=args.batch_tokens,
+        dictionary=args.dictionary,
     )
     with strategy.scope():
         model = build_model(config, source_tokenizer.vocab_size, target_tokenizer.vocab_size)
@@ -503,11 +596,17 @@ def train(args, log=print):
         )
     if done:
         log(f"resuming an interrupted run after its epoch {done} of {args.epochs} ({backup})")
+    best = best_weights(os.path.join(work, "best.weights.h5"), log)
     callbacks = [
         resilient_backup(backup, log),
         keras.callbacks.TerminateOnNaN(),
+        best,
         keras.callbacks.TensorBoard(os.path.join(work, "logs")),
     ]
+    if args.patience:
+        callbacks.append(
+            keras.callbacks.EarlyStopping("val_loss", patience=args.patience, verbose=1)
+        )
     log(
         f"training {config['family']}"
         + (f" with {config['attention']} attention" if config["family"] == "rnn" else "")
@@ -520,7 +619,7 @@ def train(args, log=print):
         epochs=args.epochs,
         callbacks=callbacks,
         shuffle=False,  # the training dataset shuffles itself
-        verbose=args.verbose,
+        verbose=fit_verbosity(args.verbose),
     ).history
     seconds = time.perf_counter() - started
     if not all(math.isfinite(value) for values in history.values() for value in values):
@@ -529,7 +628,9 @@ def train(args, log=print):
             f"and any earlier model in {args.output} is kept: lower --learning-rate "
             f"(now {config['learning_rate']})"
         )
-    if history.get("val_loss"):
+    if best.restore(model):  # the best epoch's weights, not the last's
+        val_loss = best.val_loss
+    elif history.get("val_loss"):
         val_loss = float(history["val_loss"][-1])
     else:  # every epoch was done before (a kill during the final save): the backup's model
         result = model.evaluate(valid_data, verbose=0)
@@ -576,14 +677,21 @@ def translate_texts(
 
     from keras_attention.seq2seq.generation import generate
 
+    # One graph for every batch (in eager mode the search's loop would run
+    # op by op); the batch dimension is left unknown, so the last, shorter
+    # batch needs no second trace.
+    search = tf.function(
+        lambda source: generate(
+            model, source, max_length + 1, beam_width, return_attention=return_attention, **options
+        ),
+        input_signature=[tf.TensorSpec([None, max_length], tf.int32)],
+    )
     translations, details = [], []
     for start in range(0, len(texts), batch_size):
         source, _ = source_tokenizer.encode(
             tf.constant(texts[start : start + batch_size]), max_length
         )
-        result = generate(
-            model, source, max_length + 1, beam_width, return_attention=return_attention, **options
-        )
+        result = search(source)
         tokens, attention = result["tokens"], result.get("attention")
         text = target_tokenizer.blank_where_empty(
             tf.constant(texts[start : start + batch_size]), target_tokenizer.decode(tokens)
@@ -966,6 +1074,20 @@ def parser():
             )
             command.add_argument("--batch-size", type=int, default=64, help="pairs per batch")
             command.add_argument(
+                "--batch-tokens",
+                type=int,
+                help="size batches by this many subword pieces per side instead of --batch-size "
+                "(batches are bucketed by length either way)",
+            )
+            command.add_argument(
+                "--dictionary",
+                type=float,
+                default=0.0,
+                help="Ding only: per epoch, add this many of the dictionary's word and phrase "
+                "entries per sentence pair as training pairs (a new random draw each epoch; "
+                "0: off)",
+            )
+            command.add_argument(
                 "--max-length",
                 type=int,
                 default=32,
@@ -973,7 +1095,11 @@ def parser():
             )
             command.add_argument("--seed", type=int, default=0, help="random seed")
             command.add_argument(
-                "--verbose", type=int, default=2, choices=[0, 1, 2], help="Keras fit verbosity"
+                "--verbose",
+                type=int,
+                choices=[0, 1, 2],
+                help="Keras fit verbosity (default: a progress bar on a terminal, else a line "
+                "per epoch)",
             )
             command.add_argument(
                 "--overwrite",
@@ -1054,6 +1180,25 @@ def parser():
                 help="in [0, 1)",
             )
             command.add_argument("--epochs", type=int, default=10, help="epochs to train")
+            command.add_argument(
+                "--warmup",
+                type=int,
+                default=DEFAULTS["warmup"],
+                help="learning-rate warm-up steps, then decay as 1/sqrt(step) "
+                "(--learning-rate is the peak; 0: a constant rate)",
+            )
+            command.add_argument(
+                "--tie-embeddings",
+                action="store_true",
+                default=argparse.SUPPRESS,
+                help="the output projection is the target embedding table (transformer only)",
+            )
+            command.add_argument(
+                "--patience",
+                type=int,
+                help="stop after this many epochs without a better validation loss "
+                "(the best epoch's weights are kept either way)",
+            )
             command.add_argument("--hyperparameters", help="best_hyperparameters.json from `tune`")
             command.add_argument(
                 "--mixed-precision",
@@ -1149,6 +1294,8 @@ def check(args):
         "limit",
         "vocab_size",
         "limit_test",
+        "batch_tokens",
+        "patience",
     ):
         value = getattr(args, name, None)
         if value is not None:
@@ -1159,6 +1306,8 @@ def check(args):
             check_number(name, value, integer=True, low=0)
     if getattr(args, "repetition_penalty", None) is not None:
         check_number("repetition_penalty", args.repetition_penalty, low=0, low_included=False)
+    if getattr(args, "dictionary", None) is not None:
+        check_number("dictionary", args.dictionary, low=0)
     if getattr(args, "coverage_penalty", None) is not None:
         check_number("coverage_penalty", args.coverage_penalty, low=0)
     for flag, name in (("nbest", "nbest"), ("num-hypotheses", "num_hypotheses")):

@@ -11,6 +11,7 @@ import pytest
 from keras_attention.rnn import reverse_valid
 from keras_attention.seq2seq import (
     ConvS2SSeq2Seq,
+    InverseSquareRootSchedule,
     MaskedCrossEntropy,
     RecurrentSeq2Seq,
     ScheduledSampling,
@@ -365,3 +366,41 @@ def test_training_call_follows_the_schedule(rng):
     for _ in range(3):
         linear((source, target_in), training=True)
     assert float(linear.scheduled_sampling(linear.sampling_step.numpy())) == pytest.approx(0.75)
+
+
+def test_tied_output_projection_is_the_target_embedding_table():
+    """Tied logits equal an untied model's whose output projection holds the
+    transposed target embedding table and the tied model's bias."""
+    source, target_in = np.array([[3, 4, 5, 0]]), np.array([[1, 6, 7]])
+    tied = TransformerSeq2Seq(VOCAB, VOCAB, 16, 2, 32, 1, max_length=16, tie_embeddings=True)
+    untied = TransformerSeq2Seq(VOCAB, VOCAB, 16, 2, 32, 1, max_length=16)
+    tied.build(), untied.build()
+    assert tied.count_params() == untied.count_params() - 16 * VOCAB
+    tied.output_bias.assign(np.random.default_rng(0).normal(size=VOCAB))
+    shared = [w for w in tied.weights if w is not tied.output_bias]
+    others = [w for w in untied.weights if "output_projection" not in w.path]
+    assert [w.shape for w in shared] == [w.shape for w in others]
+    for source_weight, weight in zip(shared, others):
+        weight.assign(source_weight)
+    table = keras.ops.convert_to_numpy(tied.target_embedding.embeddings)
+    untied.output_projection.kernel.assign(table.T)
+    untied.output_projection.bias.assign(keras.ops.convert_to_numpy(tied.output_bias))
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(tied((source, target_in))),
+        keras.ops.convert_to_numpy(untied((source, target_in))),
+        atol=1e-5,
+    )
+
+
+def test_inverse_square_root_schedule_warms_up_then_decays():
+    schedule = InverseSquareRootSchedule(2e-3, warmup_steps=40)
+    steps = np.array([0, 9, 39, 40, 159, 3999])
+    s = steps + 1.0
+    expected = 2e-3 * np.minimum(s / 40, np.sqrt(40 / s))
+    got = [float(keras.ops.convert_to_numpy(schedule(step))) for step in steps]
+    np.testing.assert_allclose(got, expected, rtol=1e-6)
+    assert max(got) == pytest.approx(2e-3)
+    again = keras.optimizers.schedules.deserialize(keras.optimizers.schedules.serialize(schedule))
+    assert float(keras.ops.convert_to_numpy(again(159))) == pytest.approx(got[4])
+    with pytest.raises(ValueError, match="warmup_steps"):
+        InverseSquareRootSchedule(1e-3, warmup_steps=0)
