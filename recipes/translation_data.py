@@ -62,7 +62,7 @@ def ding_pairs(path=DING):
                     yield de, en
 
 
-_PARENTHESES = re.compile(r"\([^)]*\)")
+_GLOSSES = re.compile(r"\([^)]*\)|(?:^|\s)/[^/]+/(?=\s|$)")  # and /abbreviations/
 _WORDS = re.compile(r"\w+")
 
 
@@ -71,7 +71,8 @@ def ding_dictionary_pairs(path=DING):
     sub-entries that `ding_pairs` leaves out because neither side is a
     sentence ("Bahnhof" :: "station", "Bahnhöfe" :: "stations", "zur
     Sache kommen" :: "to come to the point"). The first alternative of each
-    side is kept, without annotations or parenthesised glosses."""
+    side is kept, without annotations, parenthesised glosses or
+    abbreviations (`Bahnhof {m} /Bhf./` is "Bahnhof")."""
     with open(path, encoding="utf-8", errors="replace", newline="\n") as handle:
         for line in handle:
             if line.startswith("#") or " :: " not in line:
@@ -81,8 +82,8 @@ def ding_dictionary_pairs(path=DING):
             if len(german) != len(english):
                 continue
             for de, en in zip(german, english):
-                de = _clean(_PARENTHESES.sub("", de.split("; ")[0]))
-                en = _clean(_PARENTHESES.sub("", en.split("; ")[0]))
+                de = _clean(_GLOSSES.sub("", de.split("; ")[0]))
+                en = _clean(_GLOSSES.sub("", en.split("; ")[0]))
                 if de and en and not (_is_sentence(de) or _is_sentence(en)):
                     yield de, en
 

@@ -1020,3 +1020,91 @@ def test_export_of_a_rope_multi_query_windowed_transformer(tmp_path):
     check_export(output, tmp_path)
     problems = serving_problems(str(tmp_path / "moved"))
     assert problems and not any(problems.values()), problems
+
+
+def encoded_rows(tokenizer, texts, length):
+    """Each text's ids, unpadded, and whether it was cut (the reference)."""
+    import tensorflow as tf
+
+    ids, cut = tokenizer.encode(tf.constant(texts), length)
+    return [tuple(int(i) for i in row if i) for row in ids.numpy()], list(cut.numpy())
+
+
+def epoch_pairs(data):
+    """The (source, target) id tuples of one pass over `make_dataset`'s
+    batches, unpadded, with the batch shapes."""
+    pairs, shapes = [], []
+    for (source, target_in), target_out in data.as_numpy_iterator():
+        shapes.append((source.shape, target_in.shape, target_out.shape))
+        for s, t_in, t_out in zip(source, target_in, target_out):
+            target = (int(t_in[0]), *[int(i) for i in t_out if i])  # [START] y [END]
+            pairs.append((tuple(int(i) for i in s if i), target))
+    return pairs, shapes
+
+
+def test_batches_are_bucketed_by_length_and_hold_every_pair_once(trained):
+    from recipes.translation_data import bucket_boundaries, make_dataset, read_pairs
+
+    output, _ = trained
+    source_tokenizer, target_tokenizer = translate.load_tokenizers(output)
+    path = os.path.join(output, "data", "train.tsv")
+    data, kept, total = make_dataset(
+        path, source_tokenizer, target_tokenizer, 48, 8, shuffle=True, batch_tokens=200
+    )
+    pairs = read_pairs(path)
+    sources, source_cut = encoded_rows(source_tokenizer, [p[0] for p in pairs], 48)
+    targets, target_cut = encoded_rows(target_tokenizer, [p[1] for p in pairs], 49)
+    fits = [(s, t) for s, t, a, b in zip(sources, targets, source_cut, target_cut) if not (a or b)]
+    assert total == len(pairs) and kept == len(fits) > 100
+    seen, shapes = epoch_pairs(data)
+    widths = {b - 1 for b in bucket_boundaries(48)}
+    for source, target_in, target_out in shapes:
+        assert source[1] in widths and target_in[1] == target_out[1] == source[1] - 1
+        assert source[0] == 1 or source[0] * source[1] <= 200  # the token budget
+    assert len(shapes) == int(data.cardinality())
+    assert sorted(seen) == sorted(fits)  # every pair that fits, once
+    # Each pair is padded only to its bucket's width, not to max_length.
+    bucket_width = [
+        min(b for b in bucket_boundaries(48) if b > max(len(s), len(t))) - 1 for s, t in fits
+    ]
+    assert sum(s[0] * s[1] for s, _, _ in shapes) == sum(bucket_width) < len(fits) * 48
+
+
+def test_dictionary_entries_are_extra_pairs_and_never_a_held_out_sentence(tmp_path, trained):
+    from recipes.translation_data import _words, make_dataset, prepare, read_pairs
+
+    paths = prepare(str(tmp_path / "run"), limit=300, dictionary=True, log=lambda line: None)
+    entries = read_pairs(paths["dictionary"])
+    assert len(entries) > 300_000
+    assert ("Bahnhof", "railway station") in entries and ("Bahnhöfe", "railway stations") in entries
+    held_out = {
+        _words(text)
+        for split in ("valid", "test")
+        for pair in read_pairs(paths[split])
+        for text in pair
+    }
+    assert not any(_words(s) in held_out or _words(t) in held_out for s, t in entries)
+    # Each epoch: the sentence pairs plus `extra_ratio` x as many entries, a new draw.
+    extra = str(tmp_path / "entries.tsv")
+    with open(extra, "w", encoding="utf-8") as handle:
+        handle.writelines(f"{s}\t{t}\n" for s, t in entries[:1000])
+    source_tokenizer, target_tokenizer = translate.load_tokenizers(trained[0])
+    data, kept, _ = make_dataset(
+        paths["train"],
+        source_tokenizer,
+        target_tokenizer,
+        48,
+        16,
+        shuffle=True,
+        extra_path=extra,
+        extra_ratio=0.5,
+    )
+    first, shapes = epoch_pairs(data)
+    second, _ = epoch_pairs(data)
+    assert len(shapes) == int(data.cardinality())
+    entry_sources = set(encoded_rows(source_tokenizer, [s for s, _ in entries[:1000]], 48)[0])
+    sentences = read_pairs(paths["train"])
+    sentence_sources = set(encoded_rows(source_tokenizer, [s for s, _ in sentences], 48)[0])
+    drawn = [s for s, _ in first if s in entry_sources - sentence_sources]
+    assert 0.35 * kept < len(drawn) < 0.6 * kept  # about half as many as the sentences
+    assert {s for s, _ in first} != {s for s, _ in second}  # a new draw each epoch
