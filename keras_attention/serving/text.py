@@ -374,10 +374,18 @@ class _SentencePieceModel(tf.saved_model.experimental.TrackableResource):
     cached kernels whenever a seed is set (`tf.random.set_seed`,
     `keras.utils.set_random_seed`): every tokenizer made before then failed
     with "Resource ... does not exist". Tokenizers of the same model share
-    the resource, which is read-only."""
+    the resource, which is read-only.
 
-    def __init__(self, model):
+    `model_file` (a `tf.saved_model.Asset` of the model's file, held here
+    because Keras' `ExportArchive` saves the resources of what it tracks)
+    puts a copy of the file in the SavedModel's `assets/`, for clients that
+    tokenize themselves (the `tokens` signature); the graph does not read it.
+    """
+
+    def __init__(self, model, model_path):
         super().__init__()
+        # A resource is not an AutoTrackable: its children are declared.
+        self.model_file = self._track_trackable(tf.saved_model.Asset(model_path), "model_file")
         self._model_proto = model
         self._shared_name = "sentencepiece_" + hashlib.sha256(model).hexdigest()[:32]
         self.resource_handle  # noqa: B018 - creates the resource now, where the model is read
@@ -398,8 +406,8 @@ class SentencePieceTokenizer(_InGraphTokenizer):
     `encode`, `pieces`, `tokens` and `blank_where_empty` are those of
     `SubwordTokenizer`. Tokenising runs TensorFlow Text's SentencePiece
     ops on the serialized model, an attribute of an op, so a SavedModel
-    holds the model in its graph (the file is also
-    copied to its `assets/`, for clients of the `tokens` signature).
+    holds the model in its graph (and a copy of the file in `assets/`, for
+    clients of the `tokens` signature).
 
     `clean(x)`: valid UTF-8 (bad bytes replaced by U+FFFD), `▁` (U+2581,
     SentencePiece's space mark) read as a space, surrounding space
@@ -427,12 +435,11 @@ class SentencePieceTokenizer(_InGraphTokenizer):
                 f"SentencePiece model {model_path} must start with the reserved pieces "
                 f"{RESERVED}; it starts with {[piece for piece, _ in pieces[: len(RESERVED)]]}."
             )
-        self.model_file = tf.saved_model.Asset(model_path)
         self.vocab_size = len(pieces)
         self._pieces = tf.constant([piece for piece, _ in pieces])
         self._surfaces = tf.constant([_surface(piece, kind) for piece, kind in pieces])
         self._copies = tf.constant([_surface(piece, kind, copy=True) for piece, kind in pieces])
-        self._model = _SentencePieceModel(model)
+        self._model = _SentencePieceModel(model, model_path)
 
     @staticmethod
     def clean(strings):
