@@ -143,8 +143,12 @@ def test_translating_empty_text_gives_empty_text_as_the_export_does(trained):
 
 @pytest.mark.parametrize("family", ["transformer"])  # convs2s: its export test trains one
 def test_other_families_train(tmp_path, family):
-    run("train", "--output", str(tmp_path), "--family", family, "--epochs", "1", *TINY)
+    """(With WordPiece, the other --tokenizer: the other tests use SentencePiece.)"""
+    flags = ("--family", family, "--epochs", "1", "--tokenizer", "wordpiece")
+    log = run("train", "--output", str(tmp_path), *flags, *TINY)
     assert json.load(open(tmp_path / "config.json"))["family"] == family
+    assert re.search(r"source vocabulary: \d+ WordPiece tokens from \d+ texts", log)
+    assert os.path.exists(tmp_path / "target.vocab") and not os.path.exists(tmp_path / "source.spm")
 
 
 def test_interrupted_training_resumes(tmp_path):
