@@ -72,14 +72,15 @@ def main(argv=None):
             args.output,
             name.split(" (")[0].lower().replace(" + ", "-").replace(", ", "-").replace(" ", "-"),
         )
-        if shared is not None and not os.path.exists(os.path.join(output, "source.vocab")):
+        vocabularies = ("source.spm", "target.spm")  # train's default --tokenizer, SentencePiece
+        if shared is not None and not os.path.exists(os.path.join(output, vocabularies[0])):
             # Same data, same vocabularies: copy the first run's split and
-            # WordPiece files instead of learning them again.
+            # vocabulary files instead of learning them again.
             os.makedirs(output, exist_ok=True)
             shutil.copytree(
                 os.path.join(shared, "data"), os.path.join(output, "data"), dirs_exist_ok=True
             )
-            for vocab in ("source.vocab", "target.vocab"):
+            for vocab in vocabularies:
                 shutil.copy(os.path.join(shared, vocab), os.path.join(output, vocab))
         # The transformer's embedding width is its --units (it has no --embed-dim).
         widths = [] if "transformer" in flags else ["--embed-dim", str(args.embed_dim)]
@@ -127,7 +128,7 @@ def main(argv=None):
             f"Every model trained {args.epochs} epochs with "
             f"width {args.units}, 2 layers, dropout 0.1, label smoothing 0.1, "
             "Adam 1e-3, batch 64, the "
-            "same data and WordPiece vocabularies (learned once from the training split), "
+            "same data and SentencePiece vocabularies (learned once from the training split), "
             "seed 0, on "
             f"{args.machine}. Training time is wall-clock on that (shared, noisy) machine.\n\n"
         )

@@ -10,7 +10,8 @@
 Data: the German-English sentences of Debian's `trans-de-en` by default
 (`--reverse` for English -> German), or `--corpus FILE.tsv` with
 `source<TAB>target` lines. A run keeps everything in `--output`: the data
-split, the WordPiece vocabularies, `config.json`, checkpoints and
+split, the vocabularies (SentencePiece models `source.spm`, `target.spm`;
+`--tokenizer wordpiece`: `source.vocab`, `target.vocab`), `config.json`, checkpoints and
 TensorBoard logs (`logs/`), and the trained model (`model.keras`).
 Training resumes from its last epoch when re-run after an interruption.
 
@@ -64,7 +65,10 @@ FAMILY_FLAGS = {
 INTEGER_FLAGS = ("embed_dim", "units", "layers", "heads", "kv_heads", "window", "max_length")
 COUNT_FLAGS = ("warmup",)  # >= 0
 FRACTION_FLAGS = ("dropout", "label_smoothing")  # in [0, 1)
-DATA_SETTINGS = ("corpus", "reverse", "limit", "vocab_size", "dictionary")
+DATA_SETTINGS = ("corpus", "reverse", "limit", "vocab_size", "tokenizer", "dictionary")
+# --tokenizer: the suffix of its vocabulary files. A run recorded before the
+# flag existed used WordPiece (`recorded_defaults`).
+TOKENIZERS = {"sentencepiece": "spm", "wordpiece": "vocab"}
 # How long a worker waits for the chief to prepare the data and vocabularies
 # (the Ding corpus's take about two minutes on a 2-core CPU).
 WORKER_WAIT_SECONDS = float(os.environ.get("KERAS_ATTENTION_WORKER_WAIT", 900))
@@ -154,6 +158,7 @@ def recorded_defaults(settings):
     trained with: a run that lacks one is compared as having this value."""
     transformer = settings.get("family") == "transformer"
     return {
+        "tokenizer": "wordpiece",
         **{key: DEFAULTS[key] if transformer else None for key in TRANSFORMER_FLAGS[1:]},
         "warmup": 0,
         "dictionary": 0.0,
@@ -378,27 +383,49 @@ def task_index():
 
 
 # -- data and vocabularies ----------------------------------------------------------
-def load_tokenizers(output, paths=None, vocab_size=8000, log=print):
-    from keras_attention.serving.text import SubwordTokenizer, build_vocabulary
+def vocabulary_paths(output, tokenizer=None):
+    """The source and target vocabulary files of a run: those of
+    `tokenizer`, or (None) of whichever kind `output` holds."""
+    if tokenizer is None:
+        found = [
+            name
+            for name, suffix in TOKENIZERS.items()
+            if os.path.exists(os.path.join(output, f"source.{suffix}"))
+        ]
+        tokenizer = found[0] if found else "sentencepiece"
+    return [
+        os.path.join(output, f"{side}.{TOKENIZERS[tokenizer]}") for side in ("source", "target")
+    ]
+
+
+def load_tokenizers(output, paths=None, vocab_size=8000, log=print, tokenizer=None):
+    """The run's source and target tokenizers. With `paths` (the data
+    split), a missing vocabulary of `tokenizer` is first learned from the
+    training split's side."""
+    from keras_attention.serving.text import build_vocabulary, load_tokenizer, train_sentencepiece
 
     from .translation_data import read_pairs
 
     tokenizers = []
-    for side, column in (("source", 0), ("target", 1)):
-        path = os.path.join(output, f"{side}.vocab")
+    for column, path in enumerate(vocabulary_paths(output, tokenizer)):
         if not os.path.exists(path):
             if paths is None:
                 raise UsageError(f"{path} is missing: train a model into --output {output} first")
+            texts = [pair[column] for pair in read_pairs(paths["train"])]
+            sentencepiece = path.endswith(".spm")
+            learn = train_sentencepiece if sentencepiece else build_vocabulary
             started = time.perf_counter()
-            size = build_vocabulary(
-                [pair[column] for pair in read_pairs(paths["train"])], path, vocab_size
-            )
-            log(
-                f"{side} vocabulary: {size} WordPiece tokens "
-                f"({time.perf_counter() - started:.0f}s) -> {path}"
-            )
+            try:
+                size = learn(texts, path, vocab_size)
+            except ValueError as error:
+                raise UsageError(f"{error}: raise --vocab-size") from None
+            unit = "SentencePiece (unigram) pieces" if sentencepiece else "WordPiece tokens"
+            what = f"{size} {unit} from {len(texts)} texts"
+            seconds = time.perf_counter() - started
+            log(f"{('source', 'target')[column]} vocabulary: {what} ({seconds:.0f}s) -> {path}")
         try:
-            tokenizers.append(SubwordTokenizer(path))
+            with runs.stderr_silenced():  # SentencePiece's C++ log says it uses identity rules
+                tokenizers.append(load_tokenizer(path))
         except (ValueError, UnicodeDecodeError) as error:
             raise UsageError(
                 f"{path} is not a vocabulary ({str(error).splitlines()[0]}): it is damaged; "
@@ -416,6 +443,7 @@ def data_settings(args):
         "reverse": args.reverse,
         "limit": args.limit,
         "vocab_size": args.vocab_size,
+        "tokenizer": args.tokenizer,
         "dictionary": args.dictionary,
     }
 
@@ -513,11 +541,11 @@ def prepared_run(args, settings, chief, log, refuse_finished=False):
         paths = prepare(
             args.output, args.corpus, args.reverse, args.limit, bool(args.dictionary), log=log
         )
-        return (paths, *load_tokenizers(args.output, paths, args.vocab_size, log=log))
+        return (paths, *load_tokenizers(args.output, paths, args.vocab_size, log, args.tokenizer))
     paths = {split: os.path.join(args.output, "data", f"{split}.tsv") for split in SPLITS}
     if args.dictionary:
         paths["dictionary"] = os.path.join(args.output, "data", "dictionary.tsv")
-    vocabularies = [os.path.join(args.output, f"{side}.vocab") for side in ("source", "target")]
+    vocabularies = vocabulary_paths(args.output, args.tokenizer)
     log(f"waiting for the chief to prepare the data in {args.output}")
     runs.wait_for_run(
         args.output,
@@ -1070,7 +1098,14 @@ def parser():
                 "--limit", type=int, help="use only the first N pairs of the corpus (default: all)"
             )
             command.add_argument(
-                "--vocab-size", type=int, default=8000, help="WordPiece vocabulary size target"
+                "--vocab-size", type=int, default=8000, help="subword vocabulary size target"
+            )
+            command.add_argument(
+                "--tokenizer",
+                choices=list(TOKENIZERS),
+                default="sentencepiece",
+                help="subword vocabulary: SentencePiece (decodes to the exact input text) "
+                "or WordPiece (loses where spaces were; the only one before this flag)",
             )
             command.add_argument("--batch-size", type=int, default=64, help="pairs per batch")
             command.add_argument(

@@ -102,14 +102,18 @@ def test_train_writes_a_complete_run(trained):
     for name in (
         "model.keras",
         "config.json",
-        "source.vocab",
-        "target.vocab",
+        "source.spm",  # SentencePiece, the default --tokenizer
+        "target.spm",
         "data/train.tsv",
         "data/test.tsv",
     ):
         assert os.path.exists(os.path.join(output, name)), name
     assert os.listdir(os.path.join(output, "logs"))  # TensorBoard
     assert "training rnn with additive attention" in log and "validation loss" in log
+    assert re.search(r"source vocabulary: \d+ SentencePiece \(unigram\) pieces from \d+ texts", log)
+    assert json.load(open(os.path.join(output, "run.json")))["settings"]["tokenizer"] == (
+        "sentencepiece"
+    )
 
 
 def test_evaluate_reports_bleu_samples_and_heatmaps(trained):
@@ -139,8 +143,12 @@ def test_translating_empty_text_gives_empty_text_as_the_export_does(trained):
 
 @pytest.mark.parametrize("family", ["transformer"])  # convs2s: its export test trains one
 def test_other_families_train(tmp_path, family):
-    run("train", "--output", str(tmp_path), "--family", family, "--epochs", "1", *TINY)
+    """(With WordPiece, the other --tokenizer: the other tests use SentencePiece.)"""
+    flags = ("--family", family, "--epochs", "1", "--tokenizer", "wordpiece")
+    log = run("train", "--output", str(tmp_path), *flags, *TINY)
     assert json.load(open(tmp_path / "config.json"))["family"] == family
+    assert re.search(r"source vocabulary: \d+ WordPiece tokens from \d+ texts", log)
+    assert os.path.exists(tmp_path / "target.vocab") and not os.path.exists(tmp_path / "source.spm")
 
 
 def test_interrupted_training_resumes(tmp_path):
@@ -669,18 +677,18 @@ def test_export_holds_only_core_and_text_ops(exported):
     assert not {op for op in ops if "PyFunc" in op or op.startswith("Xla")}, ops
     unknown = sorted(op for op in ops if op_def_registry.get(op) is None)
     assert not unknown, f"ops no TensorFlow / TensorFlow Text kernel registers: {unknown}"
-    assert any(
-        op.startswith("FastWordpiece") or "Wordpiece" in op or "RegexSplit" in op for op in ops
-    )
+    assert "SentencepieceTokenizeOp" in ops  # the default --tokenizer
 
 
 def test_export_passes_the_op_check_of_every_tf_serving_release(exported):
     """`keras_attention.serving.check` against the committed op lists: the
-    tokenizer's TF Text ops and the decoding loop are in every release."""
+    tokenizer's TF Text ops (SentencePiece's, the default; WordPiece's in
+    tests/test_export.py) and the decoding loop are in every release."""
     from keras_attention.serving import check
 
     ops = check.op_types(check.read_saved_model(exported))
-    assert "WordpieceTokenizeWithOffsets" in ops and "While" in ops  # TF Text, decoding loop
+    assert {"SentencepieceOp", "SentencepieceTokenizeOp", "While"} <= set(ops)
+    assert os.path.exists(os.path.join(exported, "assets", "source.spm"))  # for `tokens` clients
     assert check.check_export(exported) == {s: [] for s in check.available_servings()}
 
 
@@ -739,7 +747,7 @@ def test_a_run_refuses_other_data_settings_and_overwrite_rebuilds(tmp_path):
     (and reported validation loss 0.000); now it is refused with the
     differences, and `--overwrite` builds the run again from the reversed
     data: its source vocabulary is learned from the English side."""
-    from keras_attention.serving.text import build_vocabulary
+    from keras_attention.serving.text import train_sentencepiece
     from recipes.translation_data import read_pairs
 
     output = str(tmp_path / "run")
@@ -756,10 +764,10 @@ def test_a_run_refuses_other_data_settings_and_overwrite_rebuilds(tmp_path):
     # the source side, so its pairs differ from the first run's too).
     pairs = read_pairs(os.path.join(output, "data", "train.tsv"))
     assert sum(source in english for source, _ in pairs) > len(pairs) // 2  # English sources
-    build_vocabulary([source for source, _ in pairs], str(tmp_path / "expected.vocab"), 400)
+    train_sentencepiece([source for source, _ in pairs], str(tmp_path / "expected.spm"), 400)
     assert (
-        open(os.path.join(output, "source.vocab")).read()
-        == open(tmp_path / "expected.vocab").read()
+        open(os.path.join(output, "source.spm"), "rb").read()
+        == open(tmp_path / "expected.spm", "rb").read()
     )
     assert json.load(open(os.path.join(output, "run.json")))["settings"]["reverse"] is True
 
@@ -876,7 +884,7 @@ def test_cli_mistakes_are_error_lines(trained, tmp_path, capsys):
     for argv, message in cases:
         status, out, err = cli(capsys, *argv)
         assert status == 2 and err.startswith(message) and err.count("\n") == 1, (argv, err)
-    for name, message in (("config.json", "is not valid JSON"), ("source.vocab", "is damaged")):
+    for name, message in (("config.json", "is not valid JSON"), ("source.spm", "is damaged")):
         with open(os.path.join(output, name), "w") as handle:
             handle.write("{ damaged")
         status, out, err = cli(capsys, "translate", "--output", output, "Hallo.")
@@ -966,6 +974,43 @@ def test_translate_applies_the_decoding_options_with_and_without_nbest(trained, 
     best = best.splitlines()[1].split("-> ", 1)[1]
     assert nbest.splitlines()[0].split("\t", 1)[1] == best
     assert best != plain.splitlines()[1].split("-> ", 1)[1]
+
+
+# -- issue 12: SentencePiece -------------------------------------------------------------
+def test_a_run_recorded_before_the_tokenizer_flag_is_a_wordpiece_run(tmp_path):
+    """run.json of a run made before --tokenizer lacks it: the run used
+    WordPiece. It resumes with `--tokenizer wordpiece`, its `.vocab` files
+    load as WordPiece tokenizers, and the new default is refused with the
+    difference."""
+    import tensorflow as tf
+
+    from keras_attention.serving.text import RESERVED, SubwordTokenizer
+    from recipes import runs
+
+    def settings(*flags):
+        args = translate.parser().parse_args(["train", "--output", str(tmp_path), *flags])
+        return translate.train_settings(args)[0]
+
+    new, old = settings(), settings("--tokenizer", "wordpiece")
+    assert (new["tokenizer"], old["tokenizer"]) == ("sentencepiece", "wordpiece")
+    output = str(tmp_path / "old")
+    os.makedirs(output)
+    recorded = {key: value for key, value in old.items() if key != "tokenizer"}
+    with open(os.path.join(output, "run.json"), "w") as handle:
+        json.dump({"settings": recorded}, handle)
+    with pytest.raises(ValueError) as refused:
+        runs.claim(output, new, defaults=translate.recorded_defaults(new))
+    assert "tokenizer: 'wordpiece' in the run, 'sentencepiece' now" in str(refused.value)
+    runs.claim(output, old, defaults=translate.recorded_defaults(old))  # resumes
+    assert json.load(open(os.path.join(output, "run.json")))["settings"] == old
+    for side in ("source", "target"):
+        with open(os.path.join(output, f"{side}.vocab"), "w") as handle:
+            handle.write("\n".join(RESERVED + ["ich", "zeit"]) + "\n")
+    tokenizers = translate.load_tokenizers(output)
+    assert all(isinstance(tokenizer, SubwordTokenizer) for tokenizer in tokenizers)
+    assert tokenizers[0].encode(tf.constant(["ich zeit"]), 5)[0].numpy().tolist() == [
+        [1, 4, 5, 2, 0]
+    ]
 
 
 # -- issue 14 --------------------------------------------------------------------------
