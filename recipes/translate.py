@@ -414,6 +414,8 @@ def load_tokenizers(output, paths=None, vocab_size=8000, log=print, tokenizer=No
             texts = [pair[column] for pair in read_pairs(paths["train"])]
             sentencepiece = path.endswith(".spm")
             learn = train_sentencepiece if sentencepiece else build_vocabulary
+            side = ("source", "target")[column]
+            log(f"learning the {side} vocabulary from {len(texts)} training sentences ...")
             started = time.perf_counter()
             try:
                 size = learn(texts, path, vocab_size)
@@ -422,7 +424,7 @@ def load_tokenizers(output, paths=None, vocab_size=8000, log=print, tokenizer=No
             unit = "SentencePiece (unigram) pieces" if sentencepiece else "WordPiece tokens"
             what = f"{size} {unit} from {len(texts)} texts"
             seconds = time.perf_counter() - started
-            log(f"{('source', 'target')[column]} vocabulary: {what} ({seconds:.0f}s) -> {path}")
+            log(f"{side} vocabulary: {what} ({seconds:.0f}s) -> {path}")
         try:
             with runs.stderr_silenced():  # SentencePiece's C++ log says it uses identity rules
                 tokenizers.append(load_tokenizer(path))
@@ -538,6 +540,8 @@ def prepared_run(args, settings, chief, log, refuse_finished=False):
                 f"--output {args.output} already holds a trained model: evaluate or translate "
                 "with it, pass --overwrite to delete it and train again, or choose another --output"
             )
+        if not os.path.exists(os.path.join(args.output, "data", "meta.json")):
+            log("reading the corpus and splitting it into train/valid/test ...")
         paths = prepare(
             args.output, args.corpus, args.reverse, args.limit, bool(args.dictionary), log=log
         )
@@ -730,6 +734,30 @@ def translate_texts(
     return (translations, details) if return_attention else translations
 
 
+LENGTH_BUCKETS = ((1, 5), (6, 10), (11, 15), (16, 25), (26, None))  # source words
+
+
+def bleu_by_length(sources, hypotheses, references, buckets=LENGTH_BUCKETS):
+    """Corpus BLEU of the sentences in each source-length bucket (words
+    split on white space), as Bahdanau et al. (2015, Fig. 2) plot it:
+    `{"1-5": {"bleu": ..., "sentences": n}, ..., "26+": ...}`; a bucket
+    without sentences is left out."""
+    import sacrebleu
+
+    table = {}
+    for low, high in buckets:
+        chosen = [
+            (hypothesis, reference)
+            for source, hypothesis, reference in zip(sources, hypotheses, references)
+            if low <= len(source.split()) and (high is None or len(source.split()) <= high)
+        ]
+        if chosen:
+            bleu = sacrebleu.corpus_bleu([h for h, _ in chosen], [[r for _, r in chosen]])
+            name = f"{low}-{high}" if high else f"{low}+"
+            table[name] = {"bleu": round(bleu.score, 2), "sentences": len(chosen)}
+    return table
+
+
 def evaluate(args, log=print):
     import sacrebleu
 
@@ -742,6 +770,7 @@ def evaluate(args, log=print):
     if args.limit_test:
         pairs = pairs[: args.limit_test]
     sources, references = [p[0] for p in pairs], [p[1] for p in pairs]
+    log(f"translating the {len(pairs)} test sentences (beam search, width {args.beam_width}) ...")
     started = time.perf_counter()
     hypotheses, details = translate_texts(
         model,
@@ -787,7 +816,15 @@ def evaluate(args, log=print):
         "chrf": round(chrf.score, 2),
         "sentences": len(pairs),
         "beam_width": args.beam_width,
+        "bleu_by_source_length": bleu_by_length(sources, hypotheses, references),
     }
+    log(
+        "BLEU by source length (words): "
+        + ", ".join(
+            f"{bucket}: {row['bleu']:.1f} ({row['sentences']})"
+            for bucket, row in scores["bleu_by_source_length"].items()
+        )
+    )
     with open(os.path.join(args.output, "scores.json"), "w", encoding="utf-8") as handle:
         json.dump(scores, handle, indent=2)
     return scores
@@ -1009,15 +1046,20 @@ def demo(args, log=print):
     """The main job: train a Transformer on the Ding corpus, report BLEU and
     samples, draw an attention heatmap, translate a sentence."""
     log("== keras_attention demo: German -> English on the Ding dictionary's example sentences")
+    started = time.perf_counter()
     settings, _ = train_settings(args)
     if finished(args.output) and not args.overwrite:
         runs.claim(args.output, settings, defaults=recorded_defaults(settings))  # refuses others
         log(f"{args.output} holds the trained demo model: evaluating it (--overwrite retrains)")
     else:
         train(args, log)
-    args.samples, args.limit_test = 5, args.limit_test or 300
-    evaluate(args, log)
-    args.text = ["Ich habe keine Zeit.", "Wo ist der Bahnhof?"]
+    args.samples = 5
+    scores = evaluate(args, log)
+    args.text = [
+        "Ich habe keine Zeit.",
+        "Wo ist der Bahnhof?",
+        "Bei meinem Handy war der Akku leer.",
+    ]
     translate_command(args, log)
     import tensorflow as tf
 
@@ -1028,6 +1070,10 @@ def demo(args, log=print):
     )
     log(
         f"through the exported model: {args.text[0]} -> {served['translation'].numpy()[0].decode()}"
+    )
+    log(
+        f"== done in {(time.perf_counter() - started) / 60:.1f} minutes: test BLEU "
+        f"{scores['bleu']:.2f}, chrF {scores['chrf']:.2f} on {scores['sentences']} sentences"
     )
 
 
@@ -1309,7 +1355,7 @@ def parser():
     demo_command = add("demo", "train, evaluate and translate: the main job of `make demo`")
     demo_command.add_argument("--beam-width", type=int, default=4, help="beam search width")
     demo_command.add_argument(
-        "--limit-test", type=int, default=300, help="evaluate only the first N test sentences"
+        "--limit-test", type=int, help="evaluate only the first N test sentences (default: all)"
     )
     # Sized to finish (vocabularies, training, evaluation) in about ten
     # minutes on a 2-core CPU; `train` defaults are larger.

@@ -1153,3 +1153,14 @@ def test_dictionary_entries_are_extra_pairs_and_never_a_held_out_sentence(tmp_pa
     drawn = [s for s, _ in first if s in entry_sources - sentence_sources]
     assert 0.35 * kept < len(drawn) < 0.6 * kept  # about half as many as the sentences
     assert {s for s, _ in first} != {s for s, _ in second}  # a new draw each epoch
+
+
+def test_bleu_by_source_length_scores_each_bucket_on_its_own_sentences():
+    short = ["Ich bin hier.", "Das ist gut so."]  # 3 and 4 words
+    long = ["Wir haben gestern den ganzen Tag im Garten gearbeitet."]  # 9 words
+    references = ["I am here now.", "That is fine as it is.", "We worked in the garden all day."]
+    hypotheses = [references[0], references[1], "No."]
+    table = translate.bleu_by_length(short + long, hypotheses, references)
+    assert list(table) == ["1-5", "6-10"]  # empty buckets are left out
+    assert table["1-5"] == {"bleu": 100.0, "sentences": 2}
+    assert table["6-10"]["sentences"] == 1 and table["6-10"]["bleu"] < 1.0
