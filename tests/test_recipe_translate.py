@@ -1210,7 +1210,8 @@ def test_translate_reads_lines_from_a_file_or_stdin_and_keeps_every_line(
     flags = ["--output", trained[0], "--beam-width", "2"]
     _, by_arguments, _ = cli(capsys, "translate", *flags, *sentences)
     expected = [line.split("-> ", 1)[1] for line in by_arguments.splitlines()[1::2]]
-    assert expected[1] == expected[3] == "" and all(expected[i] for i in (0, 2, 4))
+    # (the tiny model may also give "" for a sentence; blank lines must)
+    assert len(expected) == 5 and expected[1] == expected[3] == ""
     status, out, err = cli(capsys, "translate", *flags, "--input", str(path))
     assert status == 0 and out.splitlines() == expected and out.endswith("\n"), err
     for extra in ([], ["--input", "-"]):
@@ -1440,3 +1441,16 @@ def test_average_command_writes_the_mean_of_the_given_checkpoints(trained, tmp_p
     ):
         status, out, err = cli(capsys, "average", "--output", output, *flags)
         assert status == 2 and err.startswith(message) and err.count("\n") == 1, err
+
+
+def test_results_rewrites_its_table_and_keeps_what_was_written_by_hand(tmp_path):
+    from recipes.results import write_generated_part
+
+    path = str(tmp_path / "RESULTS.md")
+    write_generated_part(path, "| table 1 |\n")
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write("\n## Reading the table\n\nby hand\n")
+    write_generated_part(path, "| table 2 |\n")
+    text = open(path, encoding="utf-8").read()
+    assert "| table 2 |" in text and "| table 1 |" not in text
+    assert text.endswith("\n## Reading the table\n\nby hand\n")
