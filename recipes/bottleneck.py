@@ -73,8 +73,8 @@ MODELS = (
     )
     + ("convs2s", "transformer")
 )
-# The sweep of nine models takes about 15 minutes on the project's 2-core
-# CPU while others use it (load 8-10), 8 on a quiet one; in this budget an
+# Timed one model at a time, the sweep of nine comes to about 15 minutes on
+# the project's 2-core CPU while others use it (load 8-10); in this budget an
 # attention RNN learns lengths up to 20 almost perfectly, the baseline up to 10.
 DEFAULTS = {
     "steps": 500,
