@@ -49,7 +49,8 @@ def test_training_targets_are_the_sources_reversed_and_mapped():
 
 
 def test_buckets_and_the_test_set():
-    assert bottleneck.length_buckets(5, 60) == [
+    assert bottleneck.length_buckets(5, 30) == [(5, 10), (11, 15), (16, 20), (21, 25), (26, 30)]
+    assert bottleneck.length_buckets(5, 60, width=10) == [
         (5, 10),
         (11, 20),
         (21, 30),
@@ -178,6 +179,10 @@ def test_tiny_sweep_writes_results_that_recount_from_its_predictions(tmp_path, c
         (["--models", "transformer", "--units", "10"], "error: --units must be a multiple of 4"),
         (["--max-length", "4"], "error: --max-length must be >= --min-length 5; got 4"),
         (["--steps", "0"], "error: --steps must be >= 1; got 0"),
+        (
+            ["--transformer-learning-rate", "0"],
+            "error: --transformer-learning-rate must be > 0; got 0.0",
+        ),
     ],
 )
 def test_usage_errors(argv, message, capsys, tmp_path):
