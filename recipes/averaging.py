@@ -45,19 +45,35 @@ def kept_checkpoints(folder):
 class KeepLastEpochs(keras.callbacks.Callback):
     """Save the weights after every epoch into `folder` and delete all but
     the newest `keep` (the files stay after training, for `average`). A
-    diverged epoch (a non-finite log) is not saved."""
+    diverged epoch (a non-finite log) is not saved.
 
-    def __init__(self, folder, keep):
+    A run killed after its `BackupAndRestore` saved an epoch and before
+    this callback did resumes after that epoch, whose weights it has: at
+    the start of training, the epoch the backup in `backup` (a folder)
+    restored is saved here when it is missing. Place this callback after
+    the backup's."""
+
+    def __init__(self, folder, keep, backup=None):
         super().__init__()
-        self.folder, self.keep = folder, keep
+        self.folder, self.keep, self.backup = folder, keep, backup
+
+    def on_train_begin(self, logs=None):
+        metadata = os.path.join(self.backup or "", "training_metadata.json")
+        if self.backup and os.path.exists(metadata):
+            restored = int(runs.read_json(metadata, "the backup's epoch").get("epoch", 0))
+            if restored and not os.path.exists(epoch_path(self.folder, restored)):
+                self.save(restored)
 
     def on_epoch_end(self, epoch, logs=None):
-        if not all(math.isfinite(value) for value in (logs or {}).values()):
-            return
+        if all(math.isfinite(value) for value in (logs or {}).values()):
+            self.save(epoch + 1)
+
+    def save(self, epoch):
+        """Save the model as the checkpoint of `epoch` (from 1); keep `keep`."""
         os.makedirs(self.folder, exist_ok=True)
-        runs.write_atomically(epoch_path(self.folder, epoch + 1), self.model.save_weights)
+        runs.write_atomically(epoch_path(self.folder, epoch), self.model.save_weights)
         for done, path in kept_checkpoints(self.folder):
-            if done <= epoch + 1 - self.keep or done > epoch + 1:  # older, or a stale later one
+            if done <= epoch - self.keep or done > epoch:  # older, or a stale later one
                 os.remove(path)
 
 

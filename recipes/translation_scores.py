@@ -80,7 +80,8 @@ def monitoring_callbacks(args, valid_path, translate, work, log=print):
     validation BLEU every `--bleu-every` epochs on the first
     `--bleu-sentences` pairs of `valid_path` (`translate`: greedy
     `texts -> translations`), and the last `--average-last` epochs'
-    weights kept in `<work>/checkpoints/`."""
+    weights kept in `<work>/checkpoints/` (also the one `<work>/backup/`
+    restores)."""
     from .averaging import FOLDER, KeepLastEpochs
     from .translation_data import read_pairs
 
@@ -89,5 +90,9 @@ def monitoring_callbacks(args, valid_path, translate, work, log=print):
         pairs = read_pairs(valid_path)[: args.bleu_sentences]
         callbacks.append(ValidationBleu(args.bleu_every, pairs, translate, log))
     if getattr(args, "average_last", None):
-        callbacks.append(KeepLastEpochs(os.path.join(work, FOLDER), args.average_last))
+        callbacks.append(
+            KeepLastEpochs(
+                os.path.join(work, FOLDER), args.average_last, os.path.join(work, "backup")
+            )
+        )
     return callbacks

@@ -1454,3 +1454,30 @@ def test_results_rewrites_its_table_and_keeps_what_was_written_by_hand(tmp_path)
     text = open(path, encoding="utf-8").read()
     assert "| table 2 |" in text and "| table 1 |" not in text
     assert text.endswith("\n## Reading the table\n\nby hand\n")
+
+
+def test_kept_epochs_include_the_one_a_resumed_backup_restores(tmp_path):
+    """A kill after the backup saved epoch 2 and before epoch 2 was kept:
+    the resumed training starts after epoch 2 and keeps it from the
+    restored weights (the average missed the last epoch before); later
+    epochs keep only the newest `keep`."""
+    import keras
+
+    from recipes.averaging import KeepLastEpochs, kept_checkpoints
+
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    model.compile("adam", "mse")
+    backup = tmp_path / "backup"
+    backup.mkdir()
+    (backup / "training_metadata.json").write_text('{"epoch": 2, "batch": 0}')
+    folder = str(tmp_path / "checkpoints")
+    keep = KeepLastEpochs(folder, 2, str(backup))
+    keep.set_model(model)
+    keep.on_train_begin()
+    assert [epoch for epoch, _ in kept_checkpoints(folder)] == [2]
+    kernel = weight_arrays(kept_checkpoints(folder)[0][1])
+    assert any(np.array_equal(value, model.get_weights()[0]) for value in kernel.values())
+    keep.on_epoch_end(2, {"loss": 1.0})
+    keep.on_epoch_end(3, {"loss": float("nan")})  # diverged: not kept
+    keep.on_epoch_end(3, {"loss": 0.5})
+    assert [epoch for epoch, _ in kept_checkpoints(folder)] == [3, 4]
