@@ -30,6 +30,7 @@ import os
 import shutil
 import sys
 import time
+import weakref
 
 from .runs import import_tensorflow_quietly
 
@@ -717,6 +718,35 @@ def train(args, log=print):
     return model
 
 
+_SEARCHES = weakref.WeakKeyDictionary()  # model -> {decoding settings: tf.function}
+
+
+def compiled_search(model, max_length, beam_width, return_attention, options):
+    """The model's search as one graph (in eager mode its loop would run op
+    by op), traced once per model and settings: a file translated in chunks
+    or a BLEU computed each epoch reuses it. The batch dimension is left
+    unknown, so a last, shorter batch needs no second trace."""
+    import tensorflow as tf
+
+    from keras_attention.seq2seq.generation import generate
+
+    searches = _SEARCHES.setdefault(model, {})
+    key = (max_length, beam_width, return_attention, tuple(sorted(options.items())))
+    if key not in searches:
+        searches[key] = tf.function(
+            lambda source: generate(
+                model,
+                source,
+                max_length + 1,
+                beam_width,
+                return_attention=return_attention,
+                **options,
+            ),
+            input_signature=[tf.TensorSpec([None, max_length], tf.int32)],
+        )
+    return searches[key]
+
+
 def translate_texts(
     model,
     source_tokenizer,
@@ -734,17 +764,7 @@ def translate_texts(
     import numpy as np
     import tensorflow as tf
 
-    from keras_attention.seq2seq.generation import generate
-
-    # One graph for every batch (in eager mode the search's loop would run
-    # op by op); the batch dimension is left unknown, so the last, shorter
-    # batch needs no second trace.
-    search = tf.function(
-        lambda source: generate(
-            model, source, max_length + 1, beam_width, return_attention=return_attention, **options
-        ),
-        input_signature=[tf.TensorSpec([None, max_length], tf.int32)],
-    )
+    search = compiled_search(model, max_length, beam_width, return_attention, options)
     translations, details = [], []
     for start in range(0, len(texts), batch_size):
         source, _ = source_tokenizer.encode(
