@@ -9,6 +9,7 @@ finished run keeps (`model.keras`, `config.json`) are written to a
 temporary file and renamed into place, so a kill never leaves half of one.
 """
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -21,18 +22,37 @@ RUN_FILE = "run.json"
 RUN_ENTRIES = (
     RUN_FILE,
     "data",
+    "source.spm",
+    "target.spm",
     "source.vocab",
     "target.vocab",
     "backup",
+    "checkpoints",
     "logs",
     "model.keras",
     "config.json",
     "final.weights.h5",
+    "best.weights.h5",
+    "best.weights.h5.json",
     "scores.json",
     "attention",
     "tuning",
     "best_hyperparameters.json",
 )
+
+
+@contextlib.contextmanager
+def stderr_silenced():
+    """File descriptor 2 sent to /dev/null inside the block (C++ libraries
+    write there directly, before any Python logging), restored after it."""
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def import_tensorflow_quietly():
@@ -45,16 +65,10 @@ def import_tensorflow_quietly():
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     if importlib.util.find_spec("tensorflow") is None:
         return
-    saved = os.dup(2)
-    try:
-        with open(os.devnull, "w") as devnull:
-            os.dup2(devnull.fileno(), 2)
-            import tensorflow as tf
+    with stderr_silenced():
+        import tensorflow as tf
 
-            tf.config.list_physical_devices("GPU")  # the CUDA probe prints here
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
+        tf.config.list_physical_devices("GPU")  # the CUDA probe prints here
 
 
 def temporary_path(path):

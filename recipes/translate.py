@@ -4,13 +4,16 @@
     keras-attention-translate train --family rnn --attention additive --epochs 8
     keras-attention-translate evaluate --output runs/translate   # BLEU, chrF, samples, heatmaps
     keras-attention-translate translate --output runs/translate "Ich habe keine Zeit."
+    keras-attention-translate translate --output runs/translate < de.txt > en.txt  # a line each
+    keras-attention-translate average --output runs/translate --last 5   # checkpoint averaging
     keras-attention-translate tune --output runs/tune            # KerasTuner (resumable)
     keras-attention-translate demo                               # what `make demo` runs
 
 Data: the German-English sentences of Debian's `trans-de-en` by default
 (`--reverse` for English -> German), or `--corpus FILE.tsv` with
 `source<TAB>target` lines. A run keeps everything in `--output`: the data
-split, the WordPiece vocabularies, `config.json`, checkpoints and
+split, the vocabularies (SentencePiece models `source.spm`, `target.spm`;
+`--tokenizer wordpiece`: `source.vocab`, `target.vocab`), `config.json`, checkpoints and
 TensorBoard logs (`logs/`), and the trained model (`model.keras`).
 Training resumes from its last epoch when re-run after an interruption.
 
@@ -27,6 +30,7 @@ import os
 import shutil
 import sys
 import time
+import weakref
 
 from .runs import import_tensorflow_quietly
 
@@ -51,17 +55,23 @@ DEFAULTS = {  # sizes that train a reasonable model on the Ding corpus in minute
     "learning_rate": 1e-3,
     "label_smoothing": 0.1,
     "style": "luong",
+    "warmup": 0,  # steps of learning-rate warm-up (0: a constant rate)
+    "tie_embeddings": False,  # the transformer's output projection is its target embedding
 }
 # The flags only some families have: the transformer's embedding width is
 # --units, and only the transformer has several heads (and their variants).
-TRANSFORMER_FLAGS = ("heads", "position", "kv_heads", "window")
+TRANSFORMER_FLAGS = ("heads", "position", "kv_heads", "window", "tie_embeddings")
 FAMILY_FLAGS = {
     "embed_dim": ("rnn", "convs2s"),
     **{key: ("transformer",) for key in TRANSFORMER_FLAGS},
 }
 INTEGER_FLAGS = ("embed_dim", "units", "layers", "heads", "kv_heads", "window", "max_length")
+COUNT_FLAGS = ("warmup",)  # >= 0
 FRACTION_FLAGS = ("dropout", "label_smoothing")  # in [0, 1)
-DATA_SETTINGS = ("corpus", "reverse", "limit", "vocab_size")
+DATA_SETTINGS = ("corpus", "reverse", "limit", "vocab_size", "tokenizer", "dictionary")
+# --tokenizer: the suffix of its vocabulary files. A run recorded before the
+# flag existed used WordPiece (`recorded_defaults`).
+TOKENIZERS = {"sentencepiece": "spm", "wordpiece": "vocab"}
 # How long a worker waits for the chief to prepare the data and vocabularies
 # (the Ding corpus's take about two minutes on a 2-core CPU).
 WORKER_WAIT_SECONDS = float(os.environ.get("KERAS_ATTENTION_WORKER_WAIT", 900))
@@ -90,6 +100,8 @@ def model_config(args, hyperparameters=None):
             "label_smoothing",
             "max_length",
             "style",
+            "warmup",
+            "tie_embeddings",
         )
     }
     family = (hyperparameters or {}).get("family", config["family"])
@@ -131,6 +143,9 @@ def model_config(args, hyperparameters=None):
     check_number("learning_rate", config["learning_rate"], low=0, low_included=False)
     for key in FRACTION_FLAGS:
         check_number(key, config[key], low=0, high=1)
+    for key in COUNT_FLAGS:
+        config[key] = DEFAULTS[key] if config[key] is None else config[key]
+        check_number(key, config[key], integer=True, low=0)
     if config["position"] is not None and config["position"] not in POSITIONS:
         raise UsageError(f"--position must be one of {list(POSITIONS)}; got {config['position']!r}")
     if config["kv_heads"] is not None and config["heads"] % config["kv_heads"]:
@@ -145,7 +160,12 @@ def recorded_defaults(settings):
     """The model settings a `run.json` written before they were flags was
     trained with: a run that lacks one is compared as having this value."""
     transformer = settings.get("family") == "transformer"
-    return {key: DEFAULTS[key] if transformer else None for key in TRANSFORMER_FLAGS[1:]}
+    return {
+        "tokenizer": "wordpiece",
+        **{key: DEFAULTS[key] if transformer else None for key in TRANSFORMER_FLAGS[1:]},
+        "warmup": 0,
+        "dictionary": 0.0,
+    }
 
 
 def check_number(name, value, integer=False, low=None, high=None, low_included=True):
@@ -169,7 +189,9 @@ def build_model(config, source_vocab, target_vocab):
 
     from keras_attention.seq2seq import (
         ConvS2SSeq2Seq,
+        MaskedAccuracy,
         MaskedCrossEntropy,
+        MaskedPerplexity,
         RecurrentSeq2Seq,
         TransformerSeq2Seq,
     )
@@ -217,14 +239,22 @@ def build_model(config, source_vocab, target_vocab):
             position=config.get("position") or DEFAULTS["position"],
             num_key_value_heads=config.get("kv_heads"),
             sliding_window=config.get("window"),
+            tie_embeddings=bool(config.get("tie_embeddings")),
         )
     # Build the weights now: KerasTuner loads checkpoints into freshly
     # built models, and BackupAndRestore restores.
     model.build()
-    optimizer = keras.optimizers.Adam(float(config["learning_rate"]), global_clipnorm=1.0)
+    from keras_attention.seq2seq import InverseSquareRootSchedule
+
+    learning_rate = float(config["learning_rate"])
+    if config.get("warmup"):
+        learning_rate = InverseSquareRootSchedule(learning_rate, int(config["warmup"]))
+    optimizer = keras.optimizers.Adam(learning_rate, global_clipnorm=1.0)
     model.compile(
         optimizer,
         MaskedCrossEntropy(label_smoothing=float(config["label_smoothing"])),
+        # token accuracy and perplexity (unsmoothed) of each epoch, padding excluded
+        metrics=[MaskedAccuracy(), MaskedPerplexity()],
         jit_compile=bool(config.get("jit", False)),
     )
     return model
@@ -264,6 +294,59 @@ def resilient_backup(directory, log=print):
 
     # Deleted by `train` once the final model and config are in place.
     return ResilientBackup(directory, double_checkpoint=True, delete_checkpoint=False)
+
+
+def best_weights(path, log=print):
+    """A callback that keeps the weights of the epoch with the lowest
+    validation loss in `path` (written atomically, with its loss and epoch
+    in `path.json`, so a resumed run knows the best so far); its
+    `restore(model)` loads them at the end of training."""
+    import keras
+
+    class BestWeights(keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            record = path + ".json"
+            saved = runs.read_json(record, "the best epoch") if os.path.exists(record) else {}
+            self.val_loss = saved.get("val_loss", math.inf)
+            self.epoch = saved.get("epoch")
+            self.last_val_loss = None
+
+        def on_epoch_end(self, epoch, logs=None):
+            value = (logs or {}).get("val_loss")
+            if value is None or not math.isfinite(value):
+                return
+            self.last_val_loss = float(value)
+            if value < self.val_loss:
+                self.val_loss, self.epoch = float(value), epoch + 1
+                runs.write_atomically(path, self.model.save_weights)
+                runs.write_json_atomically(
+                    path + ".json", {"val_loss": self.val_loss, "epoch": self.epoch}
+                )
+
+        def restore(self, model):
+            """Load the best weights when an epoch before the last was
+            better; True when the model now holds the best epoch's."""
+            if self.epoch is None or not os.path.exists(path):
+                return False
+            if self.last_val_loss is not None and self.last_val_loss <= self.val_loss:
+                return True  # the last epoch is the best
+            model.load_weights(path)
+            log(
+                f"keeping epoch {self.epoch}'s weights, the best on validation loss "
+                f"({self.val_loss:.3f})"
+            )
+            return True
+
+    return BestWeights()
+
+
+def fit_verbosity(verbose):
+    """Keras's progress bar when the output is a terminal (`verbose` None),
+    one line per epoch otherwise; or the verbosity asked for."""
+    if verbose is not None:
+        return verbose
+    return 1 if sys.stdout.isatty() else 2
 
 
 def completed_epochs(backup):
@@ -307,27 +390,51 @@ def task_index():
 
 
 # -- data and vocabularies ----------------------------------------------------------
-def load_tokenizers(output, paths=None, vocab_size=8000, log=print):
-    from keras_attention.serving.text import SubwordTokenizer, build_vocabulary
+def vocabulary_paths(output, tokenizer=None):
+    """The source and target vocabulary files of a run: those of
+    `tokenizer`, or (None) of whichever kind `output` holds."""
+    if tokenizer is None:
+        found = [
+            name
+            for name, suffix in TOKENIZERS.items()
+            if os.path.exists(os.path.join(output, f"source.{suffix}"))
+        ]
+        tokenizer = found[0] if found else "sentencepiece"
+    return [
+        os.path.join(output, f"{side}.{TOKENIZERS[tokenizer]}") for side in ("source", "target")
+    ]
+
+
+def load_tokenizers(output, paths=None, vocab_size=8000, log=print, tokenizer=None):
+    """The run's source and target tokenizers. With `paths` (the data
+    split), a missing vocabulary of `tokenizer` is first learned from the
+    training split's side."""
+    from keras_attention.serving.text import build_vocabulary, load_tokenizer, train_sentencepiece
 
     from .translation_data import read_pairs
 
     tokenizers = []
-    for side, column in (("source", 0), ("target", 1)):
-        path = os.path.join(output, f"{side}.vocab")
+    for column, path in enumerate(vocabulary_paths(output, tokenizer)):
         if not os.path.exists(path):
             if paths is None:
                 raise UsageError(f"{path} is missing: train a model into --output {output} first")
+            texts = [pair[column] for pair in read_pairs(paths["train"])]
+            sentencepiece = path.endswith(".spm")
+            learn = train_sentencepiece if sentencepiece else build_vocabulary
+            side = ("source", "target")[column]
+            log(f"learning the {side} vocabulary from {len(texts)} training sentences ...")
             started = time.perf_counter()
-            size = build_vocabulary(
-                [pair[column] for pair in read_pairs(paths["train"])], path, vocab_size
-            )
-            log(
-                f"{side} vocabulary: {size} WordPiece tokens "
-                f"({time.perf_counter() - started:.0f}s) -> {path}"
-            )
+            try:
+                size = learn(texts, path, vocab_size)
+            except ValueError as error:
+                raise UsageError(f"{error}: raise --vocab-size") from None
+            unit = "SentencePiece (unigram) pieces" if sentencepiece else "WordPiece tokens"
+            what = f"{size} {unit} from {len(texts)} texts"
+            seconds = time.perf_counter() - started
+            log(f"{side} vocabulary: {what} ({seconds:.0f}s) -> {path}")
         try:
-            tokenizers.append(SubwordTokenizer(path))
+            with runs.stderr_silenced():  # SentencePiece's C++ log says it uses identity rules
+                tokenizers.append(load_tokenizer(path))
         except (ValueError, UnicodeDecodeError) as error:
             raise UsageError(
                 f"{path} is not a vocabulary ({str(error).splitlines()[0]}): it is damaged; "
@@ -345,25 +452,42 @@ def data_settings(args):
         "reverse": args.reverse,
         "limit": args.limit,
         "vocab_size": args.vocab_size,
+        "tokenizer": args.tokenizer,
+        "dictionary": args.dictionary,
     }
 
 
-def datasets(paths, source_tokenizer, target_tokenizer, max_length, batch_size, seed, log):
+def datasets(
+    paths,
+    source_tokenizer,
+    target_tokenizer,
+    max_length,
+    batch_size,
+    seed,
+    log,
+    batch_tokens=None,
+    dictionary=0.0,
+):
     """The training and validation datasets; each split's pairs are counted
     after the `max_length` filter, reported, and an empty split stops the
-    run with a message."""
+    run with a message. With `dictionary` > 0, each training epoch adds that
+    many dictionary entries per sentence pair."""
     from .translation_data import make_dataset
 
     made = []
     for split in ("train", "valid"):
+        training = split == "train"
         data, kept, total = make_dataset(
             paths[split],
             source_tokenizer,
             target_tokenizer,
             max_length,
             batch_size,
-            shuffle=split == "train",
+            shuffle=training,
             seed=seed,
+            batch_tokens=batch_tokens,
+            extra_path=paths.get("dictionary") if training and dictionary else None,
+            extra_ratio=dictionary if training else 0.0,
         )
         log(
             f"{split}: {kept} of {total} pairs fit --max-length {max_length}"
@@ -423,10 +547,16 @@ def prepared_run(args, settings, chief, log, refuse_finished=False):
                 f"--output {args.output} already holds a trained model: evaluate or translate "
                 "with it, pass --overwrite to delete it and train again, or choose another --output"
             )
-        paths = prepare(args.output, args.corpus, args.reverse, args.limit, log=log)
-        return (paths, *load_tokenizers(args.output, paths, args.vocab_size, log=log))
+        if not os.path.exists(os.path.join(args.output, "data", "meta.json")):
+            log("reading the corpus and splitting it into train/valid/test ...")
+        paths = prepare(
+            args.output, args.corpus, args.reverse, args.limit, bool(args.dictionary), log=log
+        )
+        return (paths, *load_tokenizers(args.output, paths, args.vocab_size, log, args.tokenizer))
     paths = {split: os.path.join(args.output, "data", f"{split}.tsv") for split in SPLITS}
-    vocabularies = [os.path.join(args.output, f"{side}.vocab") for side in ("source", "target")]
+    if args.dictionary:
+        paths["dictionary"] = os.path.join(args.output, "data", "dictionary.tsv")
+    vocabularies = vocabulary_paths(args.output, args.tokenizer)
     log(f"waiting for the chief to prepare the data in {args.output}")
     runs.wait_for_run(
         args.output,
@@ -468,6 +598,10 @@ def train(args, log=print):
 
     from keras_attention.serving.distribute import adapt_for_distribution
 
+    from .averaging import average_last_epochs
+    from .translation_io import validation_file
+    from .translation_scores import monitoring_callbacks
+
     settings, config = train_settings(args)
     config["jit"] = args.jit
     strategy = choose_strategy()  # first: collective ops must be set up before any other TF op
@@ -477,6 +611,11 @@ def train(args, log=print):
     paths, source_tokenizer, target_tokenizer = prepared_run(
         args, settings, is_chief(), log, refuse_finished=True
     )
+    # Workers other than the chief keep their checkpoints apart, so that no
+    # two processes write one file.
+    work = args.output if is_chief() else os.path.join(args.output, f"worker-{task_index()}")
+    if getattr(args, "valid", None):  # the user's validation file instead of the split's
+        paths = {**paths, "valid": validation_file(args.output, args.valid, work, log)}
     train_data, valid_data = datasets(
         paths,
         source_tokenizer,
@@ -485,14 +624,13 @@ def train(args, log=print):
         args.batch_size,
         args.seed,
         log,
+        batch_tokens=args.batch_tokens,
+        dictionary=args.dictionary,
     )
     with strategy.scope():
         model = build_model(config, source_tokenizer.vocab_size, target_tokenizer.vocab_size)
         model.optimizer.build(model.trainable_variables)
         adapt_for_distribution(model)  # several replicas: global token counts; multi-worker fixes
-    # Workers other than the chief keep their checkpoints apart, so that no
-    # two processes write one file.
-    work = args.output if is_chief() else os.path.join(args.output, f"worker-{task_index()}")
     backup = os.path.join(work, "backup")
     done = completed_epochs(backup)
     if done > args.epochs:
@@ -503,11 +641,27 @@ def train(args, log=print):
         )
     if done:
         log(f"resuming an interrupted run after its epoch {done} of {args.epochs} ({backup})")
+    best = best_weights(os.path.join(work, "best.weights.h5"), log)
     callbacks = [
         resilient_backup(backup, log),
         keras.callbacks.TerminateOnNaN(),
+        best,
+        # validation BLEU, kept epochs: before TensorBoard, which logs their val_bleu
+        *monitoring_callbacks(
+            args,
+            paths["valid"],
+            lambda texts: translate_texts(
+                model, source_tokenizer, target_tokenizer, texts, config["max_length"], 1
+            ),
+            work,
+            log if is_chief() else None,
+        ),
         keras.callbacks.TensorBoard(os.path.join(work, "logs")),
     ]
+    if args.patience:
+        callbacks.append(
+            keras.callbacks.EarlyStopping("val_loss", patience=args.patience, verbose=1)
+        )
     log(
         f"training {config['family']}"
         + (f" with {config['attention']} attention" if config["family"] == "rnn" else "")
@@ -520,7 +674,7 @@ def train(args, log=print):
         epochs=args.epochs,
         callbacks=callbacks,
         shuffle=False,  # the training dataset shuffles itself
-        verbose=args.verbose,
+        verbose=fit_verbosity(args.verbose),
     ).history
     seconds = time.perf_counter() - started
     if not all(math.isfinite(value) for values in history.values() for value in values):
@@ -529,11 +683,17 @@ def train(args, log=print):
             f"and any earlier model in {args.output} is kept: lower --learning-rate "
             f"(now {config['learning_rate']})"
         )
-    if history.get("val_loss"):
+    if best.restore(model):  # the best epoch's weights, not the last's
+        val_loss = best.val_loss
+    elif history.get("val_loss"):
         val_loss = float(history["val_loss"][-1])
     else:  # every epoch was done before (a kill during the final save): the backup's model
         result = model.evaluate(valid_data, verbose=0)
         val_loss = float(result[0] if isinstance(result, list) else result)
+    averaged = {}
+    if getattr(args, "average_last", None):  # the mean of the last epochs becomes the model
+        averaged = average_last_epochs(model, work, args.average_last, valid_data, val_loss, log)
+        val_loss = averaged.pop("val_loss", val_loss)
     runs.write_atomically(os.path.join(work, "final.weights.h5"), model.save_weights)
     if is_chief():
         runs.write_atomically(os.path.join(args.output, "model.keras"), model.save)
@@ -546,6 +706,7 @@ def train(args, log=print):
                 "epochs": args.epochs,
                 "train_seconds": round(seconds, 1),
                 "val_loss": round(val_loss, 4),
+                **({"averaged": averaged} if averaged else {}),
             },
         )
     # Only now that model.keras and config.json are in place.
@@ -555,6 +716,35 @@ def train(args, log=print):
         f"{os.path.join(args.output, 'model.keras')}"
     )
     return model
+
+
+_SEARCHES = weakref.WeakKeyDictionary()  # model -> {decoding settings: tf.function}
+
+
+def compiled_search(model, max_length, beam_width, return_attention, options):
+    """The model's search as one graph (in eager mode its loop would run op
+    by op), traced once per model and settings: a file translated in chunks
+    or a BLEU computed each epoch reuses it. The batch dimension is left
+    unknown, so a last, shorter batch needs no second trace."""
+    import tensorflow as tf
+
+    from keras_attention.seq2seq.generation import generate
+
+    searches = _SEARCHES.setdefault(model, {})
+    key = (max_length, beam_width, return_attention, tuple(sorted(options.items())))
+    if key not in searches:
+        searches[key] = tf.function(
+            lambda source: generate(
+                model,
+                source,
+                max_length + 1,
+                beam_width,
+                return_attention=return_attention,
+                **options,
+            ),
+            input_signature=[tf.TensorSpec([None, max_length], tf.int32)],
+        )
+    return searches[key]
 
 
 def translate_texts(
@@ -574,16 +764,13 @@ def translate_texts(
     import numpy as np
     import tensorflow as tf
 
-    from keras_attention.seq2seq.generation import generate
-
+    search = compiled_search(model, max_length, beam_width, return_attention, options)
     translations, details = [], []
     for start in range(0, len(texts), batch_size):
         source, _ = source_tokenizer.encode(
             tf.constant(texts[start : start + batch_size]), max_length
         )
-        result = generate(
-            model, source, max_length + 1, beam_width, return_attention=return_attention, **options
-        )
+        result = search(source)
         tokens, attention = result["tokens"], result.get("attention")
         text = target_tokenizer.blank_where_empty(
             tf.constant(texts[start : start + batch_size]), target_tokenizer.decode(tokens)
@@ -594,18 +781,47 @@ def translate_texts(
     return (translations, details) if return_attention else translations
 
 
-def evaluate(args, log=print):
+LENGTH_BUCKETS = ((1, 5), (6, 10), (11, 15), (16, 25), (26, None))  # source words
+
+
+def bleu_by_length(sources, hypotheses, references, buckets=LENGTH_BUCKETS):
+    """Corpus BLEU of the sentences in each source-length bucket (words
+    split on white space), as Bahdanau et al. (2015, Fig. 2) plot it:
+    `{"1-5": {"bleu": ..., "sentences": n}, ..., "26+": ...}`; a bucket
+    without sentences is left out."""
     import sacrebleu
 
+    table = {}
+    for low, high in buckets:
+        chosen = [
+            (hypothesis, reference)
+            for source, hypothesis, reference in zip(sources, hypotheses, references)
+            if low <= len(source.split()) and (high is None or len(source.split()) <= high)
+        ]
+        if chosen:
+            bleu = sacrebleu.corpus_bleu([h for h, _ in chosen], [[r for _, r in chosen]])
+            name = f"{low}-{high}" if high else f"{low}+"
+            table[name] = {"bleu": round(bleu.score, 2), "sentences": len(chosen)}
+    return table
+
+
+def evaluate(args, log=print):
     from keras_attention.seq2seq.plotting import plot_attention
 
     from .translation_data import read_pairs
+    from .translation_io import read_pair_file
+    from .translation_scores import corpus_scores, write_scores
 
+    test_file = getattr(args, "test", None)  # the user's test file, read before the model
+    pairs = read_pair_file(test_file, "--test", log) if test_file else None
     model, config, source_tokenizer, target_tokenizer = load_run(args.output)
-    pairs = read_pairs(os.path.join(args.output, "data", "test.tsv"))
+    if not test_file:
+        test_file = os.path.join(args.output, "data", "test.tsv")
+        pairs = read_pairs(test_file)
     if args.limit_test:
         pairs = pairs[: args.limit_test]
     sources, references = [p[0] for p in pairs], [p[1] for p in pairs]
+    log(f"translating the {len(pairs)} test sentences (beam search, width {args.beam_width}) ...")
     started = time.perf_counter()
     hypotheses, details = translate_texts(
         model,
@@ -616,13 +832,13 @@ def evaluate(args, log=print):
         args.beam_width,
         return_attention=True,
     )
-    bleu = sacrebleu.corpus_bleu(hypotheses, [references])
-    chrf = sacrebleu.corpus_chrf(hypotheses, [references])
+    scores = corpus_scores(hypotheses, references)
     log(
-        f"test set: {len(pairs)} sentences, beam {args.beam_width}, "
+        f"test set: {test_file}, {len(pairs)} sentences, beam {args.beam_width}, "
         f"{time.perf_counter() - started:.0f}s"
     )
-    log(f"BLEU {bleu.score:.2f}  chrF {chrf.score:.2f}")
+    log(f"BLEU {scores['bleu']:.2f}  chrF {scores['chrf']:.2f}")
+    log(f"signatures: BLEU {scores['bleu_signature']}, chrF {scores['chrf_signature']}")
     for source, reference, hypothesis in list(zip(sources, references, hypotheses))[: args.samples]:
         log(f"\n  source:     {source}\n  reference:  {reference}\n  model:      {hypothesis}")
     if config["family"] == "rnn" and config["attention"] == "none":
@@ -647,13 +863,20 @@ def evaluate(args, log=print):
             )
         log(f"\nattention heatmaps: {os.path.join(args.output, 'attention')}/sample*.png")
     scores = {
-        "bleu": round(bleu.score, 2),
-        "chrf": round(chrf.score, 2),
+        **scores,
         "sentences": len(pairs),
         "beam_width": args.beam_width,
+        "bleu_by_source_length": bleu_by_length(sources, hypotheses, references),
+        "test": os.path.abspath(test_file),
     }
-    with open(os.path.join(args.output, "scores.json"), "w", encoding="utf-8") as handle:
-        json.dump(scores, handle, indent=2)
+    log(
+        "BLEU by source length (words): "
+        + ", ".join(
+            f"{bucket}: {row['bleu']:.1f} ({row['sentences']})"
+            for bucket, row in scores["bleu_by_source_length"].items()
+        )
+    )
+    write_scores(args.output, scores)
     return scores
 
 
@@ -692,6 +915,10 @@ def nbest_lines(model, source_tokenizer, target_tokenizer, texts, max_length, be
 
 
 def translate_command(args, log=print):
+    from .translation_io import reads_lines, translate_file
+
+    if reads_lines(args):  # a line out for each line in: files, pipes, --output-file
+        return translate_file(args, lambda: line_translator(args))
     if not args.text:
         raise UsageError(
             "give the text to translate, e.g. "
@@ -724,6 +951,27 @@ def translate_command(args, log=print):
         ),
     ):
         log(f"{text}\n  -> {translation}")
+
+
+def line_translator(args):
+    """`sentences -> lines` with the run's model: a translation each, or
+    `--nbest` N `score<TAB>translation` lines each."""
+    model, config, source_tokenizer, target_tokenizer = load_run(args.output)
+    common = (model, source_tokenizer, target_tokenizer)
+    if args.nbest:
+        return lambda texts: nbest_lines(
+            *common, texts, config["max_length"], args.beam_width, args.nbest, args
+        )
+    return lambda texts: translate_texts(
+        *common, texts, config["max_length"], args.beam_width, **decoding_options(args)
+    )
+
+
+def average_command(args, log=print):
+    """Replace the run's model by the mean of checkpoints (`averaging.py`)."""
+    from .averaging import average_run
+
+    return average_run(args, load_run(args.output), log)
 
 
 def tune(args, log=print):
@@ -873,15 +1121,22 @@ def demo(args, log=print):
     """The main job: train a Transformer on the Ding corpus, report BLEU and
     samples, draw an attention heatmap, translate a sentence."""
     log("== keras_attention demo: German -> English on the Ding dictionary's example sentences")
+    started = time.perf_counter()
+    if args.family != "transformer":  # the demo's tied embeddings are the transformer's
+        vars(args).pop("tie_embeddings", None)
     settings, _ = train_settings(args)
     if finished(args.output) and not args.overwrite:
         runs.claim(args.output, settings, defaults=recorded_defaults(settings))  # refuses others
         log(f"{args.output} holds the trained demo model: evaluating it (--overwrite retrains)")
     else:
         train(args, log)
-    args.samples, args.limit_test = 5, args.limit_test or 300
-    evaluate(args, log)
-    args.text = ["Ich habe keine Zeit.", "Wo ist der Bahnhof?"]
+    args.samples = 5
+    scores = evaluate(args, log)
+    args.text = [
+        "Ich habe keine Zeit.",
+        "Wo ist der Bahnhof?",
+        "Bei meinem Handy war der Akku leer.",
+    ]
     translate_command(args, log)
     import tensorflow as tf
 
@@ -892,6 +1147,10 @@ def demo(args, log=print):
     )
     log(
         f"through the exported model: {args.text[0]} -> {served['translation'].numpy()[0].decode()}"
+    )
+    log(
+        f"== done in {(time.perf_counter() - started) / 60:.1f} minutes: test BLEU "
+        f"{scores['bleu']:.2f}, chrF {scores['chrf']:.2f} on {scores['sentences']} sentences"
     )
 
 
@@ -934,6 +1193,29 @@ def add_decoding_flags(command):
     )
 
 
+def add_training_flags(command):
+    """`train`'s flags for validation, monitoring and averaging (issue 12)."""
+    command.add_argument(
+        "--valid",
+        metavar="FILE",
+        help="validate on this TSV file of source<TAB>target lines instead of the split",
+    )
+    command.add_argument(
+        "--bleu-every",
+        type=int,
+        default=0,
+        help="validation BLEU (greedy) every K epochs, logged as val_bleu (0: off)",
+    )
+    command.add_argument(
+        "--bleu-sentences", type=int, default=200, help="validation pairs --bleu-every translates"
+    )
+    command.add_argument(
+        "--average-last",
+        type=int,
+        help="keep the last N epochs' weights (checkpoints/) and save their mean as the model",
+    )
+
+
 def parser():
     main = argparse.ArgumentParser(
         prog="keras-attention-translate", description=__doc__, formatter_class=HelpFormatter
@@ -962,9 +1244,30 @@ def parser():
                 "--limit", type=int, help="use only the first N pairs of the corpus (default: all)"
             )
             command.add_argument(
-                "--vocab-size", type=int, default=8000, help="WordPiece vocabulary size target"
+                "--vocab-size", type=int, default=8000, help="subword vocabulary size target"
+            )
+            command.add_argument(
+                "--tokenizer",
+                choices=list(TOKENIZERS),
+                default="sentencepiece",
+                help="subword vocabulary: SentencePiece (decodes to the exact input text) "
+                "or WordPiece (loses where spaces were; the only one before this flag)",
             )
             command.add_argument("--batch-size", type=int, default=64, help="pairs per batch")
+            command.add_argument(
+                "--batch-tokens",
+                type=int,
+                help="size batches by this many subword pieces per side instead of --batch-size "
+                "(batches are bucketed by length either way)",
+            )
+            command.add_argument(
+                "--dictionary",
+                type=float,
+                default=0.0,
+                help="Ding only: per epoch, add this many of the dictionary's word and phrase "
+                "entries per sentence pair as training pairs (a new random draw each epoch; "
+                "0: off)",
+            )
             command.add_argument(
                 "--max-length",
                 type=int,
@@ -973,7 +1276,11 @@ def parser():
             )
             command.add_argument("--seed", type=int, default=0, help="random seed")
             command.add_argument(
-                "--verbose", type=int, default=2, choices=[0, 1, 2], help="Keras fit verbosity"
+                "--verbose",
+                type=int,
+                choices=[0, 1, 2],
+                help="Keras fit verbosity (default: a progress bar on a terminal, else a line "
+                "per epoch)",
             )
             command.add_argument(
                 "--overwrite",
@@ -1054,6 +1361,25 @@ def parser():
                 help="in [0, 1)",
             )
             command.add_argument("--epochs", type=int, default=10, help="epochs to train")
+            command.add_argument(
+                "--warmup",
+                type=int,
+                default=DEFAULTS["warmup"],
+                help="learning-rate warm-up steps, then decay as 1/sqrt(step) "
+                "(--learning-rate is the peak; 0: a constant rate)",
+            )
+            command.add_argument(
+                "--tie-embeddings",
+                action="store_true",
+                default=argparse.SUPPRESS,
+                help="the output projection is the target embedding table (transformer only)",
+            )
+            command.add_argument(
+                "--patience",
+                type=int,
+                help="stop after this many epochs without a better validation loss "
+                "(the best epoch's weights are kept either way)",
+            )
             command.add_argument("--hyperparameters", help="best_hyperparameters.json from `tune`")
             command.add_argument(
                 "--mixed-precision",
@@ -1063,7 +1389,7 @@ def parser():
             command.add_argument("--jit", action="store_true", help="compile training with XLA")
         return command
 
-    add("train", "train a model")
+    add_training_flags(add("train", "train a model"))
     for name, help_text in (
         ("evaluate", "BLEU/chrF on the test split, samples, attention heatmaps"),
         ("translate", "translate sentences with a trained model"),
@@ -1077,6 +1403,11 @@ def parser():
             command.add_argument(
                 "--limit-test", type=int, help="evaluate only the first N test sentences"
             )
+            command.add_argument(
+                "--test",
+                metavar="FILE",
+                help="score this TSV file of source<TAB>target lines instead of the test split",
+            )
         else:
             add_decoding_flags(command)
             command.add_argument(
@@ -1089,7 +1420,27 @@ def parser():
                 "(score: log-probability over the length penalty, plus the coverage "
                 "penalty; an unfilled slot is -1000000000.0 and empty); N <= --beam-width",
             )
+            command.add_argument(
+                "--input",
+                metavar="FILE",
+                help="translate the lines of FILE (-: standard input, also read when it is "
+                "not a terminal and no text is given): a line out for each line in",
+            )
+            command.add_argument(
+                "--output-file",
+                metavar="FILE",
+                help="write the translations there, a line each, atomically (default: stdout)",
+            )
             command.add_argument("text", nargs="*", help="the sentences to translate")
+    average = add(
+        "average", "replace the run's model by the mean of checkpoints", data=False, model=False
+    )
+    checkpoints = average.add_mutually_exclusive_group(required=True)
+    checkpoints.add_argument(
+        "--checkpoints", nargs="+", metavar="FILE", help=".weights.h5 files of the run's model"
+    )
+    checkpoints.add_argument("--last", type=int, help="the last N epochs train --average-last kept")
+    average.add_argument("--valid", metavar="FILE", help="report validation loss on this TSV file")
     export = add(
         "export",
         "export the trained model as a SavedModel for TensorFlow Serving",
@@ -1129,11 +1480,21 @@ def parser():
     demo_command = add("demo", "train, evaluate and translate: the main job of `make demo`")
     demo_command.add_argument("--beam-width", type=int, default=4, help="beam search width")
     demo_command.add_argument(
-        "--limit-test", type=int, default=300, help="evaluate only the first N test sentences"
+        "--limit-test", type=int, help="evaluate only the first N test sentences (default: all)"
     )
-    # Sized to finish (vocabularies, training, evaluation) in about ten
-    # minutes on a 2-core CPU; `train` defaults are larger.
-    demo_command.set_defaults(epochs=8, units=128)
+    # Sized to finish (vocabularies, training, evaluation, export) in about
+    # ten minutes on a quiet 2-core CPU; `train` defaults are larger. What
+    # each setting did to BLEU: RESULTS.md, "The demo's settings".
+    demo_command.set_defaults(
+        epochs=10,
+        units=128,
+        vocab_size=4000,
+        batch_tokens=1536,
+        dictionary=0.5,
+        warmup=400,
+        learning_rate=3e-3,
+        tie_embeddings=True,
+    )
     return main
 
 
@@ -1149,16 +1510,24 @@ def check(args):
         "limit",
         "vocab_size",
         "limit_test",
+        "batch_tokens",
+        "patience",
+        "bleu_sentences",
+        "last",
     ):
         value = getattr(args, name, None)
         if value is not None:
             check_number(name, value, integer=True, low=1)
-    for name in ("samples", "bleu_trials", "min_length", "no_repeat_ngram"):
+    if getattr(args, "average_last", None) is not None:  # 1 would average one epoch
+        check_number("average_last", args.average_last, integer=True, low=2)
+    for name in ("samples", "bleu_trials", "min_length", "no_repeat_ngram", "bleu_every"):
         value = getattr(args, name, None)
         if value is not None:
             check_number(name, value, integer=True, low=0)
     if getattr(args, "repetition_penalty", None) is not None:
         check_number("repetition_penalty", args.repetition_penalty, low=0, low_included=False)
+    if getattr(args, "dictionary", None) is not None:
+        check_number("dictionary", args.dictionary, low=0)
     if getattr(args, "coverage_penalty", None) is not None:
         check_number("coverage_penalty", args.coverage_penalty, low=0)
     for flag, name in (("nbest", "nbest"), ("num-hypotheses", "num_hypotheses")):
@@ -1197,6 +1566,7 @@ def main(argv=None):
             "tune": tune,
             "demo": demo,
             "export": export_command,
+            "average": average_command,
         }
         command[args.command](args)
     except (UsageError, CorpusError, ValueError, OSError) as error:

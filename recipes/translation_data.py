@@ -14,6 +14,7 @@ split stops the run with a message saying so.
 import hashlib
 import json
 import os
+import random
 import re
 
 DING = "/usr/share/trans/de-en"
@@ -61,6 +62,37 @@ def ding_pairs(path=DING):
                     yield de, en
 
 
+_GLOSSES = re.compile(r"\([^)]*\)|(?:^|\s)/[^/]+/(?=\s|$)")  # and /abbreviations/
+_WORDS = re.compile(r"\w+")
+
+
+def ding_dictionary_pairs(path=DING):
+    """(German, English) word and phrase entries of the Ding dictionary: the
+    sub-entries that `ding_pairs` leaves out because neither side is a
+    sentence ("Bahnhof" :: "station", "Bahnhöfe" :: "stations", "zur
+    Sache kommen" :: "to come to the point"). The first alternative of each
+    side is kept, without annotations, parenthesised glosses or
+    abbreviations (`Bahnhof {m} /Bhf./` is "Bahnhof")."""
+    with open(path, encoding="utf-8", errors="replace", newline="\n") as handle:
+        for line in handle:
+            if line.startswith("#") or " :: " not in line:
+                continue
+            german, english = line.rstrip("\n").split(" :: ", 1)
+            german, english = german.split(" | "), english.split(" | ")
+            if len(german) != len(english):
+                continue
+            for de, en in zip(german, english):
+                de = _clean(_GLOSSES.sub("", de.split("; ")[0]))
+                en = _clean(_GLOSSES.sub("", en.split("; ")[0]))
+                if de and en and not (_is_sentence(de) or _is_sentence(en)):
+                    yield de, en
+
+
+def _words(text):
+    """What a sentence says, for leak checks: its lower-cased words."""
+    return " ".join(_WORDS.findall(text.lower()))
+
+
 def tsv_pairs(path, problems):
     """`source<TAB>target` pairs of a TSV file, streamed; each skipped line
     appends a message to `problems`."""
@@ -106,17 +138,28 @@ def split_of(source):
     return "train" if bucket < 90 else ("valid" if bucket < 95 else "test")
 
 
-def prepare(output, corpus=None, reverse=False, limit=None, log=print):
+def prepare(output, corpus=None, reverse=False, limit=None, dictionary=False, log=print):
     """Write `<output>/data/{train,valid,test}.tsv` once (reused by later
-    commands on the same output); returns `{split: path}`."""
+    commands on the same output); returns `{split: path}`.
+
+    With `dictionary` (the Ding corpus only), also `dictionary.tsv`: the
+    dictionary's word and phrase entries (`ding_dictionary_pairs`) in a
+    fixed random order, training data besides the sentences. An entry
+    whose words are those of a held-out sentence (either side, case and
+    punctuation ignored) is left out, so nothing held out leaks in."""
     data_dir = os.path.join(output, "data")
     meta_path = os.path.join(data_dir, "meta.json")
     meta = {
         "corpus": os.path.abspath(corpus) if corpus else DING,
         "reverse": reverse,
         "limit": limit,
+        **({"dictionary": True} if dictionary else {}),  # runs made before it: no key
     }
+    if dictionary and corpus:
+        raise CorpusError("the dictionary entries are the Ding corpus's: leave out --corpus")
     paths = {split: os.path.join(data_dir, f"{split}.tsv") for split in SPLITS}
+    if dictionary:
+        paths["dictionary"] = os.path.join(data_dir, "dictionary.tsv")
     if os.path.exists(meta_path):
         with open(meta_path, encoding="utf-8") as handle:
             if json.load(handle) == meta:
@@ -165,6 +208,18 @@ def prepare(output, corpus=None, reverse=False, limit=None, log=print):
             f"{', '.join(str(MIN_PAIRS[s]) for s in short)} (about 90/5/5 of the pairs go to "
             "train/valid/test): use a larger corpus or a larger --limit"
         )
+    if dictionary:
+        held_out_words = {_words(text) for _, *texts in held_out for text in texts}
+        entries = [
+            (target, source) if reverse else (source, target)
+            for source, target in ding_dictionary_pairs()
+            if _words(source) not in held_out_words and _words(target) not in held_out_words
+        ]
+        random.Random(0).shuffle(entries)
+        with open(paths["dictionary"] + ".tmp", "w", encoding="utf-8") as handle:
+            handle.writelines(f"{source}\t{target}\n" for source, target in entries)
+        os.replace(paths["dictionary"] + ".tmp", paths["dictionary"])
+        log(f"dictionary: {len(entries)} word and phrase entries as extra training pairs")
     for split in SPLITS:
         os.replace(paths[split] + ".tmp", paths[split])
     with open(meta_path, "w", encoding="utf-8") as handle:
@@ -184,16 +239,52 @@ def read_pairs(path):
         return [tuple(line.rstrip("\n").split("\t", 1)) for line in handle if line.strip()]
 
 
+def bucket_boundaries(max_length, width=4):
+    """Length buckets of `make_dataset`: `[8, 12, ...]` (every `width`
+    pieces) up to the longest example, `max_length + 1` target pieces.
+    A bucket holds the lengths below its boundary and is padded to one less."""
+    return sorted({*range(8, max_length + 2, width), max_length + 2})
+
+
+def bucket_batch_sizes(boundaries, batch_size, batch_tokens=None):
+    """Examples per batch in each bucket: `batch_size` everywhere, or, with
+    `batch_tokens`, as many as fit that many padded pieces per side."""
+    if batch_tokens is None:
+        return [batch_size] * (len(boundaries) + 1)
+    return [max(1, batch_tokens // (b - 1)) for b in boundaries] + [1]
+
+
 def make_dataset(
-    path, source_tokenizer, target_tokenizer, max_length, batch_size, shuffle=False, seed=0
+    path,
+    source_tokenizer,
+    target_tokenizer,
+    max_length,
+    batch_size,
+    shuffle=False,
+    seed=0,
+    batch_tokens=None,
+    extra_path=None,
+    extra_ratio=0.0,
 ):
     """`((source, target_in), target_out)` batches from a split file,
     tokenised in the graph: `target_in = [START] y`, `target_out = y [END]`.
     A pair longer than `max_length` pieces (either side) is left out.
 
-    Returns `(dataset, kept, total)`: the pairs that fit are counted first,
-    and the dataset carries that count as its cardinality (Keras then knows
-    an epoch's length)."""
+    Batches are bucketed by length (`bucket_boundaries`) and padded only to
+    their bucket's longest length, so the CPU is spent on tokens rather than
+    padding; `batch_tokens` sizes each bucket's batches to about that many
+    pieces per side (long sentences in small batches), otherwise every batch
+    holds `batch_size` pairs.
+
+    `extra_path` (with `shuffle`, for training): each epoch also draws
+    `extra_ratio` x (the pairs of `path`) pairs at random from this file,
+    e.g. the Ding dictionary's entries; a new draw every epoch.
+
+    Returns `(dataset, kept, total)`: the pairs of `path` that fit, counted
+    first, and all of them. The dataset knows its length in batches (Keras
+    then knows an epoch's length): exact without `extra_path`; with it, the
+    expected number, each epoch cut or topped up to that number."""
+    import numpy as np
     import tensorflow as tf
 
     def encode(lines):
@@ -202,29 +293,71 @@ def make_dataset(
         target, target_cut = target_tokenizer.encode(parts[:, 1], max_length + 1)
         return source, target, tf.logical_not(tf.logical_or(source_cut, target_cut))
 
-    lines = tf.data.TextLineDataset(path).batch(1024)
-    kept, total = lines.map(encode).reduce(
-        (tf.constant(0, tf.int64), tf.constant(0, tf.int64)),
-        lambda counts, encoded: (
-            counts[0] + tf.reduce_sum(tf.cast(encoded[2], tf.int64)),
-            counts[1] + tf.cast(tf.size(encoded[2]), tf.int64),
-        ),
-    )
-    kept, total = int(kept), int(total)
+    def lengths(lines):
+        """The bucketing lengths of the pairs of `lines` that fit, and how many lines."""
+        found, count = [], 0
+        for source, target, keep in lines.batch(1024).map(encode).as_numpy_iterator():
+            length = np.maximum((source > 0).sum(1), (target > 0).sum(1))
+            found.append(length[keep])
+            count += len(keep)
+        return (np.concatenate(found) if found else np.zeros(0, int)), count
+
+    boundaries = bucket_boundaries(max_length)
+    sizes = bucket_batch_sizes(boundaries, batch_size, batch_tokens)
+
+    def expected_batches(per_bucket):
+        return int(sum(np.ceil(n / size) for n, size in zip(per_bucket, sizes) if n > 0))
+
+    found, total = lengths(tf.data.TextLineDataset(path))
+    kept = len(found)
+    per_bucket = np.bincount(np.searchsorted(boundaries, found, side="right"), minlength=len(sizes))
+    lines = tf.data.TextLineDataset(path)
+    if shuffle:
+        lines = lines.shuffle(50_000, seed=seed, reshuffle_each_iteration=True)
+    batches = expected_batches(per_bucket)
+    if extra_path is not None and extra_ratio > 0:
+        draws = int(round(extra_ratio * kept))
+        sample, sample_lines = lengths(tf.data.TextLineDataset(extra_path).take(20_000))
+        if sample_lines:
+            share = np.bincount(
+                np.searchsorted(boundaries, sample, side="right"), minlength=len(sizes)
+            )
+            batches = expected_batches(per_bucket + draws * share / sample_lines)
+        extra = (
+            tf.data.TextLineDataset(extra_path)
+            .shuffle(1_000_000, seed=seed + 1, reshuffle_each_iteration=True)
+            .take(draws)
+        )
+        lines = tf.data.Dataset.sample_from_datasets(
+            [lines, extra], weights=[kept / (kept + draws), draws / (kept + draws)], seed=seed
+        )
 
     def fitting(lines):
         source, target, keep = encode(lines)
         return tf.boolean_mask(source, keep), tf.boolean_mask(target, keep)
 
-    pairs = lines.map(fitting, num_parallel_calls=tf.data.AUTOTUNE).unbatch()
-    pairs = pairs.apply(tf.data.experimental.assert_cardinality(kept))
-    if shuffle:
-        pairs = pairs.shuffle(50_000, seed=seed, reshuffle_each_iteration=True)
-    batches = pairs.batch(batch_size).map(
+    def unpadded(source, target):  # bucketing pads again, less
+        return (
+            source[: tf.math.count_nonzero(source, dtype=tf.int32)],
+            target[: tf.math.count_nonzero(target, dtype=tf.int32)],
+        )
+
+    pairs = lines.batch(1024).map(fitting, num_parallel_calls=tf.data.AUTOTUNE).unbatch()
+    pairs = pairs.map(unpadded, num_parallel_calls=tf.data.AUTOTUNE)
+    pairs = pairs.bucket_by_sequence_length(
+        lambda source, target: tf.maximum(tf.size(source), tf.size(target)),
+        boundaries,
+        sizes,
+        pad_to_bucket_boundary=True,
+    )
+    if shuffle:  # an epoch of exactly `batches` batches, whatever the draw
+        pairs = pairs.repeat().take(batches)
+    pairs = pairs.apply(tf.data.experimental.assert_cardinality(batches))
+    batched = pairs.map(
         lambda source, target: ((source, target[:, :-1]), target[:, 1:]),
         num_parallel_calls=tf.data.AUTOTUNE,
     )
     options = tf.data.Options()
     # One file per split: several workers shard it by element, not by file.
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
-    return batches.prefetch(tf.data.AUTOTUNE).with_options(options), kept, total
+    return batched.prefetch(tf.data.AUTOTUNE).with_options(options), kept, total

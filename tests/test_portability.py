@@ -30,6 +30,9 @@ FAMILIES = {
         VOCAB, VOCAB, 8, hidden_dim=8, num_layers=2, max_length=12, **kw
     ),
     "transformer": lambda **kw: TransformerSeq2Seq(VOCAB, VOCAB, 8, 2, 16, 1, max_length=12, **kw),
+    "transformer-tied": lambda **kw: TransformerSeq2Seq(
+        VOCAB, VOCAB, 8, 2, 16, 1, max_length=12, tie_embeddings=True, **kw
+    ),
 }
 
 

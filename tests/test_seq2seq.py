@@ -11,7 +11,10 @@ import pytest
 from keras_attention.rnn import reverse_valid
 from keras_attention.seq2seq import (
     ConvS2SSeq2Seq,
+    InverseSquareRootSchedule,
+    MaskedAccuracy,
     MaskedCrossEntropy,
+    MaskedPerplexity,
     RecurrentSeq2Seq,
     ScheduledSampling,
     TransformerSeq2Seq,
@@ -230,6 +233,45 @@ def test_masked_cross_entropy_matches_reference(rng, smoothing):
     assert loss == pytest.approx(token[mask].mean(), rel=1e-5)
 
 
+def test_masked_token_metrics_match_reference_over_several_batches(rng):
+    """Accumulated per token over batches of different lengths (not a
+    mean of batch means), padding excluded, sample weights per sentence."""
+    batches = [
+        (np.array([[3, 4, 2, 0], [5, 2, 0, 0]]), rng.normal(size=(2, 4, 6)).astype("float32")),
+        (np.array([[4, 4, 4, 4, 2, 0]]), rng.normal(size=(1, 6, 6)).astype("float32")),
+    ]
+    for weights in (None, [np.array([1.0, 3.0]), np.array([0.5])]):
+        accuracy, perplexity = MaskedAccuracy(), MaskedPerplexity()
+        right, nll, count = 0.0, 0.0, 0.0
+        for index, (labels, logits) in enumerate(batches):
+            weight = None if weights is None else weights[index]
+            accuracy.update_state(labels, logits, sample_weight=weight)
+            perplexity.update_state(labels, logits, sample_weight=weight)
+            token_weight = (labels != 0) * (1.0 if weight is None else weight[:, None])
+            right += ((logits.argmax(-1) == labels) * token_weight).sum()
+            log_probs = np.log(reference.softmax(logits))
+            chosen = np.take_along_axis(log_probs, labels[..., None], -1)[..., 0]  # (B, T)
+            nll -= (chosen * token_weight).sum()
+            count += token_weight.sum()
+        assert float(accuracy.result()) == pytest.approx(right / count, rel=1e-6)
+        assert float(perplexity.result()) == pytest.approx(np.exp(nll / count), rel=1e-5)
+    accuracy.reset_state()
+    assert float(accuracy.result()) == 0.0
+    restored = MaskedPerplexity.from_config(MaskedPerplexity(padding_id=3).get_config())
+    assert (restored.name, restored.padding_id) == ("perplexity", 3)
+
+
+def test_perplexity_is_the_exponential_of_the_unsmoothed_loss(rng):
+    logits = rng.normal(size=(2, 5, 7)).astype("float32")
+    labels = np.array([[3, 4, 2, 0, 0], [5, 6, 1, 2, 0]])
+    metric = MaskedPerplexity()
+    metric.update_state(labels, logits)
+    plain = float(MaskedCrossEntropy()(labels, logits))
+    smoothed = float(MaskedCrossEntropy(label_smoothing=0.1)(labels, logits))
+    assert float(metric.result()) == pytest.approx(np.exp(plain), rel=1e-5)
+    assert abs(np.exp(smoothed) - np.exp(plain)) > 0.1  # what a smoothed loss would have given
+
+
 # -- saving -------------------------------------------------------------------------
 @pytest.mark.parametrize(
     "family",
@@ -371,3 +413,41 @@ def test_training_call_follows_the_schedule(rng):
     for _ in range(3):
         linear((source, target_in), training=True)
     assert float(linear.scheduled_sampling(linear.sampling_step.numpy())) == pytest.approx(0.75)
+
+
+def test_tied_output_projection_is_the_target_embedding_table():
+    """Tied logits equal an untied model's whose output projection holds the
+    transposed target embedding table and the tied model's bias."""
+    source, target_in = np.array([[3, 4, 5, 0]]), np.array([[1, 6, 7]])
+    tied = TransformerSeq2Seq(VOCAB, VOCAB, 16, 2, 32, 1, max_length=16, tie_embeddings=True)
+    untied = TransformerSeq2Seq(VOCAB, VOCAB, 16, 2, 32, 1, max_length=16)
+    tied.build(), untied.build()
+    assert tied.count_params() == untied.count_params() - 16 * VOCAB
+    tied.output_bias.assign(np.random.default_rng(0).normal(size=VOCAB))
+    shared = [w for w in tied.weights if w is not tied.output_bias]
+    others = [w for w in untied.weights if "output_projection" not in w.path]
+    assert [w.shape for w in shared] == [w.shape for w in others]
+    for source_weight, weight in zip(shared, others):
+        weight.assign(source_weight)
+    table = keras.ops.convert_to_numpy(tied.target_embedding.embeddings)
+    untied.output_projection.kernel.assign(table.T)
+    untied.output_projection.bias.assign(keras.ops.convert_to_numpy(tied.output_bias))
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(tied((source, target_in))),
+        keras.ops.convert_to_numpy(untied((source, target_in))),
+        atol=1e-5,
+    )
+
+
+def test_inverse_square_root_schedule_warms_up_then_decays():
+    schedule = InverseSquareRootSchedule(2e-3, warmup_steps=40)
+    steps = np.array([0, 9, 39, 40, 159, 3999])
+    s = steps + 1.0
+    expected = 2e-3 * np.minimum(s / 40, np.sqrt(40 / s))
+    got = [float(keras.ops.convert_to_numpy(schedule(step))) for step in steps]
+    np.testing.assert_allclose(got, expected, rtol=1e-6)
+    assert max(got) == pytest.approx(2e-3)
+    again = keras.optimizers.schedules.deserialize(keras.optimizers.schedules.serialize(schedule))
+    assert float(keras.ops.convert_to_numpy(again(159))) == pytest.approx(got[4])
+    with pytest.raises(ValueError, match="warmup_steps"):
+        InverseSquareRootSchedule(1e-3, warmup_steps=0)

@@ -1,5 +1,10 @@
-"""The in-graph WordPiece tokenizer."""
+"""The in-graph tokenizers: WordPiece (lossy) and SentencePiece (lossless),
+the latter checked against the `sentencepiece` package's own processor."""
 
+import os
+import re
+
+import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -8,8 +13,11 @@ from keras_attention.serving.text import (
     PAD,
     START,
     UNK,
+    SentencePieceTokenizer,
     SubwordTokenizer,
     build_vocabulary,
+    load_tokenizer,
+    train_sentencepiece,
 )
 
 TEXTS = [
@@ -49,6 +57,17 @@ def test_empty_and_invalid_utf8(tokenizer):
     assert [t.decode() for t in tokenizer.decode(ids).numpy()] == ["", "I have time."]
 
 
+@pytest.mark.parametrize("kind", ["tokenizer", "sentencepiece_tokenizer"])
+def test_blank_where_empty_blanks_only_texts_with_nothing_to_translate(kind, request):
+    """Empty and all-space texts get "" whatever the model wrote; any other
+    text keeps its translation."""
+    tokenizer = request.getfixturevalue(kind)
+    strings = tf.constant(["", " \t ", "\r\n ", "Hallo", " x "])
+    translations = tf.constant(["a", "b", "c", "d", "e"])
+    blanked = tokenizer.blank_where_empty(strings, translations).numpy().tolist()
+    assert blanked == [b"", b"", b"", b"d", b"e"]
+
+
 def test_vocabulary_must_start_with_reserved_tokens(tmp_path):
     path = tmp_path / "bad.vocab"
     path.write_text("hello\nworld\n")
@@ -69,3 +88,211 @@ def test_decode_writes_the_copied_source_piece_for_unk(tokenizer):
     assert tokenizer.decode(ids, copied).numpy()[0].decode() == "Where is the station?"
     copied[0][3] = END
     assert tokenizer.decode(ids, copied).numpy()[0].decode() == "Where is the?"
+
+
+# -- SentencePiece -----------------------------------------------------------------
+TRICKY = [
+    "Er wurde am 1988-06-13 geboren.",  # WordPiece: "1988 - 06 - 13"
+    "I didn't know it's Tom's.",
+    '"Quoted," she said: „Anführung“ and «guillemets» (really?)',
+    "Grüße aus Köln, Zürich und Österreich!",
+    "two  spaces   and a\ttab",
+    "  surrounded by space \t\n",
+    "",
+    "   ",
+    "ＡＢＣ full-width, ﬁ ligature, ① circled, 日本語, 😀",  # NFKC would change these
+    "a ▁ mark",
+    "Straße 5 % 3,50 € / 2 ½ — ok…",
+]
+
+
+def reference_clean(text):
+    """`SentencePieceTokenizer.clean` in plain Python: U+FFFD for bad UTF-8,
+    `▁` as a space, stripped of ASCII space, runs of spaces as one."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", errors="replace")
+    text = text.replace("\u2581", " ").strip(" \t\n\v\f\r")
+    return re.sub(" +", " ", text)
+
+
+def ids_of(encoded):
+    """The piece ids of each row of `encode`'s output, without
+    `[START]`, `[END]` and padding."""
+    return [[int(i) for i in row if i > UNK] for row in np.asarray(encoded)]
+
+
+@pytest.fixture(scope="module")
+def sentencepiece_model(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("spm") / "en.spm")
+    train_sentencepiece(TEXTS + TRICKY, path, vocab_size=400)
+    return path
+
+
+@pytest.fixture(scope="module")
+def sentencepiece_tokenizer(sentencepiece_model):
+    return load_tokenizer(sentencepiece_model)
+
+
+def test_load_tokenizer_picks_the_kind_of_the_file(tokenizer, sentencepiece_model, tmp_path):
+    assert isinstance(load_tokenizer(sentencepiece_model), SentencePieceTokenizer)
+    wordpiece = tmp_path / "wordpiece.vocab"
+    wordpiece.write_text("\n".join(["[PAD]", "[START]", "[END]", "[UNK]", "a"]) + "\n")
+    assert isinstance(load_tokenizer(str(wordpiece)), SubwordTokenizer)
+    damaged = tmp_path / "damaged.spm"
+    damaged.write_bytes(open(sentencepiece_model, "rb").read()[:-7])
+    for path in (damaged, tmp_path / "text"):
+        if not os.path.exists(path):
+            path.write_text("{ damaged")
+        with pytest.raises(ValueError, match="neither a WordPiece vocabulary nor|is neither"):
+            load_tokenizer(str(path))
+
+
+def test_sentencepiece_reserved_ids(sentencepiece_model, sentencepiece_tokenizer):
+    import sentencepiece
+
+    processor = sentencepiece.SentencePieceProcessor(model_file=sentencepiece_model)
+    ids = (processor.pad_id(), processor.bos_id(), processor.eos_id(), processor.unk_id())
+    assert ids == (PAD, START, END, UNK) == (0, 1, 2, 3)
+    tokens = sentencepiece_tokenizer.tokens(tf.constant([0, 1, 2, 3, 10_000, -1])).numpy()
+    assert [t.decode() for t in tokens] == ["[PAD]", "[START]", "[END]", "[UNK]", "[UNK]", "[UNK]"]
+    assert sentencepiece_tokenizer.vocab_size == processor.get_piece_size()
+    ids, truncated = sentencepiece_tokenizer.encode(tf.constant(["I have no time.", ""]), 12)
+    row = ids.numpy()[0].tolist()
+    assert row[0] == START and row[row.index(END) + 1 :] == [PAD] * (11 - row.index(END))
+    assert ids.numpy()[1].tolist() == [START, END] + [PAD] * 10
+    assert not truncated.numpy().any()
+    ids, truncated = sentencepiece_tokenizer.encode(tf.constant(["I have no time at all."]), 4)
+    assert truncated.numpy().tolist() == [True] and ids.numpy()[0, -1] == END
+
+
+def test_sentencepiece_tokenizers_survive_a_new_seed(sentencepiece_model):
+    """Setting a seed clears eager TensorFlow's kernels; the model resource
+    of TensorFlow Text's tokenizer was deleted with its kernel, so every
+    tokenizer made before failed. Two tokenizers of one model share it."""
+    first, second = load_tokenizer(sentencepiece_model), load_tokenizer(sentencepiece_model)
+    expected = first.encode(tf.constant(TEXTS[:2]), 16)[0].numpy()
+    del first
+    tf.random.set_seed(3)
+    np.testing.assert_array_equal(second.encode(tf.constant(TEXTS[:2]), 16)[0], expected)
+
+
+def test_sentencepiece_round_trip_is_exact(sentencepiece_tokenizer):
+    """decode(encode(x)) == clean(x) on dates, contractions, quotes,
+    umlauts, spaces, characters outside the vocabulary (byte fallback) and
+    empty text; clean against a plain-Python reference."""
+    texts = TRICKY + [b"bad \xff byte"]
+    cleaned = [t.decode() for t in sentencepiece_tokenizer.clean(tf.constant(texts)).numpy()]
+    assert cleaned == [reference_clean(text) for text in texts]
+    assert cleaned[4:8] == ["two spaces and a\ttab", "surrounded by space", "", ""]
+    ids, truncated = sentencepiece_tokenizer.encode(tf.constant(texts), 128)
+    assert not truncated.numpy().any()
+    decoded = [t.decode() for t in sentencepiece_tokenizer.decode(ids).numpy()]
+    assert decoded == cleaned
+    assert decoded[0] == "Er wurde am 1988-06-13 geboren." and decoded[1] == TEXTS[0][:0] + (
+        "I didn't know it's Tom's."
+    )
+
+
+def test_sentencepiece_ids_and_text_equal_the_sentencepiece_processor(
+    sentencepiece_model, sentencepiece_tokenizer
+):
+    """The independent reference: the `sentencepiece` package encodes the
+    cleaned texts to the same ids and decodes those ids, and random id
+    sequences, to the same text."""
+    import sentencepiece
+
+    processor = sentencepiece.SentencePieceProcessor(model_file=sentencepiece_model)
+    texts = TEXTS[:4] + TRICKY
+    ids, _ = sentencepiece_tokenizer.encode(tf.constant(texts), 128)
+    assert ids_of(ids) == [processor.encode(reference_clean(text)) for text in texts]
+    normal = [i for i in range(UNK + 1, processor.get_piece_size()) if not processor.is_byte(i)]
+    random = np.random.default_rng(0).choice(normal, size=(20, 9)).tolist()
+    for rows in (ids_of(ids), random):
+        width = max(len(row) for row in rows)
+        padded = [row + [PAD] * (width - len(row)) for row in rows]
+        decoded = sentencepiece_tokenizer.decode(tf.constant(padded)).numpy()
+        assert [t.decode() for t in decoded] == [processor.decode(row) for row in rows]
+
+
+def test_sentencepiece_training_is_deterministic_and_writes_atomically(
+    sentencepiece_model, tmp_path
+):
+    path = str(tmp_path / "again.spm")
+    size = train_sentencepiece(TEXTS + TRICKY, path, vocab_size=400)
+    assert size == load_tokenizer(sentencepiece_model).vocab_size <= 400
+    assert open(path, "rb").read() == open(sentencepiece_model, "rb").read()
+    assert os.listdir(tmp_path) == ["again.spm"]  # no temporary file left
+    with pytest.raises(ValueError, match="vocab_size=100 on 1 texts"):
+        train_sentencepiece(["too few pieces for the bytes"], path, vocab_size=100)
+    with pytest.raises(ValueError, match="at least one text"):
+        train_sentencepiece(["", "  "], path)
+
+
+def test_a_sentencepiece_model_without_the_reserved_pieces_is_refused(tmp_path):
+    import sentencepiece
+
+    path = str(tmp_path / "default.model")
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(TEXTS),
+        model_prefix=path[: -len(".model")],
+        vocab_size=30,
+        minloglevel=2,
+    )
+    with pytest.raises(ValueError, match=r"must start with the reserved pieces"):
+        SentencePieceTokenizer(path)
+
+
+def test_sentencepiece_decode_writes_copied_source_pieces(
+    sentencepiece_model, sentencepiece_tokenizer, tmp_path
+):
+    """replace_unknown's copies from another model: the source piece's
+    surface, not its id; `▁` starts a word, a piece without it joins the
+    word before; a byte piece copies its byte if it is a character (ASCII),
+    else nothing, as does a reserved id or -1."""
+    german = str(tmp_path / "de.spm")
+    train_sentencepiece(["Wo ist der Bahnhof in Zürich?"] * 20 + ["Ja."], german, 300)
+    source = load_tokenizer(german)
+    pieces = [t.decode() for t in source.tokens(tf.range(source.vocab_size)).numpy()]
+    word = next(i for i, p in enumerate(pieces) if p.startswith("▁") and p[1:].isalpha())
+    inner = next(i for i, p in enumerate(pieces) if p.isalpha() and i > UNK)
+    partial, ascii_a = pieces.index("<0xE2>"), pieces.index("<0x41>")  # byte fallback
+    # "Where is the [UNK]?": generated ids (no [START]), the [UNK] at `unknown`.
+    (target,) = ids_of(sentencepiece_tokenizer.encode(tf.constant(["Where is the?"]), 12)[0])
+    assert sentencepiece_tokenizer.tokens(target[-1]).numpy() == b"?"
+    unknown = len(target) - 1
+    target = np.asarray([target[:unknown] + [UNK, target[-1], END]])
+    for copied_id, expected in (
+        (word, f"Where is the {pieces[word][1:]}?"),
+        (inner, f"Where is the{pieces[inner]}?"),
+        (ascii_a, "Where is theA?"),
+        (partial, "Where is the?"),
+        (END, "Where is the?"),
+        (-1, "Where is the?"),
+    ):
+        copies = np.full_like(target, -1)
+        copies[0, unknown] = copied_id
+        decoded = sentencepiece_tokenizer.decode(target, copies, source_tokenizer=source)
+        assert decoded.numpy()[0].decode() == expected, copied_id
+    with pytest.raises(ValueError, match="must be a SentencePieceTokenizer"):
+        sentencepiece_tokenizer.decode(target, copies, source_tokenizer=object())
+
+
+def test_the_whole_ding_corpus_round_trips(tmp_path):
+    """Every example sentence of the Ding corpus, both sides, decodes to
+    itself with a model trained on the first 3000 of them: characters the
+    model never saw come back through byte fallback."""
+    from recipes.translation_data import DING, ding_pairs
+
+    if not os.path.exists(DING):
+        pytest.skip(f"{DING} missing: make test installs trans-de-en")
+    pairs = list(ding_pairs())
+    for side in (0, 1):
+        texts = [pair[side] for pair in pairs]
+        path = str(tmp_path / f"{side}.spm")
+        train_sentencepiece(texts[:3000], path, vocab_size=2000)
+        tokenizer = load_tokenizer(path)
+        ids, truncated = tokenizer.encode(tf.constant(texts), 256)
+        assert not truncated.numpy().any()
+        decoded = [t.decode() for t in tokenizer.decode(ids).numpy()]
+        wrong = [(text, back) for text, back in zip(texts, decoded) if text != back]
+        assert not wrong and len(decoded) == len(pairs) > 17_000, wrong[:3]

@@ -23,6 +23,10 @@ class TransformerSeq2Seq(Seq2Seq):
         g = Embedding(y)·sqrt(d) + PE,  decoder: N × TransformerDecoderLayer
         p(y_{i+1} | y_≤i, x) = softmax(W_o h_i + b_o)
 
+    With `tie_embeddings`, `W_o` is the target embedding table itself
+    (`W_o = E_target`, unscaled; Press & Wolf, 2017, as Vaswani et al.
+    share it): fewer parameters, and on small data a better model.
+
     `position` chooses how tokens are placed: "sinusoidal" (the paper) or
     "learned" add `PE` to the embeddings; "rope", "alibi" or "relative" add
     nothing there and apply that scheme in every self-attention, encoder
@@ -43,6 +47,8 @@ class TransformerSeq2Seq(Seq2Seq):
             query attention in every attention layer (1: multi-query).
         sliding_window: optional int `w`: each self-attention keeps
             `|i - j| <= w` (see `MultiHead`).
+        tie_embeddings: bool (default False): the output projection is the
+            target embedding table (plus its own bias).
         **kwargs: `Seq2Seq` arguments.
 
     Call arguments and returns: see `Seq2Seq`.
@@ -71,6 +77,7 @@ class TransformerSeq2Seq(Seq2Seq):
         position="sinusoidal",
         num_key_value_heads=None,
         sliding_window=None,
+        tie_embeddings=False,
         **kwargs,
     ):
         hidden_dim = pop_renamed(kwargs, RENAMED, "TransformerSeq2Seq").get(
@@ -132,7 +139,14 @@ class TransformerSeq2Seq(Seq2Seq):
             for i in range(num_layers)
         ]
         self.final_norm = keras.layers.LayerNormalization(epsilon=1e-5) if norm_first else None
-        self.output_projection = keras.layers.Dense(target_vocab_size, name="output_projection")
+        self.tie_embeddings = bool(tie_embeddings)
+        # Tied (Press & Wolf, 2017; Vaswani et al., Sec. 3.4): the logits are
+        # y·E_targetᵀ + b with the target embedding table E_target, unscaled.
+        self.output_projection = (
+            None
+            if self.tie_embeddings
+            else keras.layers.Dense(target_vocab_size, name="output_projection")
+        )
 
     @property
     def width(self):  # 0.1.0 name
@@ -148,7 +162,12 @@ class TransformerSeq2Seq(Seq2Seq):
             layer.build(sequence, sequence)
         if self.final_norm is not None:
             self.final_norm.build(sequence)
-        self.output_projection.build(sequence)
+        if self.tie_embeddings:
+            self.output_bias = self.add_weight(
+                name="output_bias", shape=(self.target_vocab_size,), initializer="zeros"
+            )
+        else:
+            self.output_projection.build(sequence)
 
     def load_own_variables(self, store):
         super().load_own_variables(store)
@@ -175,6 +194,9 @@ class TransformerSeq2Seq(Seq2Seq):
     def _output(self, x):
         if self.final_norm is not None:
             x = self.final_norm(x)
+        if self.tie_embeddings:
+            table = ops.cast(self.target_embedding.embeddings, x.dtype)
+            return ops.matmul(x, ops.transpose(table)) + ops.cast(self.output_bias, x.dtype)
         return self.output_projection(x)
 
     def encode(self, source, max_length=None, training=None):
@@ -246,6 +268,7 @@ class TransformerSeq2Seq(Seq2Seq):
             "position": self.position,
             "num_key_value_heads": self.num_key_value_heads,
             "sliding_window": self.sliding_window,
+            "tie_embeddings": self.tie_embeddings,
         }
 
     @classmethod

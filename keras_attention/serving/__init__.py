@@ -1,9 +1,9 @@
 """TensorFlow-only code: SavedModel export for TensorFlow Serving, the
-in-graph subword tokenizer, and the workarounds multi-worker training needs
+in-graph subword tokenizers, and the workarounds multi-worker training needs
 on TensorFlow. Install with `pip install keras_attention[tensorflow]`.
 
     export.py       versioned atomic SavedModel exports, warm-up requests
-    text.py         SubwordTokenizer (WordPiece, TensorFlow Text)
+    text.py         SentencePieceTokenizer and SubwordTokenizer (WordPiece), TensorFlow Text
     distribute.py   MultiWorkerMirroredStrategy adaptations of a model
     check.py        an export's ops against TF Serving releases' op lists
 """
