@@ -34,7 +34,7 @@ random stream of its own; a training sequence may equal a test one only
 among the shortest (10^5 sequences of length 5), which is rare and the
 same for every model.
 
-    python -m recipes.bottleneck                          # the nine models, ~15 min on 2 cores
+    python -m recipes.bottleneck                          # the nine models, ~8 min on 2 cores
     python -m recipes.bottleneck --models rnn-none rnn-additive --output runs/two
 
 Writes DIR/results.json and DIR/predictions.json after each model (an
@@ -73,9 +73,9 @@ MODELS = (
     )
     + ("convs2s", "transformer")
 )
-# Timed one model at a time, the sweep of nine comes to about 15 minutes on
-# the project's 2-core CPU while others use it (load 8-10); in this budget an
-# attention RNN learns lengths up to 20 almost perfectly, the baseline up to 10.
+# The sweep of nine took 8 minutes on the project's 2-core CPU beside a
+# Transformer training (RESULTS.md); in this budget an attention RNN learns
+# lengths up to 20 almost perfectly, the baseline up to 10.
 DEFAULTS = {
     "steps": 500,
     "batch_size": 32,
