@@ -2,8 +2,8 @@
 #   make demo   set up (virtualenv, packages, the Ding corpus) and run the main job
 #   make test   set up, lint, and run the test suite (TensorFlow, then the portable part on JAX)
 # Also: make test-torch (the portable part on PyTorch), make bench, make bench-decoding,
-#   make results, make serving-check (exports run by TF Serving's TensorFlow),
-#   make serving-oplists.
+#   make bench-training, make results, make serving-check (exports run by TF Serving's
+#   TensorFlow), make serving-oplists.
 PYTHON ?= python3
 VENV ?= .venv
 VENV_JAX ?= .venv-jax
@@ -32,7 +32,7 @@ PORTABLE := tests/test_portability.py tests/test_compatibility.py tests/test_reg
 PORTABLE_ARGS := -q -n 2 -p no:cacheprovider -m "not tensorflow" -k "harness or portability or compatibility or registry or layout or decoding_options"
 DOCTESTS := -q -p no:cacheprovider --doctest-modules keras_attention --ignore=keras_attention/serving
 
-.PHONY: demo test test-torch lint bench bench-decoding results setup clean serving-check serving-oplists serving-venv
+.PHONY: demo test test-torch lint bench bench-decoding bench-training results setup clean serving-check serving-oplists serving-venv
 
 setup: $(STAMP) $(DING)
 
@@ -135,6 +135,11 @@ $(PEERS_STAMP): Makefile
 
 bench-decoding: $(STAMP) $(PEERS_STAMP)
 	$(PY) bench/decoding.py --peers-python $(VENV_PEERS)/bin/python --profile
+
+# Training throughput of the translation models on the Ding corpus: 0.2.0's
+# padded batches against length buckets, float32 / mixed bfloat16 / XLA.
+bench-training: $(STAMP) $(DING)
+	$(PY) bench/training.py
 
 results: $(STAMP) $(DING)
 	$(VENV)/bin/keras-attention-results
