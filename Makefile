@@ -2,8 +2,9 @@
 #   make demo   set up (virtualenv, packages, the Ding corpus) and run the main job
 #   make test   set up, lint, and run the test suite (TensorFlow, then the portable part on JAX)
 # Also: make test-torch (the portable part on PyTorch), make bench, make bench-decoding,
-#   make bench-training, make results, make serving-check (exports run by TF Serving's
-#   TensorFlow), make serving-oplists.
+#   make bench-training, make results, make bottleneck (attention against the fixed context,
+#   by source length), make serving-check (exports run by TF Serving's TensorFlow),
+#   make serving-oplists.
 PYTHON ?= python3
 VENV ?= .venv
 VENV_JAX ?= .venv-jax
@@ -32,7 +33,7 @@ PORTABLE := tests/test_portability.py tests/test_compatibility.py tests/test_reg
 PORTABLE_ARGS := -q -n 2 -p no:cacheprovider -m "not tensorflow" -k "harness or portability or compatibility or registry or layout or decoding_options"
 DOCTESTS := -q -p no:cacheprovider --doctest-modules keras_attention --ignore=keras_attention/serving
 
-.PHONY: demo test test-torch lint bench bench-decoding bench-training results setup clean serving-check serving-oplists serving-venv
+.PHONY: demo test test-torch lint bench bench-decoding bench-training results bottleneck setup clean serving-check serving-oplists serving-venv
 
 setup: $(STAMP) $(DING)
 
@@ -143,6 +144,12 @@ bench-training: $(STAMP) $(DING)
 
 results: $(STAMP) $(DING)
 	$(VENV)/bin/keras-attention-results
+
+# The seeds' thesis measured: the RNN without attention, with each attention,
+# ConvS2S and the Transformer at one budget, accuracy by source length
+# (recipes/bottleneck.py; runs/bottleneck/: results.json, table.md, bottleneck.png).
+bottleneck: $(STAMP)
+	$(PY) -m recipes.bottleneck --output runs/bottleneck
 
 clean:
 	rm -rf $(VENV) $(VENV_JAX) $(VENV_TORCH) $(VENV_PEERS) .venv-serving* *.egg-info .pytest_cache

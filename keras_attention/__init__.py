@@ -33,7 +33,9 @@ from keras_attention.relative_position import RelativePositionEmbedding, RotaryE
 from keras_attention.rnn import AttentionDecoder, RecurrentEncoder
 from keras_attention.seq2seq import (
     ConvS2SSeq2Seq,
+    MaskedAccuracy,
     MaskedCrossEntropy,
+    MaskedPerplexity,
     RecurrentSeq2Seq,
     ScheduledSampling,
     Seq2Seq,
@@ -71,7 +73,9 @@ __all__ = [
     "GeneralAttention",
     "GLUConv1D",
     "LocalAttention",
+    "MaskedAccuracy",
     "MaskedCrossEntropy",
+    "MaskedPerplexity",
     "MultiHead",
     "MultiStepAttention",
     "PositionalEmbedding",

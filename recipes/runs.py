@@ -27,6 +27,7 @@ RUN_ENTRIES = (
     "source.vocab",
     "target.vocab",
     "backup",
+    "checkpoints",
     "logs",
     "model.keras",
     "config.json",

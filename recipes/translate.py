@@ -4,6 +4,8 @@
     keras-attention-translate train --family rnn --attention additive --epochs 8
     keras-attention-translate evaluate --output runs/translate   # BLEU, chrF, samples, heatmaps
     keras-attention-translate translate --output runs/translate "Ich habe keine Zeit."
+    keras-attention-translate translate --output runs/translate < de.txt > en.txt  # a line each
+    keras-attention-translate average --output runs/translate --last 5   # checkpoint averaging
     keras-attention-translate tune --output runs/tune            # KerasTuner (resumable)
     keras-attention-translate demo                               # what `make demo` runs
 
@@ -28,6 +30,7 @@ import os
 import shutil
 import sys
 import time
+import weakref
 
 from .runs import import_tensorflow_quietly
 
@@ -186,7 +189,9 @@ def build_model(config, source_vocab, target_vocab):
 
     from keras_attention.seq2seq import (
         ConvS2SSeq2Seq,
+        MaskedAccuracy,
         MaskedCrossEntropy,
+        MaskedPerplexity,
         RecurrentSeq2Seq,
         TransformerSeq2Seq,
     )
@@ -248,6 +253,8 @@ def build_model(config, source_vocab, target_vocab):
     model.compile(
         optimizer,
         MaskedCrossEntropy(label_smoothing=float(config["label_smoothing"])),
+        # token accuracy and perplexity (unsmoothed) of each epoch, padding excluded
+        metrics=[MaskedAccuracy(), MaskedPerplexity()],
         jit_compile=bool(config.get("jit", False)),
     )
     return model
@@ -591,6 +598,10 @@ def train(args, log=print):
 
     from keras_attention.serving.distribute import adapt_for_distribution
 
+    from .averaging import average_last_epochs
+    from .translation_io import validation_file
+    from .translation_scores import monitoring_callbacks
+
     settings, config = train_settings(args)
     config["jit"] = args.jit
     strategy = choose_strategy()  # first: collective ops must be set up before any other TF op
@@ -600,6 +611,11 @@ def train(args, log=print):
     paths, source_tokenizer, target_tokenizer = prepared_run(
         args, settings, is_chief(), log, refuse_finished=True
     )
+    # Workers other than the chief keep their checkpoints apart, so that no
+    # two processes write one file.
+    work = args.output if is_chief() else os.path.join(args.output, f"worker-{task_index()}")
+    if getattr(args, "valid", None):  # the user's validation file instead of the split's
+        paths = {**paths, "valid": validation_file(args.output, args.valid, work, log)}
     train_data, valid_data = datasets(
         paths,
         source_tokenizer,
@@ -615,9 +631,6 @@ def train(args, log=print):
         model = build_model(config, source_tokenizer.vocab_size, target_tokenizer.vocab_size)
         model.optimizer.build(model.trainable_variables)
         adapt_for_distribution(model)  # several replicas: global token counts; multi-worker fixes
-    # Workers other than the chief keep their checkpoints apart, so that no
-    # two processes write one file.
-    work = args.output if is_chief() else os.path.join(args.output, f"worker-{task_index()}")
     backup = os.path.join(work, "backup")
     done = completed_epochs(backup)
     if done > args.epochs:
@@ -633,6 +646,16 @@ def train(args, log=print):
         resilient_backup(backup, log),
         keras.callbacks.TerminateOnNaN(),
         best,
+        # validation BLEU, kept epochs: before TensorBoard, which logs their val_bleu
+        *monitoring_callbacks(
+            args,
+            paths["valid"],
+            lambda texts: translate_texts(
+                model, source_tokenizer, target_tokenizer, texts, config["max_length"], 1
+            ),
+            work,
+            log if is_chief() else None,
+        ),
         keras.callbacks.TensorBoard(os.path.join(work, "logs")),
     ]
     if args.patience:
@@ -667,6 +690,10 @@ def train(args, log=print):
     else:  # every epoch was done before (a kill during the final save): the backup's model
         result = model.evaluate(valid_data, verbose=0)
         val_loss = float(result[0] if isinstance(result, list) else result)
+    averaged = {}
+    if getattr(args, "average_last", None):  # the mean of the last epochs becomes the model
+        averaged = average_last_epochs(model, work, args.average_last, valid_data, val_loss, log)
+        val_loss = averaged.pop("val_loss", val_loss)
     runs.write_atomically(os.path.join(work, "final.weights.h5"), model.save_weights)
     if is_chief():
         runs.write_atomically(os.path.join(args.output, "model.keras"), model.save)
@@ -679,6 +706,7 @@ def train(args, log=print):
                 "epochs": args.epochs,
                 "train_seconds": round(seconds, 1),
                 "val_loss": round(val_loss, 4),
+                **({"averaged": averaged} if averaged else {}),
             },
         )
     # Only now that model.keras and config.json are in place.
@@ -688,6 +716,35 @@ def train(args, log=print):
         f"{os.path.join(args.output, 'model.keras')}"
     )
     return model
+
+
+_SEARCHES = weakref.WeakKeyDictionary()  # model -> {decoding settings: tf.function}
+
+
+def compiled_search(model, max_length, beam_width, return_attention, options):
+    """The model's search as one graph (in eager mode its loop would run op
+    by op), traced once per model and settings: a file translated in chunks
+    or a BLEU computed each epoch reuses it. The batch dimension is left
+    unknown, so a last, shorter batch needs no second trace."""
+    import tensorflow as tf
+
+    from keras_attention.seq2seq.generation import generate
+
+    searches = _SEARCHES.setdefault(model, {})
+    key = (max_length, beam_width, return_attention, tuple(sorted(options.items())))
+    if key not in searches:
+        searches[key] = tf.function(
+            lambda source: generate(
+                model,
+                source,
+                max_length + 1,
+                beam_width,
+                return_attention=return_attention,
+                **options,
+            ),
+            input_signature=[tf.TensorSpec([None, max_length], tf.int32)],
+        )
+    return searches[key]
 
 
 def translate_texts(
@@ -707,17 +764,7 @@ def translate_texts(
     import numpy as np
     import tensorflow as tf
 
-    from keras_attention.seq2seq.generation import generate
-
-    # One graph for every batch (in eager mode the search's loop would run
-    # op by op); the batch dimension is left unknown, so the last, shorter
-    # batch needs no second trace.
-    search = tf.function(
-        lambda source: generate(
-            model, source, max_length + 1, beam_width, return_attention=return_attention, **options
-        ),
-        input_signature=[tf.TensorSpec([None, max_length], tf.int32)],
-    )
+    search = compiled_search(model, max_length, beam_width, return_attention, options)
     translations, details = [], []
     for start in range(0, len(texts), batch_size):
         source, _ = source_tokenizer.encode(
@@ -759,14 +806,18 @@ def bleu_by_length(sources, hypotheses, references, buckets=LENGTH_BUCKETS):
 
 
 def evaluate(args, log=print):
-    import sacrebleu
-
     from keras_attention.seq2seq.plotting import plot_attention
 
     from .translation_data import read_pairs
+    from .translation_io import read_pair_file
+    from .translation_scores import corpus_scores, write_scores
 
+    test_file = getattr(args, "test", None)  # the user's test file, read before the model
+    pairs = read_pair_file(test_file, "--test", log) if test_file else None
     model, config, source_tokenizer, target_tokenizer = load_run(args.output)
-    pairs = read_pairs(os.path.join(args.output, "data", "test.tsv"))
+    if not test_file:
+        test_file = os.path.join(args.output, "data", "test.tsv")
+        pairs = read_pairs(test_file)
     if args.limit_test:
         pairs = pairs[: args.limit_test]
     sources, references = [p[0] for p in pairs], [p[1] for p in pairs]
@@ -781,13 +832,13 @@ def evaluate(args, log=print):
         args.beam_width,
         return_attention=True,
     )
-    bleu = sacrebleu.corpus_bleu(hypotheses, [references])
-    chrf = sacrebleu.corpus_chrf(hypotheses, [references])
+    scores = corpus_scores(hypotheses, references)
     log(
-        f"test set: {len(pairs)} sentences, beam {args.beam_width}, "
+        f"test set: {test_file}, {len(pairs)} sentences, beam {args.beam_width}, "
         f"{time.perf_counter() - started:.0f}s"
     )
-    log(f"BLEU {bleu.score:.2f}  chrF {chrf.score:.2f}")
+    log(f"BLEU {scores['bleu']:.2f}  chrF {scores['chrf']:.2f}")
+    log(f"signatures: BLEU {scores['bleu_signature']}, chrF {scores['chrf_signature']}")
     for source, reference, hypothesis in list(zip(sources, references, hypotheses))[: args.samples]:
         log(f"\n  source:     {source}\n  reference:  {reference}\n  model:      {hypothesis}")
     if config["family"] == "rnn" and config["attention"] == "none":
@@ -812,11 +863,11 @@ def evaluate(args, log=print):
             )
         log(f"\nattention heatmaps: {os.path.join(args.output, 'attention')}/sample*.png")
     scores = {
-        "bleu": round(bleu.score, 2),
-        "chrf": round(chrf.score, 2),
+        **scores,
         "sentences": len(pairs),
         "beam_width": args.beam_width,
         "bleu_by_source_length": bleu_by_length(sources, hypotheses, references),
+        "test": os.path.abspath(test_file),
     }
     log(
         "BLEU by source length (words): "
@@ -825,8 +876,7 @@ def evaluate(args, log=print):
             for bucket, row in scores["bleu_by_source_length"].items()
         )
     )
-    with open(os.path.join(args.output, "scores.json"), "w", encoding="utf-8") as handle:
-        json.dump(scores, handle, indent=2)
+    write_scores(args.output, scores)
     return scores
 
 
@@ -865,6 +915,10 @@ def nbest_lines(model, source_tokenizer, target_tokenizer, texts, max_length, be
 
 
 def translate_command(args, log=print):
+    from .translation_io import reads_lines, translate_file
+
+    if reads_lines(args):  # a line out for each line in: files, pipes, --output-file
+        return translate_file(args, lambda: line_translator(args))
     if not args.text:
         raise UsageError(
             "give the text to translate, e.g. "
@@ -897,6 +951,27 @@ def translate_command(args, log=print):
         ),
     ):
         log(f"{text}\n  -> {translation}")
+
+
+def line_translator(args):
+    """`sentences -> lines` with the run's model: a translation each, or
+    `--nbest` N `score<TAB>translation` lines each."""
+    model, config, source_tokenizer, target_tokenizer = load_run(args.output)
+    common = (model, source_tokenizer, target_tokenizer)
+    if args.nbest:
+        return lambda texts: nbest_lines(
+            *common, texts, config["max_length"], args.beam_width, args.nbest, args
+        )
+    return lambda texts: translate_texts(
+        *common, texts, config["max_length"], args.beam_width, **decoding_options(args)
+    )
+
+
+def average_command(args, log=print):
+    """Replace the run's model by the mean of checkpoints (`averaging.py`)."""
+    from .averaging import average_run
+
+    return average_run(args, load_run(args.output), log)
 
 
 def tune(args, log=print):
@@ -1047,6 +1122,8 @@ def demo(args, log=print):
     samples, draw an attention heatmap, translate a sentence."""
     log("== keras_attention demo: German -> English on the Ding dictionary's example sentences")
     started = time.perf_counter()
+    if args.family != "transformer":  # the demo's tied embeddings are the transformer's
+        vars(args).pop("tie_embeddings", None)
     settings, _ = train_settings(args)
     if finished(args.output) and not args.overwrite:
         runs.claim(args.output, settings, defaults=recorded_defaults(settings))  # refuses others
@@ -1113,6 +1190,29 @@ def add_decoding_flags(command):
         type=float,
         default=0.0,
         help="GNMT's coverage penalty beta of beam search (>= 0; 0: off)",
+    )
+
+
+def add_training_flags(command):
+    """`train`'s flags for validation, monitoring and averaging (issue 12)."""
+    command.add_argument(
+        "--valid",
+        metavar="FILE",
+        help="validate on this TSV file of source<TAB>target lines instead of the split",
+    )
+    command.add_argument(
+        "--bleu-every",
+        type=int,
+        default=0,
+        help="validation BLEU (greedy) every K epochs, logged as val_bleu (0: off)",
+    )
+    command.add_argument(
+        "--bleu-sentences", type=int, default=200, help="validation pairs --bleu-every translates"
+    )
+    command.add_argument(
+        "--average-last",
+        type=int,
+        help="keep the last N epochs' weights (checkpoints/) and save their mean as the model",
     )
 
 
@@ -1289,7 +1389,7 @@ def parser():
             command.add_argument("--jit", action="store_true", help="compile training with XLA")
         return command
 
-    add("train", "train a model")
+    add_training_flags(add("train", "train a model"))
     for name, help_text in (
         ("evaluate", "BLEU/chrF on the test split, samples, attention heatmaps"),
         ("translate", "translate sentences with a trained model"),
@@ -1303,6 +1403,11 @@ def parser():
             command.add_argument(
                 "--limit-test", type=int, help="evaluate only the first N test sentences"
             )
+            command.add_argument(
+                "--test",
+                metavar="FILE",
+                help="score this TSV file of source<TAB>target lines instead of the test split",
+            )
         else:
             add_decoding_flags(command)
             command.add_argument(
@@ -1315,7 +1420,27 @@ def parser():
                 "(score: log-probability over the length penalty, plus the coverage "
                 "penalty; an unfilled slot is -1000000000.0 and empty); N <= --beam-width",
             )
+            command.add_argument(
+                "--input",
+                metavar="FILE",
+                help="translate the lines of FILE (-: standard input, also read when it is "
+                "not a terminal and no text is given): a line out for each line in",
+            )
+            command.add_argument(
+                "--output-file",
+                metavar="FILE",
+                help="write the translations there, a line each, atomically (default: stdout)",
+            )
             command.add_argument("text", nargs="*", help="the sentences to translate")
+    average = add(
+        "average", "replace the run's model by the mean of checkpoints", data=False, model=False
+    )
+    checkpoints = average.add_mutually_exclusive_group(required=True)
+    checkpoints.add_argument(
+        "--checkpoints", nargs="+", metavar="FILE", help=".weights.h5 files of the run's model"
+    )
+    checkpoints.add_argument("--last", type=int, help="the last N epochs train --average-last kept")
+    average.add_argument("--valid", metavar="FILE", help="report validation loss on this TSV file")
     export = add(
         "export",
         "export the trained model as a SavedModel for TensorFlow Serving",
@@ -1357,9 +1482,19 @@ def parser():
     demo_command.add_argument(
         "--limit-test", type=int, help="evaluate only the first N test sentences (default: all)"
     )
-    # Sized to finish (vocabularies, training, evaluation) in about ten
-    # minutes on a 2-core CPU; `train` defaults are larger.
-    demo_command.set_defaults(epochs=8, units=128)
+    # Sized to finish (vocabularies, training, evaluation, export) in about
+    # ten minutes on a quiet 2-core CPU; `train` defaults are larger. What
+    # each setting did to BLEU: RESULTS.md, "The demo's settings".
+    demo_command.set_defaults(
+        epochs=10,
+        units=128,
+        vocab_size=4000,
+        batch_tokens=1536,
+        dictionary=0.5,
+        warmup=400,
+        learning_rate=3e-3,
+        tie_embeddings=True,
+    )
     return main
 
 
@@ -1377,11 +1512,15 @@ def check(args):
         "limit_test",
         "batch_tokens",
         "patience",
+        "bleu_sentences",
+        "last",
     ):
         value = getattr(args, name, None)
         if value is not None:
             check_number(name, value, integer=True, low=1)
-    for name in ("samples", "bleu_trials", "min_length", "no_repeat_ngram"):
+    if getattr(args, "average_last", None) is not None:  # 1 would average one epoch
+        check_number("average_last", args.average_last, integer=True, low=2)
+    for name in ("samples", "bleu_trials", "min_length", "no_repeat_ngram", "bleu_every"):
         value = getattr(args, name, None)
         if value is not None:
             check_number(name, value, integer=True, low=0)
@@ -1427,6 +1566,7 @@ def main(argv=None):
             "tune": tune,
             "demo": demo,
             "export": export_command,
+            "average": average_command,
         }
         command[args.command](args)
     except (UsageError, CorpusError, ValueError, OSError) as error:

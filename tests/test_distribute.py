@@ -3,7 +3,7 @@ batch (TensorFlow's MirroredStrategy over two logical CPUs), once
 `adapt_for_distribution` gives the loss the global token count. Without
 it each replica returned its own mean and Keras, which expects each
 replica's share, applied about twice the gradient and logged twice the
-loss."""
+loss. The token metrics (accuracy, perplexity) are the same either way."""
 
 import json
 import os
@@ -20,7 +20,9 @@ import numpy as np, tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 import keras
-from keras_attention.seq2seq import MaskedCrossEntropy, RecurrentSeq2Seq
+from keras_attention.seq2seq import (
+    MaskedAccuracy, MaskedCrossEntropy, MaskedPerplexity, RecurrentSeq2Seq
+)
 from keras_attention.serving.distribute import adapt_for_distribution
 
 rng = np.random.default_rng(0)
@@ -37,18 +39,20 @@ def train(replicas, adapt):
     with strategy.scope():
         model = RecurrentSeq2Seq(13, 13, 8, 8, attention="general")
         model.build()
-        model.compile(keras.optimizers.SGD(0.5), MaskedCrossEntropy())
+        model.compile(keras.optimizers.SGD(0.5), MaskedCrossEntropy(),
+                      metrics=[MaskedAccuracy(), MaskedPerplexity()])
         if adapt:
             adapt_for_distribution(model)
     history = model.fit((source, target_in), target_out, batch_size=8, epochs=1, shuffle=False,
                         verbose=0)
-    return history.history["loss"][0], [np.asarray(w) for w in model.get_weights()]
+    metrics = [history.history[name][0] for name in ("token_accuracy", "perplexity")]
+    return history.history["loss"][0], [np.asarray(w) for w in model.get_weights()], metrics
 
 # One MirroredStrategy per process: two in one process share collective keys.
-loss_1, weights_1 = train(1, False)
-loss_2, weights_2 = train(2, sys.argv[1] == "adapted")
+loss_1, weights_1, metrics_1 = train(1, False)
+loss_2, weights_2, metrics_2 = train(2, sys.argv[1] == "adapted")
 print(json.dumps({
-    "loss_1": loss_1, "loss_2": loss_2,
+    "loss_1": loss_1, "loss_2": loss_2, "metrics_1": metrics_1, "metrics_2": metrics_2,
     "weights": max(float(np.abs(a - b).max()) for a, b in zip(weights_1, weights_2)),
 }))
 """
@@ -68,6 +72,10 @@ def test_two_replicas_train_like_one_with_the_global_batch(mode):
     )
     assert result.returncode == 0, result.stderr[-3000:]
     numbers = json.loads(result.stdout.strip().splitlines()[-1])
+    # The metrics sum tokens over replicas (the halves have different token
+    # counts, so a mean of replica means would differ), adapted or not.
+    assert numbers["metrics_2"] == pytest.approx(numbers["metrics_1"], rel=1e-5)
+    assert 1.0 < numbers["metrics_1"][1] < 100.0  # perplexity: near the vocabulary size, 13
     if mode == "adapted":
         assert numbers["loss_2"] == pytest.approx(numbers["loss_1"], rel=1e-5)
         assert numbers["weights"] < 1e-5

@@ -12,7 +12,9 @@ from keras_attention.rnn import reverse_valid
 from keras_attention.seq2seq import (
     ConvS2SSeq2Seq,
     InverseSquareRootSchedule,
+    MaskedAccuracy,
     MaskedCrossEntropy,
+    MaskedPerplexity,
     RecurrentSeq2Seq,
     ScheduledSampling,
     TransformerSeq2Seq,
@@ -223,6 +225,45 @@ def test_masked_cross_entropy_matches_reference(rng, smoothing):
     token = -(target * log_probs).sum(-1)
     mask = labels != 0
     assert loss == pytest.approx(token[mask].mean(), rel=1e-5)
+
+
+def test_masked_token_metrics_match_reference_over_several_batches(rng):
+    """Accumulated per token over batches of different lengths (not a
+    mean of batch means), padding excluded, sample weights per sentence."""
+    batches = [
+        (np.array([[3, 4, 2, 0], [5, 2, 0, 0]]), rng.normal(size=(2, 4, 6)).astype("float32")),
+        (np.array([[4, 4, 4, 4, 2, 0]]), rng.normal(size=(1, 6, 6)).astype("float32")),
+    ]
+    for weights in (None, [np.array([1.0, 3.0]), np.array([0.5])]):
+        accuracy, perplexity = MaskedAccuracy(), MaskedPerplexity()
+        right, nll, count = 0.0, 0.0, 0.0
+        for index, (labels, logits) in enumerate(batches):
+            weight = None if weights is None else weights[index]
+            accuracy.update_state(labels, logits, sample_weight=weight)
+            perplexity.update_state(labels, logits, sample_weight=weight)
+            token_weight = (labels != 0) * (1.0 if weight is None else weight[:, None])
+            right += ((logits.argmax(-1) == labels) * token_weight).sum()
+            log_probs = np.log(reference.softmax(logits))
+            chosen = np.take_along_axis(log_probs, labels[..., None], -1)[..., 0]  # (B, T)
+            nll -= (chosen * token_weight).sum()
+            count += token_weight.sum()
+        assert float(accuracy.result()) == pytest.approx(right / count, rel=1e-6)
+        assert float(perplexity.result()) == pytest.approx(np.exp(nll / count), rel=1e-5)
+    accuracy.reset_state()
+    assert float(accuracy.result()) == 0.0
+    restored = MaskedPerplexity.from_config(MaskedPerplexity(padding_id=3).get_config())
+    assert (restored.name, restored.padding_id) == ("perplexity", 3)
+
+
+def test_perplexity_is_the_exponential_of_the_unsmoothed_loss(rng):
+    logits = rng.normal(size=(2, 5, 7)).astype("float32")
+    labels = np.array([[3, 4, 2, 0, 0], [5, 6, 1, 2, 0]])
+    metric = MaskedPerplexity()
+    metric.update_state(labels, logits)
+    plain = float(MaskedCrossEntropy()(labels, logits))
+    smoothed = float(MaskedCrossEntropy(label_smoothing=0.1)(labels, logits))
+    assert float(metric.result()) == pytest.approx(np.exp(plain), rel=1e-5)
+    assert abs(np.exp(smoothed) - np.exp(plain)) > 0.1  # what a smoothed loss would have given
 
 
 # -- saving -------------------------------------------------------------------------

@@ -57,6 +57,17 @@ def test_empty_and_invalid_utf8(tokenizer):
     assert [t.decode() for t in tokenizer.decode(ids).numpy()] == ["", "I have time."]
 
 
+@pytest.mark.parametrize("kind", ["tokenizer", "sentencepiece_tokenizer"])
+def test_blank_where_empty_blanks_only_texts_with_nothing_to_translate(kind, request):
+    """Empty and all-space texts get "" whatever the model wrote; any other
+    text keeps its translation."""
+    tokenizer = request.getfixturevalue(kind)
+    strings = tf.constant(["", " \t ", "\r\n ", "Hallo", " x "])
+    translations = tf.constant(["a", "b", "c", "d", "e"])
+    blanked = tokenizer.blank_where_empty(strings, translations).numpy().tolist()
+    assert blanked == [b"", b"", b"", b"d", b"e"]
+
+
 def test_vocabulary_must_start_with_reserved_tokens(tmp_path):
     path = tmp_path / "bad.vocab"
     path.write_text("hello\nworld\n")

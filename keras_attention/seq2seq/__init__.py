@@ -7,7 +7,7 @@
     transformer.py          TransformerSeq2Seq
     teacher_forcing.py      target_in / target_out framing
     scheduled_sampling.py   ScheduledSampling and its decoding loop
-    losses.py               MaskedCrossEntropy
+    losses.py               MaskedCrossEntropy; MaskedAccuracy, MaskedPerplexity metrics
     schedules.py            InverseSquareRootSchedule (warm-up, then 1/sqrt(step))
     generation.py           greedy, sampling, generate (beam search re-exported)
     beam.py                 beam search, GNMT length and coverage penalties
@@ -18,7 +18,7 @@
 from keras_attention.seq2seq.base import Seq2Seq
 from keras_attention.seq2seq.convolutional import ConvS2SSeq2Seq
 from keras_attention.seq2seq.generation import beam_search, generate, greedy_search, sample
-from keras_attention.seq2seq.losses import MaskedCrossEntropy
+from keras_attention.seq2seq.losses import MaskedAccuracy, MaskedCrossEntropy, MaskedPerplexity
 from keras_attention.seq2seq.recurrent import RecurrentSeq2Seq
 from keras_attention.seq2seq.scheduled_sampling import ScheduledSampling
 from keras_attention.seq2seq.schedules import InverseSquareRootSchedule
@@ -28,7 +28,9 @@ from keras_attention.seq2seq.transformer import TransformerSeq2Seq
 __all__ = [
     "ConvS2SSeq2Seq",
     "InverseSquareRootSchedule",
+    "MaskedAccuracy",
     "MaskedCrossEntropy",
+    "MaskedPerplexity",
     "RecurrentSeq2Seq",
     "ScheduledSampling",
     "Seq2Seq",

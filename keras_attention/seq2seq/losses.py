@@ -1,5 +1,6 @@
-"""The training loss of the encoder-decoders: token cross-entropy that
-ignores padding, with optional label smoothing."""
+"""The training loss of the encoder-decoders (token cross-entropy that
+ignores padding, with optional label smoothing) and the metrics reported
+beside it: token accuracy and perplexity, padding excluded."""
 
 import keras
 from keras import ops
@@ -81,3 +82,122 @@ class MaskedCrossEntropy(keras.losses.Loss):
             "padding_id": self.padding_id,
             "label_smoothing": self.label_smoothing,
         }
+
+
+class _MaskedTokenMetric(keras.metrics.Metric):
+    """A ratio `total / count` accumulated over every batch since the last
+    reset, where each non-padding target token adds its value to `total`
+    and its weight to `count` (so an epoch's result weighs every token
+    alike, whatever the batch lengths). Subclasses give `token_values`."""
+
+    def __init__(self, padding_id=0, name=None, dtype=None):
+        super().__init__(name=name, dtype=dtype)
+        self.padding_id = padding_id
+        self.total = self.add_variable(shape=(), initializer="zeros", name="total")
+        self.count = self.add_variable(shape=(), initializer="zeros", name="count")
+
+    def token_values(self, y_true, logits):
+        raise NotImplementedError
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        y_true = ops.cast(y_true, "int32")
+        values = self.token_values(y_true, ops.cast(y_pred, "float32"))  # (B, T)
+        weights = ops.cast(ops.not_equal(y_true, self.padding_id), "float32")  # (B, T)
+        if sample_weight is not None:
+            sample_weight = ops.cast(sample_weight, "float32")
+            if len(ops.shape(sample_weight)) == 1:
+                sample_weight = sample_weight[:, None]  # (B, 1): one weight per sentence
+            weights = weights * sample_weight
+        self.total.assign_add(ops.cast(ops.sum(values * weights), self.dtype))
+        self.count.assign_add(ops.cast(ops.sum(weights), self.dtype))
+
+    def mean(self):
+        return self.total / ops.maximum(self.count, 1.0)
+
+    def result(self):
+        return self.mean()
+
+    def get_config(self):
+        return {"name": self.name, "dtype": self.dtype, "padding_id": self.padding_id}
+
+
+@keras.saving.register_keras_serializable(package="keras_attention")
+class MaskedAccuracy(_MaskedTokenMetric):
+    """The share of non-padding target tokens the model ranks first.
+
+        accuracy = Σ_{t: y_t ≠ pad} [argmax_v z_t(v) = y_t] / N
+
+    over the N non-padding tokens of every batch since the last reset
+    (teacher-forced: each step sees the reference prefix).
+
+    Args:
+        padding_id: target id that is ignored.
+        name: metric name (`token_accuracy`: Keras's own `accuracy`
+            would count padding).
+        dtype: the accumulators' dtype.
+
+    Call arguments:
+        y_true: int `(B, T)` target ids (`target_out`).
+        y_pred: `(B, T, V)` logits.
+        sample_weight: optional `(B,)` or `(B, T)` weights multiplying
+            each token's share.
+
+    Example:
+
+    >>> metric = MaskedAccuracy()
+    >>> logits = np.log(np.array([[[0.1, 0.8, 0.1], [0.6, 0.2, 0.2], [0.5, 0.1, 0.4]]]))
+    >>> metric.update_state(np.array([[1, 2, 0]]), logits)  # right, wrong, padding
+    >>> float(metric.result())
+    0.5
+    """
+
+    def __init__(self, padding_id=0, name="token_accuracy", dtype=None):
+        super().__init__(padding_id=padding_id, name=name, dtype=dtype)
+
+    def token_values(self, y_true, logits):
+        predicted = ops.cast(ops.argmax(logits, axis=-1), "int32")  # (B, T)
+        return ops.cast(ops.equal(predicted, y_true), "float32")
+
+
+@keras.saving.register_keras_serializable(package="keras_attention")
+class MaskedPerplexity(_MaskedTokenMetric):
+    """Perplexity of the non-padding target tokens: the exponential of
+    their mean cross-entropy, *without* label smoothing.
+
+        perplexity = exp( -(1/N) Σ_{t: y_t ≠ pad} log p_t(y_t) )
+
+    over the N non-padding tokens of every batch since the last reset. A
+    label-smoothed training loss is not a log-likelihood (it adds ε times
+    the cross-entropy against the uniform distribution), so its exponential
+    is not the perplexity: this metric computes the plain cross-entropy
+    itself.
+
+    Args:
+        padding_id: target id that is ignored.
+        name: metric name.
+        dtype: the accumulators' dtype.
+
+    Call arguments:
+        y_true: int `(B, T)` target ids (`target_out`).
+        y_pred: `(B, T, V)` logits.
+        sample_weight: optional `(B,)` or `(B, T)` weights multiplying
+            each token's share.
+
+    Example:
+
+    >>> metric = MaskedPerplexity()
+    >>> logits = np.log(np.array([[[0.5, 0.25, 0.25], [0.1, 0.8, 0.1]]]))
+    >>> metric.update_state(np.array([[1, 0]]), logits)  # one token, p = 1/4
+    >>> round(float(metric.result()), 4)
+    4.0
+    """
+
+    def __init__(self, padding_id=0, name="perplexity", dtype=None):
+        super().__init__(padding_id=padding_id, name=name, dtype=dtype)
+
+    def token_values(self, y_true, logits):
+        log_probs = ops.log_softmax(logits, axis=-1)  # (B, T, V)
+        return -ops.take_along_axis(log_probs, y_true[..., None], axis=-1)[..., 0]  # (B, T)
+
+    def result(self):
+        return ops.exp(self.mean())

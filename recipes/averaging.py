@@ -1,0 +1,192 @@
+"""Checkpoint averaging for the translation recipe: keep the weights of the
+last N epochs during training, and replace the model by their mean.
+
+    θ̄ = (1/N) Σ_{i=1..N} θ_i      for every float variable of the model
+
+Averaging the last checkpoints of one run ("Attention Is All You Need",
+Sec. 6.1, averages the last 5 or 20) smooths the noise of the final
+updates and usually lowers the validation loss a little. Only the model's
+variables are averaged; integer variables (counters, seeds) and the
+optimizer's state (Adam's moments, the iteration count) are the last
+checkpoint's: an average of moments is no optimizer state.
+
+Checkpoints are Keras `.weights.h5` files, which hold the optimizer's
+variables too; `checkpoints/epoch-0007.weights.h5` is the model after
+epoch 7.
+"""
+
+import math
+import os
+import re
+import warnings
+
+import keras
+import numpy as np
+
+from . import runs
+
+FOLDER = "checkpoints"
+_EPOCH_FILE = re.compile(r"^epoch-(\d+)\.weights\.h5$")
+
+
+def epoch_path(folder, epoch):
+    """The checkpoint of `epoch` (counted from 1)."""
+    return os.path.join(folder, f"epoch-{epoch:04d}.weights.h5")
+
+
+def kept_checkpoints(folder):
+    """`[(epoch, path)]` of the epoch checkpoints in `folder`, oldest first."""
+    if not os.path.isdir(folder):
+        return []
+    found = (_EPOCH_FILE.match(name) for name in os.listdir(folder))
+    return sorted((int(m.group(1)), os.path.join(folder, m.group(0))) for m in found if m)
+
+
+class KeepLastEpochs(keras.callbacks.Callback):
+    """Save the weights after every epoch into `folder` and delete all but
+    the newest `keep` (the files stay after training, for `average`). A
+    diverged epoch (a non-finite log) is not saved.
+
+    A run killed after its `BackupAndRestore` saved an epoch and before
+    this callback did resumes after that epoch, whose weights it has: at
+    the start of training, the epoch the backup in `backup` (a folder)
+    restored is saved here when it is missing. Place this callback after
+    the backup's."""
+
+    def __init__(self, folder, keep, backup=None):
+        super().__init__()
+        self.folder, self.keep, self.backup = folder, keep, backup
+
+    def on_train_begin(self, logs=None):
+        metadata = os.path.join(self.backup or "", "training_metadata.json")
+        if self.backup and os.path.exists(metadata):
+            restored = int(runs.read_json(metadata, "the backup's epoch").get("epoch", 0))
+            if restored and not os.path.exists(epoch_path(self.folder, restored)):
+                self.save(restored)
+
+    def on_epoch_end(self, epoch, logs=None):
+        if all(math.isfinite(value) for value in (logs or {}).values()):
+            self.save(epoch + 1)
+
+    def save(self, epoch):
+        """Save the model as the checkpoint of `epoch` (from 1); keep `keep`."""
+        os.makedirs(self.folder, exist_ok=True)
+        runs.write_atomically(epoch_path(self.folder, epoch), self.model.save_weights)
+        for done, path in kept_checkpoints(self.folder):
+            if done <= epoch - self.keep or done > epoch:  # older, or a stale later one
+                os.remove(path)
+
+
+def load_checkpoint(model, path):
+    """`model.load_weights(path)`; a file that does not fit the model
+    raises `ValueError` naming it."""
+    try:
+        with warnings.catch_warnings():  # a file of another model: said in the error below
+            warnings.filterwarnings("ignore", "Skipping variable loading for optimizer")
+            model.load_weights(path)
+    except (OSError, ValueError) as error:
+        raise ValueError(
+            f"{path} does not load into the run's model ({str(error).splitlines()[0]}): "
+            "expected a .weights.h5 file saved from this run's architecture"
+        ) from None
+
+
+def average_checkpoints(model, paths):
+    """Load each of `paths` into `model` and leave `model` holding the
+    elementwise mean of their float variables (the integer ones, and the
+    optimizer's state, as the last of `paths` has them). The mean is
+    summed in float64 and cast back to each variable's dtype.
+
+    A file that does not fit the model raises `ValueError` naming it."""
+    if not paths:
+        raise ValueError("average_checkpoints needs at least one checkpoint; got none")
+    sums = None
+    for path in paths:
+        load_checkpoint(model, path)
+        values = [keras.ops.convert_to_numpy(variable) for variable in model.weights]
+        if sums is None:
+            sums = [np.zeros(value.shape, "float64") for value in values]
+        for total, value in zip(sums, values):
+            total += value
+    for variable, total in zip(model.weights, sums):
+        if np.issubdtype(np.dtype(variable.dtype), np.floating):
+            variable.assign((total / len(paths)).astype(variable.dtype))
+    return model
+
+
+def validation_loss(model, data):
+    """The model's compiled loss on `data` (its first result)."""
+    result = model.evaluate(data, verbose=0)
+    return float(result[0] if isinstance(result, list) else result)
+
+
+def average_last_epochs(model, work, count, valid_data, last_loss, log=print):
+    """`train --average-last`: average the last `count` epochs kept in
+    `<work>/checkpoints` into `model` (all of them when fewer were trained). Returns
+    what `config.json` records: the averaged epochs, the validation loss
+    of the average (`val_loss`) and of the last epoch alone
+    (`val_loss_last`); empty with a single epoch (nothing to average)."""
+    kept = kept_checkpoints(os.path.join(work, FOLDER))[-count:]
+    if len(kept) < 2:
+        log(f"--average-last {count}: {len(kept)} epoch kept, nothing to average")
+        return {}
+    average_checkpoints(model, [path for _, path in kept])
+    val_loss = validation_loss(model, valid_data)
+    epochs = [epoch for epoch, _ in kept]
+    log(
+        f"averaged the weights of epochs {epochs[0]}-{epochs[-1]}: validation loss "
+        f"{val_loss:.3f} (epoch {epochs[-1]} alone: {last_loss:.3f}); the average is saved"
+    )
+    return {"epochs": epochs, "val_loss": val_loss, "val_loss_last": round(last_loss, 4)}
+
+
+def average_run(args, loaded, log=print):
+    """The `average` command: replace `model.keras` of the run in
+    `args.output` by the mean of `args.checkpoints` (files) or of the
+    `args.last` epochs `train --average-last` kept, written atomically,
+    and record it in `config.json`. `loaded` is the run's `(model,
+    config, source_tokenizer, target_tokenizer)`. Returns the validation
+    losses of the average and of the last checkpoint alone."""
+    from .translation_data import make_dataset
+    from .translation_io import validation_file
+
+    model, config, source_tokenizer, target_tokenizer = loaded
+    if args.checkpoints:
+        paths = args.checkpoints
+        for path in paths:
+            if not os.path.isfile(path):
+                raise ValueError(f"--checkpoints {path}: no such file")
+    else:
+        folder = os.path.join(args.output, FOLDER)
+        kept = kept_checkpoints(folder)
+        if len(kept) < args.last:
+            raise ValueError(
+                f"--last {args.last}: {folder} holds {len(kept)} epoch checkpoint(s); train "
+                f"with --average-last {args.last} or more to keep them, or name files with "
+                "--checkpoints"
+            )
+        paths = [path for _, path in kept[-args.last :]]
+    valid = validation_file(args.output, args.valid, args.output, log)
+    data, kept_pairs, _ = make_dataset(
+        valid, source_tokenizer, target_tokenizer, config["max_length"], batch_size=64
+    )
+    if not kept_pairs:
+        raise ValueError(f"no validation pair of {valid} fits the run's --max-length")
+    load_checkpoint(model, paths[-1])
+    last_loss = validation_loss(model, data)
+    average_checkpoints(model, paths)
+    average_loss = validation_loss(model, data)
+    runs.write_atomically(os.path.join(args.output, "model.keras"), model.save)
+    record = {
+        "checkpoints": [os.path.abspath(path) for path in paths],
+        "val_loss_last": round(last_loss, 4),
+    }
+    runs.write_json_atomically(
+        os.path.join(args.output, "config.json"),
+        {**config, "val_loss": round(average_loss, 4), "averaged": record},
+    )
+    log(
+        f"averaged {len(paths)} checkpoints: validation loss {average_loss:.3f} (the last "
+        f"alone: {last_loss:.3f}) -> {os.path.join(args.output, 'model.keras')}"
+    )
+    return average_loss, last_loss

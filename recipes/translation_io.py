@@ -1,0 +1,221 @@
+"""Files in and out of the translation recipe's commands: sentences to
+translate (a file or standard input, one per line), their translations
+(standard output, or a file written atomically), progress on standard
+error, and the user's own `source<TAB>target` files for validation
+(`train --valid`) and testing (`evaluate --test`).
+
+Lines split on `\\n` only, the rule every reader of the recipe follows
+(`translation_data`); a `\\r` before it is dropped, so `\\r\\n` files
+translate as `\\n` ones. Line counts are kept: an empty line in gives an
+empty line out.
+"""
+
+import contextlib
+import os
+import sys
+import time
+
+from . import runs
+from .translation_data import tsv_pairs
+
+STDIO = "-"
+
+
+def describe(path):
+    return "standard input" if path == STDIO else path
+
+
+def read_sentences(path, stdin=None):
+    """The lines of `path` (`-`: standard input, or `stdin` when given, a
+    binary stream), one sentence each, without their line ends.
+
+    A line that is not UTF-8 raises `ValueError` naming `--input`, the line
+    and the byte."""
+    if path == STDIO:
+        data = (stdin or sys.stdin.buffer).read()
+    else:
+        if not os.path.isfile(path):
+            raise ValueError(f"--input {path}: no such file")
+        with open(path, "rb") as handle:
+            data = handle.read()
+    lines = data.split(b"\n")
+    if lines[-1] == b"":  # the newline that ends the last line starts no new one
+        lines.pop()
+    sentences = []
+    for number, line in enumerate(lines, 1):
+        try:
+            sentences.append(line.decode("utf-8").removesuffix("\r"))
+        except UnicodeDecodeError as error:
+            raise ValueError(
+                f"--input {describe(path)}:{number}: expected UTF-8 text; found byte "
+                f"{line[error.start]:#04x} at byte {error.start} of the line ({error.reason})"
+            ) from None
+    return sentences
+
+
+def check_output_file(path):
+    """`ValueError` before any work when `--output-file` cannot be written:
+    its folder is missing, or it is a folder."""
+    if path is None or path == STDIO:
+        return
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise ValueError(f"--output-file {path}: the folder {folder} does not exist")
+    if os.path.isdir(path):
+        raise ValueError(f"--output-file {path} is a folder; expected a file name")
+
+
+@contextlib.contextmanager
+def line_writer(path, stdout=None):
+    """Yield `write(lines)`, which writes each line and a `\\n`. To
+    standard output (`path` None or `-`) lines go out as they come; to a
+    file, into a temporary sibling renamed to `path` only when the block
+    ends without an error, so `path` is never half written."""
+    if path is None or path == STDIO:
+        stream = stdout or sys.stdout
+
+        def write(lines):
+            stream.write("".join(f"{line}\n" for line in lines))
+            stream.flush()
+
+        yield write
+        return
+    temporary = runs.temporary_path(path)
+    try:
+        with open(temporary, "w", encoding="utf-8", newline="\n") as handle:
+            yield lambda lines: handle.write("".join(f"{line}\n" for line in lines))
+        os.replace(temporary, path)
+    finally:
+        if os.path.exists(temporary):
+            os.remove(temporary)
+
+
+class Progress:
+    """`translated 640/5000 sentences (52.1/s)` on standard error: redrawn
+    in place (`\\r`) on a terminal, otherwise one line every `every`
+    sentences, so a log file gets a few lines, not thousands. Inputs of at
+    most `quiet_below` sentences report nothing."""
+
+    def __init__(self, total, stream=None, every=1000, quiet_below=256):
+        self.total, self.every = total, every
+        self.stream = stream or sys.stderr
+        self.quiet = total <= quiet_below
+        self.terminal = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.started = time.perf_counter()
+        self.reported = 0
+
+    def line(self, done):
+        rate = done / max(time.perf_counter() - self.started, 1e-9)
+        return f"translated {done}/{self.total} sentences ({rate:.1f}/s)"
+
+    def update(self, done):
+        if self.quiet:
+            return
+        if self.terminal:
+            self.stream.write(f"\r{self.line(done)}")
+        elif done - self.reported >= self.every or done == self.total:
+            self.stream.write(f"{self.line(done)}\n")
+            self.reported = done
+        else:
+            return
+        self.stream.flush()
+
+    def close(self):
+        if self.terminal and not self.quiet:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def read_pair_file(path, flag, log=print):
+    """The `(source, target)` pairs of a user's TSV file given as `flag`
+    (`--valid`, `--test`); skipped lines are reported as the corpus's are
+    (`translation_data.tsv_pairs`). A missing file, or one without a
+    usable pair, raises `ValueError` saying so."""
+    if not os.path.isfile(path):
+        raise ValueError(f"{flag} {path}: no such file")
+    problems = []
+    pairs = list(tsv_pairs(path, problems))
+    for problem in problems[:10]:
+        log(f"warning: {problem}")
+    if len(problems) > 10:
+        log(f"warning: ... and {len(problems) - 10} more lines skipped")
+    if not pairs:
+        raise ValueError(
+            f"{flag} {path} holds no source<TAB>target pairs"
+            + (f" ({len(problems)} lines skipped; the first: {problems[0]})" if problems else "")
+            + ": expected one `source<TAB>target` pair a line"
+        )
+    return pairs
+
+
+def write_pair_file(pairs, path):
+    """Write `pairs` as `source<TAB>target` lines, atomically."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+
+    def write(temporary):
+        with open(temporary, "w", encoding="utf-8", newline="\n") as handle:
+            handle.writelines(f"{source}\t{target}\n" for source, target in pairs)
+
+    runs.write_atomically(path, write)
+    return path
+
+
+def translate_lines(sentences, translate_batch, output_file=None, batch_size=64, progress=None):
+    """Translate `sentences` `batch_size` at a time with `translate_batch`
+    (`sentences -> output lines`: one translation each, or n-best lines)
+    and write the lines to `output_file` (`None` or `-`: standard output)
+    as each batch is done; `progress` (a `Progress`) hears of every batch."""
+    progress = progress or Progress(len(sentences))
+    try:
+        with line_writer(output_file) as write:
+            for start in range(0, len(sentences), batch_size):
+                write(translate_batch(sentences[start : start + batch_size]))
+                progress.update(min(start + batch_size, len(sentences)))
+    finally:
+        progress.close()
+
+
+def reads_lines(args):
+    """True when `translate` translates lines: from `--input`, or from
+    standard input when it is not a terminal and no text is given, or
+    (text given) to `--output-file`; then each input line gives one output
+    line (`--nbest N`: N lines)."""
+    given, output_file = getattr(args, "input", None), getattr(args, "output_file", None)
+    if given is not None and args.text:
+        raise ValueError("give the sentences either as arguments or with --input, not both")
+    if given is not None or output_file:
+        return True
+    return not args.text and sys.stdin is not None and not sys.stdin.isatty()
+
+
+def translate_file(args, translator, stderr=None):
+    """`translate` of lines: the text arguments, `--input FILE` or standard
+    input, to standard output or `--output-file` (atomically), in batches
+    with progress on standard error. `translator()` loads the model (after
+    the input is read and checked) and returns `sentences -> lines`."""
+    stderr = stderr or sys.stderr
+    check_output_file(args.output_file)
+    if args.text:
+        sentences = args.text
+    else:
+        sentences = read_sentences(args.input or STDIO)
+        if not sentences and args.input is None:
+            raise ValueError(
+                "give the text to translate: standard input held no sentences (pipe in a "
+                "file of sentences, one a line, or give --input FILE or the text as arguments)"
+            )
+    translate_lines(sentences, translator(), args.output_file, progress=Progress(len(sentences)))
+    if args.output_file and args.output_file != STDIO:
+        print(f"translated {len(sentences)} lines -> {args.output_file}", file=stderr)
+    return len(sentences)
+
+
+def validation_file(output, valid, folder, log=print):
+    """The validation split of the run in `output`, or, given `valid` (the
+    user's `--valid` file), its pairs copied clean into `<folder>/data/`
+    (skipped lines reported) for `tf.data`."""
+    if not valid:
+        return os.path.join(output, "data", "valid.tsv")
+    pairs = read_pair_file(valid, "--valid", log)
+    log(f"--valid {valid}: {len(pairs)} pairs")
+    return write_pair_file(pairs, os.path.join(folder, "data", "valid.user.tsv"))
