@@ -2,8 +2,8 @@
 #   make demo   set up (virtualenv, packages, the Ding corpus) and run the main job
 #   make test   set up, lint, and run the test suite (TensorFlow, then the portable part on JAX)
 # Also: make test-torch (the portable part on PyTorch), make bench, make bench-decoding,
-#   make bench-rnn, make results, make bottleneck (attention against the fixed context, by
-#   source length), make serving-check (exports run by TF Serving's TensorFlow),
+#   make bench-rnn, make bench-training, make results, make bottleneck (attention against the
+#   fixed context, by source length), make serving-check (exports run by TF Serving's TensorFlow),
 #   make serving-oplists.
 PYTHON ?= python3
 VENV ?= .venv
@@ -35,7 +35,7 @@ PORTABLE := tests/test_portability.py tests/test_compatibility.py tests/test_reg
 PORTABLE_ARGS := -q -n 2 -p no:cacheprovider -m "not tensorflow" -k "harness or portability or compatibility or registry or layout or decoding_options"
 DOCTESTS := -q -p no:cacheprovider --doctest-modules keras_attention --ignore=keras_attention/serving
 
-.PHONY: demo test test-torch lint bench bench-decoding bench-rnn results bottleneck setup clean serving-check serving-oplists serving-venv
+.PHONY: demo test test-torch lint bench bench-decoding bench-rnn bench-training results bottleneck setup clean serving-check serving-oplists serving-venv
 
 setup: $(STAMP) $(DING)
 
@@ -150,6 +150,11 @@ $(TFA_STAMP): Makefile
 
 bench-rnn: $(STAMP) $(TFA_STAMP)
 	$(PY) bench/rnn.py --tfa-python $(VENV_TFA)/bin/python --repeats 7 --profile
+
+# Training throughput of the translation models on the Ding corpus: 0.2.0's
+# padded batches against length buckets, float32 / mixed bfloat16 / XLA.
+bench-training: $(STAMP) $(DING)
+	$(PY) bench/training.py
 
 results: $(STAMP) $(DING)
 	$(VENV)/bin/keras-attention-results
