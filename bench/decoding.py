@@ -37,11 +37,9 @@ peers alternating, `--repeats` rounds; tokens/s and ratios are medians.
 
 import argparse
 import functools
-import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -58,7 +56,7 @@ from keras_attention.serving.export import export_archive  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from timing import median_ratio  # noqa: E402
+from timing import PeerWorker, median_ratio  # noqa: E402
 
 NEGATIVE = -1e9
 PEERS = ("hf", "ct2-fp32", "ct2-int8")
@@ -119,7 +117,7 @@ def check_lengths(name, tokens, batch, length, model):
         raise AssertionError(f"{name}: a row ended before {length} tokens")
 
 
-class Peers:
+class Peers(PeerWorker):
     """The worker of `bench/decoding_peers.py` in the peers' virtualenv."""
 
     def __init__(self, python, source, args, workdir, systems):
@@ -149,36 +147,12 @@ class Peers:
         # greedy batch-1 generate 7x slower with 2 threads than with 1.
         # TensorFlow's thread pool does not spin, so the peers get the same.
         env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-        self.log = open(os.path.join(workdir, "peers.log"), "w")
-        self.process = subprocess.Popen(
-            command,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self.log,
-            text=True,
-            env=env,
-        )
-        self.versions = self._read().get("ready")
-
-    def _read(self):
-        line = self.process.stdout.readline()
-        if not line:
-            self.log.flush()
-            with open(self.log.name) as stream:
-                raise RuntimeError("the peers' worker stopped:\n" + stream.read()[-3000:])
-        return json.loads(line)
+        super().__init__(command, os.path.join(workdir, "peers.log"), "the peers' worker", env)
+        self.versions = self.ready.get("ready")
 
     def time(self, system, search, batch, iters):
         request = {"op": "time", "system": system, "search": search, "batch": batch}
-        self.process.stdin.write(json.dumps(dict(request, iters=iters)) + "\n")
-        self.process.stdin.flush()
-        return self._read()["seconds"]
-
-    def close(self):
-        self.process.stdin.write(json.dumps({"op": "quit"}) + "\n")
-        self.process.stdin.flush()
-        self.process.wait(timeout=60)
-        self.log.close()
+        return self.request(**request, iters=iters)["seconds"]
 
 
 def run(fn, x):

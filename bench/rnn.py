@@ -28,11 +28,9 @@ the ratio is the median of same-round ratios. `--xla` adds ours with
 """
 
 import argparse
-import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -47,44 +45,23 @@ from keras_attention.seq2seq import MaskedCrossEntropy, RecurrentSeq2Seq  # noqa
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from timing import median_ratio  # noqa: E402
+from timing import PeerWorker, median_ratio  # noqa: E402
 
 CONFIGS = {"feeding": True, "no-feeding": False}  # name -> input_feeding
 
 
-class Tfa:
+class Tfa(PeerWorker):
     """The worker of `bench/rnn_tfa.py` in the tfa virtualenv."""
 
     def __init__(self, python, data_path, args, workdir):
         command = [python, os.path.join(HERE, "rnn_tfa.py"), "--data", data_path]
         command += ["--vocab", str(args.vocab), "--embed-dim", str(args.embed_dim)]
         command += ["--units", str(args.units), "--threads", str(args.threads)]
-        self.log = open(os.path.join(workdir, "tfa.log"), "w")
-        self.process = subprocess.Popen(
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True
-        )
-        ready = self._read()
-        self.versions, self.parameters = ready["ready"], ready["parameters"]
-
-    def _read(self):
-        line = self.process.stdout.readline()
-        if not line:
-            self.log.flush()
-            with open(self.log.name) as stream:
-                raise RuntimeError("the tfa worker stopped:\n" + stream.read()[-3000:])
-        return json.loads(line)
+        super().__init__(command, os.path.join(workdir, "tfa.log"), "the tfa worker")
+        self.versions, self.parameters = self.ready["ready"], self.ready["parameters"]
 
     def time(self, system, iters):
-        request = {"op": "time", "system": system, "iters": iters}
-        self.process.stdin.write(json.dumps(request) + "\n")
-        self.process.stdin.flush()
-        return self._read()["seconds"]
-
-    def close(self):
-        self.process.stdin.write(json.dumps({"op": "quit"}) + "\n")
-        self.process.stdin.flush()
-        self.process.wait(timeout=60)
-        self.log.close()
+        return self.request(op="time", system=system, iters=iters)["seconds"]
 
 
 def build(args, input_feeding):

@@ -1,7 +1,9 @@
 """Timing helpers shared by the benchmark scripts: alternate the contenders,
 repeat, take medians; report ratios measured in the same run."""
 
+import json
 import statistics
+import subprocess
 import time
 
 import keras
@@ -32,3 +34,42 @@ def alternate(contenders, repeats, iters):
 def median_ratio(slower, faster):
     """Median over rounds of slower/faster (rounds paired in time)."""
     return statistics.median(s / f for s, f in zip(slower, faster))
+
+
+class PeerWorker:
+    """A peer timed in its own virtualenv: a worker process that answers one
+    JSON request line (`{"op": "time", ...}`) with one JSON line, and first
+    writes a `{"ready": ...}` line, kept as `self.ready`. Its stderr goes to
+    `log_path`, whose end is shown if the worker stops."""
+
+    def __init__(self, command, log_path, name, env=None):
+        self.name = name
+        self.log = open(log_path, "w")
+        self.process = subprocess.Popen(
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            text=True,
+            env=env,
+        )
+        self.ready = self._read()
+
+    def _read(self):
+        line = self.process.stdout.readline()
+        if not line:
+            self.log.flush()
+            with open(self.log.name) as stream:
+                raise RuntimeError(f"{self.name} stopped:\n" + stream.read()[-3000:])
+        return json.loads(line)
+
+    def request(self, **request):
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        return self._read()
+
+    def close(self):
+        self.process.stdin.write(json.dumps({"op": "quit"}) + "\n")
+        self.process.stdin.flush()
+        self.process.wait(timeout=60)
+        self.log.close()
