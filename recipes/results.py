@@ -2,11 +2,15 @@
 training budget on the Ding corpus and write RESULTS.md.
 
     keras-attention-results [--epochs 4] [--units 128] [--output runs/results]
+    keras-attention-results --only "no attention" general convs2s transformer \
+        --flags="--batch-tokens 1536 --dictionary 0.5 --warmup 400 --learning-rate 3e-3"
 
 Each configuration is `keras-attention-translate train` then `evaluate`
 (beam 4, the whole test split) with the same epochs, widths, data and
-seed; the table lists BLEU, chrF, parameters and training time, and the
-exact commands.
+seed (and `--flags`, given to every `train`); the tables list BLEU, chrF,
+parameters and training time, BLEU by source length (Bahdanau et al.,
+2015, Fig. 2), and the exact commands; `--plot` draws BLEU against source
+length, a line per model.
 """
 
 import argparse
@@ -28,7 +32,11 @@ CONFIGURATIONS = [
     ("RNN + concat attention", ["--family", "rnn", "--attention", "concat"]),
     ("RNN + local-p attention", ["--family", "rnn", "--attention", "local"]),
     ("ConvS2S", ["--family", "convs2s"]),
-    ("Transformer", ["--family", "transformer"]),
+    # The demo's Transformer: relative positions and tied embeddings.
+    (
+        "Transformer",
+        ["--family", "transformer", "--position", "relative", "--tie-embeddings"],
+    ),
 ]
 
 
@@ -50,6 +58,13 @@ def main(argv=None):
         "--only", nargs="*", help="run only configurations whose name contains one of these"
     )
     parser.add_argument(
+        "--flags",
+        default="",
+        help="more `train` flags for every configuration, e.g. "
+        '--flags="--batch-tokens 1536 --warmup 400"',
+    )
+    parser.add_argument("--plot", help="also draw BLEU by source length into this PNG")
+    parser.add_argument(
         "--table-only",
         action="store_true",
         help="train nothing: write RESULTS.md from the runs already finished in --output",
@@ -64,6 +79,7 @@ def main(argv=None):
         "2",
         "--verbose",
         "0",
+        *args.flags.split(),
     ]
     rows, shared = [], None
     for name, flags in CONFIGURATIONS:
@@ -115,21 +131,25 @@ def main(argv=None):
                 parameters,
                 config["train_seconds"],
                 train,
+                scores.get("bleu_by_source_length", {}),
             )
         )
     with io.StringIO() as handle:
         handle.write("# Results: German → English on the Ding corpus\n\n")
         handle.write(
             f"Produced by `keras-attention-results --epochs {args.epochs} --units {args.units} "
-            f"--embed-dim {args.embed_dim}` (the `make results` target runs the defaults). "
+            f"--embed-dim {args.embed_dim}"
+            + (f' --flags="{args.flags}"' if args.flags else "")
+            + "` (the `make results` target runs the defaults). "
             "Test split of "
             "the Ding dictionary's example sentences (Debian `trans-de-en`, "
             "hashed 90/5/5 split), beam "
             "search of width 4, sacrebleu BLEU and chrF. "
             f"Every model trained {args.epochs} epochs with "
-            f"width {args.units}, 2 layers, dropout 0.1, label smoothing 0.1, "
-            "Adam 1e-3, batch 64, the "
-            "same data and SentencePiece vocabularies (learned once from the training split), "
+            f"width {args.units}, 2 layers and the `train` defaults "
+            "(dropout 0.1, label smoothing 0.1, Adam, SentencePiece)"
+            + (f" changed by `{args.flags}`" if args.flags else "")
+            + ", the same data and vocabularies (learned once from the training split), "
             "seed 0, on "
             f"{args.machine}. Training time is wall-clock on that (shared, noisy) machine.\n\n"
         )
@@ -140,20 +160,69 @@ def main(argv=None):
             "| model | BLEU | chrF | validation loss | parameters | training time (s) |\n"
             "|---|---|---|---|---|---|\n"
         )
-        for name, bleu, chrf, val_loss, parameters, seconds, _ in rows:
+        for name, bleu, chrf, val_loss, parameters, seconds, *_ in rows:
             handle.write(
                 f"| {name} | {bleu:.2f} | {chrf:.2f} | {val_loss:.3f} | "
                 f"{parameters:,} | {seconds:.0f} |\n"
             )
+        handle.write(length_table([(row[0], row[-1]) for row in rows]))
         handle.write(
             "\nCommands (each followed by `keras-attention-translate evaluate --output DIR "
             "--beam-width 4`):\n\n```bash\n"
         )
-        for *_, command in rows:
+        for *_, command, _ in rows:
             handle.write("keras-attention-translate " + " ".join(command) + "\n")
         handle.write("```\n")
         write_generated_part(args.results, handle.getvalue())
     print(f"wrote {args.results}")
+    if args.plot:
+        plot_by_length([(row[0], row[-1]) for row in rows], args.plot)
+        print(f"wrote {args.plot}")
+
+
+def length_table(rows):
+    """BLEU by source length, a row per model and a column per bucket
+    (`evaluate`'s `bleu_by_source_length`; "—" where a run has none)."""
+    buckets = list(dict.fromkeys(bucket for _, by_length in rows for bucket in by_length))
+    if not buckets:
+        return ""
+    sizes = {b: by_length[b]["sentences"] for _, by_length in rows for b in by_length}
+    lines = [
+        "",
+        "BLEU by source length in words (test sentences in each bucket):",
+        "",
+        "| model | " + " | ".join(f"{b} ({sizes[b]})" for b in buckets) + " |",
+        "|---|" + "---:|" * len(buckets),
+    ]
+    for name, by_length in rows:
+        cells = [f"{by_length[b]['bleu']:.2f}" if b in by_length else "—" for b in buckets]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def plot_by_length(rows, path):
+    """BLEU against source length (bucket order), a line per model; the
+    no-attention baseline dashed, as in `recipes.bottleneck`'s plot."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    buckets = list(dict.fromkeys(bucket for _, by_length in rows for bucket in by_length))
+    figure, axis = plt.subplots(figsize=(6, 4))
+    for name, by_length in rows:
+        style = {"linestyle": "--", "color": "black"} if "no attention" in name else {}
+        points = [(i, by_length[b]["bleu"]) for i, b in enumerate(buckets) if b in by_length]
+        axis.plot(*zip(*points), marker="o", label=name, **style)
+    axis.set_xticks(range(len(buckets)), buckets)
+    axis.set_xlabel("source length (words)")
+    axis.set_ylabel("test BLEU")
+    axis.set_title("Ding German→English, BLEU by source length")
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=70)
+    plt.close(figure)
 
 
 BEGIN, END = "<!-- generated by recipes/results.py: begin -->", "<!-- generated: end -->"

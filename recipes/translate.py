@@ -56,6 +56,7 @@ DEFAULTS = {  # sizes that train a reasonable model on the Ding corpus in minute
     "label_smoothing": 0.1,
     "style": "luong",
     "warmup": 0,  # steps of learning-rate warm-up (0: a constant rate)
+    "decay": "rsqrt",  # after the warm-up: 1/sqrt(step), or a cosine to 0 at the last step
     "tie_embeddings": False,  # the transformer's output projection is its target embedding
 }
 # The flags only some families have: the transformer's embedding width is
@@ -67,6 +68,7 @@ FAMILY_FLAGS = {
 }
 INTEGER_FLAGS = ("embed_dim", "units", "layers", "heads", "kv_heads", "window", "max_length")
 COUNT_FLAGS = ("warmup",)  # >= 0
+DECAYS = ("rsqrt", "cosine")  # --decay
 FRACTION_FLAGS = ("dropout", "label_smoothing")  # in [0, 1)
 DATA_SETTINGS = ("corpus", "reverse", "limit", "vocab_size", "tokenizer", "dictionary")
 # --tokenizer: the suffix of its vocabulary files. A run recorded before the
@@ -101,6 +103,7 @@ def model_config(args, hyperparameters=None):
             "max_length",
             "style",
             "warmup",
+            "decay",
             "tie_embeddings",
         )
     }
@@ -146,6 +149,9 @@ def model_config(args, hyperparameters=None):
     for key in COUNT_FLAGS:
         config[key] = DEFAULTS[key] if config[key] is None else config[key]
         check_number(key, config[key], integer=True, low=0)
+    config["decay"] = config["decay"] or DEFAULTS["decay"]
+    if config["decay"] not in DECAYS:
+        raise UsageError(f"--decay must be one of {list(DECAYS)}; got {config['decay']!r}")
     if config["position"] is not None and config["position"] not in POSITIONS:
         raise UsageError(f"--position must be one of {list(POSITIONS)}; got {config['position']!r}")
     if config["kv_heads"] is not None and config["heads"] % config["kv_heads"]:
@@ -164,6 +170,7 @@ def recorded_defaults(settings):
         "tokenizer": "wordpiece",
         **{key: DEFAULTS[key] if transformer else None for key in TRANSFORMER_FLAGS[1:]},
         "warmup": 0,
+        "decay": "rsqrt",
         "dictionary": 0.0,
     }
 
@@ -244,12 +251,7 @@ def build_model(config, source_vocab, target_vocab):
     # Build the weights now: KerasTuner loads checkpoints into freshly
     # built models, and BackupAndRestore restores.
     model.build()
-    from keras_attention.seq2seq import InverseSquareRootSchedule
-
-    learning_rate = float(config["learning_rate"])
-    if config.get("warmup"):
-        learning_rate = InverseSquareRootSchedule(learning_rate, int(config["warmup"]))
-    optimizer = keras.optimizers.Adam(learning_rate, global_clipnorm=1.0)
+    optimizer = keras.optimizers.Adam(learning_rate(config), global_clipnorm=1.0)
     model.compile(
         optimizer,
         MaskedCrossEntropy(label_smoothing=float(config["label_smoothing"])),
@@ -258,6 +260,32 @@ def build_model(config, source_vocab, target_vocab):
         jit_compile=bool(config.get("jit", False)),
     )
     return model
+
+
+def learning_rate(config):
+    """Adam's rate: `learning_rate` constant, or with `warmup` steps of
+    warm-up to it then `decay`: 1/sqrt(step) (`InverseSquareRootSchedule`)
+    or a cosine to 0 at `total_steps`, the run's last step (Keras's
+    `CosineDecay` with its warm-up)."""
+    import keras
+
+    from keras_attention.seq2seq import InverseSquareRootSchedule
+
+    peak, warmup = float(config["learning_rate"]), int(config.get("warmup") or 0)
+    if config.get("decay") == "cosine":
+        decay_steps = int(config["total_steps"]) - warmup
+        if decay_steps < 1:
+            raise UsageError(
+                f"--decay cosine needs more training steps than --warmup {warmup}; "
+                f"the run has {config['total_steps']}"
+            )
+        return keras.optimizers.schedules.CosineDecay(
+            0.0 if warmup else peak,
+            decay_steps,
+            warmup_target=peak if warmup else None,
+            warmup_steps=warmup,
+        )
+    return InverseSquareRootSchedule(peak, warmup) if warmup else peak
 
 
 def resilient_backup(directory, log=print):
@@ -627,6 +655,7 @@ def train(args, log=print):
         batch_tokens=args.batch_tokens,
         dictionary=args.dictionary,
     )
+    config["total_steps"] = args.epochs * int(train_data.cardinality())  # --decay cosine's end
     with strategy.scope():
         model = build_model(config, source_tokenizer.vocab_size, target_tokenizer.vocab_size)
         model.optimizer.build(model.trainable_variables)
@@ -1329,7 +1358,7 @@ def parser():
                 default=argparse.SUPPRESS,
                 help=f"how the transformer places tokens: added to the embeddings (sinusoidal, "
                 f"learned) or in every self-attention (rope, alibi, relative) (default: "
-                f"{DEFAULTS['position']}; transformer only)",
+                f"{'relative' if name == 'demo' else DEFAULTS['position']}; transformer only)",
             )
             command.add_argument(
                 "--kv-heads",
@@ -1365,8 +1394,15 @@ def parser():
                 "--warmup",
                 type=int,
                 default=DEFAULTS["warmup"],
-                help="learning-rate warm-up steps, then decay as 1/sqrt(step) "
-                "(--learning-rate is the peak; 0: a constant rate)",
+                help="learning-rate warm-up steps, then --decay "
+                "(--learning-rate is the peak; 0 with rsqrt: a constant rate)",
+            )
+            command.add_argument(
+                "--decay",
+                choices=DECAYS,
+                default=DEFAULTS["decay"],
+                help="the rate after the warm-up: as 1/sqrt(step), or along a cosine "
+                "to 0 at the last step of --epochs",
             )
             command.add_argument(
                 "--tie-embeddings",
@@ -1482,12 +1518,13 @@ def parser():
     demo_command.add_argument(
         "--limit-test", type=int, help="evaluate only the first N test sentences (default: all)"
     )
-    # Training takes about 13 minutes on a quiet 2-core CPU (the goal is
-    # ten for the whole job); `train` defaults are larger. What each
-    # setting did to BLEU: RESULTS.md, "The demo's settings".
+    # Sized for ten minutes on a quiet 2-core CPU for the whole job;
+    # `train` defaults are larger. What each setting did to BLEU:
+    # RESULTS.md, "The demo's settings".
     demo_command.set_defaults(
         average_last=3,
-        epochs=10,
+        epochs=14,
+        position="relative",
         units=128,
         vocab_size=4000,
         batch_tokens=1536,

@@ -1499,3 +1499,55 @@ def test_kept_epochs_include_the_one_a_resumed_backup_restores(tmp_path):
     keep.on_epoch_end(3, {"loss": float("nan")})  # diverged: not kept
     keep.on_epoch_end(3, {"loss": 0.5})
     assert [epoch for epoch, _ in kept_checkpoints(folder)] == [3, 4]
+
+
+def test_cosine_decay_warms_up_to_the_peak_and_ends_at_zero_on_the_last_step():
+    """`--decay cosine`: linear warm-up to --learning-rate, then half a
+    cosine down to 0 at `total_steps` (epochs x batches), against the
+    formula written out here."""
+    args = translate.parser().parse_args(
+        ["train", "--warmup", "10", "--decay", "cosine", "--learning-rate", "2e-3", *TINY]
+    )
+    config = {**translate.model_config(args), "total_steps": 50}
+    schedule = translate.learning_rate(config)
+    for step in (0, 5, 10, 20, 30, 49, 50):
+        if step <= 10:
+            expected = 2e-3 * step / 10
+        else:
+            expected = 2e-3 * 0.5 * (1 + np.cos(np.pi * (step - 10) / 40))
+        assert float(schedule(step)) == pytest.approx(expected, abs=1e-9), step
+    with pytest.raises(translate.UsageError, match="--decay cosine needs more training steps"):
+        translate.learning_rate({**config, "total_steps": 10})
+    # the default stays what runs recorded before the flag used
+    config = translate.model_config(translate.parser().parse_args(["train", "--warmup", "10"]))
+    assert config["decay"] == "rsqrt"
+    assert float(translate.learning_rate(config)(39)) == pytest.approx(1e-3 * 0.5)
+
+
+def test_results_tables_bleu_by_length_and_plots_it(tmp_path):
+    """The per-length table has a column per bucket seen in any run, a
+    dash where a run has no sentence of that length, and the plot is a PNG."""
+    from recipes.results import length_table, plot_by_length
+
+    rows = [
+        (
+            "RNN, no attention (bottleneck)",
+            {"1-5": {"bleu": 3.5, "sentences": 250}, "6-10": {"bleu": 1.25, "sentences": 538}},
+        ),
+        (
+            "Transformer",
+            {
+                "1-5": {"bleu": 9.0, "sentences": 250},
+                "6-10": {"bleu": 7.5, "sentences": 538},
+                "26+": {"bleu": 2.0, "sentences": 3},
+            },
+        ),
+    ]
+    table = length_table(rows).splitlines()
+    assert "| model | 1-5 (250) | 6-10 (538) | 26+ (3) |" in table
+    assert "| RNN, no attention (bottleneck) | 3.50 | 1.25 | — |" in table
+    assert "| Transformer | 9.00 | 7.50 | 2.00 |" in table
+    assert length_table([("x", {})]) == ""
+    path = tmp_path / "by_length.png"
+    plot_by_length(rows, str(path))
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
