@@ -224,7 +224,9 @@ def test_text_signatures_refuse_a_matrix_fed_past_the_python_check(tiny_translat
 
 
 # -- issue 13: n-best, forced prefixes, decoding options --------------------------------
-OPTIONS = dict(min_length=2, no_repeat_ngram_size=2, repetition_penalty=1.3, coverage_penalty=0.2)
+OPTIONS = dict(
+    min_length=2, no_repeat_ngram_size=2, repetition_penalty=1.3, coverage_penalty=0.2, alpha=1.1
+)
 
 
 @pytest.fixture(scope="module")
@@ -345,7 +347,7 @@ def test_saved_model_cli_shows_the_decoding_options(tiny_translator_with_options
     listed = shown.split("signature_def['decoding_options']")[1].split("signature_def")[0]
     assert (
         "outputs['options: beam_width=3, num_hypotheses=3, min_length=2, no_repeat_ngram_size=2, "
-        "repetition_penalty=1.3, coverage_penalty=0.2'] tensor_info" in listed
+        "repetition_penalty=1.3, coverage_penalty=0.2, alpha=1.1'] tensor_info" in listed
     ), listed
     assert (
         "outputs['min_length'] tensor_info:\n        dtype: DT_INT32\n        shape: ()" in listed

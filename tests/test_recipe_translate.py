@@ -994,6 +994,8 @@ def test_translate_nbest_prints_the_exported_nbest(trained, exported, capsys):
         (["export", "--coverage-penalty", "-1"], "error: --coverage-penalty must be >= 0"),
         (["export", "--coverage-penalty", "nan"], "error: --coverage-penalty must be a finite"),
         (["export", "--num-hypotheses", "5"], "error: --num-hypotheses must be at most"),
+        (["evaluate", "--alpha", "-0.5"], "error: --alpha must be >= 0; got -0.5"),
+        (["demo", "--alpha", "inf"], "error: --alpha must be a finite number"),
     ],
 )
 def test_decoding_flags_are_checked_before_any_work(tmp_path, capsys, argv, message):
@@ -1551,3 +1553,28 @@ def test_results_tables_bleu_by_length_and_plots_it(tmp_path):
     path = tmp_path / "by_length.png"
     plot_by_length(rows, str(path))
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_alpha_reaches_the_search_of_translate_and_evaluate(trained, capsys, tmp_path):
+    """`--alpha` (GNMT's length penalty) is the search's: `translate`
+    prints what `translate_texts(alpha=...)` gives, for two alphas, and
+    `evaluate` records the alpha it scored with."""
+    model, config, source, target = translate.load_run(trained[0])
+    texts = ["Ich habe keine Zeit.", "Wo ist der Bahnhof?"]
+    for alpha in ("0", "3"):
+        status, out, err = cli(
+            capsys, "translate", "--output", trained[0], "--alpha", alpha, *texts
+        )
+        assert status == 0, err
+        expected = translate.translate_texts(
+            model, source, target, texts, config["max_length"], 4, alpha=float(alpha)
+        )
+        assert [line.split("-> ", 1)[1] for line in out.splitlines()[1::2]] == expected
+    test = tmp_path / "test.tsv"
+    test.write_text("Ich habe keine Zeit.\tI have no time.\n", encoding="utf-8")
+    status, _, err = cli(
+        capsys, "evaluate", "--output", trained[0], "--test", str(test), "--alpha", "1.5"
+    )
+    assert status == 0, err
+    scores = json.loads(open(os.path.join(trained[0], "scores.json")).read())
+    assert scores["alpha"] == 1.5 and scores["beam_width"] == 4

@@ -211,6 +211,7 @@ DECODING_DEFAULTS = {
     "no_repeat_ngram_size": 0,
     "repetition_penalty": 1.0,
     "coverage_penalty": 0.0,
+    "alpha": 0.6,
 }
 
 
@@ -226,7 +227,7 @@ def decoding_options(beam_width=4, num_hypotheses=None, **options):
         )
     chosen = dict(DECODING_DEFAULTS, beam_width=int(beam_width), **options)
     chosen["num_hypotheses"] = int(beam_width if num_hypotheses is None else num_hypotheses)
-    for name in ("repetition_penalty", "coverage_penalty"):
+    for name in ("repetition_penalty", "coverage_penalty", "alpha"):
         chosen[name] = float(chosen[name])
     for name in ("min_length", "no_repeat_ngram_size"):
         chosen[name] = int(chosen[name])
@@ -271,6 +272,7 @@ def nbest_translations(model, source_tokenizer, target_tokenizer, text, max_leng
         no_repeat_ngram_size=options["no_repeat_ngram_size"],
         repetition_penalty=options["repetition_penalty"],
         coverage_penalty=options["coverage_penalty"],
+        alpha=options["alpha"],
     )
     tokens = result["tokens"]  # (B, N, L)
     shape = tf.shape(tokens)
@@ -288,8 +290,8 @@ def translator_archive(
 
     `options` are the decoding options (`decoding_options`): `min_length`,
     `no_repeat_ngram_size`, `repetition_penalty` (every signature but
-    `tokens`' ids check), `coverage_penalty` (beam search only) and
-    `num_hypotheses` (`nbest`, default `beam_width`).
+    `tokens`' ids check), `coverage_penalty` and `alpha` (beam search
+    only) and `num_hypotheses` (`nbest`, default `beam_width`).
 
     Signatures (all with in-graph tokenisation; inputs longer than
     `max_length` pieces are truncated and flagged; a `text` that is not a
@@ -351,6 +353,7 @@ def translator_archive(
             beam_width,
             return_attention=attention,
             coverage_penalty=chosen["coverage_penalty"],
+            alpha=chosen["alpha"],
             prefix=prefix,
             **search,
         )
