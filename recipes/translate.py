@@ -1150,11 +1150,12 @@ def export_command(args, log=print):
 
 
 def demo(args, log=print):
-    """The main job: train a Transformer on the Ding corpus, report BLEU and
-    samples, draw an attention heatmap, translate a sentence."""
+    """The main job: train a ConvS2S model (`--family` for another) on the
+    Ding corpus, report BLEU and samples, draw an attention heatmap,
+    translate a sentence, export it."""
     log("== keras_attention demo: German -> English on the Ding dictionary's example sentences")
     started = time.perf_counter()
-    if args.family != "transformer":  # the demo's tied embeddings are the transformer's
+    if args.family != "transformer":  # --family transformer: tied embeddings too
         vars(args).pop("tie_embeddings", None)
     settings, _ = train_settings(args)
     if finished(args.output) and not args.overwrite:
@@ -1374,7 +1375,7 @@ def parser():
                 default=argparse.SUPPRESS,
                 help=f"how the transformer places tokens: added to the embeddings (sinusoidal, "
                 f"learned) or in every self-attention (rope, alibi, relative) (default: "
-                f"{'relative' if name == 'demo' else DEFAULTS['position']}; transformer only)",
+                f"{DEFAULTS['position']}; transformer only)",
             )
             command.add_argument(
                 "--kv-heads",
@@ -1541,9 +1542,9 @@ def parser():
     # `train` defaults are larger. What each setting did to BLEU:
     # RESULTS.md, "The demo's settings".
     demo_command.set_defaults(
+        family="convs2s",
         average_last=3,
         epochs=14,
-        position="relative",
         units=128,
         vocab_size=4000,
         batch_tokens=1536,
