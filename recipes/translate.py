@@ -1155,8 +1155,6 @@ def demo(args, log=print):
     translate a sentence, export it."""
     log("== keras_attention demo: German -> English on the Ding dictionary's example sentences")
     started = time.perf_counter()
-    if args.family != "transformer":  # --family transformer: tied embeddings too
-        vars(args).pop("tie_embeddings", None)
     settings, _ = train_settings(args)
     if finished(args.output) and not args.overwrite:
         runs.claim(args.output, settings, defaults=recorded_defaults(settings))  # refuses others
@@ -1551,7 +1549,6 @@ def parser():
         dictionary=0.5,
         warmup=400,
         learning_rate=3e-3,
-        tie_embeddings=True,
     )
     return main
 
