@@ -1578,3 +1578,16 @@ def test_alpha_reaches_the_search_of_translate_and_evaluate(trained, capsys, tmp
     assert status == 0, err
     scores = json.loads(open(os.path.join(trained[0], "scores.json")).read())
     assert scores["alpha"] == 1.5 and scores["beam_width"] == 4
+
+
+@pytest.mark.parametrize("family", ["convs2s", "transformer", "rnn"])
+def test_the_demo_defaults_pass_the_checks_for_every_family(family):
+    """`make demo` runs `demo` with its defaults (a ConvS2S model), and
+    `demo --family F` must start too: the checks run before any work, so
+    a default that does not apply to a family would stop the job at once."""
+    args = translate.parser().parse_args(["demo", "--family", family])
+    translate.check(args)
+    config = translate.model_config(args)
+    assert config["family"] == family and args.alpha == 1.2 and args.epochs == 14
+    assert config["units"] == 128 and args.average_last == 3
+    assert translate.parser().parse_args(["demo"]).family == "convs2s"
