@@ -156,8 +156,13 @@ bench-rnn: $(STAMP) $(TFA_STAMP)
 bench-training: $(STAMP) $(DING)
 	$(PY) bench/training.py
 
+# RESULTS.md's table: every family at 12 epochs of the demo's data settings
+# (about an hour on a 2-core CPU, one model after another).
+RESULTS_FLAGS ?= --vocab-size 4000 --batch-tokens 1536 --dictionary 0.5 --warmup 400 --learning-rate 3e-3 --average-last 3
 results: $(STAMP) $(DING)
-	$(VENV)/bin/keras-attention-results
+	$(VENV)/bin/keras-attention-results --epochs 12 --units 128 --embed-dim 128 \
+		--flags="$(RESULTS_FLAGS)" --plot docs/ding_by_length.png \
+		--only "no attention" "general attention" convs2s transformer
 
 # The seeds' thesis measured: the RNN without attention, with each attention,
 # ConvS2S and the Transformer at one budget, accuracy by source length

@@ -140,7 +140,7 @@ def main(argv=None):
             f"Produced by `keras-attention-results --epochs {args.epochs} --units {args.units} "
             f"--embed-dim {args.embed_dim}"
             + (f' --flags="{args.flags}"' if args.flags else "")
-            + "` (the `make results` target runs the defaults). "
+            + "` (`make results` runs it for the models below, with `--plot`). "
             "Test split of "
             "the Ding dictionary's example sentences (Debian `trans-de-en`, "
             "hashed 90/5/5 split), beam "
@@ -180,10 +180,16 @@ def main(argv=None):
         print(f"wrote {args.plot}")
 
 
+def length_buckets(rows):
+    """The buckets ("1-5", ..., "26+") any of `rows`' runs has, shortest first."""
+    found = {bucket for _, by_length in rows for bucket in by_length}
+    return sorted(found, key=lambda bucket: int(bucket.split("-")[0].rstrip("+")))
+
+
 def length_table(rows):
     """BLEU by source length, a row per model and a column per bucket
     (`evaluate`'s `bleu_by_source_length`; "—" where a run has none)."""
-    buckets = list(dict.fromkeys(bucket for _, by_length in rows for bucket in by_length))
+    buckets = length_buckets(rows)
     if not buckets:
         return ""
     sizes = {b: by_length[b]["sentences"] for _, by_length in rows for b in by_length}
@@ -208,7 +214,7 @@ def plot_by_length(rows, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    buckets = list(dict.fromkeys(bucket for _, by_length in rows for bucket in by_length))
+    buckets = length_buckets(rows)
     figure, axis = plt.subplots(figsize=(6, 4))
     for name, by_length in rows:
         style = {"linestyle": "--", "color": "black"} if "no attention" in name else {}

@@ -1527,8 +1527,9 @@ def test_cosine_decay_warms_up_to_the_peak_and_ends_at_zero_on_the_last_step():
 
 
 def test_results_tables_bleu_by_length_and_plots_it(tmp_path):
-    """The per-length table has a column per bucket seen in any run, a
-    dash where a run has no sentence of that length, and the plot is a PNG."""
+    """The per-length table has a column per bucket seen in any run,
+    shortest first, a dash where a run has no sentence of that length, and
+    the plot is a PNG."""
     from recipes.results import length_table, plot_by_length
 
     rows = [
@@ -1539,9 +1540,9 @@ def test_results_tables_bleu_by_length_and_plots_it(tmp_path):
         (
             "Transformer",
             {
+                "26+": {"bleu": 2.0, "sentences": 3},
                 "1-5": {"bleu": 9.0, "sentences": 250},
                 "6-10": {"bleu": 7.5, "sentences": 538},
-                "26+": {"bleu": 2.0, "sentences": 3},
             },
         ),
     ]
