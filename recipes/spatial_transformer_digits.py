@@ -308,7 +308,14 @@ def export(model, warp, args, examples):
     image_spec = tf.TensorSpec((None, CANVAS, CANVAS, 1), tf.float32, name="image")
 
     def predict(image):
-        probabilities = model(image, training=False)
+        # An empty batch skips the model: TensorFlow's oneDNN convolution on
+        # AVX-512 CPUs gives stacked Conv2D layers a batch of 0 with the
+        # wrong depth ("input depth must be evenly divisible by filter depth").
+        probabilities = tf.cond(
+            tf.shape(image)[0] > 0,
+            lambda: tf.cast(model(image, training=False), tf.float32),
+            lambda: tf.zeros((0, 10), tf.float32),
+        )
         return {
             "probabilities": probabilities,
             "class": tf.argmax(probabilities, axis=-1, output_type=tf.int32),
