@@ -325,6 +325,7 @@ def translator_archive(
     import tensorflow as tf
 
     from keras_attention.seq2seq.generation import generate, greedy_search
+    from keras_attention.serving.text import UNK
 
     chosen = decoding_options(beam_width, **options)
     search = {
@@ -450,6 +451,13 @@ def translator_archive(
         return {"token_ids": best(source)["tokens"]}
 
     text_spec = [tf.TensorSpec((None,), tf.string, name="text")]
+    blank = tf.constant([""])
+    translate, greedy, attention, nbest = (
+        empty_batch_as_one_row(function, blank)
+        for function in (translate, greedy, attention, nbest)
+    )
+    constrained = empty_batch_as_one_row(constrained, blank, blank)
+    tokens = empty_batch_as_one_row(tokens, tf.constant([[UNK]]), tf.constant([1]))
     archive.add_endpoint("serving_default", translate, input_signature=text_spec)
     archive.add_endpoint("greedy", greedy, input_signature=text_spec)
     archive.add_endpoint("attention", attention, input_signature=text_spec)
@@ -478,6 +486,26 @@ def translator_archive(
 
     archive.add_endpoint("decoding_options", options_of, input_signature=[])
     return archive
+
+
+def empty_batch_as_one_row(function, *fillers):
+    """`function` of batched inputs, where a request whose inputs all have
+    0 rows runs once on `fillers` (one valid row each) and returns every
+    output cut to 0 rows. TensorFlow's oneDNN convolutions on AVX-512 CPUs
+    return a wrongly shaped tensor for a batch of 0, so without this an
+    empty request to a ConvS2S export fails ("Incompatible shapes")."""
+    import tensorflow as tf
+
+    def run(*inputs):
+        rows = tf.shape(inputs[0])[0]
+        empty = tf.reduce_all(tf.stack([tf.equal(tf.shape(x)[0], 0) for x in inputs]))
+        inputs = [
+            tf.cond(empty, lambda filler=filler: filler, lambda x=x: x)
+            for x, filler in zip(inputs, fillers)
+        ]
+        return {name: value[:rows] for name, value in function(*inputs).items()}
+
+    return run
 
 
 def write_warmup_requests(version_dir, model_name, requests):
