@@ -300,26 +300,27 @@ def export(model, warp, args, examples):
     import keras
     import tensorflow as tf
 
-    from keras_attention.serving.export import export_archive, write_warmup_requests
+    from keras_attention.serving.export import (
+        empty_batch_as_one_row,
+        export_archive,
+        write_warmup_requests,
+    )
 
     archive = keras.export.ExportArchive()
     archive.track(model)
     archive.track(warp)
     image_spec = tf.TensorSpec((None, CANVAS, CANVAS, 1), tf.float32, name="image")
 
-    def predict(image):
-        # An empty batch skips the model: TensorFlow's oneDNN convolution on
-        # AVX-512 CPUs gives stacked Conv2D layers a batch of 0 with the
-        # wrong depth ("input depth must be evenly divisible by filter depth").
-        probabilities = tf.cond(
-            tf.shape(image)[0] > 0,
-            lambda: tf.cast(model(image, training=False), tf.float32),
-            lambda: tf.zeros((0, 10), tf.float32),
-        )
+    def classify(image):
+        probabilities = model(image, training=False)
         return {
             "probabilities": probabilities,
             "class": tf.argmax(probabilities, axis=-1, output_type=tf.int32),
         }
+
+    # An empty batch runs as one blank image: TensorFlow's oneDNN Conv2D on
+    # AVX-512 CPUs fails on a batch of 0 between stacked convolutions.
+    predict = empty_batch_as_one_row(classify, tf.zeros((1, CANVAS, CANVAS, 1)))
 
     def decode(data):
         """PNG, JPEG, GIF (first frame) or BMP bytes -> a (60, 60, 1) image
