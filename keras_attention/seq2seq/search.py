@@ -621,7 +621,17 @@ def get_search(identifier=None, **overrides):
             )
         cls, config = classes[identifier], {}
     elif isinstance(identifier, dict):
-        search = keras.saving.deserialize_keras_object(identifier)
+        names = {cls.__name__: cls for cls in set(SEARCHES.values())}
+        if identifier.get("class_name") in names and "module" not in identifier:
+            search = names[identifier["class_name"]].from_config(identifier.get("config", {}))
+        else:
+            try:
+                search = keras.saving.deserialize_keras_object(identifier)
+            except TypeError as error:
+                raise ValueError(
+                    "`identifier` of get_search must be the config of a Search; "
+                    f"received identifier={identifier!r} ({error})."
+                ) from None
         if not isinstance(search, Search):
             raise ValueError(
                 "`identifier` of get_search must be the config of a Search; "
