@@ -17,6 +17,32 @@ dimension unknown, in batches of `batch_size`; `export` adds the same
 `tf.function`s to a `keras.export.ExportArchive`. So what a served model
 answers is, bit for bit, what the Translator answers in process.
 
+Signatures (inputs longer than S - 2 pieces are truncated and flagged):
+
+- `serving_default`: `text` string `[batch]` -> `translation` string
+  `[batch]`, `score` float `[batch]` (the search's best hypothesis),
+  `truncated` bool `[batch]`.
+- `greedy`: the same with greedy search (the search's shared options).
+- `attention`: `text` -> `translation`, `attention` float `[batch, L, S]`
+  of the best hypothesis, `source_tokens` and `target_tokens` strings,
+  `truncated`.
+- `tokens`: `token_ids` int32 `[batch, S']` and `lengths` int32 `[batch]`
+  -> `token_ids` int32 `[batch, L]`. Row b is `token_ids[b, :lengths[b]]`;
+  an `INVALID_ARGUMENT` unless there is one length per row, `1 <=
+  lengths[b] <= S'` and those ids are in `[0, source vocabulary size)`.
+- `nbest`: `text` -> `translations` string `[batch, N]`, `scores` float
+  `[batch, N]` (best first), `truncated`.
+- `constrained`: `text` and `prefix` string `[batch]` -> what
+  `serving_default` returns, each translation starting with its `prefix`
+  (target-side text; "" = unconstrained). An `INVALID_ARGUMENT` unless both
+  have one row each.
+- `decoding_options`: no input -> `beam_width`, `num_hypotheses`,
+  `min_length`, `no_repeat_ngram_size`, `repetition_penalty`,
+  `coverage_penalty`, `alpha` as scalars, the same as JSON under the key
+  `options: beam_width=4, ...` (which `saved_model_cli show --all`
+  displays), and `search`: the JSON of
+  `keras.saving.serialize_keras_object(search)`.
+
 Contract of every text function: an empty or blank text translates to ""
 (its score is that of the search on an empty source); a request with 0
 rows answers 0 rows (`export.empty_batch_as_one_row`); a `text` that is not
@@ -325,8 +351,8 @@ class Translator:
     # -- one tf.function per signature ----------------------------------------
     def function(self, name):
         """The `tf.function` of signature `name`, traced once per Translator
-        (the batch dimension unknown): what `export` writes and the
-        in-process methods call."""
+        (the batch dimension unknown; TensorFlow traces once more when it
+        saves it): what `export` writes and the in-process methods call."""
         if name not in self._functions:
             self._functions[name] = self._compile(name)
         return self._functions[name]
