@@ -345,3 +345,26 @@ def test_seq2seq_generate_uses_compile_or_constructor_default_or_the_given_searc
         loaded.generate(SOURCE, search=CASES["beam"][0]), expected(outputs["transformer"], "beam")
     )
     assert isinstance(loaded.search, Search)
+
+
+def test_a_compiled_model_saves_and_loads_compiled_with_its_search(fixture_models, tmp_path):
+    """`Seq2Seq.compile` is overridden (for `search`): a saved compiled model
+    must still come back compiled, with its optimizer's state, and warn of
+    nothing (Keras skips a custom `compile` on load unless
+    `compile_from_config` is ours)."""
+    model = RecurrentSeq2Seq(12, 12, 8, 16, attention="additive", style="bahdanau")
+    model.build()
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy", search="beam")
+    target = np.array([[1, 4, 2, 0], [1, 5, 6, 2], [1, 3, 2, 0]], "int32")
+    model.fit((SOURCE, target[:, :-1]), target[:, 1:], epochs=1, verbose=0)
+    path = str(tmp_path / "compiled.keras")
+    model.save(path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        loaded = keras.saving.load_model(path)
+    assert loaded.compiled and type(loaded.optimizer).__name__ == "Adam"
+    assert int(loaded.optimizer.iterations) == 1
+    assert isinstance(loaded.search, BeamSearch)
+    assert_same(
+        loaded.generate(SOURCE), {k: np.asarray(v) for k, v in model.generate(SOURCE).items()}
+    )

@@ -130,6 +130,15 @@ class Seq2Seq(keras.Model):
         if search is not None:
             self.search = get_search(search)
 
+    def compile_from_config(self, config):
+        # Keras's own skips (with a warning) a model whose `compile` is
+        # overridden; ours only adds `search`, which the model's config
+        # carries, so a saved compiled model compiles on load as before.
+        config = keras.saving.deserialize_keras_object(config)
+        self.compile(**config)
+        if hasattr(self, "optimizer") and self.built:
+            self.optimizer.build(self.trainable_variables)  # its variables, to load into
+
     def generate(self, source, search=None, prefix=None):
         """Decode `source (B, S)` with `search` (a `Search`, config or name),
         else the default set by `compile` or the constructor, else
