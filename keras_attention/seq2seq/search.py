@@ -371,8 +371,8 @@ class GreedySearch(Search):
     >>> import numpy as np
     >>> from keras_attention.seq2seq import GreedySearch, RecurrentSeq2Seq
     >>> model = RecurrentSeq2Seq(10, 10, embed_dim=4, hidden_dim=8)
-    >>> GreedySearch(max_length=6)(model, np.array([[1, 4, 2]]))["tokens"].shape
-    TensorShape([1, 6])
+    >>> tuple(GreedySearch(max_length=6)(model, np.array([[1, 4, 2]]))["tokens"].shape)
+    (1, 6)
     """
 
     def __call__(self, model, source, prefix=None):
