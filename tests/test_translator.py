@@ -254,3 +254,29 @@ def test_a_greedy_translator_and_its_defaults():
             Translator(model, tokenizer, tokenizer, batch_size=0)
         with pytest.raises(ValueError, match="`n` of Translator.nbest must be a positive"):
             translator.nbest(texts, 0)
+
+
+def test_replace_unknown_copies_the_source_piece_in_process(translator):
+    """A search with `replace_unknown`: the translations are the tokenizer's
+    decoding of the eager search's tokens with its `replacements`, for the
+    best hypothesis and the n-best alike."""
+    from keras_attention.seq2seq import BeamSearch, get_search
+    from keras_attention.serving import Translator
+
+    _, _, tokenizer, model = translator
+    texts = sentences()[:12]
+    source, _ = tokenizer.encode(tf.constant(texts), MAX_SOURCE)
+    plain = BeamSearch(beam_width=2, min_length=3, max_length=MAX_SOURCE + 1)
+    emitted = np.asarray(plain.best(model, source)["tokens"]).reshape(-1)
+    unk_id = int(np.bincount(emitted[emitted > 3]).argmax())  # the favourite word plays <unk>
+    search = BeamSearch(beam_width=2, replace_unknown=True, min_length=3, unk_id=unk_id)
+    copying = Translator(model, tokenizer, tokenizer, search, max_source_length=MAX_SOURCE)
+    reference = get_search(search, max_length=MAX_SOURCE + 1).best(model, source)
+    assert np.any(np.asarray(reference["replacements"]) >= 0)  # something is copied
+    expected = tokenizer.decode(reference["tokens"], replacements=reference["replacements"])
+    assert copying.translate(texts) == [t.decode() for t in expected.numpy()]
+    plain = get_search(search, replace_unknown=False)
+    assert copying.translate(texts) != Translator(
+        model, tokenizer, tokenizer, plain, max_source_length=MAX_SOURCE
+    ).translate(texts)
+    assert [row[0][0] for row in copying.nbest(texts, 1)] == copying.translate(texts)

@@ -198,11 +198,9 @@ class Search:
             raise self.error(name, "True or False", value)
         return value
 
-    def _number(self, name, value, low, expected, strict=False):
-        """A finite real number >= `low` (> `low` when `strict`)."""
-        if not _is_real(value) or not math.isfinite(value):
-            raise self.error(name, expected, value)
-        if value < low or (strict and value == low):
+    def _number(self, name, value, low, expected):
+        """A finite real number >= `low`."""
+        if not _is_real(value) or not math.isfinite(value) or value < low:
             raise self.error(name, expected, value)
         return float(value)
 

@@ -51,6 +51,7 @@ not check shapes.
 """
 
 import json
+import numbers
 
 import numpy as np
 import tensorflow as tf
@@ -131,19 +132,18 @@ class Translator:
             max_source_length = longest - 1
         if (
             isinstance(max_source_length, bool)
-            or not isinstance(max_source_length, (int, np.integer))
+            or not isinstance(max_source_length, numbers.Integral)
             or max_source_length < 3
         ):
             raise ValueError(
                 "`max_source_length` of Translator must be an integer >= 3 ([START], a piece, "
                 f"[END]); received max_source_length={max_source_length!r}."
             )
-        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)):
-            raise ValueError(
-                f"`batch_size` of Translator must be a positive integer; received "
-                f"batch_size={batch_size!r}."
-            )
-        if batch_size < 1:
+        if (
+            isinstance(batch_size, bool)
+            or not isinstance(batch_size, numbers.Integral)
+            or batch_size < 1
+        ):
             raise ValueError(
                 f"`batch_size` of Translator must be a positive integer; received "
                 f"batch_size={batch_size!r}."
@@ -450,7 +450,7 @@ class Translator:
         texts = self._texts(texts, "texts")
         if n is None:
             n = self.nbest_search.num_hypotheses
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
             raise ValueError(
                 f"`n` of Translator.nbest must be a positive integer; received n={n!r}."
             )
