@@ -116,7 +116,7 @@ def test_cell_in_greedy_generation(rng):
     model = CellSeq2Seq(V, U)
     source = rng.integers(3, V, (B, S))
     source[1, 3:] = 0
-    result = greedy_search(model, source, max_length=4, return_attention=True)
+    result = greedy_search(model, source, max_length=4, return_attention_scores=True)
     tokens = ops.convert_to_numpy(result["tokens"])
     # Teacher-forcing the greedy output through keras.layers.RNN gives logits
     # whose argmax is that output, and the attention generation recorded.

@@ -259,8 +259,10 @@ def test_nbest_and_constrained_from_plain_tensorflow_equal_in_process(
     `nbest` and `constrained`, the in-process beam search's hypotheses and
     scores with the exported options; a translation starts with its prefix;
     a prefix per row mismatch is an INVALID_ARGUMENT."""
+    import keras
     import tensorflow as tf
 
+    from keras_attention.seq2seq import BeamSearch
     from keras_attention.seq2seq.generation import beam_search, generate
 
     path, model, tokenizer = tiny_translator_with_options
@@ -289,7 +291,8 @@ print(json.dumps({{
     "forced": [t.decode() for t in forced["translation"].numpy()],
     "forced_scores": forced["score"].numpy().tolist(),
     "options": {{name: value.numpy().item() for name, value in options.items()
-                 if not name.startswith("options:")}},
+                 if not name.startswith("options:") and name != "search"}},
+    "search": options["search"].numpy().decode(),
     "json": [value.numpy().decode() for name, value in options.items()
              if name.startswith("options:")],
     "mismatch": mismatch,
@@ -326,6 +329,11 @@ print(json.dumps({{
         **{name: pytest.approx(value) for name, value in OPTIONS.items()},
     }
     assert json.loads(got["json"][0]) == dict(beam_width=3, num_hypotheses=3, **OPTIONS)
+    # The search itself, serialized: it rebuilds the BeamSearch the export ran.
+    search = keras.saving.deserialize_keras_object(json.loads(got["search"]))
+    assert search.get_config() == {
+        **BeamSearch(beam_width=3, num_hypotheses=3, **OPTIONS).get_config(),
+    }
     assert "`prefix` needs one entry per `text`" in got["mismatch"]
 
 

@@ -149,7 +149,7 @@ def tiny_models():
 def test_batch_of_different_lengths_equals_one_by_one(tiny_models, family):
     models, source = tiny_models
     model = models[family]
-    batched = greedy_search(model, source, max_length=6, return_attention=True)
+    batched = greedy_search(model, source, max_length=6, return_attention_scores=True)
     for row in range(2):
         alone = source[row : row + 1, : 4 if row == 0 else 6]
         single = greedy_search(model, alone, max_length=6)
@@ -158,7 +158,7 @@ def test_batch_of_different_lengths_equals_one_by_one(tiny_models, family):
         )
     attention = np.asarray(batched["attention"])
     assert np.all(attention[0, :, 4:] == 0.0)
-    beams = beam_search(model, source, max_length=6, beam_width=3, return_attention=True)
+    beams = beam_search(model, source, max_length=6, beam_width=3, return_attention_scores=True)
     assert beams["tokens"].shape == (2, 3, 6) and beams["attention"].shape == (2, 3, 6, 6)
     scores, tokens = np.asarray(beams["scores"]), np.asarray(beams["tokens"])
     for row_scores, row_tokens in zip(scores, tokens):

@@ -81,8 +81,8 @@ def test_generate_and_round_trip(family):
         step, state, attention = model.decode_step(target_in[:, t], state)
         np.testing.assert_allclose(keras.ops.convert_to_numpy(step), logits[:, t], atol=1e-5)
         assert tuple(attention.shape) == source.shape
-    greedy = greedy_search(model, source, 6, return_attention=True)
-    beam = beam_search(model, source, 6, beam_width=3, return_attention=True)
+    greedy = greedy_search(model, source, 6, return_attention_scores=True)
+    beam = beam_search(model, source, 6, beam_width=3, return_attention_scores=True)
     assert tuple(greedy["tokens"].shape) == (4, 6) and tuple(greedy["attention"].shape) == (4, 6, 5)
     assert tuple(beam["tokens"].shape) == (4, 3, 6)
     # Greedy's score is the log-probability of its tokens under the model.

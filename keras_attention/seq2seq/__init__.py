@@ -9,8 +9,9 @@
     scheduled_sampling.py   ScheduledSampling and its decoding loop
     losses.py               MaskedCrossEntropy; MaskedAccuracy, MaskedPerplexity metrics
     schedules.py            InverseSquareRootSchedule (warm-up, then 1/sqrt(step))
-    generation.py           greedy, sampling, generate (beam search re-exported)
-    beam.py                 beam search, GNMT length and coverage penalties
+    search.py               GreedySearch, BeamSearch, RandomSampling, get_search: the strategies
+    generation.py           greedy_search, sample, beam_search, generate: 0.2.0's wrappers
+    beam.py                 beam search's loop, GNMT length and coverage penalties
     decoding_options.py     min length, n-gram bans, repetition penalty, prefixes, <unk> copies
     plotting.py             attention heatmaps (matplotlib)
 """
@@ -22,21 +23,33 @@ from keras_attention.seq2seq.losses import MaskedAccuracy, MaskedCrossEntropy, M
 from keras_attention.seq2seq.recurrent import RecurrentSeq2Seq
 from keras_attention.seq2seq.scheduled_sampling import ScheduledSampling
 from keras_attention.seq2seq.schedules import InverseSquareRootSchedule
+from keras_attention.seq2seq.search import (
+    BeamSearch,
+    GreedySearch,
+    RandomSampling,
+    Search,
+    get_search,
+)
 from keras_attention.seq2seq.teacher_forcing import teacher_forcing_pairs
 from keras_attention.seq2seq.transformer import TransformerSeq2Seq
 
 __all__ = [
+    "BeamSearch",
     "ConvS2SSeq2Seq",
+    "GreedySearch",
     "InverseSquareRootSchedule",
     "MaskedAccuracy",
     "MaskedCrossEntropy",
     "MaskedPerplexity",
+    "RandomSampling",
     "RecurrentSeq2Seq",
     "ScheduledSampling",
+    "Search",
     "Seq2Seq",
     "TransformerSeq2Seq",
     "beam_search",
     "generate",
+    "get_search",
     "greedy_search",
     "sample",
     "teacher_forcing_pairs",

@@ -12,6 +12,12 @@ Every `Seq2Seq` implements:
     state = model.reorder_state(state, indices)          gather along the batch (beams)
     weights = model.attention_weights(source, target_in) {name: (B, [H,] T, S)}
 
+Generation: `model.generate(source, search=None, prefix=None)` runs a
+decoding strategy of `search.py` (the one given, else the model's default,
+set by `compile(..., search=...)` or the constructor's `search`, else
+greedy search), as KerasHub's `generate` runs the sampler given to
+`compile`.
+
 `attention` is what generation records as the alignment of a hypothesis:
 the family's own summary of where the step looked (the mean over heads and
 layers, or zeros for a model without attention). The state is private to
@@ -26,6 +32,7 @@ import keras
 from keras import ops
 
 from keras_attention.seq2seq.scheduled_sampling import ScheduledSampling, scheduled_sampling_logits
+from keras_attention.seq2seq.search import Search, get_search
 from keras_attention.validation import check_token_ids
 
 TOKENS = (None, None)  # the shape of any token batch: (B, T)
@@ -40,6 +47,9 @@ class Seq2Seq(keras.Model):
             training calls then feed the decoder its own output with
             probability p(step), step being the number of training calls
             so far (a counter the model keeps, saved with it).
+        search: the default decoding strategy of `generate`: a `Search`,
+            its config or a name (`get_search`); None = greedy search.
+            Saved in the config only when set.
 
     Call arguments:
         inputs: `(source (B, S), target_in (B, T))` int token ids.
@@ -49,8 +59,11 @@ class Seq2Seq(keras.Model):
         logits `(B, T, target_vocab_size)`.
     """
 
-    def __init__(self, sos_id=1, eos_id=2, padding_id=0, scheduled_sampling=None, **kwargs):
+    def __init__(
+        self, sos_id=1, eos_id=2, padding_id=0, scheduled_sampling=None, search=None, **kwargs
+    ):
         super().__init__(**kwargs)
+        self.search = None if search is None else get_search(search)
         self.sos_id, self.eos_id, self.padding_id = sos_id, eos_id, padding_id
         if isinstance(scheduled_sampling, dict):
             scheduled_sampling = ScheduledSampling.from_config(scheduled_sampling)
@@ -109,6 +122,35 @@ class Seq2Seq(keras.Model):
             return  # a 0.1.0 file: no step counter was saved; it starts at 0
         super().load_own_variables(store)
 
+    def compile(self, *args, search=None, **kwargs):
+        """Keras's `compile`, plus `search`: the default decoding strategy of
+        `generate` (a `Search`, its config or a name; None keeps the current
+        one)."""
+        super().compile(*args, **kwargs)
+        if search is not None:
+            self.search = get_search(search)
+
+    def compile_from_config(self, config):
+        # Keras's own skips (with a warning) a model whose `compile` is
+        # overridden; ours only adds `search`, which the model's config
+        # carries, so a saved compiled model compiles on load as before.
+        config = keras.saving.deserialize_keras_object(config)
+        self.compile(**config)
+        if hasattr(self, "optimizer") and self.built:
+            self.optimizer.build(self.trainable_variables)  # its variables, to load into
+
+    def generate(self, source, search=None, prefix=None):
+        """Decode `source (B, S)` with `search` (a `Search`, config or name),
+        else the default set by `compile` or the constructor, else
+        `GreedySearch()` (whose `max_length` is the source's width + 1).
+        Returns the search's dict (`search.py`): `tokens (B, L)` for greedy
+        search and sampling, `(B, N, L)` for beam search."""
+        if search is None:
+            search = self.search if self.search is not None else get_search("greedy")
+        elif not isinstance(search, Search):
+            search = get_search(search)
+        return search(self, self.check_source(source), prefix=prefix)
+
     def check_source(self, source):
         source = ops.convert_to_tensor(source)
         check_token_ids("source", source, type(self).__name__)
@@ -144,6 +186,8 @@ class Seq2Seq(keras.Model):
         config = {"sos_id": self.sos_id, "eos_id": self.eos_id, "padding_id": self.padding_id}
         if self.scheduled_sampling is not None:
             config["scheduled_sampling"] = self.scheduled_sampling.get_config()
+        if self.search is not None:  # only when set: 0.2.0 configs stay as they were
+            config["search"] = keras.saving.serialize_keras_object(self.search)
         return config
 
     @classmethod

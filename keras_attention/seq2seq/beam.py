@@ -1,21 +1,13 @@
 """Beam search with GNMT's length and coverage penalties and the decoding
 options of `decoding_options.py`, in one `keras.ops.while_loop` over
-fixed-size tensors (see `generation.py`, which re-exports it).
+fixed-size tensors: the loop of `search.BeamSearch` (`beam_search` in
+`generation.py` is its 0.2.0 wrapper).
 """
-
-import numbers
 
 from keras import ops
 
 from keras_attention.masking import write_at
-from keras_attention.seq2seq.decoding_options import (
-    NEGATIVE,
-    check_source,
-    search_options,
-    unk_id_of,
-    unknown_replacements,
-)
-from keras_attention.validation import check_positive_int
+from keras_attention.seq2seq.decoding_options import NEGATIVE, unk_id_of, unknown_replacements
 
 
 def length_penalty(length, alpha):
@@ -49,27 +41,7 @@ def _concatenate(first, second):
     return {name: ops.concatenate([first[name], second[name]], axis=1) for name in first}
 
 
-def beam_search(
-    model,
-    source,
-    max_length,
-    beam_width=4,
-    alpha=0.6,
-    sos_id=None,
-    eos_id=None,
-    padding_id=None,
-    return_attention=False,
-    min_length=0,
-    no_repeat_ngram_size=0,
-    repetition_penalty=1.0,
-    suppress_tokens=None,
-    prefix=None,
-    coverage_penalty=0.0,
-    num_hypotheses=None,
-    return_token_scores=False,
-    replace_unknown=False,
-    unk_id=None,
-):
+def beam_search_loop(model, source, max_length, options, search, num_hypotheses):
     """Keep the `beam_width` best hypotheses at each step.
 
     A hypothesis is finished when it emits `<eos>`; its score is its
@@ -90,19 +62,17 @@ def beam_search(
     prefix) keeps the missing ones as dead entries that never finish; in the
     result they are empty: padding tokens, score `NEGATIVE`, length 0.
 
-    The decoding options shared with greedy search are described in the
-    module docstring. Beam search only:
-        coverage_penalty: β >= 0 (GNMT's; 0 disables it). CTranslate2 adds
-            the same term; its `length_penalty` is |Y|^α where ours is
-            GNMT's ((5 + |Y|) / 6)^α (`alpha`).
-        num_hypotheses: N <= beam_width hypotheses to return (default all).
-        return_token_scores: also return each token's log-probability
-            (of the penalized distribution), `token_scores (B, N, L)`, 0 at
-            padding; they sum to the score before length and coverage
-            penalties.
+    The loop of `search.BeamSearch` (`search` holds `beam_width`, `alpha`
+    (α), `coverage_penalty` (β) and the switches, validated there;
+    `options` is the call's `DecodingOptions`), for `num_hypotheses` N
+    (None: K). CTranslate2 adds the same coverage term; its
+    `length_penalty` is |Y|^α where ours is GNMT's ((5 + |Y|) / 6)^α.
+    `token_scores` are each token's log-probability (of the penalized
+    distribution), 0 at padding; they sum to the score before length and
+    coverage penalties.
 
     Returns a dict: `tokens (B, N, L)`, `scores (B, N)`, `lengths (B, N)`
-    and, with `return_attention`, `attention (B, N, L, S)`, with
+    and, with `return_attention_scores`, `attention (B, N, L, S)`, with
     `return_token_scores` `token_scores (B, N, L)`, with `replace_unknown`
     `replacements (B, N, L)`: the finished hypotheses best first, then,
     where fewer than N finished, the best live ones (cut at `max_length`,
@@ -120,43 +90,12 @@ def beam_search(
     (tensorflow-addons' `predicted_ids` was `(B, L, K)`:
     `ops.transpose(tokens, (0, 2, 1))`).
     """
-    source = ops.convert_to_tensor(source)
-    check_source(source, max_length, "beam_search")
-    check_positive_int("beam_width", beam_width, "beam_search")
-    if alpha < 0:
-        raise ValueError(f"`alpha` of beam_search must be >= 0; received alpha={alpha!r}.")
-    if isinstance(coverage_penalty, bool) or not (
-        isinstance(coverage_penalty, numbers.Real) and coverage_penalty >= 0
-    ):
-        raise ValueError(
-            "`coverage_penalty` of beam_search must be a number >= 0 (0 disables it); "
-            f"received coverage_penalty={coverage_penalty!r}."
-        )
-    if num_hypotheses is not None and (
-        isinstance(num_hypotheses, bool)
-        or not isinstance(num_hypotheses, numbers.Integral)
-        or not 1 <= num_hypotheses <= beam_width
-    ):
-        raise ValueError(
-            f"`num_hypotheses` of beam_search must be an integer from 1 to "
-            f"beam_width={beam_width}; received num_hypotheses={num_hypotheses!r}."
-        )
-    options = search_options(
-        model,
-        source,
-        max_length,
-        "beam_search",
-        sos_id,
-        eos_id,
-        padding_id,
-        min_length=min_length,
-        no_repeat_ngram_size=no_repeat_ngram_size,
-        repetition_penalty=repetition_penalty,
-        suppress_tokens=suppress_tokens,
-        prefix=prefix,
-    )
+    beam_width, alpha = search.beam_width, search.alpha
+    return_attention = search.return_attention_scores
+    return_token_scores, replace_unknown = search.return_token_scores, search.replace_unknown
+    coverage_penalty = search.coverage_penalty
     sos_id, eos_id, padding_id = options.sos_id, options.eos_id, options.padding_id
-    unk_id = unk_id_of(model, unk_id)
+    unk_id = unk_id_of(model, search.unk_id)
     K, L = beam_width, max_length
     N = K if num_hypotheses is None else num_hypotheses
     # The finished hypothesis that must beat every live one to stop: the

@@ -22,8 +22,6 @@ chosen):
    only choice, with its log-probability of step 2 (bans do not apply).
 """
 
-import numbers
-
 from keras import ops
 
 from keras_attention.masking import write_at
@@ -42,24 +40,6 @@ def unk_id_of(model, unk_id):
     return getattr(model, "unk_id", UNK_ID) if unk_id is None else unk_id
 
 
-def search_options(model, source, max_length, owner, sos_id, eos_id, padding_id, **options):
-    """The `DecodingOptions` of one search; special ids default to the model's."""
-
-    def special(name, value):
-        return getattr(model, name) if value is None else value
-
-    static = source.shape[0]
-    return DecodingOptions(
-        owner,
-        static if static is not None else ops.shape(source)[0],
-        max_length,
-        special("sos_id", sos_id),
-        special("eos_id", eos_id),
-        special("padding_id", padding_id),
-        **options,
-    )
-
-
 def never_generated(logits, sos_id, padding_id):
     """`logits (B, V)` with the `<sos>` and padding ids set to `NEGATIVE`, so
     that no search or draw emits them: a generated padding id would read as
@@ -71,55 +51,18 @@ def never_generated(logits, sos_id, padding_id):
     return ops.where(banned[None], NEGATIVE, ops.cast(logits, "float32"))
 
 
-def _error(owner, name, expected, value):
-    return ValueError(f"`{name}` of {owner} must be {expected}; received {name}={value!r}.")
-
-
-def _is_int(value):
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
 class DecodingOptions:
-    """The checked options of one search (see the module docstring)."""
+    """One call of a search (`search.py`): its options, special ids and
+    forced prefix, and what each step allows (see the module docstring)."""
 
-    def __init__(
-        self,
-        owner,
-        batch,
-        max_length,
-        sos_id,
-        eos_id,
-        padding_id,
-        min_length=0,
-        no_repeat_ngram_size=0,
-        repetition_penalty=1.0,
-        suppress_tokens=None,
-        prefix=None,
-    ):
-        if not _is_int(min_length) or min_length < 0:
-            raise _error(owner, "min_length", "an integer >= 0", min_length)
-        if not _is_int(no_repeat_ngram_size) or no_repeat_ngram_size < 0:
-            raise _error(
-                owner,
-                "no_repeat_ngram_size",
-                "an integer >= 0 (0 disables it)",
-                no_repeat_ngram_size,
-            )
-        if isinstance(repetition_penalty, bool) or not isinstance(repetition_penalty, numbers.Real):
-            raise _error(owner, "repetition_penalty", "a number > 0", repetition_penalty)
-        if not repetition_penalty > 0:
-            raise _error(owner, "repetition_penalty", "> 0 (1.0 disables it)", repetition_penalty)
-        suppress = () if suppress_tokens is None else tuple(suppress_tokens)
-        if not all(_is_int(token) and token >= 0 for token in suppress):
-            raise _error(
-                owner, "suppress_tokens", "a list of token ids (ints >= 0)", suppress_tokens
-            )
-        self.owner, self.max_length = owner, max_length
+    def __init__(self, search, batch, max_length, sos_id, eos_id, padding_id, prefix=None):
+        # The options were validated once, by the `Search` (search.py).
+        self.owner, self.max_length = search.owner, max_length
         self.sos_id, self.eos_id, self.padding_id = sos_id, eos_id, padding_id
-        self.min_length = int(min_length)
-        self.ngram = int(no_repeat_ngram_size)
-        self.repetition_penalty = float(repetition_penalty)
-        self.suppress = tuple(int(token) for token in suppress)
+        self.min_length = search.min_length
+        self.ngram = search.no_repeat_ngram_size
+        self.repetition_penalty = search.repetition_penalty
+        self.suppress = search.suppress_tokens or ()
         self.prefix = None if prefix is None else self._check_prefix(prefix, batch)
 
     def _check_prefix(self, prefix, batch):
@@ -149,11 +92,9 @@ class DecodingOptions:
     def check_vocabulary(self, logits):
         vocab = logits.shape[-1]
         if vocab is not None and self.suppress and max(self.suppress) >= vocab:
-            raise _error(
-                self.owner,
-                "suppress_tokens",
-                f"ids below the vocabulary size {vocab}",
-                list(self.suppress),
+            raise ValueError(
+                f"`suppress_tokens` of {self.owner} must be ids below the vocabulary size "
+                f"{vocab}; received suppress_tokens={list(self.suppress)!r}."
             )
 
     def repeat(self, copies):

@@ -1,8 +1,15 @@
-"""Generation from any `Seq2Seq` model: greedy, random sampling (temperature,
-top-k, top-p) and beam search with GNMT's length and coverage penalties,
-and the decoding options of `decoding_options.py` (minimum length, no
-repeated n-grams, repetition penalty, suppressed tokens, forced prefixes,
-`<unk>` replacement).
+"""Generation from any `Seq2Seq` model, the 0.2.0 functions: `greedy_search`,
+`sample` (temperature, top-k, top-p), `beam_search` (GNMT's length and
+coverage penalties) and `generate`, with the decoding options of
+`decoding_options.py` (minimum length, no repeated n-grams, repetition
+penalty, suppressed tokens, forced prefixes, `<unk>` replacement).
+
+Each is a thin wrapper over the decoding strategy objects of `search.py`
+(`GreedySearch`, `RandomSampling`, `BeamSearch`), which hold and validate
+the options once: `greedy_search(model, source, L, **options)` is
+`GreedySearch(max_length=L, **options)(model, source, prefix)`, and so on.
+New code can configure a search once and pass it around
+(`Seq2Seq.generate(source, search)`, `serving.Translator`).
 
 All three take any object with the `Seq2Seq` contract (`base.py`):
 `encode(source, max_length)`, `decode_step(tokens, state) -> (logits,
@@ -31,6 +38,8 @@ Decoding options, shared by the three searches (see `decoding_options.py`):
         tokens of each output (rows may differ in length); the scores include
         the prefix's log-probabilities, and it counts in `min_length`, the
         n-grams and the length penalty.
+    return_attention_scores: adds `attention` to the result (`return_attention`,
+        0.2.0's name, is a deprecated alias).
     replace_unknown: adds `replacements` to the result, same shape as
         `tokens`: where a token is `unk_id`, the *source* token id at the
         position of that step's highest attention weight, -1 elsewhere. The
@@ -42,18 +51,18 @@ Decoding options, shared by the three searches (see `decoding_options.py`):
         before it when the pieces are joined.
 """
 
-import keras
-from keras import ops
+import inspect
+import warnings
 
-from keras_attention.masking import write_at
-from keras_attention.seq2seq.beam import beam_search, coverage_penalty_of, length_penalty
-from keras_attention.seq2seq.decoding_options import (
-    NEGATIVE,
-    check_source,
-    never_generated,
-    search_options,
-    unk_id_of,
-    unknown_replacements,
+from keras_attention.seq2seq.beam import coverage_penalty_of, length_penalty
+from keras_attention.seq2seq.decoding_options import NEGATIVE, never_generated
+from keras_attention.seq2seq.search import (
+    BeamSearch,
+    GreedySearch,
+    RandomSampling,
+    _build,
+    check_vocabulary_fits,
+    filter_logits,
 )
 from keras_attention.validation import check_positive_int
 
@@ -71,73 +80,33 @@ __all__ = [
 ]
 
 
-def check_vocabulary_fits(name, value, logits, sos_id, padding_id, owner):
-    """`value` (`top_k`) must not exceed the tokens the search can emit: the
-    vocabulary (the static last axis of `logits`) less `<sos>` and padding
-    (see `never_generated`)."""
-    vocab = logits.shape[-1]
-    if vocab is None:
-        return
-    usable = vocab - len({sos_id, padding_id} & set(range(vocab)))
-    if value > usable:
-        raise ValueError(
-            f"`{name}` of {owner} must be at most {usable}, the tokens it can generate "
-            f"(a vocabulary of {vocab} less <sos> and padding); received {name}={value}."
-        )
-
-
-def _decode(model, source, max_length, choose, options, return_attention, replace_unknown, unk_id):
-    """The loop shared by greedy and sampling: `choose(allowed) -> tokens`."""
-    state = model.encode(source, max_length=max_length)
-    batch = ops.shape(source)[0]
-    sos_id, eos_id, padding_id = options.sos_id, options.eos_id, options.padding_id
-    tokens = ops.full((batch,), sos_id, "int32")
-    output = ops.full((batch, max_length), padding_id, "int32")
-    scores = ops.zeros((batch,), "float32")
-    finished = ops.zeros((batch,), "bool")
-    # The alignment and replacement buffers are only carried when asked for.
-    attention_shape = (
-        (batch, max_length, ops.shape(source)[1]) if return_attention else (batch, 1, 1)
+def _attention_switch(return_attention, return_attention_scores, owner):
+    """`return_attention_scores`, or 0.2.0's `return_attention` when given."""
+    if return_attention is None:
+        return return_attention_scores
+    warnings.warn(
+        f"`return_attention` of {owner} is deprecated; use `return_attention_scores` "
+        "(the result's key stays 'attention').",
+        DeprecationWarning,
+        stacklevel=4,  # the caller of the 0.2.0 function
     )
-    attention = ops.zeros(attention_shape, "float32")
-    replacements = ops.full((batch, max_length if replace_unknown else 1), -1, "int32")
+    return return_attention
 
-    def body(t, tokens, state, output, scores, finished, attention, replacements):
-        logits, state, step_attention = model.decode_step(tokens, state)
-        log_probs, allowed = options.step(logits, output, t)  # (B, V)
-        chosen = ops.cast(choose(allowed), "int32")
-        forcing, forced = options.forced(t)
-        if forcing is not None:
-            chosen = ops.where(forcing, forced, chosen)
-        chosen = ops.where(finished, padding_id, chosen)
-        gained = ops.take_along_axis(log_probs, chosen[:, None], axis=1)[:, 0]
-        scores = scores + ops.where(finished, 0.0, gained)
-        output = write_at(output, chosen[:, None], t, axis=1)
-        if return_attention:
-            attention = write_at(attention, ops.cast(step_attention, "float32")[:, None], t, axis=1)
-        if replace_unknown:
-            replacements = unknown_replacements(
-                source, step_attention, chosen, unk_id, replacements, t
-            )
-        finished = ops.logical_or(finished, chosen == eos_id)
-        return t + 1, chosen, state, output, scores, finished, attention, replacements
 
-    def cond(t, tokens, state, output, scores, finished, attention, replacements):
-        return ops.logical_and(t < max_length, ops.logical_not(ops.all(finished)))
-
-    _, _, _, output, scores, _, attention, replacements = ops.while_loop(
-        cond, body, (0, tokens, state, output, scores, finished, attention, replacements)
+def _wrapped(cls, owner, arguments, best=False, caller=None):
+    """Run a 0.2.0 function called with `arguments` (its `locals()`) as the
+    search `cls` configured with the same options (`best`: its best
+    hypothesis); errors name `owner`, the deprecation warning `caller`."""
+    # Only the function's own arguments: AutoGraph adds names to locals().
+    function = {"greedy_search": greedy_search, "sample": sample, "beam_search": beam_search}
+    names = inspect.signature(function[owner] if caller is None else generate).parameters
+    options = {name: arguments[name] for name in names if name in arguments}
+    model, source, prefix = options.pop("model"), options.pop("source"), options.pop("prefix")
+    options["return_attention_scores"] = _attention_switch(
+        options.pop("return_attention"), options["return_attention_scores"], caller or owner
     )
-    result = {
-        "tokens": output,
-        "scores": scores,
-        "lengths": ops.sum(ops.cast(output != padding_id, "int32"), axis=1),
-    }
-    if return_attention:
-        result["attention"] = attention
-    if replace_unknown:
-        result["replacements"] = replacements
-    return result
+    search = _build(cls, owner, **options)
+    return (search.best if best else search)(model, source, prefix=prefix)
 
 
 def greedy_search(
@@ -147,7 +116,7 @@ def greedy_search(
     sos_id=None,
     eos_id=None,
     padding_id=None,
-    return_attention=False,
+    return_attention=None,
     min_length=0,
     no_repeat_ngram_size=0,
     repetition_penalty=1.0,
@@ -155,61 +124,19 @@ def greedy_search(
     prefix=None,
     replace_unknown=False,
     unk_id=None,
+    return_attention_scores=False,
 ):
-    """Pick the most probable allowed token at each step.
+    """Pick the most probable allowed token at each step: a thin wrapper,
+    `GreedySearch(max_length=max_length, **options)(model, source, prefix)`.
 
     Returns a dict: `tokens (B, L)`, `scores (B,)` (log-probability),
-    `lengths (B,)`, with `return_attention` `attention (B, L, S)` and with
-    `replace_unknown` `replacements (B, L)`. Padding and `<sos>` are never
-    generated (`never_generated`). The decoding options are described in
-    the module docstring; `unk_id` defaults to the model's `unk_id`, else 3.
+    `lengths (B,)`, with `return_attention_scores` `attention (B, L, S)` and
+    with `replace_unknown` `replacements (B, L)`. Padding and `<sos>` are
+    never generated (`never_generated`). The decoding options are described
+    in the module docstring; `unk_id` defaults to the model's `unk_id`,
+    else 3.
     """
-    source = ops.convert_to_tensor(source)
-    check_source(source, max_length, "greedy_search")
-    options = search_options(
-        model,
-        source,
-        max_length,
-        "greedy_search",
-        sos_id,
-        eos_id,
-        padding_id,
-        min_length=min_length,
-        no_repeat_ngram_size=no_repeat_ngram_size,
-        repetition_penalty=repetition_penalty,
-        suppress_tokens=suppress_tokens,
-        prefix=prefix,
-    )
-    return _decode(
-        model,
-        source,
-        max_length,
-        lambda allowed: ops.argmax(allowed, axis=-1),
-        options,
-        return_attention,
-        replace_unknown,
-        unk_id_of(model, unk_id),
-    )
-
-
-def filter_logits(logits, temperature=1.0, top_k=None, top_p=None):
-    """Logits for sampling: divided by `temperature`, then all but the `top_k`
-    largest and all outside the smallest set of tokens whose probability
-    reaches `top_p` (nucleus) set to a large negative value."""
-    logits = ops.cast(logits, "float32") / temperature
-    if top_k is not None:
-        kth = ops.top_k(logits, top_k)[0][:, -1:]  # (B, 1)
-        logits = ops.where(logits < kth, NEGATIVE, logits)
-    if top_p is not None:
-        sorted_logits, order = ops.top_k(logits, ops.shape(logits)[-1])  # descending
-        probs = ops.softmax(sorted_logits, axis=-1)
-        before = ops.cumsum(probs, axis=-1) - probs  # mass of the more probable tokens
-        keep_sorted = before < top_p  # the first token is always kept
-        # Back to vocabulary order: scatter via the inverse permutation.
-        inverse = ops.argsort(order, axis=-1)
-        keep = ops.take_along_axis(keep_sorted, inverse, axis=-1)
-        logits = ops.where(keep, logits, NEGATIVE)
-    return logits
+    return _wrapped(GreedySearch, "greedy_search", locals())
 
 
 def sample(
@@ -223,7 +150,7 @@ def sample(
     sos_id=None,
     eos_id=None,
     padding_id=None,
-    return_attention=False,
+    return_attention=None,
     min_length=0,
     no_repeat_ngram_size=0,
     repetition_penalty=1.0,
@@ -231,62 +158,55 @@ def sample(
     prefix=None,
     replace_unknown=False,
     unk_id=None,
+    return_attention_scores=False,
 ):
-    """Draw each token from the (filtered) softmax of the allowed tokens;
-    see `filter_logits` and the module docstring for the decoding options.
+    """Draw each token from the (filtered) softmax of the allowed tokens: a
+    thin wrapper, `RandomSampling(temperature, top_k, top_p, seed,
+    max_length=max_length, **options)(model, source, prefix)`; see
+    `filter_logits` and the module docstring for the decoding options.
 
     `seed` is an int or a `keras.random.SeedGenerator`. `top_k` may not
     exceed the vocabulary less padding and `<sos>`. Returns what
     `greedy_search` returns (scores are the model's log-probabilities of
     the drawn tokens, with the repetition penalty but without temperature).
     """
-    source = ops.convert_to_tensor(source)
-    check_source(source, max_length, "sample")
-    if not temperature > 0:
-        raise ValueError(
-            f"`temperature` of sample must be > 0; received temperature={temperature!r}."
-        )
-    if top_k is not None:
-        check_positive_int("top_k", top_k, "sample")
-    if top_p is not None and not 0.0 < top_p <= 1.0:
-        raise ValueError(f"`top_p` of sample must be in (0, 1]; received top_p={top_p!r}.")
-    generator = (
-        seed if isinstance(seed, keras.random.SeedGenerator) else keras.random.SeedGenerator(seed)
-    )
-    options = search_options(
-        model,
-        source,
-        max_length,
-        "sample",
-        sos_id,
-        eos_id,
-        padding_id,
-        min_length=min_length,
-        no_repeat_ngram_size=no_repeat_ngram_size,
-        repetition_penalty=repetition_penalty,
-        suppress_tokens=suppress_tokens,
-        prefix=prefix,
-    )
+    return _wrapped(RandomSampling, "sample", locals())
 
-    def choose(allowed):
-        if top_k is not None:
-            check_vocabulary_fits(
-                "top_k", top_k, allowed, options.sos_id, options.padding_id, "sample"
-            )
-        # softmax(allowed / T) is softmax(logits / T) over the allowed tokens.
-        filtered = filter_logits(allowed, temperature, top_k, top_p)
-        return keras.random.categorical(filtered, 1, seed=generator)[:, 0]
 
-    return _decode(
-        model,
-        source,
-        max_length,
-        choose,
-        options,
-        return_attention,
-        replace_unknown,
-        unk_id_of(model, unk_id),
-    )
+def beam_search(
+    model,
+    source,
+    max_length,
+    beam_width=4,
+    alpha=0.6,
+    sos_id=None,
+    eos_id=None,
+    padding_id=None,
+    return_attention=None,
+    min_length=0,
+    no_repeat_ngram_size=0,
+    repetition_penalty=1.0,
+    suppress_tokens=None,
+    prefix=None,
+    coverage_penalty=0.0,
+    num_hypotheses=None,
+    return_token_scores=False,
+    replace_unknown=False,
+    unk_id=None,
+    return_attention_scores=False,
+):
+    """Keep the `beam_width` best hypotheses at each step: a thin wrapper,
+    `BeamSearch(beam_width, alpha, coverage_penalty, num_hypotheses,
+    return_token_scores, max_length=max_length, **options)(model, source,
+    prefix)`. See `BeamSearch` and `beam.beam_search_loop` for the scores,
+    the stopping rule and the order of the results.
+
+    Returns a dict: `tokens (B, N, L)`, `scores (B, N)`, `lengths (B, N)`
+    and, with `return_attention_scores`, `attention (B, N, L, S)`, with
+    `return_token_scores` `token_scores (B, N, L)`, with `replace_unknown`
+    `replacements (B, N, L)`.
+    """
+    return _wrapped(BeamSearch, "beam_search", locals())
 
 
 def generate(
@@ -295,7 +215,7 @@ def generate(
     max_length,
     beam_width=1,
     alpha=0.6,
-    return_attention=False,
+    return_attention=None,
     min_length=0,
     no_repeat_ngram_size=0,
     repetition_penalty=1.0,
@@ -305,39 +225,22 @@ def generate(
     return_token_scores=False,
     replace_unknown=False,
     unk_id=None,
+    return_attention_scores=False,
 ):
-    """The best hypothesis per source: beam search when `beam_width > 1` or
-    a beam-only option (`coverage_penalty`, `return_token_scores`) is set,
-    greedy search otherwise. What the translation recipe and the exported
-    translator call; the options are those of `greedy_search` and
-    `beam_search`.
+    """The best hypothesis per source, a thin wrapper:
+    `BeamSearch(beam_width, alpha, coverage_penalty, ...).best(model, source,
+    prefix)`, which is greedy search when `beam_width == 1` and no beam-only
+    option (`coverage_penalty`, `return_token_scores`) is set, and the first
+    of a beam search with `num_hypotheses=1` otherwise.
 
     Returns a dict: `tokens (B, L)`, `scores (B,)`, `lengths (B,)` and,
-    with `return_attention`, `attention (B, L, S)` (and `token_scores`,
-    `replacements (B, L)` when asked for).
+    with `return_attention_scores`, `attention (B, L, S)` (and
+    `token_scores`, `replacements (B, L)` when asked for).
     """
+    arguments = dict(locals())
     check_positive_int("beam_width", beam_width, "generate")
-    options = dict(
-        return_attention=return_attention,
-        min_length=min_length,
-        no_repeat_ngram_size=no_repeat_ngram_size,
-        repetition_penalty=repetition_penalty,
-        suppress_tokens=suppress_tokens,
-        prefix=prefix,
-        replace_unknown=replace_unknown,
-        unk_id=unk_id,
-    )
     if beam_width == 1 and not coverage_penalty and not return_token_scores:
-        return greedy_search(model, source, max_length, **options)
-    result = beam_search(
-        model,
-        source,
-        max_length,
-        beam_width=beam_width,
-        alpha=alpha,
-        coverage_penalty=coverage_penalty,
-        num_hypotheses=1,
-        return_token_scores=return_token_scores,
-        **options,
-    )
-    return {name: value[:, 0] for name, value in result.items()}  # the best of the K
+        for name in ("beam_width", "alpha", "coverage_penalty", "return_token_scores"):
+            del arguments[name]
+        return _wrapped(GreedySearch, "greedy_search", arguments, caller="generate")
+    return _wrapped(BeamSearch, "beam_search", arguments, best=True, caller="generate")

@@ -2,6 +2,7 @@
 in-graph subword tokenizers, and the workarounds multi-worker training needs
 on TensorFlow. Install with `pip install keras_attention[tensorflow]`.
 
+    translator.py   Translator: a model, its tokenizers and a search; in process and exported
     export.py       versioned atomic SavedModel exports, warm-up requests
     text.py         SentencePieceTokenizer and SubwordTokenizer (WordPiece), TensorFlow Text
     distribute.py   MultiWorkerMirroredStrategy adaptations of a model
@@ -37,3 +38,12 @@ def _graph_assert(condition, message, value):
 
 
 validation.install_run_time_check(_graph_assert)
+
+
+def __getattr__(name):
+    # Imported on first use: `Translator` pulls in the models and generation.
+    if name == "Translator":
+        from keras_attention.serving.translator import Translator
+
+        return Translator
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

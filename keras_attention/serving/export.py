@@ -21,7 +21,6 @@ list every model under `<base_dir>`, for
 
 import contextlib
 import errno
-import json
 import os
 import re
 import shutil
@@ -204,34 +203,54 @@ def export_archive(archive, base_dir, model_name, version=None, before_publish=N
     return staged.path
 
 
-DECODING_DEFAULTS = {
-    "beam_width": 4,
-    "num_hypotheses": 4,
-    "min_length": 0,
-    "no_repeat_ngram_size": 0,
-    "repetition_penalty": 1.0,
-    "coverage_penalty": 0.0,
-    "alpha": 0.6,
-}
+def _beam_search_options(beam_width=4, num_hypotheses=None, **options):
+    """The `BeamSearch` of 0.2.0's export options, checked by it."""
+    from keras_attention.seq2seq.search import BeamSearch
+
+    known = (
+        "min_length",
+        "no_repeat_ngram_size",
+        "repetition_penalty",
+        "coverage_penalty",
+        "alpha",
+    )
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        raise ValueError(
+            f"unknown decoding options {unknown}; expected some of "
+            f"{sorted(('beam_width', 'num_hypotheses') + known)}"
+        )
+    if num_hypotheses is None:
+        num_hypotheses = beam_width
+    return BeamSearch(beam_width=beam_width, num_hypotheses=num_hypotheses, **options)
+
+
+def _options_of(search):
+    return {
+        "beam_width": search.beam_width,
+        "num_hypotheses": search.num_hypotheses or search.beam_width,
+        "min_length": search.min_length,
+        "no_repeat_ngram_size": search.no_repeat_ngram_size,
+        "repetition_penalty": search.repetition_penalty,
+        "coverage_penalty": search.coverage_penalty,
+        "alpha": search.alpha,
+    }
+
+
+def __getattr__(name):
+    if name == "DECODING_DEFAULTS":  # 0.2.0's table, now BeamSearch's defaults
+        return decoding_options()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def decoding_options(beam_width=4, num_hypotheses=None, **options):
     """The decoding options of an exported translator, as the dict its
-    `decoding_options` signature returns: `DECODING_DEFAULTS` updated with
-    `options` (`num_hypotheses` defaults to `beam_width`). `ValueError` for
-    an unknown name."""
-    unknown = sorted(set(options) - set(DECODING_DEFAULTS))
-    if unknown:
-        raise ValueError(
-            f"unknown decoding options {unknown}; expected some of {sorted(DECODING_DEFAULTS)}"
-        )
-    chosen = dict(DECODING_DEFAULTS, beam_width=int(beam_width), **options)
-    chosen["num_hypotheses"] = int(beam_width if num_hypotheses is None else num_hypotheses)
-    for name in ("repetition_penalty", "coverage_penalty", "alpha"):
-        chosen[name] = float(chosen[name])
-    for name in ("min_length", "no_repeat_ngram_size"):
-        chosen[name] = int(chosen[name])
-    return chosen
+    `decoding_options` signature returns (0.2.0's function, a thin wrapper
+    over `BeamSearch`, which holds the defaults and checks the values):
+    `beam_width`, `num_hypotheses` (default `beam_width`), `min_length`,
+    `no_repeat_ngram_size`, `repetition_penalty`, `coverage_penalty`,
+    `alpha`. `ValueError` for an unknown name or a bad value."""
+    return _options_of(_beam_search_options(beam_width, num_hypotheses, **options))
 
 
 def options_key(options):
@@ -254,238 +273,35 @@ def nbest_translations(model, source_tokenizer, target_tokenizer, text, max_leng
     """`{"translations": (B, N) string, "scores": (B, N), "truncated": (B,)}`:
     the `options["num_hypotheses"]` best hypotheses of beam search (best
     first) for the strings `text`, with `options` from `decoding_options`.
-    An empty or blank text gives N empty translations; a hypothesis slot
-    the search could not fill is "" with score -1e9. What the exported
-    `nbest` signature and the translate CLI's `--nbest` both run."""
-    import tensorflow as tf
+    0.2.0's function, a thin wrapper over `Translator.nbest_function` (what
+    the exported `nbest` signature runs)."""
+    from keras_attention.serving.translator import Translator
 
-    from keras_attention.seq2seq.generation import beam_search
-
-    source, truncated = source_tokenizer.encode(text, max_length)
-    result = beam_search(
-        model,
-        source,
-        max_length + 1,
-        beam_width=options["beam_width"],
-        num_hypotheses=options["num_hypotheses"],
-        min_length=options["min_length"],
-        no_repeat_ngram_size=options["no_repeat_ngram_size"],
-        repetition_penalty=options["repetition_penalty"],
-        coverage_penalty=options["coverage_penalty"],
-        alpha=options["alpha"],
+    search = _beam_search_options(**options)
+    translator = Translator(
+        model, source_tokenizer, target_tokenizer, search, max_source_length=max_length
     )
-    tokens = result["tokens"]  # (B, N, L)
-    shape = tf.shape(tokens)
-    decoded = target_tokenizer.decode(tf.reshape(tokens, [shape[0] * shape[1], shape[2]]))
-    decoded = tf.reshape(decoded, shape[:2])  # (B, N)
-    empty = tf.equal(tf.strings.length(source_tokenizer.clean(text)), 0)
-    translations = tf.where(empty[:, None], tf.constant(""), decoded)
-    return {"translations": translations, "scores": result["scores"], "truncated": truncated}
+    return translator.nbest_function(text)
 
 
 def translator_archive(
     model, source_tokenizer, target_tokenizer, max_length, beam_width=4, **options
 ):
-    """An `ExportArchive` of a `Seq2Seq` translator with its tokenizers.
+    """An `ExportArchive` of a `Seq2Seq` translator with its tokenizers:
+    0.2.0's function, a thin wrapper over `serving.Translator` with a
+    `BeamSearch(beam_width, **options)` and `max_source_length=max_length`
+    (see `Translator` for the seven signatures).
 
     `options` are the decoding options (`decoding_options`): `min_length`,
-    `no_repeat_ngram_size`, `repetition_penalty` (every signature but
-    `tokens`' ids check), `coverage_penalty` and `alpha` (beam search
-    only) and `num_hypotheses` (`nbest`, default `beam_width`).
-
-    Signatures (all with in-graph tokenisation; inputs longer than
-    `max_length` pieces are truncated and flagged; a `text` that is not a
-    vector is an `INVALID_ARGUMENT`, also from TF Serving, which does not
-    check shapes):
-
-    - `serving_default`: `text` string `[batch]` -> `translation` string
-      `[batch]`, `score` float `[batch]` (beam search of `beam_width`),
-      `truncated` bool `[batch]`.
-    - `greedy`: the same with greedy decoding.
-    - `attention`: `text` -> `translation`, `attention` float `[batch,
-      target_len, source_len]` of the best hypothesis, `source_tokens` and
-      `target_tokens` strings.
-    - `tokens`: `token_ids` int32 `[batch, source_len]` and `lengths` int32
-      `[batch]` -> `token_ids` int32 `[batch, target_len]` (beam search).
-      Row `b` is `token_ids[b, :lengths[b]]`; an `INVALID_ARGUMENT` error
-      unless there is one length per row, `1 <= lengths[b] <= source_len`
-      and those ids are in `[0, source vocabulary size)`.
-    - `nbest`: `text` -> `translations` string `[batch, N]`, `scores` float
-      `[batch, N]` (best first; see `nbest_translations`), `truncated`.
-    - `constrained`: `text` and `prefix` string `[batch]` -> what
-      `serving_default` returns, each translation starting with its
-      `prefix` (target-side text, tokenized by the target tokenizer; "" =
-      unconstrained). An `INVALID_ARGUMENT` unless both have one row each.
-    - `decoding_options`: no input -> the options above as named scalars
-      (`decoding_options`), and the same as a JSON string under the key
-      `options_key(options)` (`options: beam_width=4, num_hypotheses=4,
-      ...`), which `saved_model_cli show --all` displays.
+    `no_repeat_ngram_size`, `repetition_penalty`, `coverage_penalty`,
+    `alpha` and `num_hypotheses` (`nbest`, default `beam_width`).
     """
-    import keras
-    import tensorflow as tf
+    from keras_attention.serving.translator import Translator
 
-    from keras_attention.seq2seq.generation import generate, greedy_search
-    from keras_attention.serving.text import UNK
-
-    chosen = decoding_options(beam_width, **options)
-    search = {
-        name: chosen[name] for name in ("min_length", "no_repeat_ngram_size", "repetition_penalty")
-    }
-    archive = keras.export.ExportArchive()
-    archive.track(model)
-    archive.track(source_tokenizer)
-    archive.track(target_tokenizer)
-    decode_length = max_length + 1
-
-    def checked_text(text):
-        """`text`, checked at run time to be a vector: the TensorSpec stops
-        Python callers, but TF Serving feeds whatever a request holds, and a
-        matrix gave outputs of mismatched shapes."""
-        return tf.ensure_shape(text, [None])
-
-    def encode(text):
-        return source_tokenizer.encode(checked_text(text), max_length)
-
-    def best(source, attention=False, prefix=None):
-        return generate(
-            model,
-            source,
-            decode_length,
-            beam_width,
-            return_attention=attention,
-            coverage_penalty=chosen["coverage_penalty"],
-            alpha=chosen["alpha"],
-            prefix=prefix,
-            **search,
-        )
-
-    def translation_of(text, result):
-        """The decoded best hypothesis; "" for empty input, as in process."""
-        return source_tokenizer.blank_where_empty(text, target_tokenizer.decode(result["tokens"]))
-
-    def translate(text):
-        source, truncated = encode(text)
-        result = best(source)
-        return {
-            "translation": translation_of(text, result),
-            "score": result["scores"],
-            "truncated": truncated,
-        }
-
-    def greedy(text):
-        source, truncated = encode(text)
-        result = greedy_search(model, source, decode_length, **search)
-        return {
-            "translation": translation_of(text, result),
-            "score": result["scores"],
-            "truncated": truncated,
-        }
-
-    def attention(text):
-        source, truncated = encode(text)
-        result = best(source, attention=True)
-        return {
-            "translation": translation_of(text, result),
-            "attention": result["attention"],
-            "source_tokens": source_tokenizer.tokens(source),
-            "target_tokens": target_tokenizer.tokens(result["tokens"]),
-            "truncated": truncated,
-        }
-
-    def nbest(text):
-        return nbest_translations(
-            model, source_tokenizer, target_tokenizer, checked_text(text), max_length, chosen
-        )
-
-    def constrained(text, prefix):
-        check = tf.debugging.assert_equal(
-            tf.shape(checked_text(prefix))[0],
-            tf.shape(checked_text(text))[0],
-            message="constrained: `prefix` needs one entry per `text` (entries of each)",
-        )
-        with tf.control_dependencies([check]):
-            source, truncated = encode(text)
-        result = best(source, prefix=prefix_ids(target_tokenizer, prefix, decode_length))
-        return {
-            "translation": translation_of(text, result),
-            "score": result["scores"],
-            "truncated": truncated,
-        }
-
-    def tokens(token_ids, lengths):
-        # The signature's caller may be TF Serving, which checks nothing: a
-        # wrong `lengths` would silently change the batch, an id out of range
-        # would wrap around in the embedding. Core Assert ops make each an
-        # INVALID_ARGUMENT naming the problem and the values.
-        batch, width = tf.shape(token_ids)[0], tf.shape(token_ids)[1]
-        checks = [
-            tf.debugging.assert_equal(
-                tf.shape(lengths)[0],
-                batch,
-                message="tokens: `lengths` needs one entry per row of `token_ids` "
-                "(number of lengths, then of rows)",
-            ),
-            tf.debugging.assert_greater_equal(
-                lengths, 1, message="tokens: every `lengths` entry must be >= 1 (an empty source)"
-            ),
-            tf.debugging.assert_less_equal(
-                lengths,
-                width,
-                message="tokens: every `lengths` entry must be <= the width of `token_ids`",
-            ),
-        ]
-        with tf.control_dependencies(checks):
-            mask = tf.sequence_mask(lengths, width)
-        used = tf.boolean_mask(token_ids, mask)  # the ids within each row's length
-        checks = [
-            tf.debugging.assert_non_negative(used, message="tokens: `token_ids` must be >= 0"),
-            tf.debugging.assert_less(
-                used,
-                tf.constant(model.source_vocab_size, tf.int32),
-                message=f"tokens: `token_ids` must be < the source vocabulary size "
-                f"{model.source_vocab_size}",
-            ),
-        ]
-        with tf.control_dependencies(checks):
-            source = tf.where(mask, token_ids, tf.zeros_like(token_ids))
-        return {"token_ids": best(source)["tokens"]}
-
-    text_spec = [tf.TensorSpec((None,), tf.string, name="text")]
-    blank = tf.constant([""])
-    translate, greedy, attention, nbest = (
-        empty_batch_as_one_row(function, blank)
-        for function in (translate, greedy, attention, nbest)
-    )
-    constrained = empty_batch_as_one_row(constrained, blank, blank)
-    tokens = empty_batch_as_one_row(tokens, tf.constant([[UNK]]), tf.constant([1]))
-    archive.add_endpoint("serving_default", translate, input_signature=text_spec)
-    archive.add_endpoint("greedy", greedy, input_signature=text_spec)
-    archive.add_endpoint("attention", attention, input_signature=text_spec)
-    archive.add_endpoint(
-        "tokens",
-        tokens,
-        input_signature=[
-            tf.TensorSpec((None, None), tf.int32, name="token_ids"),
-            tf.TensorSpec((None,), tf.int32, name="lengths"),
-        ],
-    )
-    archive.add_endpoint("nbest", nbest, input_signature=text_spec)
-    archive.add_endpoint(
-        "constrained",
-        constrained,
-        input_signature=[*text_spec, tf.TensorSpec((None,), tf.string, name="prefix")],
-    )
-
-    def options_of():
-        outputs = {name: tf.constant(value) for name, value in chosen.items()}
-        # `saved_model_cli show` prints signatures' keys, dtypes and shapes,
-        # never values (and lists no functions of an export with TF Text
-        # ops), so one output's key carries them all.
-        outputs[options_key(chosen)] = tf.constant(json.dumps(chosen))
-        return outputs
-
-    archive.add_endpoint("decoding_options", options_of, input_signature=[])
-    return archive
+    search = _beam_search_options(beam_width, **options)
+    return Translator(
+        model, source_tokenizer, target_tokenizer, search, max_source_length=max_length
+    ).archive()
 
 
 def empty_batch_as_one_row(function, *fillers):

@@ -1,0 +1,540 @@
+"""`Translator`: a `Seq2Seq` model, its source and target tokenizers and a
+decoding strategy (`keras_attention.seq2seq.search`), as one object that
+translates in process and exports the same graph functions as a SavedModel
+for TensorFlow Serving (TensorFlow-specific).
+
+Each exported signature is a graph function defined once here, strings (or
+ids) in, a dict of tensors out:
+
+    text (B,) -> encode -> source (B, S) -> search -> tokens -> decode -> (B,) strings
+
+with S = `max_source_length` (`[START] pieces [END]`, padded; longer texts
+keep their first pieces and are flagged `truncated`) and L, the decoded
+length, the search's `max_length` or S + 1. The in-process methods
+(`translate`, `nbest`, `attention`, `constrained`) call those same functions
+through one `tf.function` each, traced once per Translator with the batch
+dimension unknown, in batches of `batch_size`; `export` adds the same
+`tf.function`s to a `keras.export.ExportArchive`. So what a served model
+answers is, bit for bit, what the Translator answers in process.
+
+Signatures (inputs longer than S - 2 pieces are truncated and flagged):
+
+- `serving_default`: `text` string `[batch]` -> `translation` string
+  `[batch]`, `score` float `[batch]` (the search's best hypothesis),
+  `truncated` bool `[batch]`.
+- `greedy`: the same with greedy search (the search's shared options).
+- `attention`: `text` -> `translation`, `attention` float `[batch, L, S]`
+  of the best hypothesis, `source_tokens` and `target_tokens` strings,
+  `truncated`.
+- `tokens`: `token_ids` int32 `[batch, S']` and `lengths` int32 `[batch]`
+  -> `token_ids` int32 `[batch, L]`. Row b is `token_ids[b, :lengths[b]]`;
+  an `INVALID_ARGUMENT` unless there is one length per row, `1 <=
+  lengths[b] <= S'` and those ids are in `[0, source vocabulary size)`.
+- `nbest`: `text` -> `translations` string `[batch, N]`, `scores` float
+  `[batch, N]` (best first), `truncated`.
+- `constrained`: `text` and `prefix` string `[batch]` -> what
+  `serving_default` returns, each translation starting with its `prefix`
+  (target-side text; "" = unconstrained). An `INVALID_ARGUMENT` unless both
+  have one row each.
+- `decoding_options`: no input -> `beam_width`, `num_hypotheses`,
+  `min_length`, `no_repeat_ngram_size`, `repetition_penalty`,
+  `coverage_penalty`, `alpha` as scalars, the same as JSON under the key
+  `options: beam_width=4, ...` (which `saved_model_cli show --all`
+  displays), and `search`: the JSON of
+  `keras.saving.serialize_keras_object(search)`.
+
+Contract of every text function: an empty or blank text translates to ""
+(its score is that of the search on an empty source); a request with 0
+rows answers 0 rows (`export.empty_batch_as_one_row`); a `text` that is not
+a vector is an `INVALID_ARGUMENT` also where the caller (TF Serving) does
+not check shapes.
+"""
+
+import json
+import numbers
+
+import numpy as np
+import tensorflow as tf
+
+from keras_attention.seq2seq.search import BeamSearch, GreedySearch, get_search
+from keras_attention.serving.export import (
+    empty_batch_as_one_row,
+    export_archive,
+    options_key,
+    prefix_ids,
+)
+
+SIGNATURES = (
+    "serving_default",
+    "greedy",
+    "attention",
+    "tokens",
+    "nbest",
+    "constrained",
+    "decoding_options",
+)
+
+
+def _strings(array):
+    return [value.decode("utf-8") for value in np.asarray(array).reshape(-1)]
+
+
+class Translator:
+    """A model plus its tokenizers plus a search.
+
+    Args:
+        model: a `Seq2Seq` (built), whose source ids are those of
+            `source_tokenizer` and target ids those of `target_tokenizer`.
+        source_tokenizer, target_tokenizer: `serving.text` tokenizers
+            (`SubwordTokenizer` or `SentencePieceTokenizer`).
+        search: the decoding strategy: a `Search`, its config or a name
+            (`get_search`); default `BeamSearch()` (a beam of 4, α = 0.6).
+            `translate`, `attention`, `constrained` and the `tokens`
+            signature use its best hypothesis (`Search.best`); `nbest` a
+            beam search with its options (its `beam_width`, `alpha`,
+            `coverage_penalty` if it is a `BeamSearch`, a beam of 1
+            otherwise), N = its `num_hypotheses` or `beam_width`; the
+            `greedy` signature a `GreedySearch` with its shared options.
+        max_source_length: S, the source ids per text (`[START]` and
+            `[END]` included). Default: the search's `max_length` - 1, else
+            the model's `max_length` - 1, else an error.
+        batch_size: texts per call of the graph functions in process.
+
+    Example (see `tests/test_translator.py`):
+
+        translator = Translator(model, source_tokenizer, target_tokenizer,
+                                BeamSearch(beam_width=4, alpha=1.2), max_source_length=40)
+        translator.translate(["Ich habe keine Zeit."])      # ["I have no time."]
+        translator.nbest(["Ich habe keine Zeit."], 2)       # [[("I have no time.", -0.4), ...]]
+        translator.export("saved_models", "translator")     # .../translator/1
+    """
+
+    def __init__(
+        self,
+        model,
+        source_tokenizer,
+        target_tokenizer,
+        search=None,
+        max_source_length=None,
+        batch_size=64,
+    ):
+        self.model = model
+        self.source_tokenizer, self.target_tokenizer = source_tokenizer, target_tokenizer
+        self.search = get_search("beam" if search is None else search)
+        if max_source_length is None:
+            longest = self.search.max_length or getattr(model, "max_length", None)
+            if longest is None:
+                raise ValueError(
+                    "`max_source_length` of Translator must be given for a model without "
+                    "`max_length` and a search without `max_length`; received "
+                    "max_source_length=None."
+                )
+            max_source_length = longest - 1
+        if (
+            isinstance(max_source_length, bool)
+            or not isinstance(max_source_length, numbers.Integral)
+            or max_source_length < 3
+        ):
+            raise ValueError(
+                "`max_source_length` of Translator must be an integer >= 3 ([START], a piece, "
+                f"[END]); received max_source_length={max_source_length!r}."
+            )
+        if (
+            isinstance(batch_size, bool)
+            or not isinstance(batch_size, numbers.Integral)
+            or batch_size < 1
+        ):
+            raise ValueError(
+                f"`batch_size` of Translator must be a positive integer; received "
+                f"batch_size={batch_size!r}."
+            )
+        self.max_source_length, self.batch_size = int(max_source_length), int(batch_size)
+        self.max_length = self.search.max_length or self.max_source_length + 1  # L
+        # The searches of the signatures, derived once from `search`.
+        fixed = dict(max_length=self.max_length)
+        self.best_search = get_search(self.search, return_attention_scores=False, **fixed)
+        self.attention_search = get_search(self.search, return_attention_scores=True, **fixed)
+        shared = dict(self.search.shared_options(), **fixed, return_attention_scores=False)
+        self.greedy_search = GreedySearch(**shared)
+        beam = self.search if isinstance(self.search, BeamSearch) else BeamSearch(beam_width=1)
+        self.nbest_search = BeamSearch(
+            beam_width=beam.beam_width,
+            alpha=beam.alpha,
+            coverage_penalty=beam.coverage_penalty,
+            num_hypotheses=beam.num_hypotheses or beam.beam_width,
+            **shared,
+        )
+        self._functions = {}  # signature name (or ("nbest", n)) -> tf.function
+        pad = tf.constant([[self.model.padding_id]], tf.int32)
+        self._source_pad = _strings(source_tokenizer.tokens(pad))[0]
+        self._target_pad = _strings(target_tokenizer.tokens(pad))[0]
+
+    # -- the graph functions: tensors in, a dict of tensors out ---------------
+    @staticmethod
+    def checked_text(text):
+        """`text`, checked at run time to be a vector: the TensorSpec stops
+        Python callers, but TF Serving feeds whatever a request holds, and a
+        matrix gave outputs of mismatched shapes."""
+        return tf.ensure_shape(text, [None])
+
+    def encode(self, text):
+        """`(source (B, S) int32, truncated (B,) bool)`."""
+        return self.source_tokenizer.encode(self.checked_text(text), self.max_source_length)
+
+    def decode(self, text, result):
+        """The best hypotheses of `result` as strings; "" for an empty text."""
+        decoded = self._detokenize(result["tokens"], result.get("replacements"))
+        return self.source_tokenizer.blank_where_empty(text, decoded)
+
+    def _detokenize(self, tokens, replacements=None):
+        if replacements is None:
+            return self.target_tokenizer.decode(tokens)
+        return self.target_tokenizer.decode(
+            tokens, replacements=replacements, source_tokenizer=self.source_tokenizer
+        )
+
+    def translate_function(self, text):
+        """`serving_default`: `text (B,)` -> `translation (B,)`, `score (B,)`,
+        `truncated (B,)`."""
+        source, truncated = self.encode(text)
+        result = self.best_search.best(self.model, source)
+        return {
+            "translation": self.decode(text, result),
+            "score": result["scores"],
+            "truncated": truncated,
+        }
+
+    def greedy_function(self, text):
+        """`greedy`: what `serving_default` returns, with greedy search."""
+        source, truncated = self.encode(text)
+        result = self.greedy_search(self.model, source)
+        return {
+            "translation": self.decode(text, result),
+            "score": result["scores"],
+            "truncated": truncated,
+        }
+
+    def attention_function(self, text):
+        """`attention`: `text (B,)` -> `translation (B,)`, `attention (B, L,
+        S)` of the best hypothesis, `source_tokens (B, S)` and
+        `target_tokens (B, L)` strings (padding included), `truncated`."""
+        source, truncated = self.encode(text)
+        result = self.attention_search.best(self.model, source)
+        return {
+            "translation": self.decode(text, result),
+            "attention": result["attention"],
+            "source_tokens": self.source_tokenizer.tokens(source),
+            "target_tokens": self.target_tokenizer.tokens(result["tokens"]),
+            "truncated": truncated,
+        }
+
+    def tokens_function(self, token_ids, lengths):
+        """`tokens`: `token_ids (B, S')` int32 and `lengths (B,)` ->
+        `token_ids (B, L)`, the best hypothesis. Row b is `token_ids[b,
+        :lengths[b]]`; an `INVALID_ARGUMENT` unless there is one length per
+        row, 1 <= lengths[b] <= S' and those ids are in [0, source vocabulary
+        size)."""
+        # The caller may be TF Serving, which checks nothing: a wrong `lengths`
+        # would silently change the batch, an id out of range would wrap
+        # around in the embedding. Core Assert ops make each an
+        # INVALID_ARGUMENT naming the problem and the values.
+        batch, width = tf.shape(token_ids)[0], tf.shape(token_ids)[1]
+        checks = [
+            tf.debugging.assert_equal(
+                tf.shape(lengths)[0],
+                batch,
+                message="tokens: `lengths` needs one entry per row of `token_ids` "
+                "(number of lengths, then of rows)",
+            ),
+            tf.debugging.assert_greater_equal(
+                lengths, 1, message="tokens: every `lengths` entry must be >= 1 (an empty source)"
+            ),
+            tf.debugging.assert_less_equal(
+                lengths,
+                width,
+                message="tokens: every `lengths` entry must be <= the width of `token_ids`",
+            ),
+        ]
+        with tf.control_dependencies(checks):
+            mask = tf.sequence_mask(lengths, width)
+        used = tf.boolean_mask(token_ids, mask)  # the ids within each row's length
+        vocab = self.model.source_vocab_size
+        checks = [
+            tf.debugging.assert_non_negative(used, message="tokens: `token_ids` must be >= 0"),
+            tf.debugging.assert_less(
+                used,
+                tf.constant(vocab, tf.int32),
+                message=f"tokens: `token_ids` must be < the source vocabulary size {vocab}",
+            ),
+        ]
+        with tf.control_dependencies(checks):
+            source = tf.where(mask, token_ids, tf.zeros_like(token_ids))
+        return {"token_ids": self.best_search.best(self.model, source)["tokens"]}
+
+    def nbest_function(self, text, search=None):
+        """`nbest`: `text (B,)` -> `translations (B, N)` strings and `scores
+        (B, N)`, best first (the finished hypotheses, then the best live
+        ones; a slot the search could not fill is "" with score -1e9), and
+        `truncated (B,)`. An empty or blank text gives N empty strings."""
+        search = self.nbest_search if search is None else search
+        text = self.checked_text(text)
+        source, truncated = self.encode(text)
+        result = search(self.model, source)
+        tokens = result["tokens"]  # (B, N, L)
+        shape = tf.shape(tokens)
+        flat = [shape[0] * shape[1], shape[2]]
+        replacements = result.get("replacements")
+        decoded = self._detokenize(
+            tf.reshape(tokens, flat),
+            None if replacements is None else tf.reshape(replacements, flat),
+        )
+        decoded = tf.reshape(decoded, shape[:2])  # (B, N)
+        empty = tf.equal(tf.strings.length(self.source_tokenizer.clean(text)), 0)
+        translations = tf.where(empty[:, None], tf.constant(""), decoded)
+        return {"translations": translations, "scores": result["scores"], "truncated": truncated}
+
+    def constrained_function(self, text, prefix):
+        """`constrained`: `text (B,)` and `prefix (B,)` target-side strings
+        -> what `serving_default` returns, each translation starting with
+        its prefix ("" = unconstrained; at most L pieces). An
+        `INVALID_ARGUMENT` unless both have as many rows."""
+        check = tf.debugging.assert_equal(
+            tf.shape(self.checked_text(prefix))[0],
+            tf.shape(self.checked_text(text))[0],
+            message="constrained: `prefix` needs one entry per `text` (entries of each)",
+        )
+        with tf.control_dependencies([check]):
+            source, truncated = self.encode(text)
+        forced = prefix_ids(self.target_tokenizer, prefix, self.max_length)
+        result = self.best_search.best(self.model, source, prefix=forced)
+        return {
+            "translation": self.decode(text, result),
+            "score": result["scores"],
+            "truncated": truncated,
+        }
+
+    def decoding_options(self):
+        """The 0.2.0 `decoding_options` outputs: beam width, N, and the
+        options of the nbest and best searches, as Python numbers."""
+        beam = self.nbest_search
+        return {
+            "beam_width": beam.beam_width,
+            "num_hypotheses": beam.num_hypotheses,
+            "min_length": beam.min_length,
+            "no_repeat_ngram_size": beam.no_repeat_ngram_size,
+            "repetition_penalty": beam.repetition_penalty,
+            "coverage_penalty": beam.coverage_penalty,
+            "alpha": beam.alpha,
+        }
+
+    def search_config(self):
+        """The JSON of `keras.saving.serialize_keras_object(search)`."""
+        import keras
+
+        return json.dumps(keras.saving.serialize_keras_object(self.search), sort_keys=True)
+
+    def options_function(self):
+        """`decoding_options`: no input -> the options as named scalars, the
+        same as JSON under the key `options_key(...)` (which `saved_model_cli
+        show --all` displays), and `search`, the search's serialized config
+        as JSON (`keras.saving.deserialize_keras_object(json.loads(...))`
+        rebuilds it)."""
+        chosen = self.decoding_options()
+        outputs = {name: tf.constant(value) for name, value in chosen.items()}
+        # `saved_model_cli show` prints signatures' keys, dtypes and shapes,
+        # never values (and lists no functions of an export with TF Text
+        # ops), so one output's key carries them all.
+        outputs[options_key(chosen)] = tf.constant(json.dumps(chosen))
+        outputs["search"] = tf.constant(self.search_config())
+        return outputs
+
+    # -- one tf.function per signature ----------------------------------------
+    def function(self, name):
+        """The `tf.function` of signature `name`, traced once per Translator
+        (the batch dimension unknown; TensorFlow traces once more when it
+        saves it): what `export` writes and the in-process methods call."""
+        if name not in self._functions:
+            self._functions[name] = self._compile(name)
+        return self._functions[name]
+
+    def _compile(self, name):
+        text = tf.TensorSpec((None,), tf.string, name="text")
+        blank = tf.constant([""])
+        if name == "decoding_options":
+            function = tf.function(self.options_function, input_signature=[], autograph=False)
+        elif name == "tokens":
+            from keras_attention.serving.text import UNK
+
+            function = tf.function(
+                empty_batch_as_one_row(
+                    self.tokens_function, tf.constant([[UNK]]), tf.constant([1])
+                ),
+                input_signature=[
+                    tf.TensorSpec((None, None), tf.int32, name="token_ids"),
+                    tf.TensorSpec((None,), tf.int32, name="lengths"),
+                ],
+                autograph=False,
+            )
+        elif name == "constrained":
+            function = tf.function(
+                empty_batch_as_one_row(self.constrained_function, blank, blank),
+                input_signature=[text, tf.TensorSpec((None,), tf.string, name="prefix")],
+                autograph=False,
+            )
+        else:
+            if isinstance(name, tuple):  # ("nbest", n): n hypotheses, in process only
+                search = get_search(
+                    self.nbest_search,
+                    num_hypotheses=name[1],
+                    beam_width=max(name[1], self.nbest_search.beam_width),
+                )
+                body = lambda text: self.nbest_function(text, search)  # noqa: E731
+            else:
+                body = {
+                    "serving_default": self.translate_function,
+                    "greedy": self.greedy_function,
+                    "attention": self.attention_function,
+                    "nbest": self.nbest_function,
+                }[name]
+            function = tf.function(
+                empty_batch_as_one_row(body, blank), input_signature=[text], autograph=False
+            )
+        function.get_concrete_function()  # the one trace
+        return function
+
+    def _run(self, name, *columns):
+        """`function(name)` over `columns` (lists of equal length) in batches
+        of `batch_size`: `{output: numpy array}` concatenated along rows."""
+        rows = len(columns[0])
+        if any(len(column) != rows for column in columns):
+            raise ValueError(
+                f"every input of {name} needs one entry per text; received lengths "
+                f"{[len(column) for column in columns]}."
+            )
+        function = self.function(name)
+        parts = []
+        for start in range(0, max(rows, 1), self.batch_size):
+            batch = [
+                tf.constant(list(column[start : start + self.batch_size]), tf.string)
+                if rows
+                else tf.constant([], tf.string)
+                for column in columns
+            ]
+            parts.append({key: value.numpy() for key, value in function(*batch).items()})
+        return {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
+
+    # -- in process ------------------------------------------------------------
+    @staticmethod
+    def _texts(texts, name):
+        if isinstance(texts, (str, bytes)):
+            raise ValueError(
+                f"`{name}` of Translator must be a list of strings; received a single string "
+                f"{texts!r} (wrap it in a list)."
+            )
+        return list(texts)
+
+    def translate(self, texts):
+        """`list[str]`: the best translation of each text (`serving_default`)."""
+        texts = self._texts(texts, "texts")
+        return _strings(self._run("serving_default", texts)["translation"]) if texts else []
+
+    def greedy(self, texts):
+        """`list[str]`: each text's translation by greedy search (`greedy`)."""
+        texts = self._texts(texts, "texts")
+        return _strings(self._run("greedy", texts)["translation"]) if texts else []
+
+    def nbest(self, texts, n=None):
+        """`list[list[(str, float)]]`: for each text its `n` best
+        `(translation, score)` pairs, best first (`nbest`). `n` defaults to
+        the `nbest` signature's N; a larger `n` widens the beam to `n`."""
+        texts = self._texts(texts, "texts")
+        if n is None:
+            n = self.nbest_search.num_hypotheses
+        if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
+            raise ValueError(
+                f"`n` of Translator.nbest must be a positive integer; received n={n!r}."
+            )
+        if not texts:
+            return []
+        name = "nbest" if n == self.nbest_search.num_hypotheses else ("nbest", int(n))
+        result = self._run(name, texts)
+        translations = np.asarray(_strings(result["translations"])).reshape(len(texts), n)
+        return [
+            [(str(text), float(score)) for text, score in zip(row, scores)]
+            for row, scores in zip(translations, result["scores"])
+        ]
+
+    def constrained(self, texts, prefixes):
+        """`list[str]`: each text's translation starting with its prefix
+        (target-side text; "" = unconstrained) (`constrained`)."""
+        texts = self._texts(texts, "texts")
+        prefixes = self._texts(prefixes, "prefixes")
+        if len(prefixes) != len(texts):
+            raise ValueError(
+                "`prefixes` of Translator.constrained needs one entry per text; received "
+                f"{len(prefixes)} prefixes for {len(texts)} texts."
+            )
+        return _strings(self._run("constrained", texts, prefixes)["translation"]) if texts else []
+
+    def attention(self, text):
+        """For a heatmap of `text`'s best translation (`attention`): a dict
+        with `translation`, `source_tokens` (the S' source pieces, `[START]`
+        and `[END]` included, padding not), `target_tokens` (the T pieces
+        generated, `<eos>` included, padding not) and `weights`, the `(T,
+        S')` float array of attention over them. A list of texts gives a
+        list of such dicts."""
+        if not isinstance(text, (str, bytes)):
+            texts = self._texts(text, "text")
+            if not texts:
+                return []
+            result = self._run("attention", texts)
+            return [self._alignment(result, row) for row in range(len(texts))]
+        return self._alignment(self._run("attention", [text]), 0)
+
+    def _alignment(self, result, row):
+        source = _strings(result["source_tokens"][row])
+        target = _strings(result["target_tokens"][row])
+        source = source[: len(source) - _trailing(source, self._source_pad)]
+        target = target[: len(target) - _trailing(target, self._target_pad)]
+        return {
+            "translation": _strings(result["translation"][row : row + 1])[0],
+            "source_tokens": source,
+            "target_tokens": target,
+            "weights": result["attention"][row, : len(target), : len(source)],
+        }
+
+    # -- export ----------------------------------------------------------------
+    def archive(self):
+        """A `keras.export.ExportArchive` with the seven signatures (the
+        `tf.function`s of `function`), tracking the model and tokenizers."""
+        import keras
+
+        archive = keras.export.ExportArchive()
+        archive.track(self.model)
+        archive.track(self.source_tokenizer)
+        archive.track(self.target_tokenizer)
+        for name in SIGNATURES:
+            archive.add_endpoint(name, self.function(name))
+        return archive
+
+    def export(self, base_dir, model_name, version=None, before_publish=None):
+        """Write the SavedModel as version `version` (default the next free
+        number) of `<base_dir>/<model_name>`, atomically
+        (`export.export_archive`); returns its path. `before_publish(path)`
+        may add files (warm-up requests) to the staged version."""
+        return export_archive(
+            self.archive(), base_dir, model_name, version=version, before_publish=before_publish
+        )
+
+
+def _trailing(tokens, pad):
+    """How many of the last `tokens` are the padding token `pad`."""
+    count = 0
+    for token in reversed(tokens):
+        if token != pad:
+            break
+        count += 1
+    return count
+
+
+__all__ = ["SIGNATURES", "Translator"]

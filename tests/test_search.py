@@ -1,0 +1,370 @@
+"""The decoding strategy objects (`seq2seq/search.py`): each reproduces what
+keras_attention 0.2.0's functions returned on tiny random models of the
+three families (`data/search_0_2_0.npz`, written by 0.2.0's code with the
+models' weights: `data/make_search_fixture.py`), the 0.2.0 functions (now
+wrappers) still do, configs round-trip through Keras serialization and
+`get_search`, `Seq2Seq.generate` uses the default search of `compile` or the
+constructor, and bad options are refused naming the argument. Portable but
+for the tests marked tensorflow (sampling draws are backend-specific)."""
+
+import os
+import warnings
+
+import keras
+import numpy as np
+import pytest
+
+from keras_attention.seq2seq import (
+    BeamSearch,
+    ConvS2SSeq2Seq,
+    GreedySearch,
+    RandomSampling,
+    RecurrentSeq2Seq,
+    Search,
+    TransformerSeq2Seq,
+    beam_search,
+    generate,
+    get_search,
+    greedy_search,
+    sample,
+)
+
+FIXTURE = os.path.join(os.path.dirname(__file__), "data", "search_0_2_0.npz")
+SOURCE = np.array([[1, 4, 5, 6, 2, 0], [1, 7, 8, 9, 10, 2], [1, 3, 2, 0, 0, 0]], "int32")
+PREFIX = np.array([[6, 0], [7, 4], [0, 0]], "int32")
+OPTIONS = dict(min_length=2, no_repeat_ngram_size=2, repetition_penalty=1.3, suppress_tokens=[5])
+FAMILIES = ("rnn", "convs2s", "transformer")
+
+# The 0.2.0 calls of make_search_fixture.py, as search objects: (search, prefix, best).
+CASES = {
+    "greedy": (GreedySearch(max_length=7, return_attention_scores=True, **OPTIONS), None, False),
+    "greedy_prefix_unk": (
+        GreedySearch(max_length=7, replace_unknown=True, unk_id=4),
+        PREFIX,
+        False,
+    ),
+    "beam": (BeamSearch(max_length=7, return_attention_scores=True), None, False),
+    "beam_options": (
+        BeamSearch(
+            beam_width=3,
+            alpha=1.1,
+            coverage_penalty=0.2,
+            num_hypotheses=2,
+            return_token_scores=True,
+            max_length=7,
+            **OPTIONS,
+        ),
+        PREFIX,
+        False,
+    ),
+    "generate_beam": (BeamSearch(beam_width=3, alpha=1.2, max_length=7, **OPTIONS), None, True),
+    # 0.2.0's generate with a beam of 1: greedy (`BeamSearch.best`).
+    "generate_greedy": (BeamSearch(beam_width=1, max_length=7), PREFIX, True),
+}
+SAMPLING = {
+    "sample": RandomSampling(temperature=0.8, top_k=6, top_p=0.9, seed=3, max_length=7),
+    "sample_options": RandomSampling(seed=5, max_length=7, return_attention_scores=True, **OPTIONS),
+}
+
+
+@pytest.fixture(scope="module")
+def fixture_models():
+    """The fixture's models with 0.2.0's weights, and its outputs by family."""
+    stored = np.load(FIXTURE)
+    models = {
+        "rnn": RecurrentSeq2Seq(12, 12, 8, 16, attention="additive", style="bahdanau"),
+        "convs2s": ConvS2SSeq2Seq(12, 12, 8, max_length=10, hidden_dim=8, num_layers=2),
+        "transformer": TransformerSeq2Seq(12, 12, 16, 2, 32, 2, max_length=10),
+    }
+    outputs = {}
+    for family, model in models.items():
+        model.build()
+        count = len(model.get_weights())
+        model.set_weights([stored[f"{family}/weight/{index}"] for index in range(count)])
+        outputs[family] = {
+            name[len(family) + 1 :]: stored[name]
+            for name in stored.files
+            if name.startswith(family + "/") and "/weight/" not in name
+        }
+    return models, outputs
+
+
+def expected(outputs, case):
+    return {
+        name.split("/", 1)[1]: value
+        for name, value in outputs.items()
+        if name.split("/", 1)[0] == case
+    }
+
+
+def assert_same(result, reference):
+    assert sorted(result) == sorted(reference)
+    for name, value in reference.items():
+        got = np.asarray(result[name])
+        assert got.shape == value.shape, name
+        if value.dtype.kind in "iub":
+            np.testing.assert_array_equal(got, value, err_msg=name)
+        else:
+            np.testing.assert_allclose(got, value, rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_search_objects_reproduce_0_2_0(fixture_models, family, case):
+    models, outputs = fixture_models
+    search, prefix, best = CASES[case]
+    run = search.best if best else search
+    assert_same(run(models[family], SOURCE, prefix=prefix), expected(outputs[family], case))
+
+
+@pytest.mark.tensorflow
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("case", sorted(SAMPLING))
+def test_random_sampling_reproduces_0_2_0_with_a_fixed_seed(fixture_models, family, case):
+    models, outputs = fixture_models
+    result = SAMPLING[case](models[family], SOURCE)
+    assert_same(result, expected(outputs[family], case))
+    # A seeded search draws the same on every call, as 0.2.0's `sample(seed=...)`.
+    assert_same(SAMPLING[case](models[family], SOURCE), expected(outputs[family], case))
+    if case == "sample":  # and the 0.2.0 function, now its wrapper
+        again = sample(models[family], SOURCE, 7, temperature=0.8, top_k=6, top_p=0.9, seed=3)
+        assert_same(again, expected(outputs[family], case))
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_the_0_2_0_functions_still_give_0_2_0_results(fixture_models, family):
+    models, outputs = fixture_models
+    model, reference = models[family], outputs[family]
+    with pytest.warns(DeprecationWarning, match="`return_attention` of greedy_search"):
+        old = greedy_search(model, SOURCE, 7, return_attention=True, **OPTIONS)
+    assert_same(old, expected(reference, "greedy"))
+    assert_same(
+        greedy_search(model, SOURCE, 7, return_attention_scores=True, **OPTIONS),
+        expected(reference, "greedy"),
+    )
+    assert_same(
+        beam_search(
+            model,
+            SOURCE,
+            7,
+            beam_width=3,
+            alpha=1.1,
+            coverage_penalty=0.2,
+            num_hypotheses=2,
+            return_token_scores=True,
+            prefix=PREFIX,
+            **OPTIONS,
+        ),
+        expected(reference, "beam_options"),
+    )
+    assert_same(
+        generate(model, SOURCE, 7, beam_width=3, alpha=1.2, **OPTIONS),
+        expected(reference, "generate_beam"),
+    )
+    assert_same(generate(model, SOURCE, 7, prefix=PREFIX), expected(reference, "generate_greedy"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the new name warns of nothing
+        greedy_search(model, SOURCE, 7, return_attention_scores=True)
+
+
+def test_max_length_defaults_to_the_source_width_plus_one(fixture_models):
+    models, _ = fixture_models
+    model = models["rnn"]
+    result = GreedySearch(**OPTIONS)(model, SOURCE)
+    assert tuple(result["tokens"].shape) == (3, SOURCE.shape[1] + 1)
+    np.testing.assert_array_equal(
+        np.asarray(result["tokens"]),
+        np.asarray(GreedySearch(max_length=7, **OPTIONS)(model, SOURCE)["tokens"]),
+    )
+
+
+# -- configuration ---------------------------------------------------------------------
+SEARCHES = [
+    GreedySearch(max_length=9, min_length=1, suppress_tokens=[4, 5], sos_id=1, eos_id=2),
+    BeamSearch(beam_width=5, alpha=1.2, coverage_penalty=0.1, num_hypotheses=3, unk_id=3),
+    RandomSampling(temperature=0.7, top_k=4, top_p=0.8, seed=9, replace_unknown=True),
+]
+
+
+@pytest.mark.parametrize("search", SEARCHES, ids=lambda s: type(s).__name__)
+def test_config_round_trips_through_keras_serialization(search):
+    serialized = keras.saving.serialize_keras_object(search)
+    assert serialized["registered_name"] == f"keras_attention>{type(search).__name__}"
+    rebuilt = keras.saving.deserialize_keras_object(serialized)
+    assert type(rebuilt) is type(search) and rebuilt.get_config() == search.get_config()
+    assert type(search).from_config(search.get_config()).get_config() == search.get_config()
+    # A config is plain JSON.
+    import json
+
+    assert json.loads(json.dumps(search.get_config())) == search.get_config()
+    assert get_search(serialized).get_config() == search.get_config()
+
+
+def test_get_search_from_names_configs_and_objects_with_overrides():
+    assert type(get_search("greedy")) is GreedySearch
+    assert type(get_search()) is GreedySearch
+    assert type(get_search("sample", seed=1)) is RandomSampling
+    assert type(get_search("BeamSearch")) is BeamSearch
+    beam = get_search("beam", beam_width=6, alpha=1.0, max_length=12)
+    assert (beam.beam_width, beam.alpha, beam.max_length, beam.coverage_penalty) == (6, 1.0, 12, 0)
+    assert get_search(beam) is beam  # no overrides: the object itself
+    wider = get_search(beam, beam_width=8)
+    assert wider is not beam and (wider.beam_width, wider.alpha, wider.max_length) == (8, 1.0, 12)
+    assert beam.beam_width == 6  # the original is untouched
+    config = keras.saving.serialize_keras_object(beam)
+    assert get_search(config, min_length=3).get_config() == {**beam.get_config(), "min_length": 3}
+    plain = {"class_name": "BeamSearch", "config": {"beam_width": 2}}
+    assert get_search(plain).beam_width == 2
+    with pytest.raises(ValueError, match=r"`identifier` of get_search must be one of .*'beam'"):
+        get_search("nucleus")
+    with pytest.raises(ValueError, match=r"options of GreedySearch; received unknown .*'alpha'"):
+        get_search("greedy", alpha=1.0)
+    with pytest.raises(ValueError, match="`identifier` of get_search must be a name"):
+        get_search(3)
+
+
+def test_numpy_integers_are_accepted_and_stored_as_ints():
+    search = BeamSearch(beam_width=np.int64(3), num_hypotheses=np.int32(2), max_length=np.int64(6))
+    assert (search.beam_width, search.num_hypotheses, search.max_length) == (3, 2, 6)
+    assert all(
+        type(v) is int for v in (search.beam_width, search.num_hypotheses, search.max_length)
+    )
+    assert GreedySearch(suppress_tokens=np.array([4, 5])).suppress_tokens == (4, 5)
+
+
+@pytest.mark.parametrize(
+    "make,pattern",
+    [
+        (lambda: GreedySearch(max_length=0), r"`max_length` of GreedySearch must be a positive"),
+        (lambda: GreedySearch(max_length=True), r"`max_length` of GreedySearch .*received max_"),
+        (lambda: GreedySearch(max_length=6.0), r"`max_length` of GreedySearch .*=6.0"),
+        (
+            lambda: GreedySearch(max_length=6, min_length=10),
+            r"`min_length` of GreedySearch must be at most max_length=6 .*min_length=10",
+        ),
+        (lambda: GreedySearch(min_length=-1), r"`min_length` of GreedySearch must be an integer"),
+        (
+            lambda: BeamSearch(no_repeat_ngram_size=1.5),
+            r"`no_repeat_ngram_size` of BeamSearch must be an integer >= 0",
+        ),
+        (
+            lambda: GreedySearch(repetition_penalty="1.2"),
+            r"`repetition_penalty` of GreedySearch must be a number > 0; received "
+            r"repetition_penalty='1.2'",
+        ),
+        (lambda: GreedySearch(suppress_tokens=5), r"`suppress_tokens` of GreedySearch must be a"),
+        (lambda: GreedySearch(replace_unknown=1), r"`replace_unknown` of GreedySearch must be Tr"),
+        (
+            lambda: GreedySearch(return_attention_scores="yes"),
+            r"`return_attention_scores` of GreedySearch must be True or False",
+        ),
+        (lambda: GreedySearch(unk_id=2.0), r"`unk_id` of GreedySearch must be a token id"),
+        (
+            lambda: BeamSearch(beam_width=0),
+            r"`beam_width` of BeamSearch must be a positive integer",
+        ),
+        (lambda: BeamSearch(alpha="0.6"), r"`alpha` of BeamSearch must be a finite number >= 0"),
+        (lambda: BeamSearch(alpha=float("nan")), r"`alpha` of BeamSearch .*received alpha=nan"),
+        (lambda: BeamSearch(alpha=-0.1), r"`alpha` of BeamSearch must be a finite number >= 0"),
+        (
+            lambda: BeamSearch(coverage_penalty=-1),
+            r"`coverage_penalty` of BeamSearch must be a number >= 0",
+        ),
+        (
+            lambda: BeamSearch(beam_width=2, num_hypotheses=3),
+            r"`num_hypotheses` of BeamSearch must be an integer from 1 to beam_width=2; "
+            r"received num_hypotheses=3",
+        ),
+        (
+            lambda: RandomSampling(temperature=float("inf")),
+            r"`temperature` of RandomSampling must be > 0 \(a finite number\)",
+        ),
+        (lambda: RandomSampling(temperature=0), r"`temperature` of RandomSampling must be > 0"),
+        (lambda: RandomSampling(top_k=0), r"`top_k` of RandomSampling must be a positive integer"),
+        (lambda: RandomSampling(top_p=0.0), r"`top_p` of RandomSampling must be in \(0, 1\]"),
+        (lambda: RandomSampling(seed=-1), r"`seed` of RandomSampling must be None, an integer"),
+        (lambda: RandomSampling(beam_width=2), r"unexpected keyword argument 'beam_width'"),
+    ],
+)
+def test_bad_options_are_refused(make, pattern):
+    with pytest.raises((ValueError, TypeError), match=pattern):
+        make()
+
+
+def test_errors_at_call_time_name_the_search(fixture_models):
+    models, _ = fixture_models
+    with pytest.raises(ValueError, match=r"`max_length` of GreedySearch is None.*not known"):
+        GreedySearch().decode_length(keras.KerasTensor((2, None), "int32"))
+    with pytest.raises(ValueError, match=r"`min_length` of BeamSearch must be at most max_length"):
+        BeamSearch(min_length=9)(models["rnn"], SOURCE[:, :3])  # L = 4
+    with pytest.raises(ValueError, match=r"`prefix` of GreedySearch must have one row per source"):
+        GreedySearch(max_length=5)(models["rnn"], SOURCE, prefix=PREFIX[:2])
+    generator_sampling = RandomSampling(seed=keras.random.SeedGenerator(1))
+    with pytest.raises(ValueError, match=r"`seed` of RandomSampling must be None or an integer"):
+        generator_sampling.get_config()
+
+
+# -- Seq2Seq.generate --------------------------------------------------------------------
+def test_seq2seq_generate_uses_compile_or_constructor_default_or_the_given_search(
+    fixture_models, tmp_path
+):
+    models, outputs = fixture_models
+    model = models["rnn"]
+    # No default: greedy search, max_length = source width + 1.
+    assert model.search is None
+    plain = model.generate(SOURCE)
+    np.testing.assert_array_equal(
+        np.asarray(plain["tokens"]), np.asarray(greedy_search(model, SOURCE, 7)["tokens"])
+    )
+    beam, _, _ = CASES["beam_options"]
+    given = model.generate(SOURCE, search=beam, prefix=PREFIX)
+    assert_same(given, expected(outputs["rnn"], "beam_options"))
+    # compile's search becomes the default.
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy", search=beam)
+    assert model.search is beam
+    assert_same(model.generate(SOURCE, prefix=PREFIX), expected(outputs["rnn"], "beam_options"))
+    greedy = model.generate(SOURCE, search="greedy")  # a name for one call
+    np.testing.assert_array_equal(np.asarray(greedy["tokens"]), np.asarray(plain["tokens"]))
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")  # keeps it
+    assert model.search is beam
+    model.search = None
+
+    # The constructor's search is saved with the model (and only then).
+    config = models["transformer"].get_config()
+    assert "search" not in config
+    made = TransformerSeq2Seq.from_config({**config, "search": {"class_name": "BeamSearch"}})
+    assert isinstance(made.search, BeamSearch) and made.search.beam_width == 4
+    made.build()
+    made.set_weights(models["transformer"].get_weights())
+    path = str(tmp_path / "with_search.keras")
+    made.save(path)
+    loaded = keras.saving.load_model(path)
+    assert isinstance(loaded.search, BeamSearch)
+    assert loaded.search.get_config() == made.search.get_config()
+    assert_same(
+        loaded.generate(SOURCE, search=CASES["beam"][0]), expected(outputs["transformer"], "beam")
+    )
+    assert isinstance(loaded.search, Search)
+
+
+def test_a_compiled_model_saves_and_loads_compiled_with_its_search(fixture_models, tmp_path):
+    """`Seq2Seq.compile` is overridden (for `search`): a saved compiled model
+    must still come back compiled, with its optimizer's state, and warn of
+    nothing (Keras skips a custom `compile` on load unless
+    `compile_from_config` is ours)."""
+    model = RecurrentSeq2Seq(12, 12, 8, 16, attention="additive", style="bahdanau")
+    model.build()
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy", search="beam")
+    target = np.array([[1, 4, 2, 0], [1, 5, 6, 2], [1, 3, 2, 0]], "int32")
+    model.fit((SOURCE, target[:, :-1]), target[:, 1:], epochs=1, verbose=0)
+    path = str(tmp_path / "compiled.keras")
+    model.save(path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        loaded = keras.saving.load_model(path)
+    assert loaded.compiled and type(loaded.optimizer).__name__ == "Adam"
+    assert int(loaded.optimizer.iterations) == 1
+    assert isinstance(loaded.search, BeamSearch)
+    assert_same(
+        loaded.generate(SOURCE), {k: np.asarray(v) for k, v in model.generate(SOURCE).items()}
+    )
