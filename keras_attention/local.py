@@ -14,6 +14,8 @@ register = keras.saving.register_keras_serializable(package="keras_attention")
 MODES = ("last", "monotonic", "predictive")
 
 
+# Luong et al.'s local-p with a general score, the size the seq2seq models use.
+@registry.register("local", score="general", window=4, mode="predictive")
 @register
 class LocalAttention(ScoreAttention):
     """Attention restricted to a window `W_i` of source positions.

@@ -5,7 +5,7 @@ import math
 import keras
 from keras import ops
 
-from keras_attention import masking
+from keras_attention import masking, registry
 from keras_attention.relative_position import RelativePositionEmbedding, alibi_bias, rotary
 from keras_attention.validation import (
     assert_at_run_time,
@@ -43,6 +43,7 @@ def check_variants(
     check_positive_int("max_relative_position", max_relative_position, owner)
 
 
+@registry.register("multihead", num_heads=4)
 @register
 class MultiHead(keras.layers.Layer):
     """Multi-head attention of the Transformer.
