@@ -25,12 +25,14 @@ with the ground truth (`teacher_forcing.py`).
 import keras
 from keras import ops
 
+from keras_attention import compat
 from keras_attention.seq2seq.scheduled_sampling import ScheduledSampling, scheduled_sampling_logits
 from keras_attention.validation import check_token_ids
 
 TOKENS = (None, None)  # the shape of any token batch: (B, T)
 
 
+@compat.reads_0_1_0(weights="no_step_counter")
 class Seq2Seq(keras.Model):
     """Base class of the encoder-decoder families (see the module docstring).
 
@@ -103,11 +105,6 @@ class Seq2Seq(keras.Model):
                 aggregation="only_first_replica",
             )
         self.built = True
-
-    def load_own_variables(self, store):
-        if len(store.keys()) == 0 and self.scheduled_sampling is not None:
-            return  # a 0.1.0 file: no step counter was saved; it starts at 0
-        super().load_own_variables(store)
 
     def check_source(self, source):
         source = ops.convert_to_tensor(source)

@@ -4,19 +4,18 @@ decoder (Bahdanau or Luong), or no attention (the bottleneck baseline)."""
 import keras
 from keras import ops
 
-from keras_attention import registry
+from keras_attention import compat, registry
 from keras_attention.rnn import AttentionDecoder, RecurrentEncoder
-from keras_attention.seq2seq._compat import pop_renamed, renamed_config
 from keras_attention.seq2seq.base import TOKENS, Seq2Seq
 
-# 0.1.0 names
-RENAMED = {
-    "units": "hidden_dim",
-    "encoder_layers": "num_layers",
-    "decoder_layers": "num_decoder_layers",
-}
 
-
+@compat.reads_0_1_0(
+    renamed={
+        "units": "hidden_dim",
+        "encoder_layers": "num_layers",
+        "decoder_layers": "num_decoder_layers",
+    }
+)
 @keras.saving.register_keras_serializable(package="keras_attention")
 class RecurrentSeq2Seq(Seq2Seq):
     """RNN encoder-decoder with attention, or without (the bottleneck
@@ -74,10 +73,6 @@ class RecurrentSeq2Seq(Seq2Seq):
         dropout=0.0,
         **kwargs,
     ):
-        old = pop_renamed(kwargs, RENAMED, "RecurrentSeq2Seq")
-        hidden_dim = old.get("hidden_dim", hidden_dim)
-        num_layers = old.get("num_layers", num_layers)
-        num_decoder_layers = old.get("num_decoder_layers", num_decoder_layers)
         super().__init__(**kwargs)
         if isinstance(attention, str) and attention not in registry.names():
             raise ValueError(
@@ -121,10 +116,6 @@ class RecurrentSeq2Seq(Seq2Seq):
             dropout,
             name="decoder",
         )
-
-    @property
-    def units(self):  # 0.1.0 name
-        return self.hidden_dim
 
     def build_layers(self):
         self.encoder.build(TOKENS)
@@ -174,7 +165,3 @@ class RecurrentSeq2Seq(Seq2Seq):
             "reverse_source": self.reverse_source,
             "dropout": self.dropout,
         }
-
-    @classmethod
-    def from_config(cls, config):
-        return cls(**renamed_config(config, RENAMED))
