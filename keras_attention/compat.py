@@ -197,16 +197,26 @@ def renamed_method(old, new, owner):
 
 
 def renamed_argument(kwargs, old, new, owner):
-    """Pop the deprecated keyword `old` from `kwargs` (warning that `new` is
-    its name now) and return its value, or None when it was not given."""
-    if old not in kwargs:
-        return None
+    """The value of an argument renamed after 0.2.0 from `old` to `new`,
+    given under its old name in `kwargs` (with a `DeprecationWarning`).
+
+    Call it when `new` was not given: it raises the `TypeError` Python would
+    for a missing or unexpected argument.
+
+    >>> import warnings
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore")
+    ...     renamed_argument({"index": 3}, "index", "cache_index", "step")
+    3
+    """
     unexpected = sorted(set(kwargs) - {old})
     if unexpected:
         raise TypeError(f"{owner} got unexpected keyword arguments {unexpected}.")
+    if old not in kwargs:
+        raise TypeError(f"{owner} is missing the argument `{new}`.")
     warnings.warn(
         f"`{old}` of {owner} is deprecated; use `{new}` (the same meaning).",
         DeprecationWarning,
         stacklevel=3,
     )
-    return kwargs.pop(old)
+    return kwargs[old]

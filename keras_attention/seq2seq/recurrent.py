@@ -126,7 +126,7 @@ class RecurrentSeq2Seq(Seq2Seq):
     def encode(self, source, max_length=None, training=None):
         source = self.check_source(source)
         memory, final_state = self.encoder(source, training=training)
-        return self.decoder.initial_state(memory, final_state, self.encoder.source_mask(source))
+        return self.decoder.init_cache(memory, final_state, self.encoder.source_mask(source))
 
     def decode_step(self, tokens, state, training=None):
         logits, weights, state = self.decoder.step(
