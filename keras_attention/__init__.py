@@ -5,8 +5,8 @@ Three tiers, each importing only from those below it:
 
 - the layers, flat in this package (`multiplicative`, `additive`, `local`,
   `multi_head`, `relative_position`, `positional`, `transformer`, `convs2s`,
-  `rnn`, `cell`, `spatial`, with `masking`, `base`, `validation` and the
-  `registry` of names);
+  `rnn`, `cell`, `spatial`, with `masking`, `base`, `validation`, the
+  `registry` of names and `compat`, what keeps older code and files working);
 - `keras_attention.seq2seq`: encoder-decoder models, their loss and
   training regimes, generation (every backend);
 - `keras_attention.serving`: TensorFlow-only export, tokenizer and
