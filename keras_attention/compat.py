@@ -18,7 +18,7 @@ What differs from 0.1.0 is listed here, class by class, and nowhere else:
   (`arguments="window_first"`).
 
 Names renamed after 0.2.0 (one name per idea across the tiers) keep their
-old spelling through `renamed_method` and `renamed_argument`, which warn
+old spelling through `renamed_method` and `renamed_arguments`, which warn
 with the name to use.
 """
 
@@ -196,27 +196,40 @@ def renamed_method(old, new, owner):
     return method
 
 
-def renamed_argument(kwargs, old, new, owner):
-    """The value of an argument renamed after 0.2.0 from `old` to `new`,
-    given under its old name in `kwargs` (with a `DeprecationWarning`).
-
-    Call it when `new` was not given: it raises the `TypeError` Python would
-    for a missing or unexpected argument.
+def renamed_arguments(owner, **renames):
+    """Method decorator: keyword arguments renamed after 0.2.0 (`old="new"`)
+    still work under their old names, with a `DeprecationWarning`.
 
     >>> import warnings
-    >>> with warnings.catch_warnings():
-    ...     warnings.simplefilter("ignore")
-    ...     renamed_argument({"index": 3}, "index", "cache_index", "step")
+    >>> class Example:
+    ...     @renamed_arguments("Example.step", index="cache_index")
+    ...     def step(self, cache_index):
+    ...         return cache_index
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     Example().step(index=3)
     3
+    >>> str(caught[0].message)
+    '`index` of Example.step is deprecated; use `cache_index` (the same meaning).'
     """
-    unexpected = sorted(set(kwargs) - {old})
-    if unexpected:
-        raise TypeError(f"{owner} got unexpected keyword arguments {unexpected}.")
-    if old not in kwargs:
-        raise TypeError(f"{owner} is missing the argument `{new}`.")
-    warnings.warn(
-        f"`{old}` of {owner} is deprecated; use `{new}` (the same meaning).",
-        DeprecationWarning,
-        stacklevel=3,
-    )
-    return kwargs[old]
+
+    def decorate(function):
+        @functools.wraps(function)
+        def method(*args, **kwargs):
+            for old, new in renames.items():
+                if old in kwargs:
+                    if new in kwargs:
+                        raise TypeError(
+                            f"{owner}: pass `{new}` only (`{old}` is its deprecated name)."
+                        )
+                    warnings.warn(
+                        f"`{old}` of {owner} is deprecated; use `{new}` (the same meaning).",
+                        DeprecationWarning,
+                        stacklevel=2,
+                    )
+                    kwargs[new] = kwargs.pop(old)
+            return function(*args, **kwargs)
+
+        return method
+
+    return decorate

@@ -759,15 +759,12 @@ class ConvS2SDecoder(_ConvS2SStack):
             "buffers": [conv.init_buffer(batch) for conv in self.convolution_layers],
         }
 
-    def step(self, tokens, cache, cache_index=None, training=None, **deprecated):
+    @compat.renamed_arguments("ConvS2SDecoder.step", index="cache_index")
+    def step(self, tokens, cache, cache_index, training=None):
         """Decode position `cache_index` given `tokens (B,)`, the target
         element at that position (`<sos>` at 0). Returns `(logits (B, V),
         [scores (B, S) per layer], cache)`. (`index=`, the argument's old
         name, still works.)"""
-        if deprecated or cache_index is None:
-            cache_index = compat.renamed_argument(
-                deprecated, "index", "cache_index", "ConvS2SDecoder.step"
-            )
         g = self.token_embedding(
             ops.expand_dims(tokens, 1), start_index=cache_index, training=training
         )  # (B, 1, E)

@@ -471,14 +471,13 @@ class AttentionDecoder(keras.layers.Layer):
 
     initial_state = compat.renamed_method("initial_state", "init_cache", "AttentionDecoder")
 
-    def step(self, tokens, cache=None, training=None, **deprecated):
+    @compat.renamed_arguments("AttentionDecoder.step", state="cache")
+    def step(self, tokens, cache, training=None):
         """Decode one position: `tokens (B,)` are y_{t-1}, `cache` the dict
         from `init_cache` or the previous step. Returns `(logits (B, V),
         weights (B, S), cache)`, the weights a_t of this step (zeros without
         attention). (`state=`, the argument's old name, still works.)"""
         state = cache
-        if deprecated or cache is None:
-            state = compat.renamed_argument(deprecated, "state", "cache", "AttentionDecoder.step")
         weights = self._step_weights()
         gates = self._embedding_gates(tokens, weights, training)
         output, attention_weights, state = self._step_output(gates, state, weights, training)

@@ -15,7 +15,6 @@ from keras_attention import (
     GeneralAttention,
     LocalAttention,
     TransformerSeq2Seq,
-    compat,
 )
 
 
@@ -75,11 +74,21 @@ def test_convs2s_decoder_step_index_is_cache_index(rng):
     np.testing.assert_allclose(numpy(logits), full[:, 1], atol=1e-5)
 
 
-def test_renamed_argument_errors():
-    with pytest.raises(TypeError, match=r"step is missing the argument `cache_index`"):
-        compat.renamed_argument({}, "index", "cache_index", "step")
-    with pytest.raises(TypeError, match=r"step got unexpected keyword arguments \['indx'\]"):
-        compat.renamed_argument({"indx": 1}, "index", "cache_index", "step")
+def test_old_and_new_keyword_together_is_an_error(rng):
+    decoder = AttentionDecoder(12, 4, 6, attention="dot")
+    cache = decoder.init_cache(np.zeros((1, 3, 6), "float32"), [np.zeros((1, 6), "float32")] * 2)
+    with pytest.raises(TypeError, match=r"AttentionDecoder.step: pass `cache` only"):
+        decoder.step(np.array([1]), cache=cache, state=cache)
+
+
+def test_teacher_forced_return_attention_is_return_attention_scores(rng):
+    model = TransformerSeq2Seq(12, 12, hidden_dim=8, num_heads=2, num_layers=1)
+    source, target = rng.integers(3, 12, (2, 4)), rng.integers(3, 12, (2, 3))
+    logits, scores = model.teacher_forced(source, target, return_attention_scores=True)
+    with pytest.warns(DeprecationWarning, match=r"`return_attention` of TransformerSeq2Seq"):
+        old_logits, old_scores = model.teacher_forced(source, target, return_attention=True)
+    np.testing.assert_array_equal(numpy(old_logits), numpy(logits))
+    np.testing.assert_array_equal(numpy(old_scores["layer 1"]), numpy(scores["layer 1"]))
 
 
 def test_old_and_new_name_together_is_an_error():

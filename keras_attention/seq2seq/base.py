@@ -81,7 +81,7 @@ class Seq2Seq(keras.Model):
         """`tokens (B,)` -> `(logits (B, V), state, attention (B, S))`."""
         raise NotImplementedError
 
-    def teacher_forced(self, source, target_in, training=None, return_attention=False):
+    def teacher_forced(self, source, target_in, training=None, return_attention_scores=False):
         raise NotImplementedError
 
     def attention_weights(self, source, target_in):

@@ -134,18 +134,23 @@ class RecurrentSeq2Seq(Seq2Seq):
         )
         return logits, state, weights
 
-    def teacher_forced(self, source, target_in, training=None, return_attention=False):
+    @compat.renamed_arguments(
+        "RecurrentSeq2Seq.teacher_forced", return_attention="return_attention_scores"
+    )
+    def teacher_forced(self, source, target_in, training=None, return_attention_scores=False):
         source = self.check_source(source)
         memory, final_state = self.encoder(source, training=training)
         logits, weights = self.decoder(
             target_in, memory, final_state, self.encoder.source_mask(source), training=training
         )
-        return (logits, weights) if return_attention else logits
+        return (logits, weights) if return_attention_scores else logits
 
     def attention_weights(self, source, target_in):
         if self.decoder.attention is None:
             return {}  # the bottleneck baseline has no alignment
-        return {"attention": self.teacher_forced(source, target_in, return_attention=True)[1]}
+        return {
+            "attention": self.teacher_forced(source, target_in, return_attention_scores=True)[1]
+        }
 
     def get_config(self):
         return {

@@ -213,7 +213,10 @@ class TransformerSeq2Seq(Seq2Seq):
         weights = ops.mean(cross[:, :, 0], axis=1)  # last layer, mean over heads: (B, S)
         return self._output(x)[:, 0], new_state, weights
 
-    def teacher_forced(self, source, target_in, training=None, return_attention=False):
+    @compat.renamed_arguments(
+        "TransformerSeq2Seq.teacher_forced", return_attention="return_attention_scores"
+    )
+    def teacher_forced(self, source, target_in, training=None, return_attention_scores=False):
         memory, mask = self._encode_memory(source, training=training)
         y = self.target_embedding(target_in, training=training)
         scores = {}
@@ -227,10 +230,10 @@ class TransformerSeq2Seq(Seq2Seq):
             )
             scores[f"layer {i + 1}"] = layer_scores["cross_attention"]
         logits = self._output(y)
-        return (logits, scores) if return_attention else logits
+        return (logits, scores) if return_attention_scores else logits
 
     def attention_weights(self, source, target_in):
-        return self.teacher_forced(source, target_in, return_attention=True)[1]
+        return self.teacher_forced(source, target_in, return_attention_scores=True)[1]
 
     def get_config(self):
         return {
