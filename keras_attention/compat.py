@@ -17,6 +17,13 @@ What differs from 0.1.0 is listed here, class by class, and nowhere else:
 - `LocalAttention`: 0.1.0 took the window first, `LocalAttention(4, ...)`
   (`arguments="window_first"`).
 
+Two things stay with the layers because they are their shape, not code
+that could move: the attribute names that are 0.1.0's weight paths
+(`TokenAndPositionEmbedding.embeddings`, `ConvS2SEncoder.token_embedding`
+and `position_embedding`), and `AttentionDecoder`'s call still taking the
+dict of `init_cache` in place of the memory, as 0.1.0's
+`decoder(target_tokens, state)` did.
+
 Names renamed after 0.2.0 (one name per idea across the tiers) keep their
 old spelling through `renamed_method` and `renamed_arguments`, which warn
 with the name to use.

@@ -32,6 +32,10 @@ import keras
 _TABLE = {}
 
 
+def _path(cls):
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
 def register(name, **defaults):
     """A class decorator that puts an attention layer in the table under `name`.
 
@@ -61,10 +65,11 @@ def register(name, **defaults):
         raise ValueError(f"register: `name` must be a non-empty string; received {name!r}.")
 
     def decorator(cls):
-        if name in _TABLE and _TABLE[name][0].__qualname__ != cls.__qualname__:
+        # The same class registered again (a module reloaded) replaces itself.
+        if name in _TABLE and _path(_TABLE[name][0]) != _path(cls):
             raise ValueError(
                 f"register: the name {name!r} is already taken by "
-                f"{_TABLE[name][0].__qualname__}; received {cls.__qualname__}."
+                f"{_path(_TABLE[name][0])}; received {_path(cls)}."
             )
         _TABLE[name] = (cls, dict(defaults))
         return cls
