@@ -61,8 +61,9 @@ class MultiHead(keras.layers.Layer):
     query with no allowed key outputs `W^O`'s bias only (its heads are 0).
 
     Incremental decoding: `init_cache(batch_size, max_length)` returns an
-    empty `(key_cache, value_cache)`, and `step(x, cache, index)` attends
-    `Tx` new positions `index .. index+Tx-1` causally over the cache; the
+    empty `(key_cache, value_cache)`, and `step(x, cache, cache_index)`
+    attends `Tx` new positions `cache_index .. cache_index+Tx-1` causally
+    over the cache; the
     outputs equal one causal pass over the whole sequence. For
     cross-attention, `project_key_value(encoder_states)` once and
     `attend(query, key, value, mask)` each step.
