@@ -5,8 +5,8 @@ Three tiers, each importing only from those below it:
 
 - the layers, flat in this package (`multiplicative`, `additive`, `local`,
   `multi_head`, `relative_position`, `positional`, `transformer`, `convs2s`,
-  `rnn`, `cell`, `spatial`, with `masking`, `base`, `validation` and the
-  `registry` of names);
+  `rnn`, `cell`, `spatial`, with `masking`, `base`, `validation`, the
+  `registry` of names and `compat`, what keeps older code and files working);
 - `keras_attention.seq2seq`: encoder-decoder models, their loss and
   training regimes, generation (every backend);
 - `keras_attention.serving`: TensorFlow-only export, tokenizer and
@@ -15,6 +15,13 @@ Three tiers, each importing only from those below it:
 
 from importlib.metadata import PackageNotFoundError, version
 
+# The mechanism modules fill `registry`'s name table as they are imported, in
+# this order, which is the order of `keras_attention.registry.names()` (the
+# recipes' and the tuner's first choice is its first name): the simplest first.
+# isort: off
+from keras_attention import multiplicative, additive, local, multi_head  # noqa: F401
+
+# isort: on
 from keras_attention.additive import AdditiveAttention, ConcatAttention
 from keras_attention.base import ScoreAttention
 from keras_attention.cell import AttentionCell

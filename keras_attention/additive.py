@@ -3,12 +3,14 @@
 import keras
 from keras import ops
 
+from keras_attention import registry
 from keras_attention.base import ScoreAttention
 from keras_attention.validation import check_positive_int
 
 register = keras.saving.register_keras_serializable(package="keras_attention")
 
 
+@registry.register("additive")
 @register
 class AdditiveAttention(ScoreAttention):
     """Additive attention of Bahdanau et al., with its learned projections.
@@ -112,6 +114,7 @@ class AdditiveAttention(ScoreAttention):
         }
 
 
+@registry.register("concat")
 @register
 class ConcatAttention(ScoreAttention):
     """Concatenation attention: a small MLP scores each `[key; query]` pair.

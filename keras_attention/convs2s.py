@@ -7,7 +7,7 @@ import math
 import keras
 from keras import ops
 
-from keras_attention import masking
+from keras_attention import compat, masking
 from keras_attention.positional import TokenAndPositionEmbedding
 from keras_attention.validation import (
     check_positive_int,
@@ -557,7 +557,7 @@ class ConvS2SDecoder(_ConvS2SStack):
 
     Incremental decoding: `cache = decoder.init_cache(keys, values,
     source_mask)`, then `logits, scores, cache = decoder.step(tokens, cache,
-    index)` for `index = 0, 1, ...`; each step costs
+    cache_index)` for `cache_index = 0, 1, ...`; each step costs
     O(layers · k · d²) whatever the prefix (every convolution keeps only
     its last k-1 inputs), and equals the full pass. The cache is a dict of
     batch-major tensors: `keras.tree.map_structure(lambda t: ops.take(t,
@@ -759,12 +759,14 @@ class ConvS2SDecoder(_ConvS2SStack):
             "buffers": [conv.init_buffer(batch) for conv in self.convolution_layers],
         }
 
-    def step(self, tokens, cache, index, training=None):
-        """Decode position `index` given `tokens (B,)`, the target element
-        at that position (`<sos>` at index 0). Returns `(logits (B, V),
-        [scores (B, S) per layer], cache)`."""
+    @compat.renamed_arguments("ConvS2SDecoder.step", index="cache_index")
+    def step(self, tokens, cache, cache_index, training=None):
+        """Decode position `cache_index` given `tokens (B,)`, the target
+        element at that position (`<sos>` at 0). Returns `(logits (B, V),
+        [scores (B, S) per layer], cache)`. (`index=`, the argument's old
+        name, still works.)"""
         g = self.token_embedding(
-            ops.expand_dims(tokens, 1), start_index=index, training=training
+            ops.expand_dims(tokens, 1), start_index=cache_index, training=training
         )  # (B, 1, E)
         x = self.in_projection(g)
         new_buffers = []

@@ -1,11 +1,9 @@
 """Local attention: attention confined to a window of source positions."""
 
-import warnings
-
 import keras
 from keras import ops
 
-from keras_attention import registry
+from keras_attention import compat, registry
 from keras_attention.base import ScoreAttention
 from keras_attention.validation import check_choice, check_positive_int
 
@@ -14,6 +12,9 @@ register = keras.saving.register_keras_serializable(package="keras_attention")
 MODES = ("last", "monotonic", "predictive")
 
 
+# Luong et al.'s local-p with a general score, the size the seq2seq models use.
+@registry.register("local", score="general", window=4, mode="predictive")
+@compat.reads_0_1_0(arguments="window_first")
 @register
 class LocalAttention(ScoreAttention):
     """Attention restricted to a window `W_i` of source positions.
@@ -81,15 +82,6 @@ class LocalAttention(ScoreAttention):
         **kwargs,
     ):
         super().__init__(dropout=dropout, seed=seed, **kwargs)
-        if isinstance(score, int) and not isinstance(score, bool):
-            # 0.1.0 took the window first: LocalAttention(4, ...).
-            warnings.warn(
-                "LocalAttention(window, ...) with the window first is deprecated: the first "
-                "argument is now the score layer. Write LocalAttention(window=...).",
-                DeprecationWarning,
-                stacklevel=2,
-            )
-            score, window = None, score
         check_positive_int("window", window, "LocalAttention")
         check_choice("mode", mode, MODES, "LocalAttention")
         if units is not None:

@@ -5,7 +5,7 @@ import math
 import keras
 from keras import ops
 
-from keras_attention import masking
+from keras_attention import masking, registry
 from keras_attention.relative_position import RelativePositionEmbedding, alibi_bias, rotary
 from keras_attention.validation import (
     assert_at_run_time,
@@ -43,6 +43,7 @@ def check_variants(
     check_positive_int("max_relative_position", max_relative_position, owner)
 
 
+@registry.register("multihead", num_heads=4)
 @register
 class MultiHead(keras.layers.Layer):
     """Multi-head attention of the Transformer.
@@ -60,8 +61,9 @@ class MultiHead(keras.layers.Layer):
     query with no allowed key outputs `W^O`'s bias only (its heads are 0).
 
     Incremental decoding: `init_cache(batch_size, max_length)` returns an
-    empty `(key_cache, value_cache)`, and `step(x, cache, index)` attends
-    `Tx` new positions `index .. index+Tx-1` causally over the cache; the
+    empty `(key_cache, value_cache)`, and `step(x, cache, cache_index)`
+    attends `Tx` new positions `cache_index .. cache_index+Tx-1` causally
+    over the cache; the
     outputs equal one causal pass over the whole sequence. For
     cross-attention, `project_key_value(encoder_states)` once and
     `attend(query, key, value, mask)` each step.

@@ -5,6 +5,7 @@ import math
 import keras
 from keras import ops
 
+from keras_attention import registry
 from keras_attention.base import ScoreAttention
 from keras_attention.masking import score_product
 from keras_attention.validation import check_equal_dim
@@ -12,6 +13,9 @@ from keras_attention.validation import check_equal_dim
 register = keras.saving.register_keras_serializable(package="keras_attention")
 
 
+# Decorators apply bottom-up: "dot" registers first.
+@registry.register("scaled_dot", scale=True)
+@registry.register("dot")
 @register
 class DotProductAttention(ScoreAttention):
     """Dot-product attention (Luong "dot"), optionally scaled.
@@ -72,6 +76,7 @@ class DotProductAttention(ScoreAttention):
         return {**super().get_config(), "scale": self.scale}
 
 
+@registry.register("general")
 @register
 class GeneralAttention(ScoreAttention):
     """General (bilinear) attention, Luong's "general" score.

@@ -6,6 +6,7 @@ import math
 import keras
 from keras import ops
 
+from keras_attention import compat
 from keras_attention.validation import (
     assert_at_run_time,
     check_choice,
@@ -165,6 +166,7 @@ class PositionalEmbedding(keras.layers.Layer):
         }
 
 
+@compat.reads_0_1_0(weights="token_table")
 @register
 class TokenAndPositionEmbedding(keras.layers.Layer):
     """Token embedding plus absolute position embedding, then dropout.
@@ -257,14 +259,6 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         if self.position_embedding is not None:
             self.position_embedding.build(tuple(tokens_shape) + (self.embed_dim,))
         self.built = True
-
-    def load_own_variables(self, store):
-        legacy = getattr(self, "legacy_embeddings", None)
-        if len(store.keys()) == 0 and legacy is not None:
-            self.embeddings.assign(legacy)  # found by the owner at a 0.1.0 path
-            self.legacy_embeddings = None
-            return
-        super().load_own_variables(store)
 
     def call(self, tokens, start_index=0, training=None):
         tokens = ops.cast(tokens, "int32")

@@ -14,7 +14,7 @@ and the bottleneck baseline without attention, logits_t = W_o s_t + b_o.
 import keras
 from keras import ops
 
-from keras_attention import masking, registry
+from keras_attention import compat, masking, registry
 from keras_attention.base import ScoreAttention
 from keras_attention.validation import check_choice, check_positive_int, check_rank, check_rate
 
@@ -276,7 +276,7 @@ class AttentionDecoder(keras.layers.Layer):
         memory_mask: optional boolean `(B, S)`, False at source padding.
         training: bool.
         (0.1.0's `decoder(target_tokens, state)`, with the dict that
-        `initial_state` returns, still works.)
+        `init_cache` returns, still works.)
 
     Returns:
         `(logits (B, T, V), weights (B, T, S))`; the weights are averaged
@@ -411,8 +411,10 @@ class AttentionDecoder(keras.layers.Layer):
     def _prepares_key(self):
         return isinstance(self.attention, ScoreAttention) and self.attention.prepares_key()
 
-    def initial_state(self, memory, encoder_state, memory_mask=None):
-        """The decoding state at t = 0: a dict of batch-major tensors."""
+    def init_cache(self, memory, encoder_state, memory_mask=None):
+        """The decoding cache at t = 0, everything `step` needs: a dict of
+        batch-major tensors (`MultiHead`, `TransformerDecoderLayer` and
+        `ConvS2SDecoder` name theirs the same way)."""
         if not self.built:
             self.build(
                 memory_shape=memory.shape, encoder_state_shape=[s.shape for s in encoder_state]
@@ -467,10 +469,15 @@ class AttentionDecoder(keras.layers.Layer):
         embedded = self.input_dropout(self.embedding(tokens), training=training)
         return ops.matmul(embedded, weights[0]["embedding"]) + weights[0]["input_bias"]
 
-    def step(self, tokens, state, training=None):
-        """Decode one position: `tokens (B,)` are y_{t-1}. Returns
-        `(logits (B, V), weights (B, S), state)`, the weights a_t of this
-        step (zeros without attention)."""
+    initial_state = compat.renamed_method("initial_state", "init_cache", "AttentionDecoder")
+
+    @compat.renamed_arguments("AttentionDecoder.step", state="cache")
+    def step(self, tokens, cache, training=None):
+        """Decode one position: `tokens (B,)` are y_{t-1}, `cache` the dict
+        from `init_cache` or the previous step. Returns `(logits (B, V),
+        weights (B, S), cache)`, the weights a_t of this step (zeros without
+        attention). (`state=`, the argument's old name, still works.)"""
+        state = cache
         weights = self._step_weights()
         gates = self._embedding_gates(tokens, weights, training)
         output, attention_weights, state = self._step_output(gates, state, weights, training)
@@ -543,7 +550,7 @@ class AttentionDecoder(keras.layers.Layer):
         state = (
             memory
             if isinstance(memory, dict)
-            else self.initial_state(memory, list(encoder_state), memory_mask)
+            else self.init_cache(memory, list(encoder_state), memory_mask)
         )
         weights = self._step_weights()
         # Time-major from the token ids on: (T, B, G·U).

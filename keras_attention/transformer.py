@@ -310,9 +310,9 @@ class TransformerDecoderLayer(_TransformerLayer):
 
     Incremental decoding: `cache = layer.init_cache(batch_size, max_length,
     encoder_sequence)` projects the encoder once; then
-    `output, cross_scores, cache = layer.step(x, cache, index, encoder_padding_mask)`
-    decodes positions `index .. index + Tx - 1` and equals the full causal
-    pass.
+    `output, cross_scores, cache = layer.step(x, cache, cache_index,
+    encoder_padding_mask)` decodes positions `cache_index .. cache_index +
+    Tx - 1` and equals the full causal pass.
 
     Args: as `TransformerEncoderLayer`.
 

@@ -77,3 +77,101 @@ def test_without_tensorflow_the_serving_tier_names_what_is_missing():
         r"pip install keras_attention\[tensorflow\]",
     ):
         import keras_attention.serving  # noqa: F401
+
+
+def module_name(relative):
+    """keras_attention/seq2seq/beam.py -> keras_attention.seq2seq.beam; a
+    package's __init__.py is the package's own name."""
+    parts = relative[: -len(".py")].split(os.sep)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph():
+    """module -> the package modules it imports, at module level or inside a
+    function alike (a function-level import is a cycle waiting for its caller).
+
+    How package `__init__`s count: `from keras_attention.x import y` is an
+    edge to the module `keras_attention.x.y` when that is a module, and to
+    `keras_attention.x` (its `__init__`, for a package) when `y` is a name
+    defined there. The parent packages Python initialises before any
+    submodule are *not* edges: a package's `__init__` is always entered
+    first, and when it is the one importing its submodules it already sits
+    in `sys.modules`, so that implicit step never runs a module body twice.
+    So an `__init__` re-exporting its submodules is no cycle by itself, but
+    a submodule taking a name from its package's `__init__` closes one (and
+    `test_imports_point_down_only` forbids it as well)."""
+    known = {module_name(relative): path for relative, path in modules()}
+    packages = {
+        module_name(relative) for relative, _ in modules() if relative.endswith("__init__.py")
+    }
+    graph = {}
+    for name, path in known.items():
+        edges = set()
+        # The package a relative import is relative to.
+        here = name if name in packages else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
+            if isinstance(node, ast.Import):
+                edges.update(alias.name for alias in node.names if alias.name in known)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = here.split(".")[: len(here.split(".")) - node.level + 1]
+                    base = ".".join(anchor + ([node.module] if node.module else []))
+                for alias in node.names:
+                    if f"{base}.{alias.name}" in known:
+                        edges.add(f"{base}.{alias.name}")
+                    elif base in known:
+                        edges.add(base)
+        edges.discard(name)
+        graph[name] = edges
+    return graph
+
+
+def cycles(graph):
+    """The strongly connected components with more than one module (Tarjan)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(node):
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for successor in sorted(graph[node]):
+            if successor not in index:
+                visit(successor)
+                low[node] = min(low[node], low[successor])
+            elif successor in on_stack:
+                low[node] = min(low[node], index[successor])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_cycle_finder_finds_cycles():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_graph_sees_function_level_and_package_imports():
+    graph = import_graph()
+    # __init__ re-exports its submodules: edges from the package to them.
+    assert "keras_attention.seq2seq.transformer" in graph["keras_attention.seq2seq"]
+    assert "keras_attention.seq2seq" in graph["keras_attention"]
+    assert "keras_attention.validation" in graph["keras_attention.additive"]
+
+
+def test_no_import_cycle_inside_the_package():
+    """No module imports, directly or through others, a module that imports
+    it back, whether the imports sit at module level or inside functions."""
+    assert cycles(import_graph()) == []

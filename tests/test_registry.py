@@ -83,3 +83,41 @@ def test_the_table_is_the_only_one():
 def test_errors(call, pattern):
     with pytest.raises(ValueError, match=pattern):
         call()
+
+
+def test_the_registry_imports_no_layer_module():
+    """The mechanisms register themselves; the table knows none of them."""
+    import ast
+
+    tree = ast.parse(open(keras_attention.registry.__file__, encoding="utf-8").read())
+    imported = [
+        node.module if isinstance(node, ast.ImportFrom) else alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+        for alias in node.names
+    ]
+    assert not [name for name in imported if name and name.startswith("keras_attention")]
+
+
+def test_a_new_mechanism_needs_no_edit_in_the_registry(rng):
+    from keras_attention import registry
+
+    @registry.register("negated_dot", scale=True)
+    class NegatedDot(DotProductAttention):
+        def score(self, query, key):
+            return -super().score(query, key)
+
+    try:
+        assert registry.names()[-1] == "negated_dot"
+        layer = keras_attention.get("negated_dot")
+        assert type(layer) is NegatedDot and layer.scale is True
+        query, value = rng.normal(size=(1, 2, 4)), rng.normal(size=(1, 3, 4))
+        _, weights = layer(query, value, return_attention_scores=True)
+        scores = -(query @ value.transpose(0, 2, 1)) / 2.0  # -q·k / sqrt(4)
+        expected = np.exp(scores) / np.exp(scores).sum(-1, keepdims=True)
+        np.testing.assert_allclose(keras.ops.convert_to_numpy(weights), expected, atol=1e-5)
+        with pytest.raises(ValueError, match=r"the name 'negated_dot' is already taken by"):
+            registry.register("negated_dot")(GeneralAttention)
+    finally:
+        registry._TABLE.pop("negated_dot")
+    assert registry.names() == tuple(ATTENTION)

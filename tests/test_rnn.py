@@ -176,7 +176,7 @@ def test_teacher_forcing_equals_stepping(rng, kwargs):
     mask[1, 3:] = False
     target = tokens(rng, T, low=1)
     logits, weights = decoder(target, memory, encoder_state, mask)
-    state = decoder.initial_state(memory, encoder_state, mask)
+    state = decoder.init_cache(memory, encoder_state, mask)
     for t in range(T):
         step_logits, step_weights, state = decoder.step(target[:, t], state)
         np.testing.assert_allclose(numpy(step_logits), numpy(logits)[:, t], atol=1e-5)

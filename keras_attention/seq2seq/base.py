@@ -31,6 +31,7 @@ with the ground truth (`teacher_forcing.py`).
 import keras
 from keras import ops
 
+from keras_attention import compat
 from keras_attention.seq2seq.scheduled_sampling import ScheduledSampling, scheduled_sampling_logits
 from keras_attention.seq2seq.search import Search, get_search
 from keras_attention.validation import check_token_ids
@@ -38,6 +39,7 @@ from keras_attention.validation import check_token_ids
 TOKENS = (None, None)  # the shape of any token batch: (B, T)
 
 
+@compat.reads_0_1_0(weights="no_step_counter")
 class Seq2Seq(keras.Model):
     """Base class of the encoder-decoder families (see the module docstring).
 
@@ -92,7 +94,7 @@ class Seq2Seq(keras.Model):
         """`tokens (B,)` -> `(logits (B, V), state, attention (B, S))`."""
         raise NotImplementedError
 
-    def teacher_forced(self, source, target_in, training=None, return_attention=False):
+    def teacher_forced(self, source, target_in, training=None, return_attention_scores=False):
         raise NotImplementedError
 
     def attention_weights(self, source, target_in):
@@ -116,11 +118,6 @@ class Seq2Seq(keras.Model):
                 aggregation="only_first_replica",
             )
         self.built = True
-
-    def load_own_variables(self, store):
-        if len(store.keys()) == 0 and self.scheduled_sampling is not None:
-            return  # a 0.1.0 file: no step counter was saved; it starts at 0
-        super().load_own_variables(store)
 
     def compile(self, *args, search=None, **kwargs):
         """Keras's `compile`, plus `search`: the default decoding strategy of

@@ -4,6 +4,7 @@ interface."""
 import keras
 from keras import ops
 
+from keras_attention import compat
 from keras_attention.convs2s import PRESETS, ConvS2SDecoder, ConvS2SEncoder
 from keras_attention.seq2seq.base import TOKENS, Seq2Seq
 
@@ -135,7 +136,10 @@ class ConvS2SSeq2Seq(Seq2Seq):
         weights = ops.mean(ops.stack(scores, axis=0), axis=0)  # mean over layers, (B, S)
         return logits, dict(cache, step=state["step"] + 1), weights
 
-    def teacher_forced(self, source, target_in, training=None, return_attention=False):
+    @compat.renamed_arguments(
+        "ConvS2SSeq2Seq.teacher_forced", return_attention="return_attention_scores"
+    )
+    def teacher_forced(self, source, target_in, training=None, return_attention_scores=False):
         source = self.check_source(source)
         keys, values = self.encoder(source, training=training)
         return self.decoder(
@@ -143,12 +147,12 @@ class ConvS2SSeq2Seq(Seq2Seq):
             keys,
             values,
             source_mask=self.encoder.source_mask(source),
-            return_attention_scores=return_attention,
+            return_attention_scores=return_attention_scores,
             training=training,
         )
 
     def attention_weights(self, source, target_in):
-        _, scores = self.teacher_forced(source, target_in, return_attention=True)
+        _, scores = self.teacher_forced(source, target_in, return_attention_scores=True)
         return {f"layer {index + 1}": weights for index, weights in enumerate(scores)}
 
     def get_config(self):

@@ -4,19 +4,18 @@ decoder (Bahdanau or Luong), or no attention (the bottleneck baseline)."""
 import keras
 from keras import ops
 
-from keras_attention import registry
+from keras_attention import compat, registry
 from keras_attention.rnn import AttentionDecoder, RecurrentEncoder
-from keras_attention.seq2seq._compat import pop_renamed, renamed_config
 from keras_attention.seq2seq.base import TOKENS, Seq2Seq
 
-# 0.1.0 names
-RENAMED = {
-    "units": "hidden_dim",
-    "encoder_layers": "num_layers",
-    "decoder_layers": "num_decoder_layers",
-}
 
-
+@compat.reads_0_1_0(
+    renamed={
+        "units": "hidden_dim",
+        "encoder_layers": "num_layers",
+        "decoder_layers": "num_decoder_layers",
+    }
+)
 @keras.saving.register_keras_serializable(package="keras_attention")
 class RecurrentSeq2Seq(Seq2Seq):
     """RNN encoder-decoder with attention, or without (the bottleneck
@@ -74,10 +73,6 @@ class RecurrentSeq2Seq(Seq2Seq):
         dropout=0.0,
         **kwargs,
     ):
-        old = pop_renamed(kwargs, RENAMED, "RecurrentSeq2Seq")
-        hidden_dim = old.get("hidden_dim", hidden_dim)
-        num_layers = old.get("num_layers", num_layers)
-        num_decoder_layers = old.get("num_decoder_layers", num_decoder_layers)
         super().__init__(**kwargs)
         if isinstance(attention, str) and attention not in registry.names():
             raise ValueError(
@@ -122,10 +117,6 @@ class RecurrentSeq2Seq(Seq2Seq):
             name="decoder",
         )
 
-    @property
-    def units(self):  # 0.1.0 name
-        return self.hidden_dim
-
     def build_layers(self):
         self.encoder.build(TOKENS)
         width = self.encoder.output_width
@@ -135,7 +126,7 @@ class RecurrentSeq2Seq(Seq2Seq):
     def encode(self, source, max_length=None, training=None):
         source = self.check_source(source)
         memory, final_state = self.encoder(source, training=training)
-        return self.decoder.initial_state(memory, final_state, self.encoder.source_mask(source))
+        return self.decoder.init_cache(memory, final_state, self.encoder.source_mask(source))
 
     def decode_step(self, tokens, state, training=None):
         logits, weights, state = self.decoder.step(
@@ -143,18 +134,23 @@ class RecurrentSeq2Seq(Seq2Seq):
         )
         return logits, state, weights
 
-    def teacher_forced(self, source, target_in, training=None, return_attention=False):
+    @compat.renamed_arguments(
+        "RecurrentSeq2Seq.teacher_forced", return_attention="return_attention_scores"
+    )
+    def teacher_forced(self, source, target_in, training=None, return_attention_scores=False):
         source = self.check_source(source)
         memory, final_state = self.encoder(source, training=training)
         logits, weights = self.decoder(
             target_in, memory, final_state, self.encoder.source_mask(source), training=training
         )
-        return (logits, weights) if return_attention else logits
+        return (logits, weights) if return_attention_scores else logits
 
     def attention_weights(self, source, target_in):
         if self.decoder.attention is None:
             return {}  # the bottleneck baseline has no alignment
-        return {"attention": self.teacher_forced(source, target_in, return_attention=True)[1]}
+        return {
+            "attention": self.teacher_forced(source, target_in, return_attention_scores=True)[1]
+        }
 
     def get_config(self):
         return {
@@ -174,7 +170,3 @@ class RecurrentSeq2Seq(Seq2Seq):
             "reverse_source": self.reverse_source,
             "dropout": self.dropout,
         }
-
-    @classmethod
-    def from_config(cls, config):
-        return cls(**renamed_config(config, RENAMED))

@@ -15,7 +15,7 @@ import keras
 from keras import ops
 
 from keras_attention.masking import write_at
-from keras_attention.seq2seq.generation import never_generated
+from keras_attention.seq2seq.decoding_options import never_generated
 from keras_attention.validation import check_choice, check_positive_int
 
 

@@ -3,18 +3,18 @@
 import keras
 from keras import ops
 
+from keras_attention import compat
 from keras_attention.multi_head import POSITION_ENCODINGS
 from keras_attention.positional import TokenAndPositionEmbedding
-from keras_attention.seq2seq._compat import pop_renamed, renamed_config
 from keras_attention.seq2seq.base import TOKENS, Seq2Seq
 from keras_attention.transformer import TransformerDecoderLayer, TransformerEncoderLayer
 from keras_attention.validation import check_choice
 
-RENAMED = {"width": "hidden_dim"}  # 0.1.0 name
 ABSOLUTE = ("sinusoidal", "learned")  # added to the embeddings
 POSITIONS = ABSOLUTE + tuple(p for p in POSITION_ENCODINGS if p is not None)
 
 
+@compat.reads_0_1_0(renamed={"width": "hidden_dim"}, weights="token_tables")
 @keras.saving.register_keras_serializable(package="keras_attention")
 class TransformerSeq2Seq(Seq2Seq):
     """A Transformer encoder-decoder built from this library's layers.
@@ -80,9 +80,6 @@ class TransformerSeq2Seq(Seq2Seq):
         tie_embeddings=False,
         **kwargs,
     ):
-        hidden_dim = pop_renamed(kwargs, RENAMED, "TransformerSeq2Seq").get(
-            "hidden_dim", hidden_dim
-        )
         super().__init__(**kwargs)
         self.source_vocab_size, self.target_vocab_size = source_vocab_size, target_vocab_size
         self.hidden_dim, self.num_heads, self.intermediate_dim = (
@@ -148,10 +145,6 @@ class TransformerSeq2Seq(Seq2Seq):
             else keras.layers.Dense(target_vocab_size, name="output_projection")
         )
 
-    @property
-    def width(self):  # 0.1.0 name
-        return self.hidden_dim
-
     def build_layers(self):
         sequence = (None, None, self.hidden_dim)
         self.source_embedding.build(TOKENS)
@@ -168,20 +161,6 @@ class TransformerSeq2Seq(Seq2Seq):
             )
         else:
             self.output_projection.build(sequence)
-
-    def load_own_variables(self, store):
-        super().load_own_variables(store)
-        # 0.1.0 kept the token tables in two keras.layers.Embedding, which a
-        # subclassed model's weights file names by class ("layers/embedding",
-        # "layers/embedding_1"); hand them to the embeddings that replaced them.
-        if store.has_path("layers/embedding") and not store.has_path(
-            "layers/token_and_position_embedding"
-        ):
-            for layer, path in (
-                (self.source_embedding, "layers/embedding"),
-                (self.target_embedding, "layers/embedding_1"),
-            ):
-                layer.legacy_embeddings = store.get(path)["0"]
 
     def _encode_memory(self, source, training=None):
         source = self.check_source(source)
@@ -234,7 +213,10 @@ class TransformerSeq2Seq(Seq2Seq):
         weights = ops.mean(cross[:, :, 0], axis=1)  # last layer, mean over heads: (B, S)
         return self._output(x)[:, 0], new_state, weights
 
-    def teacher_forced(self, source, target_in, training=None, return_attention=False):
+    @compat.renamed_arguments(
+        "TransformerSeq2Seq.teacher_forced", return_attention="return_attention_scores"
+    )
+    def teacher_forced(self, source, target_in, training=None, return_attention_scores=False):
         memory, mask = self._encode_memory(source, training=training)
         y = self.target_embedding(target_in, training=training)
         scores = {}
@@ -248,10 +230,10 @@ class TransformerSeq2Seq(Seq2Seq):
             )
             scores[f"layer {i + 1}"] = layer_scores["cross_attention"]
         logits = self._output(y)
-        return (logits, scores) if return_attention else logits
+        return (logits, scores) if return_attention_scores else logits
 
     def attention_weights(self, source, target_in):
-        return self.teacher_forced(source, target_in, return_attention=True)[1]
+        return self.teacher_forced(source, target_in, return_attention_scores=True)[1]
 
     def get_config(self):
         return {
@@ -270,7 +252,3 @@ class TransformerSeq2Seq(Seq2Seq):
             "sliding_window": self.sliding_window,
             "tie_embeddings": self.tie_embeddings,
         }
-
-    @classmethod
-    def from_config(cls, config):
-        return cls(**renamed_config(config, RENAMED))
