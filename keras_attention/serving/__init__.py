@@ -3,7 +3,8 @@ in-graph subword tokenizers, and the workarounds multi-worker training needs
 on TensorFlow. Install with `pip install keras_attention[tensorflow]`.
 
     translator.py   Translator: a model, its tokenizers and a search; in process and exported
-    export.py       versioned atomic SavedModel exports, warm-up requests
+    versions.py     versioned atomic SavedModel exports, warm-up requests
+    export.py       0.2.0's names (translator_archive, ...), thin wrappers kept for old code
     text.py         SentencePieceTokenizer and SubwordTokenizer (WordPiece), TensorFlow Text
     distribute.py   MultiWorkerMirroredStrategy adaptations of a model
     check.py        an export's ops against TF Serving releases' op lists

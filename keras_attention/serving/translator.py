@@ -57,12 +57,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_attention.seq2seq.search import BeamSearch, GreedySearch, get_search
-from keras_attention.serving.export import (
-    empty_batch_as_one_row,
-    export_archive,
-    options_key,
-    prefix_ids,
-)
+from keras_attention.serving.versions import export_archive
 
 SIGNATURES = (
     "serving_default",
@@ -538,3 +533,39 @@ def _trailing(tokens, pad):
 
 
 __all__ = ["SIGNATURES", "Translator"]
+
+
+def options_key(options):
+    """The key of the `decoding_options` output that `saved_model_cli show`
+    displays: `options: beam_width=4, num_hypotheses=4, ...`."""
+    return "options: " + ", ".join(f"{name}={value}" for name, value in options.items())
+
+
+def prefix_ids(target_tokenizer, prefix, max_length):
+    """`(B, P)` int32 target ids of the `prefix` strings (no `[START]`/`[END]`,
+    at most `max_length` pieces), padded with 0; an empty string forces
+    nothing (a batch of them gives width 0)."""
+    import tensorflow as tf
+
+    pieces = target_tokenizer.pieces(prefix)[:, :max_length]
+    return tf.cast(pieces.to_tensor(0), tf.int32)
+
+
+def empty_batch_as_one_row(function, *fillers):
+    """`function` of batched inputs, where a request whose inputs all have
+    0 rows runs once on `fillers` (one valid row each) and returns every
+    output cut to 0 rows. TensorFlow's oneDNN convolutions on AVX-512 CPUs
+    return a wrongly shaped tensor for a batch of 0, so without this an
+    empty request to a ConvS2S export fails ("Incompatible shapes")."""
+    import tensorflow as tf
+
+    def run(*inputs):
+        rows = tf.shape(inputs[0])[0]
+        empty = tf.reduce_all(tf.stack([tf.equal(tf.shape(x)[0], 0) for x in inputs]))
+        inputs = [
+            tf.cond(empty, lambda filler=filler: filler, lambda x=x: x)
+            for x, filler in zip(inputs, fillers)
+        ]
+        return {name: value[:rows] for name, value in function(*inputs).items()}
+
+    return run
