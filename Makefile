@@ -1,6 +1,8 @@
 # Two commands on a fresh machine:
 #   make demo   set up (virtualenv, packages, the Ding corpus) and run the main job
-#   make test   set up, lint, and run the test suite (TensorFlow, then the portable part on JAX)
+#   make test   set up, lint, build the docs strictly, and run the test suite (TensorFlow, then
+#               the portable part on JAX)
+# make docs builds the documentation site (docs/, mkdocs.yml) into site/.
 # Also: make test-torch (the portable part on PyTorch), make bench, make bench-decoding,
 #   make bench-rnn, make bench-training, make results, make bottleneck (attention against the
 #   fixed context, by source length), make serving-check (exports run by TF Serving's TensorFlow),
@@ -35,14 +37,14 @@ PORTABLE := tests/test_portability.py tests/test_compatibility.py tests/test_reg
 PORTABLE_ARGS := -q -n 2 -p no:cacheprovider -m "not tensorflow" -k "harness or portability or compatibility or registry or layout or decoding_options or search"
 DOCTESTS := -q -p no:cacheprovider --doctest-modules keras_attention --ignore=keras_attention/serving
 
-.PHONY: demo test test-torch lint bench bench-decoding bench-rnn bench-training results bottleneck setup clean serving-check serving-oplists serving-venv
+.PHONY: demo docs test test-torch lint bench bench-decoding bench-rnn bench-training results bottleneck setup clean serving-check serving-oplists serving-venv
 
 setup: $(STAMP) $(DING)
 
 $(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[recipes,dev]"
+	$(PY) -m pip install --quiet -e ".[recipes,dev,docs]"
 	touch $@
 
 # A second virtualenv with Keras on JAX (CPU wheels) and no TensorFlow.
@@ -73,9 +75,27 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 
 test: lint $(STAMP) $(JAX_STAMP) $(DING)
+	site=$$(mktemp -d) && NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir $$site; \
+		status=$$?; rm -rf $$site; exit $$status
 	$(PY) -m pytest -q -rs -n 2 tests
 	KERAS_BACKEND=jax $(VENV_JAX)/bin/python -m pytest $(DOCTESTS)
 	KERAS_BACKEND=jax $(VENV_JAX)/bin/python -m pytest $(PORTABLE_ARGS) $(PORTABLE)
+
+# The documentation site, into site/ (not committed). MathJax, which renders
+# the equations, comes from the npm package (npm pack, not committed); without
+# npm the site still builds and the equations show as TeX source.
+MATHJAX_VERSION := 3.2.2
+MATHJAX := docs/javascripts/vendor/mathjax/tex-svg.js
+$(MATHJAX):
+	@tmp=$$(mktemp -d); \
+	if command -v npm >/dev/null && (cd $$tmp && npm pack --silent mathjax@$(MATHJAX_VERSION) >/dev/null) \
+		&& tar -xzf $$tmp/mathjax-$(MATHJAX_VERSION).tgz -C $$tmp; then \
+		mkdir -p $(@D) && cp $$tmp/package/es5/tex-svg.js $$tmp/package/LICENSE $(@D)/; \
+	else echo "no MathJax (npm pack mathjax@$(MATHJAX_VERSION) failed): equations show as TeX source"; fi; \
+	rm -rf $$tmp
+
+docs: $(STAMP) $(MATHJAX)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
 
 test-torch: $(TORCH_STAMP)
 	KERAS_BACKEND=torch $(VENV_TORCH)/bin/python -m pytest $(DOCTESTS)
@@ -171,4 +191,5 @@ bottleneck: $(STAMP)
 	$(PY) -m recipes.bottleneck --output runs/bottleneck
 
 clean:
-	rm -rf $(VENV) $(VENV_JAX) $(VENV_TORCH) $(VENV_PEERS) $(VENV_TFA) .venv-serving* *.egg-info .pytest_cache
+	rm -rf $(VENV) $(VENV_JAX) $(VENV_TORCH) $(VENV_PEERS) $(VENV_TFA) .venv-serving* *.egg-info .pytest_cache \
+		site docs/javascripts/vendor

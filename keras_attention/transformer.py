@@ -221,9 +221,8 @@ class TransformerEncoderLayer(_TransformerLayer):
         activation: FFN activation (default relu).
         norm_first: bool, pre-norm instead of post-norm.
         layer_norm_epsilon: float.
-        num_key_value_heads, position_encoding, sliding_window,
-            max_relative_position: `MultiHead`'s variants, for the
-            self-attention (the decoder's cross-attention takes
+        num_key_value_heads, position_encoding, sliding_window, max_relative_position:
+            `MultiHead`'s variants, for the self-attention (the decoder's cross-attention takes
             `num_key_value_heads` only; see `MultiHead`).
 
     Call arguments:

@@ -133,7 +133,7 @@ def test_one_models_config_lists_every_exported_model(tmp_path):
     assert sorted(e.name for e in entries) == ["digits", "translator", "v2.model"]
     for entry in entries:
         assert entry.model_platform == "tensorflow"
-        # The README mounts <base> as /models in the server's container.
+        # docs/serving.md mounts <base> as /models in the server's container.
         local = os.path.join(base, os.path.relpath(entry.base_path, "/models"))
         assert entry.base_path.startswith("/models/") and os.path.isdir(local)
         assert os.path.basename(local) == entry.name and next_version(local) > 1
@@ -173,13 +173,13 @@ def test_tokens_signature_refuses_inconsistent_input(tiny_translator):
 
 
 def test_readme_serving_commands_match_the_export():
-    """The README's multi-model command mounts the export base dir as
+    """The serving page's (docs/serving.md) multi-model command mounts the export base dir as
     /models and reads the models.config the export writes; its ports are
     published on localhost only; its models.config example parses."""
     from google.protobuf import text_format
     from tensorflow_serving.config import model_server_config_pb2
 
-    readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    readme = open(os.path.join(ROOT, "docs", "serving.md"), encoding="utf-8").read()
     assert '-v "$PWD/saved_models:/models"' in readme
     assert "--model_config_file=/models/models.config" in readme
     assert "-p 127.0.0.1:8501:8501" in readme and "-p 8501:8501" not in readme

@@ -168,6 +168,9 @@ def report(export_dir, servings=None, log=print):
 
 
 def main(argv=None):
+    """`python -m keras_attention.serving.check EXPORT_DIR [--serving 2.20 ...]`:
+    prints `ok` or `FAIL` per TF Serving release and returns the exit status,
+    0 when every release knows every op and attribute, else 1."""
     parser = argparse.ArgumentParser(
         prog="python -m keras_attention.serving.check",
         description="Check that an export's ops and attributes exist in TF Serving releases.",
