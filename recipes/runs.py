@@ -147,13 +147,14 @@ def claim(output, settings, overwrite=False, defaults=None, upgrade=None):
     if os.path.exists(output) and not os.path.isdir(output):
         raise ValueError(f"--output {output} is a file; expected a folder for the run")
     os.makedirs(output, exist_ok=True)
-    recorded = recorded_settings(output)
+    recorded = written = recorded_settings(output)
     if upgrade is not None and recorded is not None:
         recorded = upgrade(recorded)
     deleted = False
     if overwrite and any(name in RUN_ENTRIES for name in os.listdir(output)):
         delete_run(output)
-        recorded, deleted = None, True
+        recorded = written = None
+        deleted = True
     if recorded is not None:
         changed = differences(recorded, settings, defaults)
         if changed:
@@ -163,7 +164,7 @@ def claim(output, settings, overwrite=False, defaults=None, upgrade=None):
                 "or choose another --output"
             )
     merged = {**(recorded or {}), **settings}
-    if merged != recorded:
+    if merged != written:
         write_json_atomically(os.path.join(output, RUN_FILE), {"settings": merged})
     return deleted
 

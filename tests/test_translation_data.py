@@ -125,7 +125,7 @@ def test_translate_input_that_is_not_utf8_names_the_line(tmp_path, capsys):
 def test_progress_goes_to_stderr_a_line_every_n_or_redrawn_on_a_terminal():
     import io
 
-    from recipes.translation_io import Progress
+    from recipes.translation.text_io import Progress
 
     log = io.StringIO()
     progress = Progress(2500, stream=log, every=1000, quiet_below=0)
@@ -318,7 +318,7 @@ def test_kept_epochs_include_the_one_a_resumed_backup_restores(tmp_path):
     epochs keep only the newest `keep`."""
     import keras
 
-    from recipes.averaging import KeepLastEpochs, kept_checkpoints
+    from recipes.translation.averaging import KeepLastEpochs, kept_checkpoints
 
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
     model.compile("adam", "mse")

@@ -181,7 +181,7 @@ def test_a_truncated_backup_falls_back_to_the_epoch_before(tmp_path):
     training resumes from the previous epoch's backup and says so."""
     import keras
 
-    from recipes.translate import resilient_backup
+    from recipes.translation.training import resilient_backup
 
     x = np.random.default_rng(0).normal(size=(16, 3)).astype("float32")
     y = x.sum(1, keepdims=True)
@@ -212,3 +212,7 @@ def test_a_truncated_backup_falls_back_to_the_epoch_before(tmp_path):
     )
     assert messages and "the last backup did not load" in messages[0]
     assert history.epoch == [1, 2, 3, 4]  # epoch 0 restored, epoch 1 trained again
+
+
+def test_export_loads_in_plain_tensorflow_and_matches_in_process(trained, tmp_path):
+    check_export(trained[0], tmp_path)

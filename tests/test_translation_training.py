@@ -339,3 +339,22 @@ def test_tsv_problems_are_reported_by_line(tmp_path):
         ":4: not valid UTF-8" in problems[1]
         and ":5: expected exactly one non-empty source and target" in problems[2]
     )
+
+
+def test_mixed_precision_training(tmp_path):
+    import keras
+
+    log = run(
+        "train",
+        "--output",
+        str(tmp_path),
+        "--family",
+        "transformer",
+        "--epochs",
+        "1",
+        "--mixed-precision",
+        "bfloat16",
+        *TINY,
+    )
+    assert "validation loss" in log and "nan" not in log.split("validation loss")[1]
+    keras.mixed_precision.set_global_policy("float32")

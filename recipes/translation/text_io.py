@@ -5,7 +5,7 @@ error, and the user's own `source<TAB>target` files for validation
 (`train --valid`) and testing (`evaluate --test`).
 
 Lines split on `\\n` only, the rule every reader of the recipe follows
-(`translation_data`); a `\\r` before it is dropped, so `\\r\\n` files
+(`data`); a `\\r` before it is dropped, so `\\r\\n` files
 translate as `\\n` ones. Line counts are kept: an empty line in gives an
 empty line out.
 """
@@ -129,7 +129,7 @@ class Progress:
 def read_pair_file(path, flag, log=print):
     """The `(source, target)` pairs of a user's TSV file given as `flag`
     (`--valid`, `--test`); skipped lines are reported as the corpus's are
-    (`translation_data.tsv_pairs`). A missing file, or one without a
+    (`data.tsv_pairs`). A missing file, or one without a
     usable pair, raises `ValueError` saying so."""
     if not os.path.isfile(path):
         raise ValueError(f"{flag} {path}: no such file")
