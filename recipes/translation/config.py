@@ -22,11 +22,12 @@ import os
 from keras_attention.registry import names as attention_names
 from keras_attention.seq2seq.transformer import POSITIONS
 
+from ..tuning import ALGORITHMS  # noqa: F401  (the tuner's, offered by --algorithm)
+
 FAMILIES = ("rnn", "convs2s", "transformer")
 ATTENTION = attention_names() + ("none",)  # the RNN's attention, by the library's own names
 DECAYS = ("rsqrt", "cosine")  # --decay
 STYLES = ("luong", "bahdanau")
-ALGORITHMS = ("hyperband", "bayesian", "random")
 PRECISIONS = ("bfloat16", "float16")
 # --tokenizer: the suffix of its vocabulary files. A run recorded before the
 # flag existed used WordPiece (`recorded_defaults`).
