@@ -403,7 +403,6 @@ def parser():
     )
     demo_command = add("demo", "train, evaluate and translate: the main job of `make demo`")
     demo_command.add_argument("--beam-width", type=int, help="beam search width")
-    # Chosen on the validation split (RESULTS.md): 0.6 left translations short.
     add_alpha_flag(demo_command)
     demo_command.add_argument(
         "--limit-test", type=int, help="evaluate only the first N test sentences (default: all)"
