@@ -28,8 +28,10 @@ import tensorflow as tf  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from keras_attention.seq2seq.generation import beam_search, greedy_search  # noqa: E402
-from recipes import translate  # noqa: E402
-from recipes.translation_data import read_pairs  # noqa: E402
+from recipes.translation.commands import export_command  # noqa: E402
+from recipes.translation.config import TranslationConfig  # noqa: E402
+from recipes.translation.data import read_pairs  # noqa: E402
+from recipes.translation.training import load_run  # noqa: E402
 
 
 def in_process(model, source_tokenizer, target_tokenizer, max_length, beam_width, greedy):
@@ -54,20 +56,12 @@ def main(argv=None):
     parser.add_argument("--beam-width", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=20)
     args = parser.parse_args(argv)
-    model, config, source_tokenizer, target_tokenizer = translate.load_run(args.output)
+    model, config, source_tokenizer, target_tokenizer = load_run(args.output)
     export_dir = tempfile.mkdtemp()
-    path = translate.export_command(
-        translate.parser().parse_args(
-            [
-                "export",
-                "--output",
-                args.output,
-                "--export-dir",
-                export_dir,
-                "--beam-width",
-                str(args.beam_width),
-            ]
-        ),
+    path = export_command(
+        TranslationConfig.for_command(
+            "export", output=args.output, export_dir=export_dir, beam_width=args.beam_width
+        ).validate(),
         log=lambda _: None,
     )
     served = tf.saved_model.load(path)

@@ -62,8 +62,8 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from recipes.translate import build_model, load_tokenizers  # noqa: E402
-from recipes.translation_data import make_dataset, prepare, read_pairs  # noqa: E402
+from recipes.translation.data import load_tokenizers, make_dataset, prepare, read_pairs  # noqa: E402
+from recipes.translation.training import build_model  # noqa: E402
 
 BATCHINGS = {  # name -> (family allowed, tied embeddings)
     "padded 64x32": ("transformer", "convs2s"),
@@ -81,8 +81,8 @@ def model_config(family, args, tied=False, jit=False):
     config = {
         "family": family,
         "attention": None,
-        "units": args.units,
-        "layers": args.layers,
+        "hidden_dim": args.units,
+        "num_layers": args.layers,
         "dropout": 0.1,
         "learning_rate": 1e-3,
         "label_smoothing": 0.1,
@@ -92,7 +92,7 @@ def model_config(family, args, tied=False, jit=False):
         "jit": jit,
     }
     if family == "transformer":
-        config.update(heads=args.heads, position="sinusoidal", tie_embeddings=tied)
+        config.update(num_heads=args.heads, position="sinusoidal", tie_embeddings=tied)
     else:
         config["embed_dim"] = args.units
     return config

@@ -27,7 +27,7 @@ from keras_attention.serving.text import (  # noqa: E402
     load_tokenizer,
     train_sentencepiece,
 )
-from recipes.translation_data import prepare, read_pairs  # noqa: E402
+from recipes.translation.data import prepare, read_pairs  # noqa: E402
 
 LEARNERS = (("SentencePiece", train_sentencepiece, "spm"), ("WordPiece", build_vocabulary, "vocab"))
 

@@ -73,9 +73,9 @@ def main(argv=None):
     common = [
         "--epochs",
         str(args.epochs),
-        "--units",
+        "--hidden-dim",
         str(args.units),
-        "--layers",
+        "--num-layers",
         "2",
         "--verbose",
         "0",
@@ -99,7 +99,7 @@ def main(argv=None):
             )
             for vocab in vocabularies:
                 shutil.copy(os.path.join(shared, vocab), os.path.join(output, vocab))
-        # The transformer's embedding width is its --units (it has no --embed-dim).
+        # The transformer's embedding width is its --hidden-dim (it has no --embed-dim).
         widths = [] if "transformer" in flags else ["--embed-dim", str(args.embed_dim)]
         train = ["train", "--output", output, *flags, *common, *widths]
         evaluate = ["evaluate", "--output", output, "--beam-width", "4", "--samples", "0"]

@@ -137,20 +137,24 @@ def delete_run(output):
                 os.remove(path)
 
 
-def claim(output, settings, overwrite=False, defaults=None):
+def claim(output, settings, overwrite=False, defaults=None, upgrade=None):
     """Make `output` the run of `settings`: record them in `run.json` (keys
     the record lacks are added, compared first with their `defaults` when
     given), or raise `ValueError` listing what differs from the recorded
-    run. With `overwrite`, an existing run is deleted first. Returns True
-    when an old run was deleted."""
+    run. With `overwrite`, an existing run is deleted first. `upgrade` maps
+    an older record's settings to today's names before they are compared.
+    Returns True when an old run was deleted."""
     if os.path.exists(output) and not os.path.isdir(output):
         raise ValueError(f"--output {output} is a file; expected a folder for the run")
     os.makedirs(output, exist_ok=True)
-    recorded = recorded_settings(output)
+    recorded = written = recorded_settings(output)
+    if upgrade is not None and recorded is not None:
+        recorded = upgrade(recorded)
     deleted = False
     if overwrite and any(name in RUN_ENTRIES for name in os.listdir(output)):
         delete_run(output)
-        recorded, deleted = None, True
+        recorded = written = None
+        deleted = True
     if recorded is not None:
         changed = differences(recorded, settings, defaults)
         if changed:
@@ -160,12 +164,12 @@ def claim(output, settings, overwrite=False, defaults=None):
                 "or choose another --output"
             )
     merged = {**(recorded or {}), **settings}
-    if merged != recorded:
+    if merged != written:
         write_json_atomically(os.path.join(output, RUN_FILE), {"settings": merged})
     return deleted
 
 
-def wait_for_run(output, settings, files, timeout, poll=1.0, defaults=None):
+def wait_for_run(output, settings, files, timeout, poll=1.0, defaults=None, upgrade=None):
     """On a worker that is not the chief: wait until the chief has recorded
     `settings` in `run.json` and written `files` (paths); `ValueError` when
     the recorded settings differ or `timeout` seconds pass."""
@@ -175,6 +179,8 @@ def wait_for_run(output, settings, files, timeout, poll=1.0, defaults=None):
             recorded = recorded_settings(output)
         except ValueError:  # run.json being replaced: look again
             recorded = None
+        if upgrade is not None and recorded is not None:
+            recorded = upgrade(recorded)
         if recorded is not None and all(key in recorded for key in settings):
             changed = differences(recorded, settings, defaults)
             if changed:

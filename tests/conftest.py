@@ -20,3 +20,57 @@ def _fresh_keras_state():
 @pytest.fixture
 def rng():
     return np.random.default_rng(0)
+
+
+def shared_once(tmp_path_factory, name, make):
+    """`make(folder)` run once per test session, even under `pytest -n`:
+    the first xdist worker to get the lock makes it in a folder under the
+    workers' shared temp root, the others wait and reuse it. Each worker
+    gets its own copy (tests may write into a run), and what `make`
+    returned (JSON)."""
+    import fcntl
+    import json
+    import shutil
+
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # shared by the workers of this session
+    shared = root / f"shared-{name}"
+    with open(root / f"shared-{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = root / f"shared-{name}.json"
+        if not done.exists():
+            shutil.rmtree(shared, ignore_errors=True)
+            shared.mkdir()
+            done.write_text(json.dumps(make(shared)))
+        made = json.loads(done.read_text())
+    copy = tmp_path_factory.mktemp(name)
+    shutil.copytree(shared, copy, dirs_exist_ok=True)
+    return copy, made
+
+
+@pytest.fixture(scope="session")
+def trained(tmp_path_factory):
+    """The translation recipe's tiny trained run, `(output, train log)`
+    (`tests/translation_helpers.train_shared_run`): trained once per
+    session, a copy per worker."""
+    from tests.translation_helpers import train_shared_run
+
+    copy, log = shared_once(tmp_path_factory, "trained", train_shared_run)
+    return str(copy / "run"), log
+
+
+@pytest.fixture(scope="session")
+def exported(trained, tmp_path_factory):
+    """The trained run exported with beam width 2 (the version's path):
+    exported once per session, a copy per worker."""
+    from tests.translation_helpers import export_shared_run
+
+    def export(folder):
+        source = tmp_path_factory.getbasetemp()
+        if os.environ.get("PYTEST_XDIST_WORKER"):
+            source = source.parent
+        return export_shared_run(str(source / "shared-trained" / "run"), folder)
+
+    copy, relative = shared_once(tmp_path_factory, "exported", export)
+    return str(copy / relative)

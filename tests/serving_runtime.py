@@ -58,7 +58,7 @@ def sh(*argv):
 
 def build_exports(work):
     """Train and export every kind once; returns `{name: version_dir}`."""
-    from tests.test_recipe_translate import TINY  # the recipe tests' tiny settings
+    from tests.translation_helpers import TINY  # the recipe tests' tiny settings
 
     exports = os.path.join(work, "exports")
     paths = {}

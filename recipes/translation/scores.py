@@ -14,7 +14,7 @@ import time
 
 import keras
 
-from . import runs
+from .. import runs
 
 
 def corpus_scores(hypotheses, references):
@@ -75,7 +75,7 @@ class ValidationBleu(keras.callbacks.Callback):
             )
 
 
-def monitoring_callbacks(args, valid_path, translate, work, log=print):
+def monitoring_callbacks(config, valid_path, translate, work, log=print):
     """`train`'s optional callbacks, to be placed before TensorBoard:
     validation BLEU every `--bleu-every` epochs on the first
     `--bleu-sentences` pairs of `valid_path` (`translate`: greedy
@@ -83,16 +83,40 @@ def monitoring_callbacks(args, valid_path, translate, work, log=print):
     weights kept in `<work>/checkpoints/` (also the one `<work>/backup/`
     restores)."""
     from .averaging import FOLDER, KeepLastEpochs
-    from .translation_data import read_pairs
+    from .data import read_pairs
 
     callbacks = []
-    if getattr(args, "bleu_every", 0):
-        pairs = read_pairs(valid_path)[: args.bleu_sentences]
-        callbacks.append(ValidationBleu(args.bleu_every, pairs, translate, log))
-    if getattr(args, "average_last", None):
+    if config.bleu_every:
+        pairs = read_pairs(valid_path)[: config.bleu_sentences]
+        callbacks.append(ValidationBleu(config.bleu_every, pairs, translate, log))
+    if config.average_last:
         callbacks.append(
             KeepLastEpochs(
-                os.path.join(work, FOLDER), args.average_last, os.path.join(work, "backup")
+                os.path.join(work, FOLDER), config.average_last, os.path.join(work, "backup")
             )
         )
     return callbacks
+
+
+LENGTH_BUCKETS = ((1, 5), (6, 10), (11, 15), (16, 25), (26, None))  # source words
+
+
+def bleu_by_length(sources, hypotheses, references, buckets=LENGTH_BUCKETS):
+    """Corpus BLEU of the sentences in each source-length bucket (words
+    split on white space), as Bahdanau et al. (2015, Fig. 2) plot it:
+    `{"1-5": {"bleu": ..., "sentences": n}, ..., "26+": ...}`; a bucket
+    without sentences is left out."""
+    import sacrebleu
+
+    table = {}
+    for low, high in buckets:
+        chosen = [
+            (hypothesis, reference)
+            for source, hypothesis, reference in zip(sources, hypotheses, references)
+            if low <= len(source.split()) and (high is None or len(source.split()) <= high)
+        ]
+        if chosen:
+            bleu = sacrebleu.corpus_bleu([h for h, _ in chosen], [[r for _, r in chosen]])
+            name = f"{low}-{high}" if high else f"{low}+"
+            table[name] = {"bleu": round(bleu.score, 2), "sentences": len(chosen)}
+    return table

@@ -16,6 +16,10 @@ import json
 import os
 import random
 import re
+import time
+
+from .. import runs
+from .config import TOKENIZERS, UsageError
 
 DING = "/usr/share/trans/de-en"
 DING_HINT = "install it with: sudo apt-get install -y trans-de-en (make demo and make test do this)"
@@ -361,3 +365,98 @@ def make_dataset(
     # One file per split: several workers shard it by element, not by file.
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
     return batched.prefetch(tf.data.AUTOTUNE).with_options(options), kept, total
+
+
+# -- vocabularies and datasets of a run ---------------------------------------------
+def vocabulary_paths(output, tokenizer=None):
+    """The source and target vocabulary files of a run: those of
+    `tokenizer`, or (None) of whichever kind `output` holds."""
+    if tokenizer is None:
+        found = [
+            name
+            for name, suffix in TOKENIZERS.items()
+            if os.path.exists(os.path.join(output, f"source.{suffix}"))
+        ]
+        tokenizer = found[0] if found else "sentencepiece"
+    return [
+        os.path.join(output, f"{side}.{TOKENIZERS[tokenizer]}") for side in ("source", "target")
+    ]
+
+
+def load_tokenizers(output, paths=None, vocab_size=8000, log=print, tokenizer=None):
+    """The run's source and target tokenizers. With `paths` (the data
+    split), a missing vocabulary of `tokenizer` is first learned from the
+    training split's side."""
+    from keras_attention.serving.text import build_vocabulary, load_tokenizer, train_sentencepiece
+
+    tokenizers = []
+    for column, path in enumerate(vocabulary_paths(output, tokenizer)):
+        if not os.path.exists(path):
+            if paths is None:
+                raise UsageError(f"{path} is missing: train a model into --output {output} first")
+            texts = [pair[column] for pair in read_pairs(paths["train"])]
+            sentencepiece = path.endswith(".spm")
+            learn = train_sentencepiece if sentencepiece else build_vocabulary
+            side = ("source", "target")[column]
+            log(f"learning the {side} vocabulary from {len(texts)} training sentences ...")
+            started = time.perf_counter()
+            try:
+                size = learn(texts, path, vocab_size)
+            except ValueError as error:
+                raise UsageError(f"{error}: raise --vocab-size") from None
+            unit = "SentencePiece (unigram) pieces" if sentencepiece else "WordPiece tokens"
+            what = f"{size} {unit} from {len(texts)} texts"
+            seconds = time.perf_counter() - started
+            log(f"{side} vocabulary: {what} ({seconds:.0f}s) -> {path}")
+        try:
+            with runs.stderr_silenced():  # SentencePiece's C++ log says it uses identity rules
+                tokenizers.append(load_tokenizer(path))
+        except (ValueError, UnicodeDecodeError) as error:
+            raise UsageError(
+                f"{path} is not a vocabulary ({str(error).splitlines()[0]}): it is damaged; "
+                f"train again with --overwrite"
+            ) from None
+    return tokenizers
+
+
+def datasets(
+    paths,
+    source_tokenizer,
+    target_tokenizer,
+    max_length,
+    batch_size,
+    seed,
+    log,
+    batch_tokens=None,
+    dictionary=0.0,
+):
+    """The training and validation datasets; each split's pairs are counted
+    after the `max_length` filter, reported, and an empty split stops the
+    run with a message. With `dictionary` > 0, each training epoch adds that
+    many dictionary entries per sentence pair."""
+    made = []
+    for split in ("train", "valid"):
+        training = split == "train"
+        data, kept, total = make_dataset(
+            paths[split],
+            source_tokenizer,
+            target_tokenizer,
+            max_length,
+            batch_size,
+            shuffle=training,
+            seed=seed,
+            batch_tokens=batch_tokens,
+            extra_path=paths.get("dictionary") if training and dictionary else None,
+            extra_ratio=dictionary if training else 0.0,
+        )
+        log(
+            f"{split}: {kept} of {total} pairs fit --max-length {max_length}"
+            + (f" ({total - kept} longer ones left out)" if kept < total else "")
+        )
+        if kept == 0:
+            raise UsageError(
+                f"no {split} pair fits --max-length {max_length} ({total} pairs, each longer "
+                "in subword pieces): raise --max-length or --vocab-size"
+            )
+        made.append(data)
+    return made

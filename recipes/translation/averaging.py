@@ -23,7 +23,7 @@ import warnings
 import keras
 import numpy as np
 
-from . import runs
+from .. import runs
 
 FOLDER = "checkpoints"
 _EPOCH_FILE = re.compile(r"^epoch-(\d+)\.weights\.h5$")
@@ -140,35 +140,36 @@ def average_last_epochs(model, work, count, valid_data, last_loss, log=print):
     return {"epochs": epochs, "val_loss": val_loss, "val_loss_last": round(last_loss, 4)}
 
 
-def average_run(args, loaded, log=print):
+def average_run(config, loaded, log=print):
     """The `average` command: replace `model.keras` of the run in
-    `args.output` by the mean of `args.checkpoints` (files) or of the
-    `args.last` epochs `train --average-last` kept, written atomically,
-    and record it in `config.json`. `loaded` is the run's `(model,
-    config, source_tokenizer, target_tokenizer)`. Returns the validation
+    `config.output` by the mean of `config.checkpoints` (files) or of the
+    `config.last` epochs `train --average-last` kept, written atomically,
+    and record it in `config.json`. `config` is a `TranslationConfig`;
+    `loaded` is the run's `(model, config, source_tokenizer,
+    target_tokenizer)`. Returns the validation
     losses of the average and of the last checkpoint alone."""
-    from .translation_data import make_dataset
-    from .translation_io import validation_file
+    from .data import make_dataset
+    from .text_io import validation_file
 
-    model, config, source_tokenizer, target_tokenizer = loaded
-    if args.checkpoints:
-        paths = args.checkpoints
+    model, run_config, source_tokenizer, target_tokenizer = loaded
+    if config.checkpoints:
+        paths = config.checkpoints
         for path in paths:
             if not os.path.isfile(path):
                 raise ValueError(f"--checkpoints {path}: no such file")
     else:
-        folder = os.path.join(args.output, FOLDER)
+        folder = os.path.join(config.output, FOLDER)
         kept = kept_checkpoints(folder)
-        if len(kept) < args.last:
+        if len(kept) < config.last:
             raise ValueError(
-                f"--last {args.last}: {folder} holds {len(kept)} epoch checkpoint(s); train "
-                f"with --average-last {args.last} or more to keep them, or name files with "
+                f"--last {config.last}: {folder} holds {len(kept)} epoch checkpoint(s); train "
+                f"with --average-last {config.last} or more to keep them, or name files with "
                 "--checkpoints"
             )
-        paths = [path for _, path in kept[-args.last :]]
-    valid = validation_file(args.output, args.valid, args.output, log)
+        paths = [path for _, path in kept[-config.last :]]
+    valid = validation_file(config.output, config.valid, config.output, log)
     data, kept_pairs, _ = make_dataset(
-        valid, source_tokenizer, target_tokenizer, config["max_length"], batch_size=64
+        valid, source_tokenizer, target_tokenizer, run_config["max_length"], batch_size=64
     )
     if not kept_pairs:
         raise ValueError(f"no validation pair of {valid} fits the run's --max-length")
@@ -176,17 +177,17 @@ def average_run(args, loaded, log=print):
     last_loss = validation_loss(model, data)
     average_checkpoints(model, paths)
     average_loss = validation_loss(model, data)
-    runs.write_atomically(os.path.join(args.output, "model.keras"), model.save)
+    runs.write_atomically(os.path.join(config.output, "model.keras"), model.save)
     record = {
         "checkpoints": [os.path.abspath(path) for path in paths],
         "val_loss_last": round(last_loss, 4),
     }
     runs.write_json_atomically(
-        os.path.join(args.output, "config.json"),
-        {**config, "val_loss": round(average_loss, 4), "averaged": record},
+        os.path.join(config.output, "config.json"),
+        {**run_config, "val_loss": round(average_loss, 4), "averaged": record},
     )
     log(
         f"averaged {len(paths)} checkpoints: validation loss {average_loss:.3f} (the last "
-        f"alone: {last_loss:.3f}) -> {os.path.join(args.output, 'model.keras')}"
+        f"alone: {last_loss:.3f}) -> {os.path.join(config.output, 'model.keras')}"
     )
     return average_loss, last_loss

@@ -5,7 +5,7 @@ error, and the user's own `source<TAB>target` files for validation
 (`train --valid`) and testing (`evaluate --test`).
 
 Lines split on `\\n` only, the rule every reader of the recipe follows
-(`translation_data`); a `\\r` before it is dropped, so `\\r\\n` files
+(`data`); a `\\r` before it is dropped, so `\\r\\n` files
 translate as `\\n` ones. Line counts are kept: an empty line in gives an
 empty line out.
 """
@@ -15,8 +15,8 @@ import os
 import sys
 import time
 
-from . import runs
-from .translation_data import tsv_pairs
+from .. import runs
+from .data import tsv_pairs
 
 STDIO = "-"
 
@@ -129,7 +129,7 @@ class Progress:
 def read_pair_file(path, flag, log=print):
     """The `(source, target)` pairs of a user's TSV file given as `flag`
     (`--valid`, `--test`); skipped lines are reported as the corpus's are
-    (`translation_data.tsv_pairs`). A missing file, or one without a
+    (`data.tsv_pairs`). A missing file, or one without a
     usable pair, raises `ValueError` saying so."""
     if not os.path.isfile(path):
         raise ValueError(f"{flag} {path}: no such file")
@@ -175,38 +175,38 @@ def translate_lines(sentences, translate_batch, output_file=None, batch_size=64,
         progress.close()
 
 
-def reads_lines(args):
+def reads_lines(config):
     """True when `translate` translates lines: from `--input`, or from
     standard input when it is not a terminal and no text is given, or
     (text given) to `--output-file`; then each input line gives one output
     line (`--nbest N`: N lines)."""
-    given, output_file = getattr(args, "input", None), getattr(args, "output_file", None)
-    if given is not None and args.text:
+    given, output_file = config.input, config.output_file
+    if given is not None and config.text:
         raise ValueError("give the sentences either as arguments or with --input, not both")
     if given is not None or output_file:
         return True
-    return not args.text and sys.stdin is not None and not sys.stdin.isatty()
+    return not config.text and sys.stdin is not None and not sys.stdin.isatty()
 
 
-def translate_file(args, translator, stderr=None):
+def translate_file(config, translator, stderr=None):
     """`translate` of lines: the text arguments, `--input FILE` or standard
     input, to standard output or `--output-file` (atomically), in batches
     with progress on standard error. `translator()` loads the model (after
     the input is read and checked) and returns `sentences -> lines`."""
     stderr = stderr or sys.stderr
-    check_output_file(args.output_file)
-    if args.text:
-        sentences = args.text
+    check_output_file(config.output_file)
+    if config.text:
+        sentences = config.text
     else:
-        sentences = read_sentences(args.input or STDIO)
-        if not sentences and args.input is None:
+        sentences = read_sentences(config.input or STDIO)
+        if not sentences and config.input is None:
             raise ValueError(
                 "give the text to translate: standard input held no sentences (pipe in a "
                 "file of sentences, one a line, or give --input FILE or the text as arguments)"
             )
-    translate_lines(sentences, translator(), args.output_file, progress=Progress(len(sentences)))
-    if args.output_file and args.output_file != STDIO:
-        print(f"translated {len(sentences)} lines -> {args.output_file}", file=stderr)
+    translate_lines(sentences, translator(), config.output_file, progress=Progress(len(sentences)))
+    if config.output_file and config.output_file != STDIO:
+        print(f"translated {len(sentences)} lines -> {config.output_file}", file=stderr)
     return len(sentences)
 
 

@@ -1,0 +1,350 @@
+"""The recipe's commands other than `train` (`training.py`): evaluate,
+translate, average, tune, export and the demo. Each takes a validated
+`TranslationConfig` and a `log`; searches and the export go through
+`decoding.py`.
+"""
+
+import os
+import time
+
+from .. import runs
+from .config import SEARCH_SPACE, UsageError, recorded_defaults, upgrade
+from .data import datasets
+from .decoding import (
+    GREEDY,
+    export_translator,
+    line_translator,
+    nbest_lines,
+    search_settings,
+    translate_texts,
+)
+from .training import finished, load_run, prepared_run, train, train_settings
+
+DEMO_SENTENCES = (
+    "Ich habe keine Zeit.",
+    "Wo ist der Bahnhof?",
+    "Bei meinem Handy war der Akku leer.",
+)
+
+
+def evaluate(config, log=print):
+    """BLEU and chrF of the run's model on the test split (or `config.test`),
+    samples, attention heatmaps and BLEU by source length; writes and
+    returns the scores."""
+    from keras_attention.seq2seq.plotting import plot_attention
+
+    from .data import read_pairs
+    from .scores import bleu_by_length, corpus_scores, write_scores
+    from .text_io import read_pair_file
+
+    test_file = config.test  # the user's test file, read before the model
+    pairs = read_pair_file(test_file, "--test", log) if test_file else None
+    model, run_config, source_tokenizer, target_tokenizer = load_run(config.output)
+    if not test_file:
+        test_file = os.path.join(config.output, "data", "test.tsv")
+        pairs = read_pairs(test_file)
+    if config.limit_test:
+        pairs = pairs[: config.limit_test]
+    sources, references = [p[0] for p in pairs], [p[1] for p in pairs]
+    log(f"translating the {len(pairs)} test sentences (beam search, width {config.beam_width}) ...")
+    started = time.perf_counter()
+    hypotheses, details = translate_texts(
+        model,
+        source_tokenizer,
+        target_tokenizer,
+        sources,
+        run_config["max_length"],
+        search_settings(config),
+        return_attention=True,
+    )
+    scores = corpus_scores(hypotheses, references)
+    log(
+        f"test set: {test_file}, {len(pairs)} sentences, beam {config.beam_width}, "
+        f"{time.perf_counter() - started:.0f}s"
+    )
+    log(f"BLEU {scores['bleu']:.2f}  chrF {scores['chrf']:.2f}")
+    log(f"signatures: BLEU {scores['bleu_signature']}, chrF {scores['chrf_signature']}")
+    samples = list(zip(sources, references, hypotheses))[: config.samples]
+    for source, reference, hypothesis in samples:
+        log(f"\n  source:     {source}\n  reference:  {reference}\n  model:      {hypothesis}")
+    if run_config["family"] == "rnn" and run_config["attention"] == "none":
+        log("\n(no heatmaps: the bottleneck baseline has no attention)")
+    else:
+        folder = os.path.join(config.output, "attention")
+        os.makedirs(folder, exist_ok=True)
+        for index, (source_ids, target_ids, weights) in enumerate(details[: config.samples]):
+            source_labels = [
+                t.decode() for t in source_tokenizer.tokens(source_ids[source_ids > 0]).numpy()
+            ]
+            length = int((target_ids > 0).sum())
+            target_labels = [
+                t.decode() for t in target_tokenizer.tokens(target_ids[:length]).numpy()
+            ]
+            plot_attention(
+                weights[:length, : len(source_labels)],
+                source_labels,
+                target_labels,
+                os.path.join(folder, f"sample{index}.png"),
+                title=sources[index],
+            )
+        log(f"\nattention heatmaps: {folder}/sample*.png")
+    scores = {
+        **scores,
+        "sentences": len(pairs),
+        "beam_width": config.beam_width,
+        "alpha": config.alpha,
+        "bleu_by_source_length": bleu_by_length(sources, hypotheses, references),
+        "test": os.path.abspath(test_file),
+    }
+    log(
+        "BLEU by source length (words): "
+        + ", ".join(
+            f"{bucket}: {row['bleu']:.1f} ({row['sentences']})"
+            for bucket, row in scores["bleu_by_source_length"].items()
+        )
+    )
+    write_scores(config.output, scores)
+    return scores
+
+
+def translate_command(config, log=print):
+    """Translate `config.text` (or lines: `--input`, standard input) with
+    the run's model; `config.nbest` prints N scored lines per sentence."""
+    from .text_io import reads_lines, translate_file
+
+    def translator():
+        model, run_config, source_tokenizer, target_tokenizer = load_run(config.output)
+        return line_translator(
+            model,
+            source_tokenizer,
+            target_tokenizer,
+            run_config["max_length"],
+            search_settings(config),
+            config.nbest,
+        )
+
+    if reads_lines(config):  # a line out for each line in: files, pipes, --output-file
+        return translate_file(config, translator)
+    if not config.text:
+        raise UsageError(
+            "give the text to translate, e.g. "
+            'translate --output runs/translate "Ich habe keine Zeit."'
+        )
+    model, run_config, source_tokenizer, target_tokenizer = load_run(config.output)
+    common = (model, source_tokenizer, target_tokenizer, config.text, run_config["max_length"])
+    if config.nbest:
+        for line in nbest_lines(*common, search_settings(config), config.nbest):
+            log(line)
+        return
+    for text, translation in zip(config.text, translate_texts(*common, search_settings(config))):
+        log(f"{text}\n  -> {translation}")
+
+
+def average_command(config, log=print):
+    """Replace the run's model by the mean of checkpoints (`averaging.py`)."""
+    from .averaging import average_run
+
+    return average_run(config, load_run(config.output), log)
+
+
+def search_space():
+    """The tuner's choices: `SEARCH_SPACE`, narrowed by the JSON object in
+    KERAS_ATTENTION_SEARCH_SPACE when set (the tests keep trials small)."""
+    import json
+
+    narrowed = json.loads(os.environ.get("KERAS_ATTENTION_SEARCH_SPACE") or "{}")
+    unknown = set(narrowed) - set(SEARCH_SPACE)
+    if unknown:
+        raise UsageError(
+            f"KERAS_ATTENTION_SEARCH_SPACE names {sorted(unknown)}; "
+            f"expected some of {sorted(SEARCH_SPACE)}"
+        )
+    return {**SEARCH_SPACE, **narrowed}
+
+
+def tune(config, log=print):
+    """A KerasTuner search over families and sizes (`tuning.py`), then the
+    validation BLEU of the best trials."""
+    from keras_attention.registry import names as attention_names
+    from keras_attention.seq2seq.transformer import POSITIONS
+
+    from ..tuning import run_search
+    from .training import build_model
+
+    chief = os.environ.get("KERASTUNER_TUNER_ID", "chief") == "chief"
+    paths, source_tokenizer, target_tokenizer = prepared_run(
+        config, config.data_settings(), chief, log
+    )
+    data = datasets(
+        paths,
+        source_tokenizer,
+        target_tokenizer,
+        config.max_length,
+        config.batch_size,
+        config.seed,
+        log,
+    )
+    space = search_space()
+
+    def build(hp):
+        family = hp.Choice("family", list(config.families))
+        transformer = {"parent_name": "family", "parent_values": ["transformer"]}
+        spec = {
+            "family": family,
+            "attention": hp.Choice(
+                "attention", list(attention_names()), parent_name="family", parent_values=["rnn"]
+            )
+            if family == "rnn"
+            else None,
+            # The transformer's embedding width is its hidden_dim; only it has heads.
+            "embed_dim": hp.Choice(
+                "embed_dim",
+                space["embed_dim"],
+                parent_name="family",
+                parent_values=["rnn", "convs2s"],
+            )
+            if family != "transformer"
+            else None,
+            "hidden_dim": hp.Choice("hidden_dim", space["hidden_dim"]),
+            "num_layers": hp.Choice("num_layers", space["num_layers"]),
+            "num_heads": hp.Choice("num_heads", space["num_heads"], **transformer)
+            if family == "transformer"
+            else None,
+            "position": hp.Choice("position", list(POSITIONS), **transformer)
+            if family == "transformer"
+            else None,
+            "num_key_value_heads": hp.Choice(
+                "num_key_value_heads", space["num_key_value_heads"], **transformer
+            )
+            if family == "transformer"
+            else None,
+            "dropout": hp.Float("dropout", 0.0, 0.3, step=0.1),
+            "learning_rate": hp.Float("learning_rate", 3e-4, 3e-3, sampling="log"),
+            "label_smoothing": hp.Choice("label_smoothing", [0.0, 0.1]),
+            "max_length": config.max_length,
+            "style": "luong",
+        }
+        return build_model(spec, source_tokenizer.vocab_size, target_tokenizer.vocab_size)
+
+    tuner, best = run_search(
+        build,
+        (data[0], None),
+        data[1],
+        algorithm=config.algorithm,
+        objective="val_loss",
+        max_trials=config.trials,
+        max_epochs=config.epochs,
+        output=config.output,
+        project="translate",
+    )
+    if best is not None and config.bleu_trials:
+        import sacrebleu
+
+        from .data import read_pairs
+
+        pairs = read_pairs(paths["valid"])[:200]
+        log(
+            f"\nvalidation BLEU of the {config.bleu_trials} best trials "
+            f"(beam 1, {len(pairs)} sentences):"
+        )
+        for trial, model in zip(
+            tuner.oracle.get_best_trials(config.bleu_trials),
+            tuner.get_best_models(config.bleu_trials),
+        ):
+            hypotheses = translate_texts(
+                model,
+                source_tokenizer,
+                target_tokenizer,
+                [p[0] for p in pairs],
+                config.max_length,
+                GREEDY,
+            )
+            log(
+                f"  trial {trial.trial_id}: BLEU "
+                f"{sacrebleu.corpus_bleu(hypotheses, [[p[1] for p in pairs]]).score:.2f}"
+            )
+    return best
+
+
+def export_command(config, log=print):
+    """Write the trained model as the next version of a TF Serving model."""
+    import numpy as np
+
+    from .data import read_pairs
+
+    if os.path.exists(config.export_dir) and not os.path.isdir(config.export_dir):
+        raise UsageError(f"--export-dir {config.export_dir} is a file; expected a folder")
+    model, run_config, source_tokenizer, target_tokenizer = load_run(config.output)
+    max_length = run_config["max_length"]
+    # Warm-up requests: real test sentences, for every signature.
+    test = read_pairs(os.path.join(config.output, "data", "test.tsv"))[:4]
+    text = np.array([pair[0] for pair in test] or ["Ich habe keine Zeit."], dtype=object)
+    ids = source_tokenizer.encode(text, max_length)[0].numpy()
+    warmup = [
+        ("serving_default", {"text": text}),
+        ("greedy", {"text": text}),
+        ("attention", {"text": text[:1]}),
+        ("tokens", {"token_ids": ids, "lengths": (ids > 0).sum(1).astype("int32")}),
+        ("nbest", {"text": text}),
+        ("constrained", {"text": text[:1], "prefix": np.array([""], dtype=object)}),
+    ]  # not decoding_options: constants, and a request without inputs is an odd warm-up
+    path = export_translator(
+        model,
+        source_tokenizer,
+        target_tokenizer,
+        max_length,
+        search_settings(config, num_hypotheses=config.num_hypotheses),
+        config.export_dir,
+        config.model_name,
+        warmup,
+    )
+    log(
+        f"exported {path} (signatures: serving_default, greedy, attention, tokens, nbest, "
+        "constrained, decoding_options)"
+    )
+    return path
+
+
+def demo(config, log=print):
+    """The main job: train a ConvS2S model (`--family` for another) on the
+    Ding corpus, report BLEU and samples, draw an attention heatmap,
+    translate a sentence, export it. Each step runs on its own copy of
+    `config` (`TranslationConfig.replace`)."""
+    log("== keras_attention demo: German -> English on the Ding dictionary's example sentences")
+    started = time.perf_counter()
+    settings, _ = train_settings(config)
+    if finished(config.output) and not config.overwrite:
+        # refuses other settings
+        runs.claim(config.output, settings, defaults=recorded_defaults(settings), upgrade=upgrade)
+        log(f"{config.output} holds the trained demo model: evaluating it (--overwrite retrains)")
+    else:
+        train(config, log)
+    scores = evaluate(config.replace(command="evaluate"), log)
+    translate_command(config.replace(command="translate", text=list(DEMO_SENTENCES)), log)
+    path = export_command(
+        config.replace(command="export", export_dir="saved_models", model_name="translator"), log
+    )
+    import tensorflow as tf
+
+    served = tf.saved_model.load(path).signatures["serving_default"](
+        text=tf.constant(DEMO_SENTENCES[:1])
+    )
+    log(
+        f"through the exported model: {DEMO_SENTENCES[0]} -> "
+        f"{served['translation'].numpy()[0].decode()}"
+    )
+    log(
+        f"== done in {(time.perf_counter() - started) / 60:.1f} minutes: test BLEU "
+        f"{scores['bleu']:.2f}, chrF {scores['chrf']:.2f} on {scores['sentences']} sentences"
+    )
+
+
+COMMANDS = {
+    "train": train,
+    "evaluate": evaluate,
+    "translate": translate_command,
+    "tune": tune,
+    "demo": demo,
+    "export": export_command,
+    "average": average_command,
+}

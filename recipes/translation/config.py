@@ -1,0 +1,382 @@
+"""The translation recipe's settings: one `TranslationConfig`, every default
+and every check in one place.
+
+The command line (`recipes/translate.py`) builds a `TranslationConfig` from
+its flags (its defaults are read from here) and hands it down; nothing
+below the command line sees argparse. Model settings carry the names of
+the model arguments they set (`num_heads`, `num_key_value_heads`,
+`sliding_window`, ...); `RENAMED` maps the names 0.2.0 wrote in `run.json`,
+`config.json` and `best_hyperparameters.json` to them (`upgrade`).
+
+Example:
+
+    config = TranslationConfig(command="train", family="rnn", attention="additive")
+    config.validate()            # UsageError naming the flag, or nothing
+    model_settings(config)       # the model's settings, family defaults filled in
+"""
+
+import dataclasses
+import math
+import os
+
+from keras_attention.registry import names as attention_names
+from keras_attention.seq2seq.transformer import POSITIONS
+
+from ..tuning import ALGORITHMS  # noqa: F401  (the tuner's, offered by --algorithm)
+
+FAMILIES = ("rnn", "convs2s", "transformer")
+ATTENTION = attention_names() + ("none",)  # the RNN's attention, by the library's own names
+DECAYS = ("rsqrt", "cosine")  # --decay
+STYLES = ("luong", "bahdanau")
+PRECISIONS = ("bfloat16", "float16")
+# --tokenizer: the suffix of its vocabulary files. A run recorded before the
+# flag existed used WordPiece (`recorded_defaults`).
+TOKENIZERS = {"sentencepiece": "spm", "wordpiece": "vocab"}
+# 0.2.0's names of the model settings (and flags) -> the model arguments' names.
+RENAMED = {
+    "units": "hidden_dim",
+    "layers": "num_layers",
+    "heads": "num_heads",
+    "kv_heads": "num_key_value_heads",
+    "window": "sliding_window",
+}
+# The settings only some families have: the transformer's embedding width is
+# its hidden_dim, and only the transformer has several heads (and their variants).
+TRANSFORMER_ONLY = (
+    "num_heads",
+    "position",
+    "num_key_value_heads",
+    "sliding_window",
+    "tie_embeddings",
+)
+FAMILY_ONLY = {
+    "embed_dim": ("rnn", "convs2s"),
+    **{key: ("transformer",) for key in TRANSFORMER_ONLY},
+}
+# Used when the family has the setting and it was not given (`model_settings`).
+FAMILY_DEFAULTS = {
+    "embed_dim": 128,
+    "num_heads": 4,
+    "position": "sinusoidal",  # the paper's, and what runs before --position had
+    "num_key_value_heads": None,  # one key/value head per query head
+    "sliding_window": None,  # self-attention sees every position
+    "tie_embeddings": False,  # the transformer's output projection is its target embedding
+}
+MODEL_KEYS = (
+    "family",
+    "attention",
+    "embed_dim",
+    "hidden_dim",
+    "num_layers",
+    "num_heads",
+    "position",
+    "num_key_value_heads",
+    "sliding_window",
+    "dropout",
+    "learning_rate",
+    "label_smoothing",
+    "max_length",
+    "style",
+    "warmup",
+    "decay",
+    "tie_embeddings",
+)
+DATA_KEYS = ("corpus", "reverse", "limit", "vocab_size", "tokenizer", "dictionary")
+# Checks of the settings (`TranslationConfig.validate`, `model_settings`).
+POSITIVE = (  # integers >= 1
+    "epochs",
+    "batch_size",
+    "max_length",
+    "beam_width",
+    "trials",
+    "limit",
+    "vocab_size",
+    "limit_test",
+    "batch_tokens",
+    "patience",
+    "bleu_sentences",
+    "last",
+    "nbest",
+    "num_hypotheses",
+)
+COUNTS = ("samples", "bleu_trials", "min_length", "no_repeat_ngram", "bleu_every")  # >= 0
+MODEL_POSITIVE = ("embed_dim", "hidden_dim", "num_layers", "num_heads", "num_key_value_heads")
+MODEL_POSITIVE += ("sliding_window", "max_length")
+FRACTIONS = ("dropout", "label_smoothing")  # in [0, 1)
+# The demo's own defaults, sized for ten minutes on a quiet 2-core CPU for the
+# whole job (`train`'s are larger); what each did to BLEU: RESULTS.md, "The
+# demo's settings". Its alpha was chosen on the validation split: 0.6 left
+# translations short.
+COMMAND_DEFAULTS = {
+    "tune": {"epochs": 4},
+    "demo": {
+        "output": "runs/demo",
+        "family": "convs2s",
+        "average_last": 3,
+        "epochs": 14,
+        "hidden_dim": 128,
+        "vocab_size": 4000,
+        "batch_tokens": 1536,
+        "dictionary": 0.5,
+        "warmup": 400,
+        "learning_rate": 3e-3,
+        "alpha": 1.2,
+        "samples": 5,
+    },
+}
+# The tuner's search space (`tune`); KERAS_ATTENTION_SEARCH_SPACE (a JSON
+# object of the same keys) narrows it, as the tests do to keep trials small.
+SEARCH_SPACE = {
+    "embed_dim": [64, 128],
+    "hidden_dim": [64, 128, 256],
+    "num_layers": [1, 2, 3],
+    "num_heads": [2, 4],
+    # 1 (multi-query) and 2 divide both head counts; 2 of 2 is plain multi-head.
+    "num_key_value_heads": [1, 2],
+}
+
+
+class UsageError(ValueError):
+    """A user mistake: printed as `error: ...`, exit status 2."""
+
+
+def flag(name):
+    """The command-line flag of a setting: `num_heads` -> `--num-heads`."""
+    return f"--{name.replace('_', '-')}"
+
+
+def check_number(name, value, integer=False, low=None, high=None, low_included=True):
+    """Raise `UsageError` unless `value` is a finite number (an integer when
+    `integer`) with `low <= value < high` (`low < value` unless
+    `low_included`); `name` is the setting (named by its flag)."""
+    kind = "an integer" if integer else "a number"
+    if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)):
+        raise UsageError(f"{flag(name)} must be {kind}; got {value!r}")
+    if not math.isfinite(value):
+        raise UsageError(f"{flag(name)} must be a finite number; got {value}")
+    if high is not None and not low <= value < high:
+        raise UsageError(f"{flag(name)} must be in [{low}, {high}); got {value}")
+    if low is not None and (value < low or (value == low and not low_included)):
+        raise UsageError(f"{flag(name)} must be {'>=' if low_included else '>'} {low}; got {value}")
+
+
+def upgrade(record):
+    """A `run.json` settings, `config.json` or hyperparameters dict with
+    0.2.0's key names (`units`, `kv_heads`, ...) renamed to today's."""
+    if record is None:
+        return None
+    return {RENAMED.get(key, key): value for key, value in record.items()}
+
+
+@dataclasses.dataclass
+class TranslationConfig:
+    """Every setting of every command of the translation recipe, with its
+    default; `None` for a model setting means "the family's default"
+    (`FAMILY_DEFAULTS`), elsewhere "not given". Fields named as the model
+    arguments they set; `validate()` holds every check."""
+
+    command: str = "train"
+    output: str = "runs/translate"
+    # data
+    corpus: str = None
+    reverse: bool = False
+    limit: int = None
+    vocab_size: int = 8000
+    tokenizer: str = "sentencepiece"
+    batch_size: int = 64
+    batch_tokens: int = None
+    dictionary: float = 0.0
+    max_length: int = 32
+    seed: int = 0
+    verbose: int = None
+    overwrite: bool = False
+    # model
+    family: str = "transformer"
+    attention: str = None  # the RNN's; None: general
+    style: str = "luong"
+    embed_dim: int = None
+    hidden_dim: int = 256
+    num_layers: int = 2
+    num_heads: int = None
+    position: str = None
+    num_key_value_heads: int = None
+    sliding_window: int = None
+    tie_embeddings: bool = None
+    dropout: float = 0.1
+    learning_rate: float = 1e-3
+    label_smoothing: float = 0.1
+    # training
+    epochs: int = 10
+    warmup: int = 0  # steps of learning-rate warm-up (0: a constant rate)
+    decay: str = "rsqrt"  # after the warm-up: 1/sqrt(step), or a cosine to 0 at the last step
+    patience: int = None
+    hyperparameters: str = None
+    mixed_precision: str = None
+    jit: bool = False
+    valid: str = None
+    bleu_every: int = 0
+    bleu_sentences: int = 200
+    average_last: int = None
+    # decoding (`decoding.search_settings`)
+    beam_width: int = 4
+    alpha: float = 0.6  # GNMT's usual length penalty, beam search's default
+    min_length: int = 0
+    no_repeat_ngram: int = 0
+    repetition_penalty: float = 1.0
+    coverage_penalty: float = 0.0
+    # evaluate, translate, export, average
+    samples: int = 5
+    limit_test: int = None
+    test: str = None
+    nbest: int = None
+    input: str = None
+    output_file: str = None
+    text: list = dataclasses.field(default_factory=list)
+    checkpoints: list = None
+    last: int = None
+    export_dir: str = "saved_models"
+    model_name: str = "translator"
+    num_hypotheses: int = None
+    # tune
+    algorithm: str = "hyperband"
+    trials: int = 10
+    families: list = dataclasses.field(default_factory=lambda: list(FAMILIES))
+    bleu_trials: int = 3
+
+    @classmethod
+    def for_command(cls, command, **settings):
+        """The defaults of `command` (`COMMAND_DEFAULTS`), then `settings`."""
+        output = "runs/demo" if command == "demo" else "runs/translate"
+        return cls(
+            command=command,
+            **{"output": output, **COMMAND_DEFAULTS.get(command, {}), **settings},
+        )
+
+    def replace(self, **changes):
+        """A copy with `changes` (the demo runs its commands on copies)."""
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def trains(self):
+        """True for the commands that build a model from these settings."""
+        return self.command in ("train", "demo")
+
+    def data_settings(self):
+        """What a run's data split and vocabularies are built from (`run.json`)."""
+        from .data import DING
+
+        return {
+            "corpus": os.path.abspath(self.corpus) if self.corpus else DING,
+            "reverse": self.reverse,
+            "limit": self.limit,
+            "vocab_size": self.vocab_size,
+            "tokenizer": self.tokenizer,
+            "dictionary": self.dictionary,
+        }
+
+    def validate(self):
+        """Raise `UsageError` for the first setting out of range: sizes >= 1,
+        counts >= 0, and the model's settings (`model_settings`, without
+        `--hyperparameters`, which may change them later)."""
+        for name in POSITIVE:
+            value = getattr(self, name)
+            if value is not None:
+                check_number(name, value, integer=True, low=1)
+        if self.average_last is not None:  # 1 would average one epoch
+            check_number("average_last", self.average_last, integer=True, low=2)
+        for name in COUNTS:
+            check_number(name, getattr(self, name), integer=True, low=0)
+        check_number("repetition_penalty", self.repetition_penalty, low=0, low_included=False)
+        check_number("dictionary", self.dictionary, low=0)
+        check_number("coverage_penalty", self.coverage_penalty, low=0)
+        check_number("alpha", self.alpha, low=0)
+        for name in ("nbest", "num_hypotheses"):
+            value = getattr(self, name)
+            if value is not None and value > self.beam_width:
+                raise UsageError(
+                    f"{flag(name)} must be at most --beam-width {self.beam_width}; got {value}"
+                )
+        if self.trains:
+            model_settings(self)
+        return self
+
+
+def model_settings(config, hyperparameters=None):
+    """The model's settings (`MODEL_KEYS`) of a `TranslationConfig` (or a
+    dict of them), overridden by a tuner's `hyperparameters`, with the
+    family's defaults filled in; `UsageError` for a setting out of range or
+    one the family does not have."""
+    given = config if isinstance(config, dict) else dataclasses.asdict(config)
+    settings = {key: given.get(key) for key in MODEL_KEYS}
+    hyperparameters = upgrade(hyperparameters) or {}
+    family = hyperparameters.get("family", settings["family"])
+    for key, families in FAMILY_ONLY.items():
+        if settings[key] is not None and family not in families:
+            raise UsageError(
+                f"{flag(key)} does not apply to the {family} family "
+                f"(only to {' and '.join(families)})"
+                + (": its embedding width is --hidden-dim" if key == "embed_dim" else "")
+                + "; leave it out"
+            )
+    settings.update(
+        {  # a tuner's file may hold values of the other families: they do not apply
+            key: value
+            for key, value in hyperparameters.items()
+            if family in FAMILY_ONLY.get(key, FAMILIES)
+        }
+    )
+    if settings["family"] not in FAMILIES:
+        raise UsageError(f"--family must be one of {list(FAMILIES)}; got {settings['family']!r}")
+    for key, families in FAMILY_ONLY.items():
+        if settings[key] is None and settings["family"] in families:
+            settings[key] = FAMILY_DEFAULTS[key]
+    own = {"transformer": "multihead", "convs2s": "multistep"}.get(settings["family"])
+    if settings["family"] != "rnn" and settings["attention"] not in (None, own):
+        raise UsageError(
+            "--attention chooses the recurrent model's attention; "
+            f"the {settings['family']} family has "
+            f"its own ({'multi-head' if own == 'multihead' else 'multi-step'}): "
+            "leave --attention out"
+        )
+    if settings["family"] == "rnn" and settings["attention"] is None:
+        settings["attention"] = "general"
+    for key in MODEL_POSITIVE:
+        if settings[key] is not None:
+            check_number(key, settings[key], integer=True, low=1)
+    check_number("learning_rate", settings["learning_rate"], low=0, low_included=False)
+    for key in FRACTIONS:
+        check_number(key, settings[key], low=0, high=1)
+    settings["warmup"] = 0 if settings["warmup"] is None else settings["warmup"]
+    check_number("warmup", settings["warmup"], integer=True, low=0)
+    settings["decay"] = settings["decay"] or "rsqrt"
+    if settings["decay"] not in DECAYS:
+        raise UsageError(f"--decay must be one of {list(DECAYS)}; got {settings['decay']!r}")
+    if settings["position"] is not None and settings["position"] not in POSITIONS:
+        raise UsageError(
+            f"--position must be one of {list(POSITIONS)}; got {settings['position']!r}"
+        )
+    heads, kv_heads = settings["num_heads"], settings["num_key_value_heads"]
+    if kv_heads is not None and heads % kv_heads:
+        raise UsageError(
+            f"--num-key-value-heads {kv_heads} must divide --num-heads {heads} "
+            "(each key/value head serves num-heads/num-key-value-heads query heads)"
+        )
+    if heads is not None and settings["hidden_dim"] % heads:
+        raise UsageError(
+            f"--num-heads {heads} must divide --hidden-dim {settings['hidden_dim']} "
+            "(each head gets hidden-dim/num-heads features)"
+        )
+    return settings
+
+
+def recorded_defaults(settings):
+    """The model settings a `run.json` written before they were flags was
+    trained with: a run that lacks one is compared as having this value."""
+    transformer = settings.get("family") == "transformer"
+    return {
+        "tokenizer": "wordpiece",
+        **{key: FAMILY_DEFAULTS[key] if transformer else None for key in TRANSFORMER_ONLY[1:]},
+        "warmup": 0,
+        "decay": "rsqrt",
+        "dictionary": 0.0,
+    }

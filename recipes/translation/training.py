@@ -1,0 +1,481 @@
+"""Training a translation model: building it from its settings, the
+learning-rate schedule, the callbacks that make a run resumable (backup,
+best epoch, kept epochs), the distribution strategy, and `train`, which
+writes `model.keras` and `config.json` into the run's folder.
+
+Functions take a `TranslationConfig` (`config.py`) or the model's settings
+dict (`model_settings`), never the command line's arguments.
+"""
+
+import json
+import math
+import os
+import shutil
+import sys
+import time
+
+from .. import runs
+from .config import (
+    FAMILY_DEFAULTS,
+    UsageError,
+    model_settings,
+    recorded_defaults,
+    upgrade,
+)
+from .data import datasets, load_tokenizers, vocabulary_paths
+from .decoding import GREEDY, translate_texts
+
+# How long a worker waits for the chief to prepare the data and vocabularies
+# (the Ding corpus's take about two minutes on a 2-core CPU).
+WORKER_WAIT_SECONDS = float(os.environ.get("KERAS_ATTENTION_WORKER_WAIT", 900))
+
+
+def build_model(config, source_vocab, target_vocab):
+    import keras
+
+    from keras_attention.seq2seq import (
+        ConvS2SSeq2Seq,
+        MaskedAccuracy,
+        MaskedCrossEntropy,
+        MaskedPerplexity,
+        RecurrentSeq2Seq,
+        TransformerSeq2Seq,
+    )
+
+    family = config["family"]
+    units, layers = int(config["hidden_dim"]), int(config["num_layers"])
+    if family == "rnn":
+        attention = None if config["attention"] == "none" else config["attention"]
+        model = RecurrentSeq2Seq(
+            source_vocab,
+            target_vocab,
+            int(config["embed_dim"]),
+            units,
+            attention=attention,
+            style=config["style"],
+            num_layers=layers,
+            dropout=float(config["dropout"]),
+        )
+    elif family == "convs2s":
+        convolutions = [(units, 3)] * (2 * layers)
+        model = ConvS2SSeq2Seq(
+            source_vocab,
+            target_vocab,
+            int(config["embed_dim"]),
+            convolutions,
+            convolutions,
+            max_length=int(config["max_length"]) + 2,
+            dropout=float(config["dropout"]),
+        )
+    else:
+        heads = int(config["num_heads"])
+        model = TransformerSeq2Seq(
+            source_vocab,
+            target_vocab,
+            units,
+            heads,
+            2 * units,
+            layers,
+            max_length=int(config["max_length"]) + 2,
+            dropout=float(config["dropout"]),
+            # .get: a config.json or tuner trial written before these flags
+            position=config.get("position") or FAMILY_DEFAULTS["position"],
+            num_key_value_heads=config.get("num_key_value_heads"),
+            sliding_window=config.get("sliding_window"),
+            tie_embeddings=bool(config.get("tie_embeddings")),
+        )
+    # Build the weights now: KerasTuner loads checkpoints into freshly
+    # built models, and BackupAndRestore restores.
+    model.build()
+    optimizer = keras.optimizers.Adam(learning_rate(config), global_clipnorm=1.0)
+    model.compile(
+        optimizer,
+        MaskedCrossEntropy(label_smoothing=float(config["label_smoothing"])),
+        # token accuracy and perplexity (unsmoothed) of each epoch, padding excluded
+        metrics=[MaskedAccuracy(), MaskedPerplexity()],
+        jit_compile=bool(config.get("jit", False)),
+    )
+    return model
+
+
+def learning_rate(config):
+    """Adam's rate: `learning_rate` constant, or with `warmup` steps of
+    warm-up to it then `decay`: 1/sqrt(step) (`InverseSquareRootSchedule`)
+    or a cosine to 0 at `total_steps`, the run's last step (Keras's
+    `CosineDecay` with its warm-up)."""
+    import keras
+
+    from keras_attention.seq2seq import InverseSquareRootSchedule
+
+    peak, warmup = float(config["learning_rate"]), int(config.get("warmup") or 0)
+    if config.get("decay") == "cosine":
+        decay_steps = int(config["total_steps"]) - warmup
+        if decay_steps < 1:
+            raise UsageError(
+                f"--decay cosine needs more training steps than --warmup {warmup}; "
+                f"the run has {config['total_steps']}"
+            )
+        return keras.optimizers.schedules.CosineDecay(
+            0.0 if warmup else peak,
+            decay_steps,
+            warmup_target=peak if warmup else None,
+            warmup_steps=warmup,
+        )
+    return InverseSquareRootSchedule(peak, warmup) if warmup else peak
+
+
+def resilient_backup(directory, log=print):
+    """`BackupAndRestore` that keeps the two last epochs and, when the latest
+    backup does not load (a kill while it was written leaves a truncated
+    file), says so and resumes from the one before. Keras itself falls back
+    only on `OSError`; a truncated HDF5 file raises `ValueError` too."""
+    import keras
+
+    class ResilientBackup(keras.callbacks.BackupAndRestore):
+        def on_epoch_end(self, epoch, logs=None):
+            # A diverged epoch (stopped by TerminateOnNaN) is not backed up:
+            # the backup keeps the last good one.
+            if all(math.isfinite(value) for value in (logs or {}).values()):
+                super().on_epoch_end(epoch, logs)
+
+        def on_train_begin(self, logs=None):
+            try:
+                self._load_model()
+            except (OSError, ValueError) as error:
+                if not os.path.exists(self._prev_weights_path):
+                    raise UsageError(
+                        f"the backup in {directory} does not load ({str(error).splitlines()[0]}) "
+                        "and there is no earlier one: remove that folder to start over"
+                    ) from error
+                log(
+                    f"the last backup did not load ({type(error).__name__}); "
+                    "resuming from the epoch before it"
+                )
+                shutil.copy(self._prev_weights_path, self._weights_path)
+                if os.path.exists(self._prev_training_metadata_path):
+                    shutil.copy(self._prev_training_metadata_path, self._training_metadata_path)
+                self._load_model()
+
+    # Deleted by `train` once the final model and config are in place.
+    return ResilientBackup(directory, double_checkpoint=True, delete_checkpoint=False)
+
+
+def best_weights(path, log=print):
+    """A callback that keeps the weights of the epoch with the lowest
+    validation loss in `path` (written atomically, with its loss and epoch
+    in `path.json`, so a resumed run knows the best so far); its
+    `restore(model)` loads them at the end of training."""
+    import keras
+
+    class BestWeights(keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            record = path + ".json"
+            saved = runs.read_json(record, "the best epoch") if os.path.exists(record) else {}
+            self.val_loss = saved.get("val_loss", math.inf)
+            self.epoch = saved.get("epoch")
+            self.last_val_loss = None
+
+        def on_epoch_end(self, epoch, logs=None):
+            value = (logs or {}).get("val_loss")
+            if value is None or not math.isfinite(value):
+                return
+            self.last_val_loss = float(value)
+            if value < self.val_loss:
+                self.val_loss, self.epoch = float(value), epoch + 1
+                runs.write_atomically(path, self.model.save_weights)
+                runs.write_json_atomically(
+                    path + ".json", {"val_loss": self.val_loss, "epoch": self.epoch}
+                )
+
+        def restore(self, model):
+            """Load the best weights when an epoch before the last was
+            better; True when the model now holds the best epoch's."""
+            if self.epoch is None or not os.path.exists(path):
+                return False
+            if self.last_val_loss is not None and self.last_val_loss <= self.val_loss:
+                return True  # the last epoch is the best
+            model.load_weights(path)
+            log(
+                f"keeping epoch {self.epoch}'s weights, the best on validation loss "
+                f"({self.val_loss:.3f})"
+            )
+            return True
+
+    return BestWeights()
+
+
+def fit_verbosity(verbose):
+    """Keras's progress bar when the output is a terminal (`verbose` None),
+    one line per epoch otherwise; or the verbosity asked for."""
+    if verbose is not None:
+        return verbose
+    return 1 if sys.stdout.isatty() else 2
+
+
+def completed_epochs(backup):
+    """The epochs a backup folder holds (0 without one)."""
+    path = os.path.join(backup, "training_metadata.json")
+    return (
+        int(runs.read_json(path, "the backup's epoch").get("epoch", 0))
+        if os.path.exists(path)
+        else 0
+    )
+
+
+def choose_strategy():
+    import tensorflow as tf
+
+    if os.environ.get("TF_CONFIG"):
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    if len(tf.config.list_logical_devices("GPU")) > 1:
+        return tf.distribute.MirroredStrategy()
+    return tf.distribute.get_strategy()
+
+
+def is_chief():
+    """True on a single machine, and on the chief of a TF_CONFIG cluster (the
+    "chief" task, or worker 0 when the cluster has no chief)."""
+    if not os.environ.get("TF_CONFIG"):
+        return True
+    config = json.loads(os.environ["TF_CONFIG"])
+    task = config.get("task", {})
+    if task.get("type") == "chief":
+        return True
+    return (
+        task.get("type") == "worker"
+        and task.get("index", 0) == 0
+        and "chief" not in config.get("cluster", {})
+    )
+
+
+def task_index():
+    return json.loads(os.environ.get("TF_CONFIG", "{}")).get("task", {}).get("index", 0)
+
+
+def load_run(output):
+    """The trained model, its config and tokenizers from an --output folder."""
+    import keras
+
+    import keras_attention  # noqa: F401  (registers the model classes for loading)
+
+    config_path, model_path = (
+        os.path.join(output, "config.json"),
+        os.path.join(output, "model.keras"),
+    )
+    for path in (model_path, config_path):
+        if not os.path.exists(path):
+            raise UsageError(
+                f"no trained model in {output} ({path} is missing): run `train --output {output}`"
+            )
+    config = upgrade(runs.read_json(config_path, "the trained model's settings"))
+    source, target = load_tokenizers(output)
+    try:
+        model = keras.saving.load_model(model_path)
+    except (OSError, ValueError) as error:
+        raise UsageError(
+            f"{model_path} does not load ({str(error).splitlines()[0]}): it is damaged; "
+            f"train again with --overwrite"
+        ) from None
+    return model, config, source, target
+
+
+def prepared_run(config, settings, chief, log, refuse_finished=False):
+    """`(paths, source_tokenizer, target_tokenizer)` of the run in
+    `config.output`. The chief claims the run (`runs.claim`: other settings
+    are refused) and prepares its data split and vocabularies; every other
+    process waits until they are there and checks that it has the same
+    settings, so that no two processes write them at once."""
+    from .data import SPLITS, prepare
+
+    if chief:
+        # refuses other settings
+        if runs.claim(
+            config.output, settings, config.overwrite, recorded_defaults(settings), upgrade
+        ):
+            log(f"--overwrite: deleted the earlier run in {config.output}")
+        if refuse_finished and finished(config.output):
+            raise UsageError(
+                f"--output {config.output} already holds a trained model: evaluate or translate "
+                "with it, pass --overwrite to delete it and train again, or choose another --output"
+            )
+        if not os.path.exists(os.path.join(config.output, "data", "meta.json")):
+            log("reading the corpus and splitting it into train/valid/test ...")
+        paths = prepare(
+            config.output,
+            config.corpus,
+            config.reverse,
+            config.limit,
+            bool(config.dictionary),
+            log=log,
+        )
+        return (
+            paths,
+            *load_tokenizers(config.output, paths, config.vocab_size, log, config.tokenizer),
+        )
+    paths = {split: os.path.join(config.output, "data", f"{split}.tsv") for split in SPLITS}
+    if config.dictionary:
+        paths["dictionary"] = os.path.join(config.output, "data", "dictionary.tsv")
+    vocabularies = vocabulary_paths(config.output, config.tokenizer)
+    log(f"waiting for the chief to prepare the data in {config.output}")
+    runs.wait_for_run(
+        config.output,
+        settings,
+        [*paths.values(), *vocabularies],
+        WORKER_WAIT_SECONDS,
+        defaults=recorded_defaults(settings),
+        upgrade=upgrade,
+    )
+    return (paths, *load_tokenizers(config.output))
+
+
+def finished(output):
+    """True when `output` holds a trained model and no backup of an
+    unfinished training."""
+    backup = os.path.join(output, "backup")
+    return os.path.exists(os.path.join(output, "model.keras")) and not (
+        os.path.isdir(backup) and os.listdir(backup)
+    )
+
+
+def train_settings(config):
+    """The run's settings (`run.json`: data and model) and the model's
+    settings, `--hyperparameters` applied."""
+    from ..tuning import load_hyperparameters
+
+    try:
+        hyperparameters = load_hyperparameters(config.hyperparameters)
+    except ValueError as error:
+        raise UsageError(str(error)) from error
+    spec = model_settings(config, hyperparameters)
+    return {**config.data_settings(), **spec}, spec
+
+
+def train(config, log=print):
+    """Train into `config.output`: the chief claims the run (`run.json`) and
+    prepares the data and vocabularies, other workers wait for them; resume
+    from the backup of an interrupted run; write `model.keras` and
+    `config.json` atomically, then delete the backup."""
+    import keras
+
+    from keras_attention.serving.distribute import adapt_for_distribution
+
+    from .averaging import average_last_epochs
+    from .scores import monitoring_callbacks
+    from .text_io import validation_file
+
+    settings, spec = train_settings(config)
+    spec["jit"] = config.jit
+    strategy = choose_strategy()  # first: collective ops must be set up before any other TF op
+    if config.mixed_precision:
+        keras.mixed_precision.set_global_policy(f"mixed_{config.mixed_precision}")
+    keras.utils.set_random_seed(config.seed)
+    paths, source_tokenizer, target_tokenizer = prepared_run(
+        config, settings, is_chief(), log, refuse_finished=True
+    )
+    # Workers other than the chief keep their checkpoints apart, so that no
+    # two processes write one file.
+    work = config.output if is_chief() else os.path.join(config.output, f"worker-{task_index()}")
+    if config.valid:  # the user's validation file instead of the split's
+        paths = {**paths, "valid": validation_file(config.output, config.valid, work, log)}
+    train_data, valid_data = datasets(
+        paths,
+        source_tokenizer,
+        target_tokenizer,
+        spec["max_length"],
+        config.batch_size,
+        config.seed,
+        log,
+        batch_tokens=config.batch_tokens,
+        dictionary=config.dictionary,
+    )
+    spec["total_steps"] = config.epochs * int(train_data.cardinality())  # --decay cosine's end
+    with strategy.scope():
+        model = build_model(spec, source_tokenizer.vocab_size, target_tokenizer.vocab_size)
+        model.optimizer.build(model.trainable_variables)
+        adapt_for_distribution(model)  # several replicas: global token counts; multi-worker fixes
+    backup = os.path.join(work, "backup")
+    done = completed_epochs(backup)
+    if done > config.epochs:
+        raise UsageError(
+            f"{done} epochs of the run in {config.output} are done, more than --epochs "
+            f"{config.epochs}: pass --epochs {done} or more to continue it, or --overwrite "
+            "to start again"
+        )
+    if done:
+        log(f"resuming an interrupted run after its epoch {done} of {config.epochs} ({backup})")
+    best = best_weights(os.path.join(work, "best.weights.h5"), log)
+    callbacks = [
+        resilient_backup(backup, log),
+        keras.callbacks.TerminateOnNaN(),
+        best,
+        # validation BLEU, kept epochs: before TensorBoard, which logs their val_bleu
+        *monitoring_callbacks(
+            config,
+            paths["valid"],
+            lambda texts: translate_texts(
+                model, source_tokenizer, target_tokenizer, texts, spec["max_length"], GREEDY
+            ),
+            work,
+            log if is_chief() else None,
+        ),
+        keras.callbacks.TensorBoard(os.path.join(work, "logs")),
+    ]
+    if config.patience:
+        callbacks.append(
+            keras.callbacks.EarlyStopping("val_loss", patience=config.patience, verbose=1)
+        )
+    log(
+        f"training {spec['family']}"
+        + (f" with {spec['attention']} attention" if spec["family"] == "rnn" else "")
+        + f" for {config.epochs} epochs on {strategy.num_replicas_in_sync} replica(s)"
+    )
+    started = time.perf_counter()
+    history = model.fit(
+        train_data,
+        validation_data=valid_data,
+        epochs=config.epochs,
+        callbacks=callbacks,
+        shuffle=False,  # the training dataset shuffles itself
+        verbose=fit_verbosity(config.verbose),
+    ).history
+    seconds = time.perf_counter() - started
+    if not all(math.isfinite(value) for values in history.values() for value in values):
+        raise UsageError(
+            f"training diverged (loss {history['loss'][-1]}) and stopped; nothing was saved "
+            f"and any earlier model in {config.output} is kept: lower --learning-rate "
+            f"(now {spec['learning_rate']})"
+        )
+    if best.restore(model):  # the best epoch's weights, not the last's
+        val_loss = best.val_loss
+    elif history.get("val_loss"):
+        val_loss = float(history["val_loss"][-1])
+    else:  # every epoch was done before (a kill during the final save): the backup's model
+        result = model.evaluate(valid_data, verbose=0)
+        val_loss = float(result[0] if isinstance(result, list) else result)
+    averaged = {}
+    if config.average_last:  # the mean of the last epochs becomes the model
+        averaged = average_last_epochs(model, work, config.average_last, valid_data, val_loss, log)
+        val_loss = averaged.pop("val_loss", val_loss)
+    runs.write_atomically(os.path.join(work, "final.weights.h5"), model.save_weights)
+    if is_chief():
+        runs.write_atomically(os.path.join(config.output, "model.keras"), model.save)
+        runs.write_json_atomically(
+            os.path.join(config.output, "config.json"),
+            {
+                **spec,
+                "source_vocab": source_tokenizer.vocab_size,
+                "target_vocab": target_tokenizer.vocab_size,
+                "epochs": config.epochs,
+                "train_seconds": round(seconds, 1),
+                "val_loss": round(val_loss, 4),
+                **({"averaged": averaged} if averaged else {}),
+            },
+        )
+    # Only now that model.keras and config.json are in place.
+    shutil.rmtree(backup, ignore_errors=True)
+    log(
+        f"trained in {seconds:.0f}s, validation loss {val_loss:.3f} -> "
+        f"{os.path.join(config.output, 'model.keras')}"
+    )
+    return model

@@ -1,0 +1,345 @@
+"""The translation recipe's command line: bad input, error lines, run
+settings, interruptions and the help.
+
+The trained run and its export (`trained`, `exported`) are made once per
+test session (`tests/conftest.py`)."""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from recipes import translate
+from recipes.translation import training
+from recipes.translation.data import DING, SPLITS
+from tests.translation_helpers import (
+    ROOT,
+    TINY,
+    cli,
+    killed_during_final_save,
+    message_line,
+    run,
+)
+
+pytestmark = pytest.mark.skipif(
+    not os.path.exists(DING), reason=f"{DING} missing: make test installs trans-de-en"
+)
+
+
+def test_a_carriage_return_inside_a_line_is_reported_and_skipped(tmp_path):
+    """Text-mode reading took a bare \\r for a line end while the TSV reader
+    did not: the split file then held a line without a tab (IndexError)."""
+    from recipes.translation.data import prepare, read_pairs
+
+    path = tmp_path / "corpus.tsv"
+    good = "".join(f"Satz Nummer {i}.\tSentence number {i}.\r\n" for i in range(300))
+    path.write_bytes(b"Hallo\rWelt.\tHello world.\n" + good.encode())
+    log = []
+    paths = prepare(str(tmp_path / "run"), str(path), log=log.append)
+    assert any(":1: a carriage return" in line and "skipped" in line for line in log), log
+    pairs = [pair for split in SPLITS for pair in read_pairs(paths[split])]
+    assert len(pairs) == 300 and all(len(pair) == 2 for pair in pairs)
+    assert all("\r" not in source + target for source, target in pairs)
+
+
+def test_too_small_corpus_stops_with_a_message(tmp_path, capsys):
+    path = tmp_path / "corpus.tsv"
+    path.write_text("".join(f"Satz {i}.\tSentence {i}.\n" for i in range(8)), encoding="utf-8")
+    with pytest.raises(SystemExit) as stop:
+        translate.main(["train", "--corpus", str(path), "--output", str(tmp_path / "run")])
+    assert stop.value.code == 2
+    assert re.search(
+        r"^error: the corpus gave 8 usable pairs .* needs at least", capsys.readouterr().err
+    )
+
+
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["train", "--family", "lstm"], "invalid choice: 'lstm'"),
+        (["train", "--epochs", "0"], "error: --epochs must be >= 1; got 0"),
+        (
+            ["train", "--family", "convs2s", "--attention", "additive"],
+            "error: --attention chooses the recurrent model",
+        ),
+        (
+            ["train", "--corpus", "/nonexistent.tsv"],
+            "error: --corpus /nonexistent.tsv: no such file",
+        ),
+        (
+            ["evaluate", "--output", "/nonexistent-run"],
+            "error: no trained model in /nonexistent-run",
+        ),
+        (["translate", "--output", "/nonexistent-run"], "error: give the text to translate"),
+    ],
+)
+def test_cli_errors_are_messages_not_tracebacks(tmp_path, argv, message):
+    argv = argv + (["--output", str(tmp_path)] if "--output" not in argv else [])
+    result = subprocess.run(
+        [sys.executable, "-m", "recipes.translate", *argv],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,  # `translate` reads a standard input that is not a terminal
+    )
+    assert result.returncode != 0
+    assert message in result.stderr and "Traceback" not in result.stderr, result.stderr[-1500:]
+    if message.startswith("error:"):  # one line: no TensorFlow start-up noise (cuInit, oneDNN)
+        assert result.returncode == 2 and result.stderr == message_line(result.stderr)
+
+
+def test_a_run_refuses_other_data_settings_and_overwrite_rebuilds(tmp_path):
+    """A second `train` with `--reverse` kept the first run's vocabularies
+    (and reported validation loss 0.000); now it is refused with the
+    differences, and `--overwrite` builds the run again from the reversed
+    data: its source vocabulary is learned from the English side."""
+    from keras_attention.serving.text import train_sentencepiece
+    from recipes.translation.data import read_pairs
+
+    output = str(tmp_path / "run")
+    run("train", "--output", output, "--family", "rnn", "--epochs", "1", *TINY)
+    english = {target for _, target in read_pairs(os.path.join(output, "data", "train.tsv"))}
+    with pytest.raises(ValueError) as refused:
+        run("train", "--output", output, "--family", "rnn", "--epochs", "1", "--reverse", *TINY)
+    assert "reverse: False in the run, True now" in str(refused.value)
+    assert "--overwrite" in str(refused.value)
+    flags = ("--family", "rnn", "--epochs", "1", "--reverse", "--overwrite", *TINY)
+    log = run("train", "--output", output, *flags)
+    assert "deleted the earlier run" in log
+    # The vocabulary is the one the reversed split gives (the split hashes
+    # the source side, so its pairs differ from the first run's too).
+    pairs = read_pairs(os.path.join(output, "data", "train.tsv"))
+    assert sum(source in english for source, _ in pairs) > len(pairs) // 2  # English sources
+    train_sentencepiece([source for source, _ in pairs], str(tmp_path / "expected.spm"), 400)
+    assert (
+        open(os.path.join(output, "source.spm"), "rb").read()
+        == open(tmp_path / "expected.spm", "rb").read()
+    )
+    assert json.load(open(os.path.join(output, "run.json")))["settings"]["reverse"] is True
+
+
+@pytest.mark.parametrize(
+    "flags,message",
+    [
+        (["--max-length", "2"], "error: no train pair fits --max-length 2"),
+        (["--learning-rate", "-1"], "error: --learning-rate must be > 0; got -1.0"),
+        (["--learning-rate", "nan"], "error: --learning-rate must be a finite number; got nan"),
+        (["--dropout", "1.5"], "error: --dropout must be in [0, 1); got 1.5"),
+        (["--label-smoothing", "1.0"], "error: --label-smoothing must be in [0, 1); got 1.0"),
+        (["--family", "transformer", "--embed-dim", "8"], "error: --embed-dim does not apply"),
+        (
+            ["--family", "rnn", "--num-heads", "2"],
+            "error: --num-heads does not apply to the rnn family",
+        ),
+        (
+            ["--family", "rnn", "--position", "rope"],
+            "error: --position does not apply to the rnn family",
+        ),
+        (
+            ["--family", "convs2s", "--num-key-value-heads", "1"],
+            "error: --num-key-value-heads does not apply",
+        ),
+        (
+            ["--family", "convs2s", "--sliding-window", "4"],
+            "error: --sliding-window does not apply",
+        ),
+        (
+            ["--num-heads", "4", "--num-key-value-heads", "3"],
+            "error: --num-key-value-heads 3 must divide --num-heads 4",
+        ),
+        (["--num-key-value-heads", "0"], "error: --num-key-value-heads must be >= 1; got 0"),
+        (["--sliding-window", "0"], "error: --sliding-window must be >= 1; got 0"),
+        (["evaluate", "--samples", "-1"], "error: --samples must be >= 0; got -1"),
+    ],
+)
+def test_bad_numbers_and_empty_splits_stop_with_an_error(tmp_path, capsys, flags, message):
+    command = ["train", *TINY] if flags[0] != "evaluate" else []
+    status, out, err = cli(capsys, *command, *flags, "--output", str(tmp_path / "run"))
+    assert status == 2 and err.startswith(message) and err.count("\n") == 1, (out, err)
+    assert not os.path.exists(tmp_path / "run" / "model.keras")
+
+
+def test_a_diverging_run_stops_and_saves_nothing(tmp_path, capsys):
+    flags = ["--family", "rnn", "--epochs", "1", "--learning-rate", "1e30", *TINY]
+    flags += ["--batch-size", "4"]  # several steps: the first update makes the weights huge
+    status, out, err = cli(capsys, "train", "--output", str(tmp_path), *flags)
+    assert status == 2 and err.startswith("error: training diverged"), (out, err)
+    assert not os.path.exists(tmp_path / "model.keras")
+    assert not os.path.exists(tmp_path / "backup" / "latest.weights.h5")
+
+
+def test_a_kill_during_the_final_save_loses_nothing(tmp_path, monkeypatch):
+    """The old code deleted the backup before saving, and `model.save` left
+    a 0-byte file: the run was lost. Now the re-run finds the last epoch
+    done, trains nothing, evaluates and saves."""
+    output = str(tmp_path)
+    flags = ("--family", "rnn", "--epochs", "2", *TINY)
+    killed_during_final_save(monkeypatch, output, *flags)
+    assert not os.path.exists(tmp_path / "model.keras")
+    assert os.path.exists(tmp_path / "backup" / "latest.weights.h5")
+    log = run("train", "--output", output, *flags)
+    assert "resuming an interrupted run after its epoch 2 of 2" in log
+    config = json.load(open(tmp_path / "config.json"))
+    assert np.isfinite(config["val_loss"]) and config["val_loss"] > 0
+    assert not os.path.exists(tmp_path / "backup")
+    model, *_ = training.load_run(output)  # the saved model loads
+    assert model.count_params() > 0
+
+
+def test_resuming_with_other_flags_says_what_differs(tmp_path, monkeypatch):
+    output = str(tmp_path)
+    flags = ("--family", "rnn", "--epochs", "2", *TINY)
+    killed_during_final_save(monkeypatch, output, *flags)
+    with pytest.raises(ValueError) as refused:
+        run("train", "--output", output, *flags, "--hidden-dim", "64")
+    message = str(refused.value)
+    assert "hidden_dim: 32 in the run, 64 now" in message
+    assert "repeat the run's settings, pass --overwrite" in message
+    with pytest.raises(translate.UsageError, match="2 epochs of the run .* are done"):
+        run("train", "--output", output, *flags, "--epochs", "1")
+    assert os.path.exists(tmp_path / "backup" / "latest.weights.h5")  # kept
+
+
+def test_cli_mistakes_are_error_lines(trained, tmp_path, capsys):
+    """Each gave a traceback before."""
+    output = str(tmp_path / "run")
+    shutil.copytree(trained[0], output)
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    hyperparameters = tmp_path / "hp.json"
+    hyperparameters.write_text('{"units": "many"}')  # 0.2.0's name of --hidden-dim
+    cases = [
+        (["train", "--output", str(a_file)], "error: --output "),
+        (["export", "--output", output, "--export-dir", str(a_file)], "error: --export-dir "),
+        (
+            ["train", "--output", str(tmp_path / "new"), "--hyperparameters", str(hyperparameters)],
+            "error: --hidden-dim must be an integer; got 'many'",
+        ),
+    ]
+    for argv, message in cases:
+        status, out, err = cli(capsys, *argv)
+        assert status == 2 and err.startswith(message) and err.count("\n") == 1, (argv, err)
+    for name, message in (("config.json", "is not valid JSON"), ("source.spm", "is damaged")):
+        with open(os.path.join(output, name), "w") as handle:
+            handle.write("{ damaged")
+        status, out, err = cli(capsys, "translate", "--output", output, "Hallo.")
+        assert status == 2 and err.startswith("error: ") and message in err, err
+        assert err.count("\n") == 1
+        shutil.copy(os.path.join(trained[0], name), os.path.join(output, name))
+
+
+def test_interrupting_an_export_says_nothing_was_kept(monkeypatch, capsys):
+    from recipes.translation import commands
+
+    def interrupted(config, log=print):
+        raise KeyboardInterrupt
+
+    monkeypatch.setitem(commands.COMMANDS, "export", interrupted)
+    with pytest.raises(SystemExit) as stop:
+        translate.main(["export", "--output", "runs/none"])
+    assert "nothing was kept" in str(stop.value.code)
+    assert "resume" not in str(stop.value.code)
+
+
+def test_help_shows_every_default_and_every_flag_has_help():
+    main = translate.parser()
+    (subcommands,) = [a for a in main._actions if isinstance(a, argparse._SubParsersAction)]
+    for name, command in subcommands.choices.items():
+        for action in command._actions:
+            assert action.help, (name, action.option_strings)
+        text = command.format_help()
+        for action in command._actions:
+            if action.default not in (None, False, argparse.SUPPRESS) and action.option_strings:
+                assert f"default: {action.default}" in " ".join(text.split()), (name, action)
+
+
+def test_old_flag_spellings_still_work_with_a_note_and_are_hidden(capsys):
+    """0.2.0's flags (`--units`, `--kv-heads`, `--window`, ...) set the renamed
+    settings, print one deprecation line each to stderr, and stay out of --help."""
+    args = translate.parser().parse_args(
+        ["train", "--units", "64", "--layers", "1", "--heads", "4", "--kv-heads", "2"]
+        + ["--window", "3"]
+    )
+    config = translate.check(args)
+    assert (config.hidden_dim, config.num_layers, config.num_heads) == (64, 1, 4)
+    assert (config.num_key_value_heads, config.sliding_window) == (2, 3)
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == "note: --units is deprecated; use --hidden-dim" and len(err) == 5
+    help_text = translate.parser()._subparsers._group_actions[0].choices["train"].format_help()
+    assert "--kv-heads" not in help_text and "--num-key-value-heads" in help_text
+
+
+def test_a_0_2_0_record_with_old_key_names_loads_under_the_new_names():
+    from recipes.translation.config import upgrade
+
+    old = {"units": 64, "layers": 1, "heads": 4, "kv_heads": 2, "window": None, "family": "rnn"}
+    assert upgrade(old) == {
+        "hidden_dim": 64,
+        "num_layers": 1,
+        "num_heads": 4,
+        "num_key_value_heads": 2,
+        "sliding_window": None,
+        "family": "rnn",
+    }
+
+
+def test_a_0_2_0_run_json_with_old_names_resumes_under_the_new_ones(tmp_path):
+    """run.json written by 0.2.0 names the model settings `units`, `kv_heads`,
+    ...: the run resumes with today's flags, its record rewritten under
+    today's names, and a real difference is still refused by its new name."""
+    from recipes import runs
+    from recipes.translation.config import RENAMED, recorded_defaults, upgrade
+    from recipes.translation.training import train_settings
+
+    def settings(*flags):
+        args = translate.parser().parse_args(["train", "--output", str(tmp_path), *flags])
+        return train_settings(translate.check(args))[0]
+
+    new = settings("--family", "transformer", "--num-key-value-heads", "2")
+    old_names = {new_name: old for old, new_name in RENAMED.items()}
+    old = {old_names.get(key, key): value for key, value in new.items()}
+    assert "kv_heads" in old and "num_key_value_heads" not in old
+    output = str(tmp_path / "old")
+    os.makedirs(output)
+    with open(os.path.join(output, "run.json"), "w") as handle:
+        json.dump({"settings": old}, handle)
+    runs.claim(output, new, defaults=recorded_defaults(new), upgrade=upgrade)  # resumes
+    assert json.load(open(os.path.join(output, "run.json")))["settings"] == new
+    with open(os.path.join(output, "run.json"), "w") as handle:
+        json.dump({"settings": {**old, "kv_heads": 1}}, handle)
+    with pytest.raises(ValueError, match="num_key_value_heads: 1 in the run, 2 now"):
+        runs.claim(output, new, defaults=recorded_defaults(new), upgrade=upgrade)
+
+
+def test_the_decoding_flags_become_one_search():
+    """`decoding.search_settings` is the one place the flags turn into a
+    search, by generation's names; the demo's alpha is its own."""
+    from recipes.translation import decoding
+
+    flags = ["--beam-width", "3", "--num-hypotheses", "2", "--alpha", "1.5", "--min-length", "2"]
+    flags += ["--no-repeat-ngram", "3", "--repetition-penalty", "1.2", "--coverage-penalty", "0.1"]
+    config = translate.check(translate.parser().parse_args(["export", *flags]))
+    assert decoding.search_settings(config, num_hypotheses=config.num_hypotheses) == {
+        "beam_width": 3,
+        "alpha": 1.5,
+        "min_length": 2,
+        "no_repeat_ngram_size": 3,
+        "repetition_penalty": 1.2,
+        "coverage_penalty": 0.1,
+        "num_hypotheses": 2,
+    }
+    demo = translate.check(translate.parser().parse_args(["demo"]))
+    assert decoding.search_settings(demo) == {
+        "beam_width": 4,
+        "alpha": 1.2,
+        "min_length": 0,
+        "no_repeat_ngram_size": 0,
+        "repetition_penalty": 1.0,
+        "coverage_penalty": 0.0,
+    }

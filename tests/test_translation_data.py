@@ -1,0 +1,435 @@
+"""The translation recipe's data and tokenizers, user files, validation
+BLEU, checkpoint averaging, the results tables and --alpha.
+
+The trained run and its export (`trained`, `exported`) are made once per
+test session (`tests/conftest.py`)."""
+
+import json
+import os
+import re
+import shutil
+import sys
+
+import numpy as np
+import pytest
+
+from recipes import translate
+from recipes.translation import config as settings_module
+from recipes.translation import decoding, training
+from recipes.translation.data import DING
+from tests.translation_helpers import (
+    TINY,
+    cli,
+    weight_arrays,
+)
+
+pytestmark = pytest.mark.skipif(
+    not os.path.exists(DING), reason=f"{DING} missing: make test installs trans-de-en"
+)
+
+
+# -- issue 14 --------------------------------------------------------------------------
+def test_a_run_recorded_before_the_position_flags_resumes_with_their_defaults(tmp_path):
+    """run.json of a run trained before --position, --kv-heads and --window
+    lacks them: it was a sinusoidal, full multi-head transformer (an rnn or
+    convs2s run, none of them), and is resumed as one; another position is
+    refused with the difference."""
+    from recipes import runs
+
+    def settings(*flags):
+        args = translate.parser().parse_args(["train", "--output", str(tmp_path), *flags])
+        return training.train_settings(translate.check(args))[0]
+
+    for family in ("transformer", "rnn"):
+        output = str(tmp_path / family)
+        old = settings("--family", family)
+        assert old["position"] == ("sinusoidal" if family == "transformer" else None)
+        assert old["num_key_value_heads"] is None and old["sliding_window"] is None
+        os.makedirs(output)
+        recorded = {
+            k: v
+            for k, v in old.items()
+            if k not in ("position", "num_key_value_heads", "sliding_window")
+        }
+        with open(os.path.join(output, "run.json"), "w") as handle:
+            json.dump({"settings": recorded}, handle)
+        runs.claim(output, old, defaults=settings_module.recorded_defaults(old))  # resumes
+        assert json.load(open(os.path.join(output, "run.json")))["settings"] == old
+        with open(os.path.join(output, "run.json"), "w") as handle:
+            json.dump({"settings": recorded}, handle)
+        if family == "transformer":
+            new = settings("--family", family, "--position", "rope", "--kv-heads", "2")
+            with pytest.raises(ValueError) as refused:
+                runs.claim(output, new, defaults=settings_module.recorded_defaults(new))
+            assert "position: 'sinusoidal' in the run, 'rope' now" in str(refused.value)
+            assert "num_key_value_heads: None in the run, 2 now" in str(refused.value)
+
+
+# -- issue 12 --------------------------------------------------------------------------
+def test_translate_reads_lines_from_a_file_or_stdin_and_keeps_every_line(
+    trained, tmp_path, capsys, monkeypatch
+):
+    """One output line per input line, empty lines empty, `\r\n` read as
+    `\n`; the translations are those of the sentences given as arguments;
+    standard input (not a terminal) and `--input -` read the same; the
+    output file is written whole, nothing on stdout."""
+    import io
+
+    sentences = ["Ich habe keine Zeit.", "", "Wo ist der Bahnhof?", "   ", "Danke."]
+    data = ("\r\n".join(sentences[:3]) + "\n" + "\n".join(sentences[3:])).encode()
+    path = tmp_path / "in.txt"
+    path.write_bytes(data)  # no newline after the last line
+    flags = ["--output", trained[0], "--beam-width", "2"]
+    _, by_arguments, _ = cli(capsys, "translate", *flags, *sentences)
+    expected = [line.split("-> ", 1)[1] for line in by_arguments.splitlines()[1::2]]
+    # (the tiny model may also give "" for a sentence; blank lines must)
+    assert len(expected) == 5 and expected[1] == expected[3] == ""
+    status, out, err = cli(capsys, "translate", *flags, "--input", str(path))
+    assert status == 0 and out.splitlines() == expected and out.endswith("\n"), err
+    for extra in ([], ["--input", "-"]):
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
+        status, out, err = cli(capsys, "translate", *flags, *extra)
+        assert status == 0 and out.splitlines() == expected, (extra, err)
+    written = tmp_path / "out.txt"
+    status, out, err = cli(
+        capsys, "translate", *flags, "--input", str(path), "--output-file", str(written)
+    )
+    assert status == 0 and out == "" and f"translated 5 lines -> {written}" in err
+    assert written.read_text(encoding="utf-8").splitlines() == expected
+    assert sorted(os.listdir(tmp_path)) == ["in.txt", "out.txt"]  # no temporary left
+    status, out, err = cli(capsys, "translate", *flags, "--input", str(path), "--nbest", "2")
+    _, by_arguments, _ = cli(capsys, "translate", *flags, "--nbest", "2", *sentences)
+    assert status == 0 and out == by_arguments and len(out.splitlines()) == 10, err
+
+
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["--input", "/nonexistent.txt"], "error: --input /nonexistent.txt: no such file"),
+        (["--input", "-", "Hallo."], "error: give the sentences either as arguments or"),
+        (["--output-file", "/nonexistent/out.txt", "Hallo."], "error: --output-file /nonexist"),
+    ],
+)
+def test_translate_file_mistakes_are_error_lines(tmp_path, capsys, argv, message):
+    status, out, err = cli(capsys, "translate", "--output", str(tmp_path), *argv)
+    assert status == 2 and err.startswith(message) and err.count("\n") == 1, err
+
+
+def test_translate_input_that_is_not_utf8_names_the_line(tmp_path, capsys):
+    path = tmp_path / "in.txt"
+    path.write_bytes(b"Hallo.\nkaputt \xff\n")
+    status, out, err = cli(capsys, "translate", "--output", str(tmp_path), "--input", str(path))
+    assert status == 2 and err.startswith(f"error: --input {path}:2: expected UTF-8 text"), err
+
+
+def test_progress_goes_to_stderr_a_line_every_n_or_redrawn_on_a_terminal():
+    import io
+
+    from recipes.translation.text_io import Progress
+
+    log = io.StringIO()
+    progress = Progress(2500, stream=log, every=1000, quiet_below=0)
+    for done in range(64, 2500, 64):
+        progress.update(done)
+    progress.update(2500)
+    progress.close()
+    counts = [
+        int(re.match(r"translated (\d+)/2500 sentences", line)[1])
+        for line in log.getvalue().splitlines()
+    ]
+    assert counts == [1024, 2048, 2500]
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    screen = Terminal()
+    progress = Progress(200, stream=screen, quiet_below=0)
+    progress.update(64)
+    progress.update(200)
+    progress.close()
+    assert re.fullmatch(r"\rtranslated 64/200 .*\rtranslated 200/200 .*\n", screen.getvalue())
+    quiet = io.StringIO()
+    Progress(100, stream=quiet).update(100)  # small inputs: nothing
+    assert quiet.getvalue() == ""
+
+
+def test_train_validates_on_the_given_file_and_logs_bleu_accuracy_and_perplexity(trained):
+    """The fixture trained with `--valid VALID --bleu-every 1`: its
+    validation is the user's file (the bad line reported), and TensorBoard
+    holds token accuracy and perplexity for training and validation, and
+    validation BLEU, for both epochs."""
+    import tensorflow as tf
+
+    output, log = trained
+    assert "valid.tsv:2: expected 'source<TAB>target', found no tab; skipped" in log
+    assert re.search(r"^valid: \d of 3 pairs fit", log, re.M), log
+    bleu = re.findall(r"^epoch \d: validation BLEU \d+\.\d\d \(greedy, 2 sentences", log, re.M)
+    assert len(bleu) == 2, log
+
+    def scalars(folder):
+        found = {}
+        for name in os.listdir(folder):
+            for event in tf.compat.v1.train.summary_iterator(os.path.join(folder, name)):
+                for value in event.summary.value:
+                    found.setdefault(value.tag, []).append(float(tf.make_ndarray(value.tensor)))
+        return found
+
+    train_scalars = scalars(os.path.join(output, "logs", "train"))
+    valid_scalars = scalars(os.path.join(output, "logs", "validation"))
+    for found in (train_scalars, valid_scalars):
+        assert len(found["epoch_perplexity"]) == 2 and min(found["epoch_perplexity"]) > 1.0
+        assert all(0.0 <= value <= 1.0 for value in found["epoch_token_accuracy"])
+        # The loss is label-smoothed: exp(loss) is not the perplexity.
+        assert not np.allclose(np.exp(found["epoch_loss"]), found["epoch_perplexity"])
+    assert len(valid_scalars["epoch_bleu"]) == 2
+    assert all(0.0 <= value <= 100.0 for value in valid_scalars["epoch_bleu"])
+
+
+def test_evaluate_scores_a_given_test_file_and_records_the_signatures(trained, tmp_path, capsys):
+    """`scores.json` holds BLEU and chrF as sacrebleu computes them for the
+    translations `translate` gives, the sentence count, beam width, test
+    file and the exact signatures (also printed)."""
+    import sacrebleu
+
+    output, _ = trained
+    test = str(tmp_path / "my-test.tsv")
+    pairs = [
+        ("Ich habe keine Zeit.", "I have no time."),
+        ("Wo ist der Bahnhof?", "Where is the station?"),
+        ("Das ist gut.", "That is good."),
+    ]
+    with open(test, "w", encoding="utf-8") as handle:
+        handle.write("".join(f"{s}\t{t}\n" for s, t in pairs[:2]) + "bad line\n")
+        handle.write(f"{pairs[2][0]}\t{pairs[2][1]}\n")
+    flags = ["--output", output, "--beam-width", "2"]
+    status, out, err = cli(capsys, "evaluate", *flags, "--test", test, "--samples", "0")
+    assert status == 0, err
+    scores = json.load(open(os.path.join(output, "scores.json")))
+    _, translated, _ = cli(capsys, "translate", *flags, *[source for source, _ in pairs])
+    hypotheses = [line.split("-> ", 1)[1] for line in translated.splitlines()[1::2]]
+    references = [[target for _, target in pairs]]
+    version = re.escape(sacrebleu.__version__)
+    assert scores["bleu"] == round(sacrebleu.corpus_bleu(hypotheses, references).score, 2)
+    assert scores["chrf"] == round(sacrebleu.corpus_chrf(hypotheses, references).score, 2)
+    assert re.fullmatch(
+        rf"nrefs:1\|case:mixed\|eff:no\|tok:13a\|smooth:exp\|version:{version}",
+        scores["bleu_signature"],
+    )
+    assert re.fullmatch(
+        rf"nrefs:1\|case:mixed\|eff:yes\|nc:6\|nw:0\|space:no\|version:{version}",
+        scores["chrf_signature"],
+    )
+    assert (scores["sentences"], scores["beam_width"]) == (3, 2)
+    assert scores["test"] == os.path.abspath(test)
+    assert scores["bleu_signature"] in out and "my-test.tsv:3: expected" in out
+
+
+@pytest.mark.parametrize("flag", ["--test", "--valid"])
+def test_a_missing_or_empty_user_file_is_an_error_line(tmp_path, capsys, flag):
+    empty = tmp_path / "empty.tsv"
+    empty.write_text("only a line without a tab\n")
+    command = ["evaluate"] if flag == "--test" else ["train", *TINY]
+    for path, message in (
+        (tmp_path / "none.tsv", f"error: {flag} {tmp_path / 'none.tsv'}: no such file"),
+        (empty, f"error: {flag} {empty} holds no source<TAB>target pairs (1 lines skipped"),
+    ):
+        argv = [*command, "--output", str(tmp_path / "run"), flag, str(path)]
+        status, out, err = cli(capsys, *argv)
+        assert status == 2 and err.startswith(message) and err.count("\n") == 1, err
+
+
+def test_the_saved_model_is_the_mean_of_the_last_epochs(trained, tmp_path):
+    """`train --average-last 2`: model.keras holds the elementwise mean of
+    the two kept epoch files (read with h5py), the optimizer's iteration
+    count is the last epoch's, and config.json records both losses."""
+    output, log = trained
+    epochs = [os.path.join(output, "checkpoints", f"epoch-000{e}.weights.h5") for e in (1, 2)]
+    first, second = weight_arrays(epochs[0]), weight_arrays(epochs[1])
+    model, *_ = training.load_run(output)
+    model.save_weights(str(tmp_path / "saved.weights.h5"))
+    saved = weight_arrays(str(tmp_path / "saved.weights.h5"))
+    assert saved.keys() == first.keys() == second.keys() and len(saved) > 5
+    assert any(not np.array_equal(first[name], second[name]) for name in saved)
+    for name in saved:
+        np.testing.assert_allclose(
+            saved[name], np.mean([first[name], second[name]], axis=0), rtol=1e-6, atol=1e-7
+        )
+    iterations = "optimizer/vars/0"  # Adam's step counter: an integer, not averaged
+    last = weight_arrays(epochs[1], optimizer=True)[iterations]
+    counted = weight_arrays(str(tmp_path / "saved.weights.h5"), optimizer=True)[iterations]
+    assert last.dtype.kind == "i" and counted == last
+    config = json.load(open(os.path.join(output, "config.json")))
+    assert config["averaged"]["epochs"] == [1, 2]
+    assert np.isfinite(config["averaged"]["val_loss_last"]) and np.isfinite(config["val_loss"])
+    assert "averaged the weights of epochs 1-2: validation loss" in log
+
+
+def test_average_command_writes_the_mean_of_the_given_checkpoints(trained, tmp_path, capsys):
+    """`average --checkpoints A B` and `--last 2` give the same model as
+    the training's own average; the model translates."""
+    output = str(tmp_path / "run")
+    shutil.copytree(trained[0], output)
+    folder = os.path.join(output, "checkpoints")
+    epochs = [os.path.join(folder, f"epoch-000{e}.weights.h5") for e in (1, 2)]
+    # Start from the second epoch's weights, so that an average is visible.
+    model, *_ = training.load_run(output)
+    model.load_weights(epochs[1])
+    model.save(os.path.join(output, "model.keras"))
+    expected = {
+        name: np.mean([weight_arrays(path)[name] for path in epochs], axis=0)
+        for name in weight_arrays(epochs[0])
+    }
+    for flags in (["--checkpoints", *epochs], ["--last", "2"]):
+        status, out, err = cli(capsys, "average", "--output", output, *flags)
+        assert status == 0 and "averaged 2 checkpoints: validation loss" in out, err
+        model, *_ = training.load_run(output)
+        model.save_weights(str(tmp_path / "check.weights.h5"))
+        got = weight_arrays(str(tmp_path / "check.weights.h5"))
+        for name in expected:
+            np.testing.assert_allclose(got[name], expected[name], rtol=1e-6, atol=1e-7)
+    status, out, err = cli(capsys, "translate", "--output", output, "Ich habe keine Zeit.")
+    assert status == 0 and out.splitlines()[1].startswith("  -> "), err
+    for flags, message in (
+        (["--last", "3"], "error: --last 3: "),
+        (["--checkpoints", str(tmp_path / "none.weights.h5")], "error: --checkpoints "),
+    ):
+        status, out, err = cli(capsys, "average", "--output", output, *flags)
+        assert status == 2 and err.startswith(message) and err.count("\n") == 1, err
+
+
+def test_results_rewrites_its_table_and_keeps_what_was_written_by_hand(tmp_path):
+    from recipes.results import write_generated_part
+
+    path = str(tmp_path / "RESULTS.md")
+    write_generated_part(path, "| table 1 |\n")
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write("\n## Reading the table\n\nby hand\n")
+    write_generated_part(path, "| table 2 |\n")
+    text = open(path, encoding="utf-8").read()
+    assert "| table 2 |" in text and "| table 1 |" not in text
+    assert text.endswith("\n## Reading the table\n\nby hand\n")
+
+
+def test_kept_epochs_include_the_one_a_resumed_backup_restores(tmp_path):
+    """A kill after the backup saved epoch 2 and before epoch 2 was kept:
+    the resumed training starts after epoch 2 and keeps it from the
+    restored weights (the average missed the last epoch before); later
+    epochs keep only the newest `keep`."""
+    import keras
+
+    from recipes.translation.averaging import KeepLastEpochs, kept_checkpoints
+
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    model.compile("adam", "mse")
+    backup = tmp_path / "backup"
+    backup.mkdir()
+    (backup / "training_metadata.json").write_text('{"epoch": 2, "batch": 0}')
+    folder = str(tmp_path / "checkpoints")
+    keep = KeepLastEpochs(folder, 2, str(backup))
+    keep.set_model(model)
+    keep.on_train_begin()
+    assert [epoch for epoch, _ in kept_checkpoints(folder)] == [2]
+    kernel = weight_arrays(kept_checkpoints(folder)[0][1])
+    assert any(np.array_equal(value, model.get_weights()[0]) for value in kernel.values())
+    keep.on_epoch_end(2, {"loss": 1.0})
+    keep.on_epoch_end(3, {"loss": float("nan")})  # diverged: not kept
+    keep.on_epoch_end(3, {"loss": 0.5})
+    assert [epoch for epoch, _ in kept_checkpoints(folder)] == [3, 4]
+
+
+def test_cosine_decay_warms_up_to_the_peak_and_ends_at_zero_on_the_last_step():
+    """`--decay cosine`: linear warm-up to --learning-rate, then half a
+    cosine down to 0 at `total_steps` (epochs x batches), against the
+    formula written out here."""
+    args = translate.parser().parse_args(
+        ["train", "--warmup", "10", "--decay", "cosine", "--learning-rate", "2e-3", *TINY]
+    )
+    config = {**settings_module.model_settings(translate.check(args)), "total_steps": 50}
+    schedule = training.learning_rate(config)
+    for step in (0, 5, 10, 20, 30, 49, 50):
+        if step <= 10:
+            expected = 2e-3 * step / 10
+        else:
+            expected = 2e-3 * 0.5 * (1 + np.cos(np.pi * (step - 10) / 40))
+        assert float(schedule(step)) == pytest.approx(expected, abs=1e-9), step
+    with pytest.raises(translate.UsageError, match="--decay cosine needs more training steps"):
+        training.learning_rate({**config, "total_steps": 10})
+    # the default stays what runs recorded before the flag used
+    config = settings_module.model_settings(
+        translate.check(translate.parser().parse_args(["train", "--warmup", "10"]))
+    )
+    assert config["decay"] == "rsqrt"
+    assert float(training.learning_rate(config)(39)) == pytest.approx(1e-3 * 0.5)
+
+
+def test_results_tables_bleu_by_length_and_plots_it(tmp_path):
+    """The per-length table has a column per bucket seen in any run,
+    shortest first, a dash where a run has no sentence of that length, and
+    the plot is a PNG."""
+    from recipes.results import length_table, plot_by_length
+
+    rows = [
+        (
+            "RNN, no attention (bottleneck)",
+            {"1-5": {"bleu": 3.5, "sentences": 250}, "6-10": {"bleu": 1.25, "sentences": 538}},
+        ),
+        (
+            "Transformer",
+            {
+                "26+": {"bleu": 2.0, "sentences": 3},
+                "1-5": {"bleu": 9.0, "sentences": 250},
+                "6-10": {"bleu": 7.5, "sentences": 538},
+            },
+        ),
+    ]
+    table = length_table(rows).splitlines()
+    assert "| model | 1-5 (250) | 6-10 (538) | 26+ (3) |" in table
+    assert "| RNN, no attention (bottleneck) | 3.50 | 1.25 | — |" in table
+    assert "| Transformer | 9.00 | 7.50 | 2.00 |" in table
+    assert length_table([("x", {})]) == ""
+    path = tmp_path / "by_length.png"
+    plot_by_length(rows, str(path))
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_alpha_reaches_the_search_of_translate_and_evaluate(trained, capsys, tmp_path):
+    """`--alpha` (GNMT's length penalty) is the search's: `translate`
+    prints what `translate_texts(alpha=...)` gives, for two alphas, and
+    `evaluate` records the alpha it scored with."""
+    model, config, source, target = training.load_run(trained[0])
+    texts = ["Ich habe keine Zeit.", "Wo ist der Bahnhof?"]
+    for alpha in ("0", "3"):
+        status, out, err = cli(
+            capsys, "translate", "--output", trained[0], "--alpha", alpha, *texts
+        )
+        assert status == 0, err
+        expected = decoding.translate_texts(
+            model,
+            source,
+            target,
+            texts,
+            config["max_length"],
+            {"beam_width": 4, "alpha": float(alpha)},
+        )
+        assert [line.split("-> ", 1)[1] for line in out.splitlines()[1::2]] == expected
+    test = tmp_path / "test.tsv"
+    test.write_text("Ich habe keine Zeit.\tI have no time.\n", encoding="utf-8")
+    status, _, err = cli(
+        capsys, "evaluate", "--output", trained[0], "--test", str(test), "--alpha", "1.5"
+    )
+    assert status == 0, err
+    scores = json.loads(open(os.path.join(trained[0], "scores.json")).read())
+    assert scores["alpha"] == 1.5 and scores["beam_width"] == 4
+
+
+@pytest.mark.parametrize("family", ["convs2s", "transformer", "rnn"])
+def test_the_demo_defaults_pass_the_checks_for_every_family(family):
+    """`make demo` runs `demo` with its defaults (a ConvS2S model), and
+    `demo --family F` must start too: the checks run before any work, so
+    a default that does not apply to a family would stop the job at once."""
+    args = translate.check(translate.parser().parse_args(["demo", "--family", family]))
+    config = settings_module.model_settings(args)
+    assert config["family"] == family and args.alpha == 1.2 and args.epochs == 14
+    assert config["hidden_dim"] == 128 and args.average_last == 3
+    assert translate.parser().parse_args(["demo"]).family == "convs2s"

@@ -1,0 +1,244 @@
+"""The translation recipe's decoding options, n-best lists, the
+recorded position settings and their exports, and data batching.
+
+The trained run and its export (`trained`, `exported`) are made once per
+test session (`tests/conftest.py`)."""
+
+import json
+import os
+import re
+
+import numpy as np
+import pytest
+
+from recipes import translate
+from recipes.translation import config as settings_module
+from recipes.translation import data as data_module
+from recipes.translation import scores, training
+from recipes.translation.data import DING
+from tests.translation_helpers import (
+    TINY,
+    check_export,
+    cli,
+    encoded_rows,
+    epoch_pairs,
+    run,
+)
+
+pytestmark = pytest.mark.skipif(
+    not os.path.exists(DING), reason=f"{DING} missing: make test installs trans-de-en"
+)
+
+
+# -- issue 13 --------------------------------------------------------------------------
+def test_translate_nbest_prints_the_exported_nbest(trained, exported, capsys):
+    """`--nbest 2`: two `score<TAB>translation` lines per sentence, best
+    first, the same as the export's `nbest` signature (beam 2)."""
+    import tensorflow as tf
+
+    texts = ["Ich habe keine Zeit.", "Wo ist der Bahnhof?"]
+    flags = ["--output", trained[0], "--beam-width", "2", "--nbest", "2"]
+    status, out, err = cli(capsys, "translate", *flags, *texts)
+    assert status == 0, err
+    lines = out.splitlines()
+    assert len(lines) == 4 and all(re.fullmatch(r"-?\d+\.\d{4}\t.*", line) for line in lines)
+    scores = [float(line.split("\t")[0]) for line in lines]
+    assert scores[0] >= scores[1] and scores[2] >= scores[3]
+    served = tf.saved_model.load(exported).signatures["nbest"](text=tf.constant(texts))
+    assert [line.split("\t", 1)[1] for line in lines] == [
+        t.decode() for t in served["translations"].numpy().reshape(-1)
+    ]
+    np.testing.assert_allclose(scores, served["scores"].numpy().reshape(-1), atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["translate", "--beam-width", "2", "--nbest", "3"], "error: --nbest must be at most"),
+        (["translate", "--nbest", "0"], "error: --nbest must be >= 1; got 0"),
+        (["translate", "--min-length", "-1"], "error: --min-length must be >= 0; got -1"),
+        (["translate", "--no-repeat-ngram", "-2"], "error: --no-repeat-ngram must be >= 0"),
+        (
+            ["translate", "--repetition-penalty", "0"],
+            "error: --repetition-penalty must be > 0; got 0.0",
+        ),
+        (["export", "--coverage-penalty", "-1"], "error: --coverage-penalty must be >= 0"),
+        (["export", "--coverage-penalty", "nan"], "error: --coverage-penalty must be a finite"),
+        (["export", "--num-hypotheses", "5"], "error: --num-hypotheses must be at most"),
+        (["evaluate", "--alpha", "-0.5"], "error: --alpha must be >= 0; got -0.5"),
+        (["demo", "--alpha", "inf"], "error: --alpha must be a finite number"),
+    ],
+)
+def test_decoding_flags_are_checked_before_any_work(tmp_path, capsys, argv, message):
+    text = ["Hallo."] if argv[0] == "translate" else []
+    status, out, err = cli(capsys, *argv, "--output", str(tmp_path / "none"), *text)
+    assert status == 2 and err.startswith(message) and err.count("\n") == 1, (out, err)
+
+
+def test_translate_applies_the_decoding_options_with_and_without_nbest(trained, capsys):
+    """The best translation under the decoding flags is the first of
+    `--nbest`'s lines under the same flags, and the flags change it (here
+    --min-length forces a longer output)."""
+    text = "Ich habe keine Zeit."
+    flags = ["--output", trained[0], "--beam-width", "2"]
+    options = ["--min-length", "12", "--no-repeat-ngram", "2", "--coverage-penalty", "0.2"]
+    _, plain, _ = cli(capsys, "translate", *flags, text)
+    status, best, err = cli(capsys, "translate", *flags, *options, text)
+    assert status == 0, err
+    status, nbest, err = cli(capsys, "translate", *flags, *options, "--nbest", "1", text)
+    assert status == 0, err
+    best = best.splitlines()[1].split("-> ", 1)[1]
+    assert nbest.splitlines()[0].split("\t", 1)[1] == best
+    assert best != plain.splitlines()[1].split("-> ", 1)[1]
+
+
+# -- issue 12: SentencePiece -------------------------------------------------------------
+def test_a_run_recorded_before_the_tokenizer_flag_is_a_wordpiece_run(tmp_path):
+    """run.json of a run made before --tokenizer lacks it: the run used
+    WordPiece. It resumes with `--tokenizer wordpiece`, its `.vocab` files
+    load as WordPiece tokenizers, and the new default is refused with the
+    difference."""
+    import tensorflow as tf
+
+    from keras_attention.serving.text import RESERVED, SubwordTokenizer
+    from recipes import runs
+
+    def settings(*flags):
+        args = translate.parser().parse_args(["train", "--output", str(tmp_path), *flags])
+        return training.train_settings(translate.check(args))[0]
+
+    new, old = settings(), settings("--tokenizer", "wordpiece")
+    assert (new["tokenizer"], old["tokenizer"]) == ("sentencepiece", "wordpiece")
+    output = str(tmp_path / "old")
+    os.makedirs(output)
+    recorded = {key: value for key, value in old.items() if key != "tokenizer"}
+    with open(os.path.join(output, "run.json"), "w") as handle:
+        json.dump({"settings": recorded}, handle)
+    with pytest.raises(ValueError) as refused:
+        runs.claim(output, new, defaults=settings_module.recorded_defaults(new))
+    assert "tokenizer: 'wordpiece' in the run, 'sentencepiece' now" in str(refused.value)
+    runs.claim(output, old, defaults=settings_module.recorded_defaults(old))  # resumes
+    assert json.load(open(os.path.join(output, "run.json")))["settings"] == old
+    for side in ("source", "target"):
+        with open(os.path.join(output, f"{side}.vocab"), "w") as handle:
+            handle.write("\n".join(RESERVED + ["ich", "zeit"]) + "\n")
+    tokenizers = data_module.load_tokenizers(output)
+    assert all(isinstance(tokenizer, SubwordTokenizer) for tokenizer in tokenizers)
+    assert tokenizers[0].encode(tf.constant(["ich zeit"]), 5)[0].numpy().tolist() == [
+        [1, 4, 5, 2, 0]
+    ]
+
+
+def test_export_of_a_rope_multi_query_windowed_transformer(tmp_path):
+    """The transformer family exports, with a position scheme and head
+    layout other than the default: the TensorFlow-only process gives the
+    in-process translations, and the graph holds only ops every TF Serving
+    release with an op list has. (The sinusoidal default's decoding graph is
+    exported by `tests/test_bench_decoding.py`'s SavedModel, and every
+    family's by `make serving-check`.)"""
+    from keras_attention.serving.check import check_export as serving_problems
+
+    output = str(tmp_path / "run")
+    flags = (
+        "--family",
+        "transformer",
+        "--position",
+        "rope",
+        "--num-key-value-heads",
+        "1",
+        "--sliding-window",
+        "4",
+    )
+    run("train", "--output", output, *flags, "--epochs", "1", *TINY)
+    config = json.load(open(os.path.join(output, "config.json")))
+    assert (config["position"], config["num_key_value_heads"], config["sliding_window"]) == (
+        "rope",
+        1,
+        4,
+    )
+    model, *_ = training.load_run(output)
+    assert (model.position, model.num_key_value_heads, model.sliding_window) == ("rope", 1, 4)
+    check_export(output, tmp_path)
+    problems = serving_problems(str(tmp_path / "moved"))
+    assert problems and not any(problems.values()), problems
+
+
+def test_batches_are_bucketed_by_length_and_hold_every_pair_once(trained):
+    from recipes.translation.data import bucket_boundaries, make_dataset, read_pairs
+
+    output, _ = trained
+    source_tokenizer, target_tokenizer = data_module.load_tokenizers(output)
+    path = os.path.join(output, "data", "train.tsv")
+    data, kept, total = make_dataset(
+        path, source_tokenizer, target_tokenizer, 48, 8, shuffle=True, batch_tokens=200
+    )
+    pairs = read_pairs(path)
+    sources, source_cut = encoded_rows(source_tokenizer, [p[0] for p in pairs], 48)
+    targets, target_cut = encoded_rows(target_tokenizer, [p[1] for p in pairs], 49)
+    fits = [(s, t) for s, t, a, b in zip(sources, targets, source_cut, target_cut) if not (a or b)]
+    assert total == len(pairs) and kept == len(fits) > 100
+    seen, shapes = epoch_pairs(data)
+    widths = {b - 1 for b in bucket_boundaries(48)}
+    for source, target_in, target_out in shapes:
+        assert source[1] in widths and target_in[1] == target_out[1] == source[1] - 1
+        assert source[0] == 1 or source[0] * source[1] <= 200  # the token budget
+    assert len(shapes) == int(data.cardinality())
+    assert sorted(seen) == sorted(fits)  # every pair that fits, once
+    # Each pair is padded only to its bucket's width, not to max_length.
+    bucket_width = [
+        min(b for b in bucket_boundaries(48) if b > max(len(s), len(t))) - 1 for s, t in fits
+    ]
+    assert sum(s[0] * s[1] for s, _, _ in shapes) == sum(bucket_width) < len(fits) * 48
+
+
+def test_dictionary_entries_are_extra_pairs_and_never_a_held_out_sentence(tmp_path, trained):
+    from recipes.translation.data import _words, make_dataset, prepare, read_pairs
+
+    paths = prepare(str(tmp_path / "run"), limit=300, dictionary=True, log=lambda line: None)
+    entries = read_pairs(paths["dictionary"])
+    assert len(entries) > 300_000
+    assert ("Bahnhof", "railway station") in entries and ("Bahnhöfe", "railway stations") in entries
+    held_out = {
+        _words(text)
+        for split in ("valid", "test")
+        for pair in read_pairs(paths[split])
+        for text in pair
+    }
+    assert not any(_words(s) in held_out or _words(t) in held_out for s, t in entries)
+    # Each epoch: the sentence pairs plus `extra_ratio` x as many entries, a new draw.
+    extra = str(tmp_path / "entries.tsv")
+    with open(extra, "w", encoding="utf-8") as handle:
+        handle.writelines(f"{s}\t{t}\n" for s, t in entries[:1000])
+    source_tokenizer, target_tokenizer = data_module.load_tokenizers(trained[0])
+    data, kept, _ = make_dataset(
+        paths["train"],
+        source_tokenizer,
+        target_tokenizer,
+        48,
+        16,
+        shuffle=True,
+        extra_path=extra,
+        extra_ratio=0.5,
+    )
+    first, shapes = epoch_pairs(data)
+    second, _ = epoch_pairs(data)
+    assert len(shapes) == int(data.cardinality())
+    entry_sources = set(encoded_rows(source_tokenizer, [s for s, _ in entries[:1000]], 48)[0])
+    sentences = read_pairs(paths["train"])
+    sentence_sources = set(encoded_rows(source_tokenizer, [s for s, _ in sentences], 48)[0])
+    drawn = [s for s, _ in first if s in entry_sources - sentence_sources]
+    # About half as many as the sentences; an epoch cut or topped up to its
+    # expected number of batches (16 pairs each) may hold a few more or less.
+    assert 0.5 * kept - 2 * 16 < len(drawn) < 0.5 * kept + 2 * 16
+    assert {s for s, _ in first} != {s for s, _ in second}  # a new draw each epoch
+
+
+def test_bleu_by_source_length_scores_each_bucket_on_its_own_sentences():
+    short = ["Ich bin hier.", "Das ist gut so."]  # 3 and 4 words
+    long = ["Wir haben gestern den ganzen Tag im Garten gearbeitet."]  # 9 words
+    references = ["I am here now.", "That is fine as it is.", "We worked in the garden all day."]
+    hypotheses = [references[0], references[1], "No."]
+    table = scores.bleu_by_length(short + long, hypotheses, references)
+    assert list(table) == ["1-5", "6-10"]  # empty buckets are left out
+    assert table["1-5"] == {"bleu": 100.0, "sentences": 2}
+    assert table["6-10"]["sentences"] == 1 and table["6-10"]["bleu"] < 1.0

@@ -1,0 +1,218 @@
+"""The translation recipe's export: the SavedModel against the model in
+process, warm-up requests, TF Serving's REST body and op checks.
+
+The trained run and its export (`trained`, `exported`) are made once per
+test session (`tests/conftest.py`)."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from recipes.translation.data import DING
+from tests.translation_helpers import (
+    TINY,
+    check_export,
+    free_port,
+    run,
+)
+
+pytestmark = pytest.mark.skipif(
+    not os.path.exists(DING), reason=f"{DING} missing: make test installs trans-de-en"
+)
+
+
+@pytest.mark.parametrize("family", ["convs2s"])  # the transformer: the test below
+def test_export_of_the_other_families(tmp_path, family):
+    run("train", "--output", str(tmp_path / "run"), "--family", family, "--epochs", "1", *TINY)
+    check_export(str(tmp_path / "run"), tmp_path)
+
+
+def test_warmup_requests_parse_and_run(exported):
+    import tensorflow as tf
+
+    from keras_attention.serving.export import read_warmup_requests
+
+    requests = read_warmup_requests(exported)
+    assert [signature for signature, _ in requests] == [
+        "serving_default",
+        "greedy",
+        "attention",
+        "tokens",
+        "nbest",
+        "constrained",
+    ]
+    loaded = tf.saved_model.load(exported)
+    for signature, inputs in requests:
+        outputs = loaded.signatures[signature](**{k: tf.constant(v) for k, v in inputs.items()})
+        assert outputs and all(
+            v.shape[0] == len(next(iter(inputs.values()))) for v in outputs.values()
+        )
+
+
+def test_saved_model_cli_lists_the_signatures(exported):
+    cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
+    shown = subprocess.run(
+        [cli, "show", "--dir", exported, "--all"], capture_output=True, text=True
+    ).stdout
+    for signature in ("serving_default", "greedy", "attention", "tokens"):
+        assert f"signature_def['{signature}']" in shown
+    assert "inputs['text'] tensor_info:\n        dtype: DT_STRING\n        shape: (-1)" in shown
+    assert (
+        "outputs['translation'] tensor_info:\n        dtype: DT_STRING\n        shape: (-1)"
+        in shown
+    )
+    assert "outputs['score'] tensor_info:\n        dtype: DT_FLOAT" in shown
+    assert (
+        "inputs['token_ids'] tensor_info:\n        dtype: DT_INT32\n        shape: (-1, -1)"
+        in shown
+    )
+
+
+def test_rest_bodies_become_the_signature_inputs(exported):
+    import tensorflow as tf
+
+    from recipes.serving_client import parse_rest_response, rest_body, tensors_from_rest_body
+
+    loaded = tf.saved_model.load(exported)
+    text = np.array(["Ich habe keine Zeit.".encode(), "Wo ist der Bahnhof?".encode()], dtype=object)
+    direct = loaded.signatures["greedy"](text=tf.constant(text))
+    for style in ("instances", "inputs"):
+        body = json.loads(
+            json.dumps(rest_body({"text": text}, "greedy", style))
+        )  # through JSON, as sent
+        tensors = tensors_from_rest_body(body, ["text"])
+        np.testing.assert_array_equal(tensors["text"], text)
+        out = loaded.signatures["greedy"](**{k: tf.constant(v) for k, v in tensors.items()})
+        np.testing.assert_array_equal(out["translation"].numpy(), direct["translation"].numpy())
+    ids = np.array([[1, 5, 6, 2], [1, 7, 2, 0]], "int32")
+    body = json.loads(
+        json.dumps(
+            rest_body(
+                {"token_ids": ids, "lengths": np.array([4, 3], "int32")}, "tokens", "instances"
+            )
+        )
+    )
+    tensors = tensors_from_rest_body(body, ["token_ids", "lengths"])
+    np.testing.assert_array_equal(tensors["token_ids"], ids)
+    # Responses in both formats parse back.
+    translations = [t.decode() for t in direct["translation"].numpy()]
+    rows = {"predictions": [{"translation": t, "score": 0.5} for t in translations]}
+    columns = {"outputs": {"translation": translations, "score": [0.5, 0.5]}}
+    for response in (rows, columns):
+        parsed = parse_rest_response(response)
+        assert [t.decode() for t in parsed["translation"]] == translations
+
+
+@pytest.mark.skipif(
+    shutil.which("tensorflow_model_server") is None,
+    reason="tensorflow_model_server is not installed (not on PyPI or Debian; see the README's "
+    "Docker and apt commands)",
+)
+def test_real_server_rest_and_grpc(exported, tmp_path):
+    from recipes.serving_client import predict_grpc, predict_rest
+
+    base = os.path.dirname(exported)
+    grpc_port, rest_port = free_port(), free_port()
+    server = subprocess.Popen(
+        [
+            "tensorflow_model_server",
+            f"--port={grpc_port}",
+            f"--rest_api_port={rest_port}",
+            "--model_name=translator",
+            f"--model_base_path={base}",
+        ]
+    )
+    try:
+        text = {"text": np.array([b"Ich habe keine Zeit."], dtype=object)}
+        for _ in range(60):
+            try:
+                rest = predict_rest("127.0.0.1", rest_port, "translator", text, "greedy")
+                break
+            except Exception:
+                time.sleep(1)
+        grpc_out = predict_grpc("127.0.0.1", grpc_port, "translator", text, "greedy")
+        assert rest["translation"][0] == grpc_out["translation"][0]
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def test_export_holds_only_core_and_text_ops(exported):
+    """No py_function, no XLA-only ops: what TF Serving has (core TensorFlow
+    and TensorFlow Text kernels) is enough."""
+    import tensorflow_text  # noqa: F401  (registers the text ops, as the server does)
+    from tensorflow.core.protobuf import saved_model_pb2
+    from tensorflow.python.framework import op_def_registry
+
+    proto = saved_model_pb2.SavedModel()
+    proto.ParseFromString(open(os.path.join(exported, "saved_model.pb"), "rb").read())
+    graph = proto.meta_graphs[0].graph_def
+    ops = {node.op for node in graph.node}
+    for function in graph.library.function:
+        ops |= {node.op for node in function.node_def}
+    library = {function.signature.name for function in graph.library.function}
+    ops -= library  # calls of the graph's own functions
+    assert not {op for op in ops if "PyFunc" in op or op.startswith("Xla")}, ops
+    unknown = sorted(op for op in ops if op_def_registry.get(op) is None)
+    assert not unknown, f"ops no TensorFlow / TensorFlow Text kernel registers: {unknown}"
+    assert "SentencepieceTokenizeOp" in ops  # the default --tokenizer
+
+
+def test_export_passes_the_op_check_of_every_tf_serving_release(exported):
+    """`keras_attention.serving.check` against the committed op lists: the
+    tokenizer's TF Text ops (SentencePiece's, the default; WordPiece's in
+    tests/test_export.py) and the decoding loop are in every release."""
+    from keras_attention.serving import check
+
+    ops = check.op_types(check.read_saved_model(exported))
+    assert {"SentencepieceOp", "SentencepieceTokenizeOp", "While"} <= set(ops)
+    assert os.path.exists(os.path.join(exported, "assets", "source.spm"))  # for `tokens` clients
+    assert check.check_export(exported) == {s: [] for s in check.available_servings()}
+
+
+def test_a_truncated_backup_falls_back_to_the_epoch_before(tmp_path):
+    """A kill while the latest backup was written leaves a truncated file:
+    training resumes from the previous epoch's backup and says so."""
+    import keras
+
+    from recipes.translation.training import resilient_backup
+
+    x = np.random.default_rng(0).normal(size=(16, 3)).astype("float32")
+    y = x.sum(1, keepdims=True)
+
+    def model():
+        keras.utils.set_random_seed(0)
+        built = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+        built.compile("sgd", "mse")
+        return built
+
+    class StopAfterTwoEpochs(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            if epoch == 1:
+                raise KeyboardInterrupt
+
+    backup = str(tmp_path / "backup")
+    with pytest.raises(KeyboardInterrupt):
+        model().fit(
+            x, y, epochs=5, verbose=0, callbacks=[resilient_backup(backup), StopAfterTwoEpochs()]
+        )
+    latest = os.path.join(backup, "latest.weights.h5")
+    assert os.path.exists(latest + ".bkp")  # the epoch before is kept
+    with open(latest, "r+b") as handle:
+        handle.truncate(os.path.getsize(latest) // 2)
+    messages = []
+    history = model().fit(
+        x, y, epochs=5, verbose=0, callbacks=[resilient_backup(backup, messages.append)]
+    )
+    assert messages and "the last backup did not load" in messages[0]
+    assert history.epoch == [1, 2, 3, 4]  # epoch 0 restored, epoch 1 trained again
+
+
+def test_export_loads_in_plain_tensorflow_and_matches_in_process(trained, tmp_path):
+    check_export(trained[0], tmp_path)

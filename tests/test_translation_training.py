@@ -1,0 +1,360 @@
+"""The translation recipe's training on a 200-pair slice of the Ding corpus:
+a complete run, other families, resuming, distributed training and tuning.
+
+The trained run and its export (`trained`, `exported`) are made once per
+test session (`tests/conftest.py`)."""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from recipes.translation import decoding, training
+from recipes.translation.data import DING, SPLITS, split_of, tsv_pairs
+from tests.translation_helpers import (
+    ROOT,
+    TINY,
+    free_port,
+    run,
+)
+
+# The tuner draws small models here: the trials test the search, not the sizes.
+SMALL_SEARCH = json.dumps(
+    {"embed_dim": [16], "hidden_dim": [32], "num_layers": [1], "num_heads": [2]}
+)
+
+pytestmark = pytest.mark.skipif(
+    not os.path.exists(DING), reason=f"{DING} missing: make test installs trans-de-en"
+)
+
+
+def test_ding_corpus_has_the_expected_size():
+    from recipes.translation.data import ding_pairs
+
+    pairs = list(ding_pairs())
+    assert 17_000 <= len(pairs) <= 20_000
+    assert all(de and en and en[-1] in ".!?" for de, en in pairs[:100])
+
+
+def test_split_is_deterministic_and_stable():
+    assert [split_of(s) for s in ("Ich habe keine Zeit.", "Wo ist der Bahnhof?")] == [
+        split_of(s) for s in ("Ich habe keine Zeit.", "Wo ist der Bahnhof?")
+    ]
+    shares = np.bincount([SPLITS.index(split_of(f"Satz Nummer {i}.")) for i in range(4000)]) / 4000
+    np.testing.assert_allclose(shares, [0.90, 0.05, 0.05], atol=0.02)
+
+
+def test_train_writes_a_complete_run(trained):
+    output, log = trained
+    for name in (
+        "model.keras",
+        "config.json",
+        "source.spm",  # SentencePiece, the default --tokenizer
+        "target.spm",
+        "data/train.tsv",
+        "data/test.tsv",
+    ):
+        assert os.path.exists(os.path.join(output, name)), name
+    assert os.listdir(os.path.join(output, "logs"))  # TensorBoard
+    assert "training rnn with additive attention" in log and "validation loss" in log
+    assert re.search(r"source vocabulary: \d+ SentencePiece \(unigram\) pieces from \d+ texts", log)
+    assert json.load(open(os.path.join(output, "run.json")))["settings"]["tokenizer"] == (
+        "sentencepiece"
+    )
+
+
+def test_evaluate_reports_bleu_samples_and_heatmaps(trained):
+    output, _ = trained
+    log = run("evaluate", "--output", output, "--samples", "2", "--beam-width", "2")
+    scores = json.load(open(os.path.join(output, "scores.json")))
+    assert 0.0 <= scores["bleu"] <= 100.0 and 0.0 <= scores["chrf"] <= 100.0
+    assert "BLEU" in log and "reference:" in log
+    assert os.path.getsize(os.path.join(output, "attention", "sample0.png")) > 1000
+
+
+def test_translate_prints_a_translation(trained):
+    output, _ = trained
+    log = run("translate", "--output", output, "Ich habe keine Zeit.", "")
+    assert log.startswith("Ich habe keine Zeit.\n  -> ")
+
+
+def test_translating_empty_text_gives_empty_text_as_the_export_does(trained):
+    """The export answers "" for empty or all-space text (`check_export`);
+    the CLI printed whatever the model generated from `[START] [END]`."""
+    output, _ = trained
+    sentence = "Ich habe keine Zeit."
+    log = run("translate", "--output", output, sentence, "", " \t ", sentence)
+    lines = log.split("\n")
+    assert lines[3] == "  -> " and lines[5] == "  -> ", lines
+    # the sentence is translated as it is alone, before and after the blanks
+    # (the tiny model may well write "" for it: what it writes is not tested)
+    alone = run("translate", "--output", output, sentence).split("\n")
+    assert lines[1] == lines[7] == alone[1], (lines, alone)
+
+
+def test_translating_in_chunks_traces_the_search_once_and_agrees(trained):
+    """A file is translated 64 lines at a time and validation BLEU once an
+    epoch: the compiled search is reused, not traced again each call."""
+    output, _ = trained
+    model, config, source_tokenizer, target_tokenizer = training.load_run(output)
+    texts = ["Ich habe keine Zeit.", "Wo ist der Bahnhof?", "Ja.", "", "Das ist gut."]
+    common = (model, source_tokenizer, target_tokenizer, texts, config["max_length"])
+    whole = decoding.translate_texts(*common, {"beam_width": 2})
+    in_pairs = decoding.translate_texts(*common, {"beam_width": 2}, batch_size=2)
+    assert in_pairs == whole and whole[3] == ""
+    search = decoding.compiled_search(model, config["max_length"], 2, False, {})
+    assert search.experimental_get_tracing_count() == 1
+
+
+@pytest.mark.parametrize("family", ["transformer"])  # convs2s: its export test trains one
+def test_other_families_train(tmp_path, family):
+    """(With WordPiece, the other --tokenizer: the other tests use SentencePiece.)"""
+    flags = ("--family", family, "--epochs", "1", "--tokenizer", "wordpiece")
+    log = run("train", "--output", str(tmp_path), *flags, *TINY)
+    assert json.load(open(tmp_path / "config.json"))["family"] == family
+    assert re.search(r"source vocabulary: \d+ WordPiece tokens from \d+ texts", log)
+    assert os.path.exists(tmp_path / "target.vocab") and not os.path.exists(tmp_path / "source.spm")
+
+
+def test_interrupted_training_resumes(tmp_path):
+    command = [
+        sys.executable,
+        "-m",
+        "recipes.translate",
+        "train",
+        "--output",
+        str(tmp_path),
+        "--family",
+        "rnn",
+        "--epochs",
+        "30",
+        *TINY,
+    ]
+    process = subprocess.Popen(
+        command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    backup = tmp_path / "backup"
+    deadline = time.time() + 120
+    while time.time() < deadline and not (backup.exists() and any(backup.iterdir())):
+        time.sleep(0.5)
+    time.sleep(1.0)
+    process.send_signal(signal.SIGINT)
+    output = process.communicate(timeout=240)[0]  # a loaded CI machine
+    assert "interrupted: re-run the same command to resume" in output, output[-2000:]
+    assert "Traceback" not in output
+    log = run("train", "--output", str(tmp_path), "--family", "rnn", "--epochs", "30", *TINY)
+    assert "resuming an interrupted run" in log
+    assert os.path.exists(tmp_path / "model.keras")
+
+
+def test_two_workers_train_to_identical_weights(tmp_path):
+    """Into a fresh --output: the chief prepares the data and vocabularies,
+    the other worker waits for them (both preparing at once crashed)."""
+    prepared = tmp_path / "run"
+    ports = [free_port(), free_port()]
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
+    processes = []
+    for index in range(2):
+        env = dict(
+            os.environ,
+            TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}}),
+        )
+        processes.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "recipes.translate",
+                    "train",
+                    "--output",
+                    str(prepared),
+                    "--family",
+                    "rnn",
+                    "--epochs",
+                    "1",
+                    "--seed",
+                    "3",
+                    *TINY,
+                ],
+                cwd=ROOT,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+        )
+    outputs = [p.communicate(timeout=240)[0] for p in processes]
+    assert all(p.returncode == 0 for p in processes), outputs[0][-2000:] + outputs[1][-2000:]
+    assert "on 2 replica(s)" in outputs[0]
+    worker_dirs = [d for d in os.listdir(prepared) if d.startswith("worker-")]
+    assert len(worker_dirs) == 1
+
+    def weights(path):
+        import h5py
+
+        arrays = {}
+        with h5py.File(path, "r") as handle:
+            handle.visititems(
+                lambda name, item: (
+                    arrays.__setitem__(name, item[()]) if isinstance(item, h5py.Dataset) else None
+                )
+            )
+        return arrays
+
+    chief = weights(str(prepared / "final.weights.h5"))
+    other = weights(str(prepared / worker_dirs[0] / "final.weights.h5"))
+    assert chief.keys() == other.keys() and len(chief) > 5
+    for name in chief:
+        np.testing.assert_array_equal(chief[name], other[name], err_msg=name)
+
+
+def test_tuning_runs_resumes_and_writes_best_hyperparameters(tmp_path, monkeypatch):
+    monkeypatch.setenv("KERAS_ATTENTION_SEARCH_SPACE", SMALL_SEARCH)
+    args = [
+        "tune",
+        "--output",
+        str(tmp_path),
+        "--algorithm",
+        "random",
+        "--trials",
+        "2",
+        "--epochs",
+        "1",
+        "--families",
+        "rnn",
+        "transformer",
+        "--bleu-trials",
+        "1",
+        "--limit",
+        "200",
+        "--vocab-size",
+        "400",
+        "--max-length",
+        "24",
+        "--verbose",
+        "0",
+    ]
+    log = run(*args)
+    best = json.load(open(tmp_path / "best_hyperparameters.json"))
+    assert best["family"] in ("rnn", "transformer") and "learning_rate" in best
+    # Only the transformer has heads, and its embedding width is its units.
+    assert ("num_heads" in best) == (best["family"] == "transformer")
+    transformer = best["family"] == "transformer"
+    assert ("position" in best) == ("num_key_value_heads" in best) == transformer
+    assert ("embed_dim" in best) == (best["family"] != "transformer")
+    assert "validation BLEU" in log
+    trials = sorted(
+        d for d in os.listdir(tmp_path / "tuning" / "translate") if d.startswith("trial_")
+    )
+    assert len(trials) == 2
+    run(*args)  # resumes: nothing left to do
+    assert (
+        sorted(d for d in os.listdir(tmp_path / "tuning" / "translate") if d.startswith("trial_"))
+        == trials
+    )
+    # train accepts the best hyperparameters
+    run(
+        "train",
+        "--output",
+        str(tmp_path / "best"),
+        "--hyperparameters",
+        str(tmp_path / "best_hyperparameters.json"),
+        "--epochs",
+        "1",
+        *TINY,
+    )
+
+
+def test_distributed_tuning_runs_every_trial_once(tmp_path, monkeypatch):
+    monkeypatch.setenv("KERAS_ATTENTION_SEARCH_SPACE", SMALL_SEARCH)  # the workers inherit it
+    output, logs = tmp_path / "tune", tmp_path / "logs"
+    run(
+        "train", "--output", str(output), "--epochs", "1", "--family", "rnn", *TINY
+    )  # data and vocabularies once
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "recipes.distributed_tuning",
+            "--workers",
+            "2",
+            "--port",
+            str(free_port()),
+            "--logs",
+            str(logs),
+            "--",
+            "--output",
+            str(output),
+            "--algorithm",
+            "random",
+            "--trials",
+            "3",
+            "--epochs",
+            "1",
+            "--families",
+            "rnn",
+            "--bleu-trials",
+            "0",
+            *TINY[:4],
+            "--max-length",
+            "24",
+            "--verbose",
+            "0",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    trial_dirs = [d for d in os.listdir(output / "tuning" / "translate") if d.startswith("trial_")]
+    assert len(trial_dirs) == 3
+    statuses = [
+        json.load(open(output / "tuning" / "translate" / d / "trial.json"))["status"]
+        for d in trial_dirs
+    ]
+    assert statuses == ["COMPLETED"] * 3
+    ran = sum(open(logs / f"tuner{i}.log").read().count("Search: Running Trial") for i in range(2))
+    assert ran in (0, 3)  # when the log shows trials, each ran exactly once
+
+
+# -- bad input -------------------------------------------------------------------------
+def test_tsv_problems_are_reported_by_line(tmp_path):
+    path = tmp_path / "corpus.tsv"
+    path.write_bytes(
+        b"Hallo Welt.\tHello world.\n\nno tab here\n\xff\xfe broken\tbytes\n"
+        b"\tempty source\nGut.\tGood.\n"
+    )
+    problems = []
+    pairs = list(tsv_pairs(str(path), problems))
+    assert pairs == [("Hallo Welt.", "Hello world."), ("Gut.", "Good.")]
+    assert problems[0].endswith(":3: expected 'source<TAB>target', found no tab; skipped")
+    assert (
+        ":4: not valid UTF-8" in problems[1]
+        and ":5: expected exactly one non-empty source and target" in problems[2]
+    )
+
+
+def test_mixed_precision_training(tmp_path):
+    import keras
+
+    log = run(
+        "train",
+        "--output",
+        str(tmp_path),
+        "--family",
+        "transformer",
+        "--epochs",
+        "1",
+        "--mixed-precision",
+        "bfloat16",
+        *TINY,
+    )
+    assert "validation loss" in log and "nan" not in log.split("validation loss")[1]
+    keras.mixed_precision.set_global_policy("float32")
