@@ -77,7 +77,7 @@ lint: $(STAMP)
 test: lint $(STAMP) $(JAX_STAMP) $(DING)
 	site=$$(mktemp -d) && NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir $$site; \
 		status=$$?; rm -rf $$site; exit $$status
-	$(PY) -m pytest -q -rs -n 2 tests
+	$(PY) -m pytest -q -rs -n 2 --durations=10 tests
 	KERAS_BACKEND=jax $(VENV_JAX)/bin/python -m pytest $(DOCTESTS)
 	KERAS_BACKEND=jax $(VENV_JAX)/bin/python -m pytest $(PORTABLE_ARGS) $(PORTABLE)
 

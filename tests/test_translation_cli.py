@@ -318,14 +318,31 @@ def test_a_0_2_0_run_json_with_old_names_resumes_under_the_new_ones(tmp_path):
 
 
 def test_the_decoding_flags_become_one_search():
-    """`decoding.search_settings` is the one place the flags turn into a
-    search, by generation's names; the demo's alpha is its own."""
+    """`decoding.search_from_config` is the one place the flags turn into a
+    search object, by generation's names; the flags' defaults are
+    BeamSearch's own, and the demo's alpha is its own."""
+    import keras
+
+    from keras_attention.seq2seq import BeamSearch
     from recipes.translation import decoding
 
     flags = ["--beam-width", "3", "--num-hypotheses", "2", "--alpha", "1.5", "--min-length", "2"]
     flags += ["--no-repeat-ngram", "3", "--repetition-penalty", "1.2", "--coverage-penalty", "0.1"]
     config = translate.check(translate.parser().parse_args(["export", *flags]))
-    assert decoding.search_settings(config, num_hypotheses=config.num_hypotheses) == {
+    search = decoding.search_from_config(config, num_hypotheses=config.num_hypotheses)
+    assert isinstance(search, BeamSearch)
+    assert {
+        name: search.get_config()[name]
+        for name in (
+            "beam_width",
+            "alpha",
+            "min_length",
+            "no_repeat_ngram_size",
+            "repetition_penalty",
+            "coverage_penalty",
+            "num_hypotheses",
+        )
+    } == {
         "beam_width": 3,
         "alpha": 1.5,
         "min_length": 2,
@@ -334,12 +351,9 @@ def test_the_decoding_flags_become_one_search():
         "coverage_penalty": 0.1,
         "num_hypotheses": 2,
     }
+    restored = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(search))
+    assert restored.get_config() == search.get_config()
+    plain = translate.check(translate.parser().parse_args(["translate", "x"]))
+    assert decoding.search_from_config(plain).get_config() == BeamSearch().get_config()
     demo = translate.check(translate.parser().parse_args(["demo"]))
-    assert decoding.search_settings(demo) == {
-        "beam_width": 4,
-        "alpha": 1.2,
-        "min_length": 0,
-        "no_repeat_ngram_size": 0,
-        "repetition_penalty": 1.0,
-        "coverage_penalty": 0.0,
-    }
+    assert decoding.search_from_config(demo).get_config() == BeamSearch(alpha=1.2).get_config()

@@ -13,6 +13,7 @@ import sys
 import numpy as np
 import pytest
 
+from keras_attention.seq2seq import BeamSearch
 from recipes import translate
 from recipes.translation import config as settings_module
 from recipes.translation import decoding, training
@@ -395,7 +396,7 @@ def test_results_tables_bleu_by_length_and_plots_it(tmp_path):
 
 def test_alpha_reaches_the_search_of_translate_and_evaluate(trained, capsys, tmp_path):
     """`--alpha` (GNMT's length penalty) is the search's: `translate`
-    prints what `translate_texts(alpha=...)` gives, for two alphas, and
+    prints what `translate_texts` with `BeamSearch(alpha=...)` gives, for two alphas, and
     `evaluate` records the alpha it scored with."""
     model, config, source, target = training.load_run(trained[0])
     texts = ["Ich habe keine Zeit.", "Wo ist der Bahnhof?"]
@@ -410,7 +411,7 @@ def test_alpha_reaches_the_search_of_translate_and_evaluate(trained, capsys, tmp
             target,
             texts,
             config["max_length"],
-            {"beam_width": 4, "alpha": float(alpha)},
+            BeamSearch(beam_width=4, alpha=float(alpha)),
         )
         assert [line.split("-> ", 1)[1] for line in out.splitlines()[1::2]] == expected
     test = tmp_path / "test.tsv"

@@ -15,6 +15,7 @@ import time
 import numpy as np
 import pytest
 
+from keras_attention.seq2seq import BeamSearch
 from recipes.translation import decoding, training
 from recipes.translation.data import DING, SPLITS, split_of, tsv_pairs
 from tests.translation_helpers import (
@@ -105,11 +106,13 @@ def test_translating_in_chunks_traces_the_search_once_and_agrees(trained):
     model, config, source_tokenizer, target_tokenizer = training.load_run(output)
     texts = ["Ich habe keine Zeit.", "Wo ist der Bahnhof?", "Ja.", "", "Das ist gut."]
     common = (model, source_tokenizer, target_tokenizer, texts, config["max_length"])
-    whole = decoding.translate_texts(*common, {"beam_width": 2})
-    in_pairs = decoding.translate_texts(*common, {"beam_width": 2}, batch_size=2)
-    assert in_pairs == whole and whole[3] == ""
-    search = decoding.compiled_search(model, config["max_length"], 2, False, {})
-    assert search.experimental_get_tracing_count() == 1
+    search = BeamSearch(beam_width=2)
+    whole = decoding.translate_texts(*common, search)
+    again = decoding.translate_texts(*common, BeamSearch(beam_width=2))  # an equal search
+    in_pairs = decoding.translate_texts(*common, search, batch_size=2)
+    assert in_pairs == whole == again and whole[3] == ""
+    translator = decoding.translator_for(*common[:3], config["max_length"], search)
+    assert translator.function("serving_default").experimental_get_tracing_count() == 1
 
 
 @pytest.mark.parametrize("family", ["transformer"])  # convs2s: its export test trains one

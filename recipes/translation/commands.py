@@ -12,10 +12,11 @@ from .config import SEARCH_SPACE, UsageError, recorded_defaults, upgrade
 from .data import datasets
 from .decoding import (
     GREEDY,
+    attention_maps,
     export_translator,
     line_translator,
     nbest_lines,
-    search_settings,
+    search_from_config,
     translate_texts,
 )
 from .training import finished, load_run, prepared_run, train, train_settings
@@ -48,15 +49,9 @@ def evaluate(config, log=print):
     sources, references = [p[0] for p in pairs], [p[1] for p in pairs]
     log(f"translating the {len(pairs)} test sentences (beam search, width {config.beam_width}) ...")
     started = time.perf_counter()
-    hypotheses, details = translate_texts(
-        model,
-        source_tokenizer,
-        target_tokenizer,
-        sources,
-        run_config["max_length"],
-        search_settings(config),
-        return_attention=True,
-    )
+    common = (model, source_tokenizer, target_tokenizer)
+    search = search_from_config(config)
+    hypotheses = translate_texts(*common, sources, run_config["max_length"], search)
     scores = corpus_scores(hypotheses, references)
     log(
         f"test set: {test_file}, {len(pairs)} sentences, beam {config.beam_width}, "
@@ -72,18 +67,12 @@ def evaluate(config, log=print):
     else:
         folder = os.path.join(config.output, "attention")
         os.makedirs(folder, exist_ok=True)
-        for index, (source_ids, target_ids, weights) in enumerate(details[: config.samples]):
-            source_labels = [
-                t.decode() for t in source_tokenizer.tokens(source_ids[source_ids > 0]).numpy()
-            ]
-            length = int((target_ids > 0).sum())
-            target_labels = [
-                t.decode() for t in target_tokenizer.tokens(target_ids[:length]).numpy()
-            ]
+        maps = attention_maps(*common, sources[: config.samples], run_config["max_length"], search)
+        for index, alignment in enumerate(maps):
             plot_attention(
-                weights[:length, : len(source_labels)],
-                source_labels,
-                target_labels,
+                alignment["weights"],
+                alignment["source_tokens"],
+                alignment["target_tokens"],
                 os.path.join(folder, f"sample{index}.png"),
                 title=sources[index],
             )
@@ -119,7 +108,7 @@ def translate_command(config, log=print):
             source_tokenizer,
             target_tokenizer,
             run_config["max_length"],
-            search_settings(config),
+            search_from_config(config),
             config.nbest,
         )
 
@@ -133,10 +122,10 @@ def translate_command(config, log=print):
     model, run_config, source_tokenizer, target_tokenizer = load_run(config.output)
     common = (model, source_tokenizer, target_tokenizer, config.text, run_config["max_length"])
     if config.nbest:
-        for line in nbest_lines(*common, search_settings(config), config.nbest):
+        for line in nbest_lines(*common, search_from_config(config), config.nbest):
             log(line)
         return
-    for text, translation in zip(config.text, translate_texts(*common, search_settings(config))):
+    for text, translation in zip(config.text, translate_texts(*common, search_from_config(config))):
         log(f"{text}\n  -> {translation}")
 
 
@@ -293,7 +282,7 @@ def export_command(config, log=print):
         source_tokenizer,
         target_tokenizer,
         max_length,
-        search_settings(config, num_hypotheses=config.num_hypotheses),
+        search_from_config(config, num_hypotheses=config.num_hypotheses),
         config.export_dir,
         config.model_name,
         warmup,

@@ -20,11 +20,13 @@ import math
 import os
 
 from keras_attention.registry import names as attention_names
+from keras_attention.seq2seq.search import BeamSearch
 from keras_attention.seq2seq.transformer import POSITIONS
 
 from ..tuning import ALGORITHMS  # noqa: F401  (the tuner's, offered by --algorithm)
 
 FAMILIES = ("rnn", "convs2s", "transformer")
+_BEAM = BeamSearch()  # the decoding flags' defaults are the search's (one home)
 ATTENTION = attention_names() + ("none",)  # the RNN's attention, by the library's own names
 DECAYS = ("rsqrt", "cosine")  # --decay
 STYLES = ("luong", "bahdanau")
@@ -217,13 +219,13 @@ class TranslationConfig:
     bleu_every: int = 0
     bleu_sentences: int = 200
     average_last: int = None
-    # decoding (`decoding.search_settings`)
-    beam_width: int = 4
-    alpha: float = 0.6  # GNMT's usual length penalty, beam search's default
-    min_length: int = 0
-    no_repeat_ngram: int = 0
-    repetition_penalty: float = 1.0
-    coverage_penalty: float = 0.0
+    # decoding (`decoding.search_from_config`), defaulting to BeamSearch's own
+    beam_width: int = _BEAM.beam_width
+    alpha: float = _BEAM.alpha  # GNMT's usual length penalty
+    min_length: int = _BEAM.min_length
+    no_repeat_ngram: int = _BEAM.no_repeat_ngram_size
+    repetition_penalty: float = _BEAM.repetition_penalty
+    coverage_penalty: float = _BEAM.coverage_penalty
     # evaluate, translate, export, average
     samples: int = 5
     limit_test: int = None

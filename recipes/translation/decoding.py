@@ -1,131 +1,97 @@
 """Decoding: the recipe's one home for searches, translations and the export.
 
-Every call of the library's decoding functions from the recipe is here;
-the commands hand over plain values: the run's model and tokenizers, and a
-search (`search_settings(config)`, a dict of generation's option names).
-`search_settings` is the one place that turns the decoding flags into a
-search; the rest of the recipe never names a decoding option.
+`search_from_config(config)` is the one place where the decoding flags
+become a search: a `keras_attention.seq2seq.BeamSearch`, whose defaults
+are the flags' defaults (`config.py` reads them from it). Everything else
+goes through a `keras_attention.serving.Translator` (the model, its
+tokenizers and that search), the same object whose graph functions the
+export writes, so what the recipe prints in process is what TF Serving
+answers. One `Translator` is kept per model and search, so a file
+translated in chunks or a BLEU computed each epoch traces its search once.
 
 Example:
 
-    search = search_settings(config)          # {"beam_width": 4, "alpha": 0.6, ...}
-    translate_texts(model, source, target, ["Ich habe keine Zeit."], 32, search)
+    search = search_from_config(config)       # BeamSearch(beam_width=4, alpha=0.6, ...)
+    translator_for(model, source, target, 32, search).translate(["Ich habe keine Zeit."])
 """
 
+import json
 import weakref
 
-# TranslationConfig field -> (generation's option, its "off" value)
-DECODING_FLAGS = {
-    "alpha": ("alpha", 0.6),  # not off: GNMT's usual length penalty, beam search's default
-    "min_length": ("min_length", 0),
-    "no_repeat_ngram": ("no_repeat_ngram_size", 0),
-    "repetition_penalty": ("repetition_penalty", 1.0),
-    "coverage_penalty": ("coverage_penalty", 0.0),
-}
-GREEDY = {"beam_width": 1}  # validation BLEU and the tuner's: plain greedy search
+import keras
 
-_SEARCHES = weakref.WeakKeyDictionary()  # model -> {decoding settings: tf.function}
+from keras_attention.seq2seq.search import BeamSearch, GreedySearch
+
+GREEDY = GreedySearch()  # validation BLEU and the tuner's: plain greedy search
+
+_TRANSLATORS = weakref.WeakKeyDictionary()  # model -> {(tokenizers, length, search): Translator}
 
 
-def search_settings(config, beam_width=None, num_hypotheses=None):
-    """The search a `TranslationConfig` chose, by generation's names:
-    `{"beam_width": ..., "alpha": ..., "min_length": ..., ...}` (with
-    `num_hypotheses` when given); `beam_width` overrides the config's."""
-    search = {"beam_width": beam_width or config.beam_width}
-    search.update(
-        {option: getattr(config, name, off) for name, (option, off) in DECODING_FLAGS.items()}
+def search_from_config(config, beam_width=None, num_hypotheses=None):
+    """The search the decoding flags of a `TranslationConfig` chose:
+    `BeamSearch(beam_width, alpha, coverage_penalty, num_hypotheses,
+    min_length, no_repeat_ngram_size, repetition_penalty)`; `beam_width`
+    overrides the config's. (A beam of 1 without a coverage penalty
+    decodes its best hypothesis greedily, as 0.2.0's `generate` did.)"""
+    return BeamSearch(
+        beam_width=beam_width or config.beam_width,
+        alpha=config.alpha,
+        coverage_penalty=config.coverage_penalty,
+        num_hypotheses=num_hypotheses,
+        min_length=config.min_length,
+        no_repeat_ngram_size=config.no_repeat_ngram,
+        repetition_penalty=config.repetition_penalty,
     )
-    if num_hypotheses is not None:
-        search["num_hypotheses"] = num_hypotheses
-    return search
 
 
-def _options(search):
-    """`search` without the beam width and the hypotheses count."""
-    return {k: v for k, v in search.items() if k not in ("beam_width", "num_hypotheses")}
+def translator_for(model, source_tokenizer, target_tokenizer, max_length, search, batch_size=64):
+    """The `Translator` of `model` with these tokenizers, sources of at most
+    `max_length` pieces and `search` (a search object, its config or name),
+    made once and then reused (its graph functions are traced once)."""
+    from keras_attention.serving import Translator
 
-
-def compiled_search(model, max_length, beam_width, return_attention, options):
-    """The model's search as one graph (in eager mode its loop would run op
-    by op), traced once per model and settings: a file translated in chunks
-    or a BLEU computed each epoch reuses it. The batch dimension is left
-    unknown, so a last, shorter batch needs no second trace."""
-    import tensorflow as tf
-
-    from keras_attention.seq2seq.generation import generate
-
-    searches = _SEARCHES.setdefault(model, {})
-    key = (max_length, beam_width, return_attention, tuple(sorted(options.items())))
-    if key not in searches:
-        searches[key] = tf.function(
-            lambda source: generate(
-                model,
-                source,
-                max_length + 1,
-                beam_width,
-                return_attention=return_attention,
-                **options,
-            ),
-            input_signature=[tf.TensorSpec([None, max_length], tf.int32)],
+    config = json.dumps(keras.saving.serialize_keras_object(search), sort_keys=True)
+    key = (id(source_tokenizer), id(target_tokenizer), max_length, config, batch_size)
+    translators = _TRANSLATORS.setdefault(model, {})
+    if key not in translators:
+        translators[key] = Translator(
+            model,
+            source_tokenizer,
+            target_tokenizer,
+            search,
+            max_source_length=max_length,
+            batch_size=batch_size,
         )
-    return searches[key]
+    return translators[key]
 
 
 def translate_texts(
-    model,
-    source_tokenizer,
-    target_tokenizer,
-    texts,
-    max_length,
-    search=None,
-    batch_size=64,
-    return_attention=False,
+    model, source_tokenizer, target_tokenizer, texts, max_length, search=None, batch_size=64
 ):
-    """Translate a list of strings with `search` (`search_settings`; None:
-    beam search of width 4 with generation's defaults); returns the best
-    translations (and, with `return_attention`, token ids and attention of
-    each)."""
-    import numpy as np
-    import tensorflow as tf
-
-    search = {"beam_width": 4, **(search or {})}
-    compiled = compiled_search(
-        model, max_length, search["beam_width"], return_attention, _options(search)
+    """The best translation of each string of `texts` with `search`
+    (`search_from_config`; None: `BeamSearch()`), in batches of
+    `batch_size` (the exported `serving_default`, run in process)."""
+    search = BeamSearch() if search is None else search
+    translator = translator_for(
+        model, source_tokenizer, target_tokenizer, max_length, search, batch_size
     )
-    translations, details = [], []
-    for start in range(0, len(texts), batch_size):
-        source, _ = source_tokenizer.encode(
-            tf.constant(texts[start : start + batch_size]), max_length
-        )
-        result = compiled(source)
-        tokens, attention = result["tokens"], result.get("attention")
-        text = target_tokenizer.blank_where_empty(
-            tf.constant(texts[start : start + batch_size]), target_tokenizer.decode(tokens)
-        )
-        translations += [t.decode("utf-8") for t in text.numpy()]
-        if return_attention:
-            details += list(zip(np.asarray(source), np.asarray(tokens), np.asarray(attention)))
-    return (translations, details) if return_attention else translations
+    return translator.translate(list(texts))
+
+
+def attention_maps(model, source_tokenizer, target_tokenizer, texts, max_length, search):
+    """For a heatmap of each text's best translation: `Translator.attention`'s
+    dicts (`translation`, `source_tokens`, `target_tokens`, `weights`)."""
+    translator = translator_for(model, source_tokenizer, target_tokenizer, max_length, search)
+    return translator.attention(list(texts))
 
 
 def nbest_lines(model, source_tokenizer, target_tokenizer, texts, max_length, search, n):
     """`score<TAB>translation` lines: `n` per text, best first, texts in order
     (the `nbest` signature's translations and scores, computed in process)."""
-    import tensorflow as tf
-
-    from keras_attention.serving.export import decoding_options as export_options
-    from keras_attention.serving.export import nbest_translations
-
-    options = export_options(search["beam_width"], num_hypotheses=n, **_options(search))
-    result = nbest_translations(
-        model, source_tokenizer, target_tokenizer, tf.constant(texts), max_length, options
-    )
-    lines = []
-    for translations, scores in zip(result["translations"].numpy(), result["scores"].numpy()):
-        lines += [
-            f"{score:.4f}\t{text.decode('utf-8')}" for text, score in zip(translations, scores)
-        ]
-    return lines
+    translator = translator_for(model, source_tokenizer, target_tokenizer, max_length, search)
+    return [
+        f"{score:.4f}\t{text}" for row in translator.nbest(list(texts), n) for text, score in row
+    ]
 
 
 def line_translator(model, source_tokenizer, target_tokenizer, max_length, search, nbest=None):
@@ -141,25 +107,12 @@ def export_translator(
     model, source_tokenizer, target_tokenizer, max_length, search, export_dir, model_name, warmup
 ):
     """Write the model as the next version `<export_dir>/<model_name>/<n>/`
-    of a TF Serving model (`translator_archive` with `search`'s options,
-    published atomically with its `warmup` requests); returns its path."""
-    from keras_attention.serving.export import (
-        export_archive,
-        translator_archive,
-        write_warmup_requests,
-    )
+    of a TF Serving model (`Translator.export` with `search`, published
+    atomically with its `warmup` requests); returns its path."""
+    from keras_attention.serving.versions import write_warmup_requests
 
-    archive = translator_archive(
-        model,
-        source_tokenizer,
-        target_tokenizer,
-        max_length,
-        search["beam_width"],
-        num_hypotheses=search.get("num_hypotheses"),
-        **_options(search),
-    )
-    return export_archive(
-        archive,
+    translator = translator_for(model, source_tokenizer, target_tokenizer, max_length, search)
+    return translator.export(
         export_dir,
         model_name,
         before_publish=lambda staging: write_warmup_requests(staging, model_name, warmup),
