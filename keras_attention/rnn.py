@@ -11,6 +11,8 @@ The decoder implements both formulations of the seeds:
 and the bottleneck baseline without attention, logits_t = W_o s_t + b_o.
 """
 
+import types
+
 import keras
 from keras import ops
 
@@ -156,6 +158,13 @@ class RecurrentEncoder(keras.layers.Layer):
         )
         self.embedding.build(source_tokens_shape)
         self.rnn_layers = []
+        # keras.layers.Bidirectional copies the cell it wraps through
+        # serialisation. Inside load_model that copy consults a table keyed by
+        # id(); a wrapped cell freed here could hand its id to the next one and
+        # make Keras return the previous layer's backward copy as the new
+        # forward layer. The wrapped cells therefore live as long as the
+        # encoder, in a holder the layer tracker does not walk.
+        self._wrapped_cells = types.SimpleNamespace(cells=[])
         width = self.embed_dim
         for index in range(self.num_layers):
             layer = LAYERS[self.cell](
@@ -167,6 +176,7 @@ class RecurrentEncoder(keras.layers.Layer):
                 name=f"{self.cell}_{index}",
             )
             if self.bidirectional:
+                self._wrapped_cells.cells.append(layer)
                 layer = keras.layers.Bidirectional(
                     layer, dtype=policy, name=f"bidirectional_{index}"
                 )

@@ -46,6 +46,27 @@ def test_encoder_harness(rng, kwargs):
     )
 
 
+def test_bidirectional_stack_builds_apart_inside_load_model():
+    """Keras copies a Bidirectional's cell through serialisation, and inside
+    load_model that copy consults a table keyed by id(): a freed cell whose id
+    the next one reuses made Keras hand back the previous layer's backward copy
+    (CI failed on it, on JAX, about once in 70 loads). Every layer of the stack
+    must get its own forward cell that runs forwards."""
+    from keras.src.saving.serialization_lib import ObjectSharingScope  # what load_model enters
+
+    for _ in range(100):
+        with ObjectSharingScope():
+            encoder = RecurrentEncoder(
+                vocab_size=V, embed_dim=4, units=U, cell="gru", num_layers=3, bidirectional=True
+            )
+            encoder.build((B, S))
+        forward = [layer.forward_layer for layer in encoder.rnn_layers]
+        backward = [layer.backward_layer for layer in encoder.rnn_layers]
+        assert len({id(cell) for cell in forward + backward}) == 6
+        assert [cell.go_backwards for cell in forward] == [False] * 3
+        assert [cell.go_backwards for cell in backward] == [True] * 3
+
+
 @pytest.mark.parametrize(
     "attention,style",
     [

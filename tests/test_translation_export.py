@@ -111,8 +111,8 @@ def test_rest_bodies_become_the_signature_inputs(exported):
 
 @pytest.mark.skipif(
     shutil.which("tensorflow_model_server") is None,
-    reason="tensorflow_model_server is not installed (not on PyPI or Debian; see the README's "
-    "Docker and apt commands)",
+    reason="tensorflow_model_server is not installed (not on PyPI or Debian; see "
+    "docs/serving.md for its Docker and apt commands)",
 )
 def test_real_server_rest_and_grpc(exported, tmp_path):
     from recipes.serving_client import predict_grpc, predict_rest
