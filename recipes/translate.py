@@ -191,6 +191,13 @@ def parser():
                 help="subword vocabulary: SentencePiece (decodes to the exact input text) "
                 "or WordPiece (loses where spaces were; the only one before this flag)",
             )
+            command.add_argument(
+                "--protect-numbers",
+                action=argparse.BooleanOptionalAction,
+                default=argparse.SUPPRESS,
+                help="train on digit groups replaced by a placeholder, and copy the source's "
+                "numbers into the translations (default: on)",
+            )
             command.add_argument("--batch-size", type=int, help="pairs per batch")
             command.add_argument(
                 "--batch-tokens",

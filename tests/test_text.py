@@ -9,7 +9,9 @@ import pytest
 import tensorflow as tf
 
 from keras_attention.serving.text import (
+    BYTE,
     END,
+    NORMAL,
     PAD,
     START,
     UNK,
@@ -17,6 +19,7 @@ from keras_attention.serving.text import (
     SubwordTokenizer,
     build_vocabulary,
     load_tokenizer,
+    sentencepiece_pieces,
     train_sentencepiece,
 )
 
@@ -296,3 +299,49 @@ def test_the_whole_ding_corpus_round_trips(tmp_path):
         decoded = [t.decode() for t in tokenizer.decode(ids).numpy()]
         wrong = [(text, back) for text, back in zip(texts, decoded) if text != back]
         assert not wrong and len(decoded) == len(pairs) > 17_000, wrong[:3]
+
+
+# -- Numbers: every tokenizer splits digits ---------------------------------------
+NUMBERED = [
+    "On 1975-06-22 the train left at 14:35.",
+    "It costs 49.99 euros, not 1975 euros.",
+    "The year 1975 was long.",
+] * 30 + ["No numbers here at all."] * 30
+
+
+def test_sentencepiece_splits_digits_and_keeps_all_ten(tmp_path):
+    """No piece holds a digit and anything else, each digit is a normal
+    piece (never byte fallback, although 0, 3, 8 never occur in the texts),
+    and numbers still come back exactly."""
+    path = str(tmp_path / "numbers.spm")
+    train_sentencepiece(NUMBERED, path, vocab_size=400)
+    pieces = sentencepiece_pieces(open(path, "rb").read())
+    with_digits = [(piece, kind) for piece, kind in pieces if re.search("[0-9]", piece)]
+    assert sorted(piece for piece, kind in with_digits if kind == NORMAL) == list("0123456789")
+    assert {kind for _, kind in with_digits} <= {NORMAL, BYTE}  # <0x30>-<0x39> remain as bytes
+    tokenizer = load_tokenizer(path)
+    texts = ["Am 24.12.2019 um 14:35 Uhr, Tel. 030 1234567, 3,50 €.", *NUMBERED[:3]]
+    ids, _ = tokenizer.encode(tf.constant(texts), 64)
+    words = [t.decode() for t in tokenizer.tokens(ids[0]).numpy()]
+    numbers = [w.lstrip("\u2581") for w in words if re.search("[0-9]", w) and w[:3] != "<0x"]
+    assert numbers == re.findall("[0-9]", texts[0])  # one piece a digit, none left to bytes
+    assert [t.decode() for t in tokenizer.decode(ids).numpy()] == texts
+    # Without the split, SentencePiece learns whole numbers as pieces.
+    train_sentencepiece(NUMBERED, path, vocab_size=400, split_digits=False)
+    pieces = [piece for piece, _ in sentencepiece_pieces(open(path, "rb").read())]
+    assert any(re.search("[0-9].*[0-9]", piece) for piece in pieces)
+
+
+def test_wordpiece_splits_digits(tmp_path):
+    path = str(tmp_path / "numbers.vocab")
+    build_vocabulary(NUMBERED, path, vocab_size=200)
+    vocabulary = open(path, encoding="utf-8").read().splitlines()
+    with_digits = [token for token in vocabulary if re.search("[0-9]", token)]
+    assert sorted(with_digits) == sorted([*"0123456789", *("##" + d for d in "0123456789")])
+    tokenizer = SubwordTokenizer(path)
+    ids, _ = tokenizer.encode(tf.constant(["The year 2083 was long."]), 16)
+    words = [t.decode() for t in tokenizer.tokens(ids[0]).numpy()]
+    assert words[3:7] == ["2", "##0", "##8", "##3"]
+    assert tokenizer.decode(ids).numpy()[0].decode() == "The year 2083 was long."
+    build_vocabulary(NUMBERED, path, vocab_size=200, split_digits=False)
+    assert "1975" in open(path, encoding="utf-8").read().splitlines()

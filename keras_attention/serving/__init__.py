@@ -6,6 +6,7 @@ on TensorFlow. Install with `pip install keras_attention[tensorflow]`.
     versions.py     versioned atomic SavedModel exports, warm-up requests
     export.py       0.2.0's names (translator_archive, ...), thin wrappers kept for old code
     text.py         SentencePieceTokenizer and SubwordTokenizer (WordPiece), TensorFlow Text
+    numbers.py      NumberProtection: numbers protected before a model, restored after it
     distribute.py   MultiWorkerMirroredStrategy adaptations of a model
     check.py        an export's ops against TF Serving releases' op lists
 """
@@ -47,4 +48,8 @@ def __getattr__(name):
         from keras_attention.serving.translator import Translator
 
         return Translator
+    if name == "NumberProtection":
+        from keras_attention.serving.numbers import NumberProtection
+
+        return NumberProtection
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -26,11 +26,14 @@ import os
 
 import tensorflow as tf
 
+from keras_attention.serving.numbers import PLACEHOLDER
+
 RESERVED = ["[PAD]", "[START]", "[END]", "[UNK]"]
 PAD, START, END, UNK = 0, 1, 2, 3
 # SentencePiece's piece types (sentencepiece_model.proto, `SentencePiece.Type`).
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
 WORD_BOUNDARY = "\u2581"  # "▁": SentencePiece's mark of a space before a piece
+DIGITS = "0123456789"
 
 
 def _import_text():
@@ -44,10 +47,18 @@ def _import_text():
     return tensorflow_text
 
 
-def build_vocabulary(texts, path, vocab_size=8000, lower_case=False):
+def build_vocabulary(texts, path, vocab_size=8000, lower_case=False, split_digits=True):
     """Learn a WordPiece vocabulary from `texts` (a list of str or a
     `tf.data.Dataset` of strings) and write it to `path`, one token a line,
-    the reserved tokens first. Returns the number of tokens."""
+    the reserved tokens first. Returns the number of tokens.
+
+    `split_digits`: the vocabulary holds no piece with a digit other than
+    the twenty single digits (`0`-`9`, `##0`-`##9`), which it always holds,
+    so WordPiece's longest match splits every number into digits
+    (`1975` is `1 ##9 ##7 ##5`) and decodes it whole again.
+
+    The vocabulary always holds `serving.numbers.PLACEHOLDER`, the token of
+    a protected number, after the reserved tokens."""
     _import_text()
     from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset
 
@@ -63,11 +74,28 @@ def build_vocabulary(texts, path, vocab_size=8000, lower_case=False):
         bert_tokenizer_params={"lower_case": lower_case},
         learn_params={},
     )
+    if split_digits:
+        vocabulary = digits_split(vocabulary)
+    if PLACEHOLDER not in vocabulary:
+        vocabulary.insert(len(RESERVED), PLACEHOLDER)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path + ".tmp", "w", encoding="utf-8") as handle:
         handle.write("\n".join(vocabulary) + "\n")
     os.replace(path + ".tmp", path)
     return len(vocabulary)
+
+
+def digits_split(vocabulary):
+    """`vocabulary` (WordPiece tokens) without the tokens that hold a digit
+    and more, with the single digits and their `##` continuations added
+    after the reserved tokens."""
+    single = [*DIGITS, *("##" + digit for digit in DIGITS)]
+    kept = [
+        token
+        for token in vocabulary[len(RESERVED) :]
+        if token not in single and not any(character in DIGITS for character in token)
+    ]
+    return [*vocabulary[: len(RESERVED)], *single, *kept]
 
 
 class _InGraphTokenizer(tf.Module):
@@ -271,6 +299,7 @@ def train_sentencepiece(
     model_type="unigram",
     character_coverage=0.9999,
     byte_fallback=True,
+    split_digits=True,
     seed=0,
 ):
     """Train a SentencePiece model on `texts` (strings) and write it to
@@ -287,6 +316,14 @@ def train_sentencepiece(
       `character_coverage` is the share of character occurrences that get
       pieces of their own, the rarest others are left to the bytes;
     - the reserved pieces of `RESERVED` at ids 0-3 (pad, bos, eos, unk);
+    - `split_digits`: every digit is a piece of its own (`"1975-06"` is
+      `1 9 7 5 - 0 6`, never a piece such as `▁1975-06-`), and the ten
+      digits are required characters, so none is left to byte fallback
+      however rare numbers are in the texts. A model then learns ten digits
+      instead of one token per number it happened to see; the pieces
+      carry no punctuation;
+    - `serving.numbers.PLACEHOLDER`, the token of a protected number, is a
+      piece of its own (a user-defined one);
     - one thread, a fixed `seed`, all the texts (no sampling): the same
       texts give the same file.
     Texts are cleaned as `SentencePieceTokenizer.clean` does (empty ones
@@ -308,6 +345,9 @@ def train_sentencepiece(
             model_type=model_type,
             character_coverage=character_coverage,
             byte_fallback=byte_fallback,
+            split_digits=split_digits,
+            required_chars=DIGITS if split_digits else "",
+            user_defined_symbols=[PLACEHOLDER],
             normalization_rule_name="identity",
             pad_id=PAD,
             bos_id=START,

@@ -51,12 +51,13 @@ not check shapes.
 """
 
 import json
-import numbers
+from numbers import Integral
 
 import numpy as np
 import tensorflow as tf
 
 from keras_attention.seq2seq.search import BeamSearch, GreedySearch, get_search
+from keras_attention.serving.numbers import NumberProtection
 from keras_attention.serving.versions import export_archive
 
 SIGNATURES = (
@@ -94,6 +95,12 @@ class Translator:
             `[END]` included). Default: the search's `max_length` - 1, else
             the model's `max_length` - 1, else an error.
         batch_size: texts per call of the graph functions in process.
+        numbers: a `NumberProtection` for a model trained on protected
+            numbers (`serving.numbers`): each digit group of a text becomes
+            a placeholder before the model, and the placeholders of a
+            translation are filled with the text's numbers, in every text
+            signature (a `constrained` prefix is not protected). None: texts
+            go to the model as they are.
 
     Example (see `tests/test_translator.py`):
 
@@ -112,7 +119,14 @@ class Translator:
         search=None,
         max_source_length=None,
         batch_size=64,
+        numbers=None,
     ):
+        if numbers is not None and not isinstance(numbers, NumberProtection):
+            raise ValueError(
+                "`numbers` of Translator must be a keras_attention.serving.NumberProtection or "
+                f"None; received numbers={numbers!r}."
+            )
+        self.numbers = numbers
         self.model = model
         self.source_tokenizer, self.target_tokenizer = source_tokenizer, target_tokenizer
         self.search = get_search("beam" if search is None else search)
@@ -127,7 +141,7 @@ class Translator:
             max_source_length = longest - 1
         if (
             isinstance(max_source_length, bool)
-            or not isinstance(max_source_length, numbers.Integral)
+            or not isinstance(max_source_length, Integral)
             or max_source_length < 3
         ):
             raise ValueError(
@@ -136,7 +150,7 @@ class Translator:
             )
         if (
             isinstance(batch_size, bool)
-            or not isinstance(batch_size, numbers.Integral)
+            or not isinstance(batch_size, Integral)
             or batch_size < 1
         ):
             raise ValueError(
@@ -173,12 +187,19 @@ class Translator:
         return tf.ensure_shape(text, [None])
 
     def encode(self, text):
-        """`(source (B, S) int32, truncated (B,) bool)`."""
-        return self.source_tokenizer.encode(self.checked_text(text), self.max_source_length)
+        """`(source (B, S) int32, truncated (B,) bool)`, numbers protected
+        when the Translator has `numbers`."""
+        text = self.checked_text(text)
+        if self.numbers is not None:
+            text = self.numbers.protect(text)
+        return self.source_tokenizer.encode(text, self.max_source_length)
 
     def decode(self, text, result):
-        """The best hypotheses of `result` as strings; "" for an empty text."""
+        """The best hypotheses of `result` as strings (numbers restored from
+        `text`); "" for an empty text."""
         decoded = self._detokenize(result["tokens"], result.get("replacements"))
+        if self.numbers is not None:
+            decoded = self.numbers.restore(decoded, text)
         return self.source_tokenizer.blank_where_empty(text, decoded)
 
     def _detokenize(self, tokens, replacements=None):
@@ -283,6 +304,10 @@ class Translator:
             tf.reshape(tokens, flat),
             None if replacements is None else tf.reshape(replacements, flat),
         )
+        if self.numbers is not None:  # each text's numbers, once per hypothesis
+            rows = tf.range(shape[0] * shape[1]) // shape[1]
+            numbers = tf.gather(self.numbers.numbers(text), rows)
+            decoded = self.numbers.restore_numbers(decoded, numbers)
         decoded = tf.reshape(decoded, shape[:2])  # (B, N)
         empty = tf.equal(tf.strings.length(self.source_tokenizer.clean(text)), 0)
         translations = tf.where(empty[:, None], tf.constant(""), decoded)
@@ -445,7 +470,7 @@ class Translator:
         texts = self._texts(texts, "texts")
         if n is None:
             n = self.nbest_search.num_hypotheses
-        if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
+        if isinstance(n, bool) or not isinstance(n, Integral) or n < 1:
             raise ValueError(
                 f"`n` of Translator.nbest must be a positive integer; received n={n!r}."
             )

@@ -16,6 +16,7 @@ from .decoding import (
     export_translator,
     line_translator,
     nbest_lines,
+    number_protection,
     search_from_config,
     translate_texts,
 )
@@ -35,7 +36,7 @@ def evaluate(config, log=print):
     from keras_attention.seq2seq.plotting import plot_attention
 
     from .data import read_pairs
-    from .scores import bleu_by_length, corpus_scores, write_scores
+    from .scores import bleu_by_length, corpus_scores, number_consistency, write_scores
     from .text_io import read_pair_file
 
     test_file = config.test  # the user's test file, read before the model
@@ -51,13 +52,21 @@ def evaluate(config, log=print):
     started = time.perf_counter()
     common = (model, source_tokenizer, target_tokenizer)
     search = search_from_config(config)
-    hypotheses = translate_texts(*common, sources, run_config["max_length"], search)
-    scores = corpus_scores(hypotheses, references)
+    numbers = number_protection(run_config)
+    hypotheses = translate_texts(
+        *common, sources, run_config["max_length"], search, numbers=numbers
+    )
+    scores = {**corpus_scores(hypotheses, references), **number_consistency(sources, hypotheses)}
     log(
         f"test set: {test_file}, {len(pairs)} sentences, beam {config.beam_width}, "
         f"{time.perf_counter() - started:.0f}s"
     )
     log(f"BLEU {scores['bleu']:.2f}  chrF {scores['chrf']:.2f}")
+    if scores["number_groups"]:
+        log(
+            f"numbers: {scores['numbers_kept']} of the sources' {scores['number_groups']} digit "
+            f"groups are in the translations ({scores['number_consistency']:.1f}%)"
+        )
     log(f"signatures: BLEU {scores['bleu_signature']}, chrF {scores['chrf_signature']}")
     samples = list(zip(sources, references, hypotheses))[: config.samples]
     for source, reference, hypothesis in samples:
@@ -67,7 +76,9 @@ def evaluate(config, log=print):
     else:
         folder = os.path.join(config.output, "attention")
         os.makedirs(folder, exist_ok=True)
-        maps = attention_maps(*common, sources[: config.samples], run_config["max_length"], search)
+        maps = attention_maps(
+            *common, sources[: config.samples], run_config["max_length"], search, numbers
+        )
         for index, alignment in enumerate(maps):
             plot_attention(
                 alignment["weights"],
@@ -110,6 +121,7 @@ def translate_command(config, log=print):
             run_config["max_length"],
             search_from_config(config),
             config.nbest,
+            number_protection(run_config),
         )
 
     if reads_lines(config):  # a line out for each line in: files, pipes, --output-file
@@ -121,11 +133,13 @@ def translate_command(config, log=print):
         )
     model, run_config, source_tokenizer, target_tokenizer = load_run(config.output)
     common = (model, source_tokenizer, target_tokenizer, config.text, run_config["max_length"])
+    numbers = number_protection(run_config)
     if config.nbest:
-        for line in nbest_lines(*common, search_from_config(config), config.nbest):
+        for line in nbest_lines(*common, search_from_config(config), config.nbest, numbers=numbers):
             log(line)
         return
-    for text, translation in zip(config.text, translate_texts(*common, search_from_config(config))):
+    translations = translate_texts(*common, search_from_config(config), numbers=numbers)
+    for text, translation in zip(config.text, translations):
         log(f"{text}\n  -> {translation}")
 
 
@@ -172,6 +186,7 @@ def tune(config, log=print):
         config.batch_size,
         config.seed,
         log,
+        numbers=number_protection(config.data_settings()),
     )
     space = search_space()
 
@@ -247,6 +262,7 @@ def tune(config, log=print):
                 [p[0] for p in pairs],
                 config.max_length,
                 GREEDY,
+                numbers=number_protection(config.data_settings()),
             )
             log(
                 f"  trial {trial.trial_id}: BLEU "
@@ -286,6 +302,7 @@ def export_command(config, log=print):
         config.export_dir,
         config.model_name,
         warmup,
+        number_protection(run_config),
     )
     log(
         f"exported {path} (signatures: serving_default, greedy, attention, tokens, nbest, "

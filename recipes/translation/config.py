@@ -83,7 +83,15 @@ MODEL_KEYS = (
     "decay",
     "tie_embeddings",
 )
-DATA_KEYS = ("corpus", "reverse", "limit", "vocab_size", "tokenizer", "dictionary")
+DATA_KEYS = (
+    "corpus",
+    "reverse",
+    "limit",
+    "vocab_size",
+    "tokenizer",
+    "dictionary",
+    "protect_numbers",
+)
 # Checks of the settings (`TranslationConfig.validate`, `model_settings`).
 POSITIVE = (  # integers >= 1
     "epochs",
@@ -185,6 +193,7 @@ class TranslationConfig:
     limit: int = None
     vocab_size: int = 8000
     tokenizer: str = "sentencepiece"
+    protect_numbers: bool = True  # serving.numbers: digit groups as a placeholder, copied
     batch_size: int = 64
     batch_tokens: int = None
     dictionary: float = 0.0
@@ -274,6 +283,7 @@ class TranslationConfig:
             "vocab_size": self.vocab_size,
             "tokenizer": self.tokenizer,
             "dictionary": self.dictionary,
+            "protect_numbers": self.protect_numbers,
         }
 
     def validate(self):
@@ -381,4 +391,5 @@ def recorded_defaults(settings):
         "warmup": 0,
         "decay": "rsqrt",
         "dictionary": 0.0,
+        "protect_numbers": False,
     }

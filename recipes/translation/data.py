@@ -269,6 +269,7 @@ def make_dataset(
     batch_tokens=None,
     extra_path=None,
     extra_ratio=0.0,
+    numbers=None,
 ):
     """`((source, target_in), target_out)` batches from a split file,
     tokenised in the graph: `target_in = [START] y`, `target_out = y [END]`.
@@ -284,6 +285,11 @@ def make_dataset(
     `extra_ratio` x (the pairs of `path`) pairs at random from this file,
     e.g. the Ding dictionary's entries; a new draw every epoch.
 
+    `numbers` (a `serving.NumberProtection`): the digit groups of each
+    pair whose two sides hold the same numbers are replaced by the
+    placeholder (`NumberProtection.protect_pairs`), as the translator
+    replaces a source's before its model.
+
     Returns `(dataset, kept, total)`: the pairs of `path` that fit, counted
     first, and all of them. The dataset knows its length in batches (Keras
     then knows an epoch's length): exact without `extra_path`; with it, the
@@ -293,8 +299,11 @@ def make_dataset(
 
     def encode(lines):
         parts = tf.strings.split(lines, "\t", maxsplit=1).to_tensor("", shape=[None, 2])
-        source, source_cut = source_tokenizer.encode(parts[:, 0], max_length)
-        target, target_cut = target_tokenizer.encode(parts[:, 1], max_length + 1)
+        sources, targets = parts[:, 0], parts[:, 1]
+        if numbers is not None:
+            sources, targets = numbers.protect_pairs(sources, targets)
+        source, source_cut = source_tokenizer.encode(sources, max_length)
+        target, target_cut = target_tokenizer.encode(targets, max_length + 1)
         return source, target, tf.logical_not(tf.logical_or(source_cut, target_cut))
 
     def lengths(lines):
@@ -429,11 +438,13 @@ def datasets(
     log,
     batch_tokens=None,
     dictionary=0.0,
+    numbers=None,
 ):
     """The training and validation datasets; each split's pairs are counted
     after the `max_length` filter, reported, and an empty split stops the
     run with a message. With `dictionary` > 0, each training epoch adds that
-    many dictionary entries per sentence pair."""
+    many dictionary entries per sentence pair; `numbers` protects the
+    numbers of pairs that share them (`make_dataset`)."""
     made = []
     for split in ("train", "valid"):
         training = split == "train"
@@ -448,6 +459,7 @@ def datasets(
             batch_tokens=batch_tokens,
             extra_path=paths.get("dictionary") if training and dictionary else None,
             extra_ratio=dictionary if training else 0.0,
+            numbers=numbers,
         )
         log(
             f"{split}: {kept} of {total} pairs fit --max-length {max_length}"

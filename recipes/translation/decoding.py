@@ -44,14 +44,30 @@ def search_from_config(config, beam_width=None, num_hypotheses=None):
     )
 
 
-def translator_for(model, source_tokenizer, target_tokenizer, max_length, search, batch_size=64):
+def number_protection(settings):
+    """The `NumberProtection` of a run whose `settings` (`run.json`'s data
+    settings or `config.json`) say `protect_numbers`, else None (runs of
+    0.2.0 and `--no-protect-numbers`). German <-> English: a copied number
+    with one separator swaps `.` and `,` (`2,50` <-> `2.50`)."""
+    from keras_attention.serving.numbers import NumberProtection
+
+    if not settings.get("protect_numbers", False):
+        return None
+    return NumberProtection(swap_separators=True)
+
+
+def translator_for(
+    model, source_tokenizer, target_tokenizer, max_length, search, batch_size=64, numbers=None
+):
     """The `Translator` of `model` with these tokenizers, sources of at most
-    `max_length` pieces and `search` (a search object, its config or name),
-    made once and then reused (its graph functions are traced once)."""
+    `max_length` pieces, `search` (a search object, its config or name) and
+    `numbers` (`number_protection`), made once and then reused (its graph
+    functions are traced once)."""
     from keras_attention.serving import Translator
 
     config = json.dumps(keras.saving.serialize_keras_object(search), sort_keys=True)
-    key = (id(source_tokenizer), id(target_tokenizer), max_length, config, batch_size)
+    protection = None if numbers is None else json.dumps(numbers.get_config(), sort_keys=True)
+    key = (id(source_tokenizer), id(target_tokenizer), max_length, config, batch_size, protection)
     translators = _TRANSLATORS.setdefault(model, {})
     if key not in translators:
         translators[key] = Translator(
@@ -61,57 +77,85 @@ def translator_for(model, source_tokenizer, target_tokenizer, max_length, search
             search,
             max_source_length=max_length,
             batch_size=batch_size,
+            numbers=numbers,
         )
     return translators[key]
 
 
 def translate_texts(
-    model, source_tokenizer, target_tokenizer, texts, max_length, search=None, batch_size=64
+    model,
+    source_tokenizer,
+    target_tokenizer,
+    texts,
+    max_length,
+    search=None,
+    batch_size=64,
+    numbers=None,
 ):
     """The best translation of each string of `texts` with `search`
     (`search_from_config`; None: `BeamSearch()`), in batches of
     `batch_size` (the exported `serving_default`, run in process)."""
     search = BeamSearch() if search is None else search
     translator = translator_for(
-        model, source_tokenizer, target_tokenizer, max_length, search, batch_size
+        model, source_tokenizer, target_tokenizer, max_length, search, batch_size, numbers
     )
     return translator.translate(list(texts))
 
 
-def attention_maps(model, source_tokenizer, target_tokenizer, texts, max_length, search):
+def attention_maps(
+    model, source_tokenizer, target_tokenizer, texts, max_length, search, numbers=None
+):
     """For a heatmap of each text's best translation: `Translator.attention`'s
     dicts (`translation`, `source_tokens`, `target_tokens`, `weights`)."""
-    translator = translator_for(model, source_tokenizer, target_tokenizer, max_length, search)
+    translator = translator_for(
+        model, source_tokenizer, target_tokenizer, max_length, search, numbers=numbers
+    )
     return translator.attention(list(texts))
 
 
-def nbest_lines(model, source_tokenizer, target_tokenizer, texts, max_length, search, n):
+def nbest_lines(
+    model, source_tokenizer, target_tokenizer, texts, max_length, search, n, numbers=None
+):
     """`score<TAB>translation` lines: `n` per text, best first, texts in order
     (the `nbest` signature's translations and scores, computed in process)."""
-    translator = translator_for(model, source_tokenizer, target_tokenizer, max_length, search)
+    translator = translator_for(
+        model, source_tokenizer, target_tokenizer, max_length, search, numbers=numbers
+    )
     return [
         f"{score:.4f}\t{text}" for row in translator.nbest(list(texts), n) for text, score in row
     ]
 
 
-def line_translator(model, source_tokenizer, target_tokenizer, max_length, search, nbest=None):
+def line_translator(
+    model, source_tokenizer, target_tokenizer, max_length, search, nbest=None, numbers=None
+):
     """`sentences -> lines` with a model: a translation each, or `nbest` N
     `score<TAB>translation` lines each."""
     common = (model, source_tokenizer, target_tokenizer)
     if nbest:
-        return lambda texts: nbest_lines(*common, texts, max_length, search, nbest)
-    return lambda texts: translate_texts(*common, texts, max_length, search)
+        return lambda texts: nbest_lines(*common, texts, max_length, search, nbest, numbers=numbers)
+    return lambda texts: translate_texts(*common, texts, max_length, search, numbers=numbers)
 
 
 def export_translator(
-    model, source_tokenizer, target_tokenizer, max_length, search, export_dir, model_name, warmup
+    model,
+    source_tokenizer,
+    target_tokenizer,
+    max_length,
+    search,
+    export_dir,
+    model_name,
+    warmup,
+    numbers=None,
 ):
     """Write the model as the next version `<export_dir>/<model_name>/<n>/`
     of a TF Serving model (`Translator.export` with `search`, published
     atomically with its `warmup` requests); returns its path."""
     from keras_attention.serving.versions import write_warmup_requests
 
-    translator = translator_for(model, source_tokenizer, target_tokenizer, max_length, search)
+    translator = translator_for(
+        model, source_tokenizer, target_tokenizer, max_length, search, numbers=numbers
+    )
     return translator.export(
         export_dir,
         model_name,

@@ -34,6 +34,33 @@ def corpus_scores(hypotheses, references):
     }
 
 
+def number_consistency(sources, hypotheses):
+    """How many of the sources' digit groups (`serving.numbers.NUMBER`:
+    `49`, `3,50`, `14:35`, `24.12.2019`) reach their translations:
+    `number_groups` (all of them), `numbers_kept` and `number_consistency`
+    (percent; None without numbers). A group counts once per occurrence,
+    found in its own translation written with either decimal separator
+    (German `3,50` is kept as `3.50`; `1.000` as `1,000`)."""
+    from collections import Counter
+
+    from keras_attention.serving.numbers import numbers_in
+
+    def key(group):
+        return group.replace(",", ".")
+
+    total = kept = 0
+    for source, hypothesis in zip(sources, hypotheses):
+        wanted = Counter(key(group) for group in numbers_in(source))
+        found = Counter(key(group) for group in numbers_in(hypothesis))
+        total += sum(wanted.values())
+        kept += sum(min(count, found[group]) for group, count in wanted.items())
+    return {
+        "number_groups": total,
+        "numbers_kept": kept,
+        "number_consistency": round(100 * kept / total, 2) if total else None,
+    }
+
+
 def write_scores(output, scores):
     """`<output>/scores.json`, written atomically; returns its path."""
     path = os.path.join(output, "scores.json")

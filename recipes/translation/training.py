@@ -23,7 +23,7 @@ from .config import (
     upgrade,
 )
 from .data import datasets, load_tokenizers, vocabulary_paths
-from .decoding import GREEDY, translate_texts
+from .decoding import GREEDY, number_protection, translate_texts
 
 # How long a worker waits for the chief to prepare the data and vocabularies
 # (the Ding corpus's take about two minutes on a 2-core CPU).
@@ -388,6 +388,7 @@ def train(config, log=print):
         log,
         batch_tokens=config.batch_tokens,
         dictionary=config.dictionary,
+        numbers=number_protection(config.data_settings()),
     )
     spec["total_steps"] = config.epochs * int(train_data.cardinality())  # --decay cosine's end
     with strategy.scope():
@@ -414,7 +415,13 @@ def train(config, log=print):
             config,
             paths["valid"],
             lambda texts: translate_texts(
-                model, source_tokenizer, target_tokenizer, texts, spec["max_length"], GREEDY
+                model,
+                source_tokenizer,
+                target_tokenizer,
+                texts,
+                spec["max_length"],
+                GREEDY,
+                numbers=number_protection(config.data_settings()),
             ),
             work,
             log if is_chief() else None,
@@ -464,6 +471,7 @@ def train(config, log=print):
             os.path.join(config.output, "config.json"),
             {
                 **spec,
+                "protect_numbers": config.protect_numbers,
                 "source_vocab": source_tokenizer.vocab_size,
                 "target_vocab": target_tokenizer.vocab_size,
                 "epochs": config.epochs,
