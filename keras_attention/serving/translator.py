@@ -148,11 +148,7 @@ class Translator:
                 "`max_source_length` of Translator must be an integer >= 3 ([START], a piece, "
                 f"[END]); received max_source_length={max_source_length!r}."
             )
-        if (
-            isinstance(batch_size, bool)
-            or not isinstance(batch_size, Integral)
-            or batch_size < 1
-        ):
+        if isinstance(batch_size, bool) or not isinstance(batch_size, Integral) or batch_size < 1:
             raise ValueError(
                 f"`batch_size` of Translator must be a positive integer; received "
                 f"batch_size={batch_size!r}."
