@@ -38,10 +38,11 @@ def reference_restore(translation, source, swap):
             for n in found
         ]
     parts = translation.split(P)
-    return "".join(
-        part + (found[k] if k < len(found) and k < len(parts) - 1 else "")
+    filled = "".join(
+        part + (found[k] if k < len(found) else "\x01") * (k < len(parts) - 1)
         for k, part in enumerate(parts)
     )
+    return re.sub(" ?\x01", "", filled)  # a placeholder beyond the numbers, with its space
 
 
 def test_protect_and_numbers_match_python_re():
@@ -73,7 +74,7 @@ def test_restore_fills_placeholders_in_source_order(swap):
     assert restored == [reference_restore(t, s, swap) for t, s in zip(translations, SOURCES)]
     if swap:
         assert restored[0] == "It costs 2.50 euros, not 1,000."
-        assert restored[1] == "At 14:35 on 24.12.2019, and  again."  # two separators: kept
+        assert restored[1] == "At 14:35 on 24.12.2019, and again."  # two separators: kept
     else:
         assert restored[0] == "It costs 2,50 euros, not 1.000."
     empty = protection.restore(tf.constant([], tf.string), tf.constant([], tf.string))
@@ -159,3 +160,86 @@ def test_number_consistency_counts_groups_with_either_separator():
     )
     assert scores == {"number_groups": 5, "numbers_kept": 4, "number_consistency": 80.0}
     assert number_consistency(["Kein."], ["None."])["number_consistency"] is None
+
+
+def test_a_run_protects_numbers_only_where_its_pairs_copy_them(tmp_path):
+    """Ding-like pairs copy their numbers: protected. Spelled-out dates to
+    ISO dates do not (`22 juin 1975` -> `1975-06-22`): a model would never
+    see the placeholder, so the run goes without."""
+    from recipes.translation.config import TranslationConfig
+    from recipes.translation.data import numbers_to_protect
+    from recipes.translation.text_io import write_pair_file
+
+    copied = tmp_path / "copied.tsv"
+    write_pair_file([("Gleis 4", "platform 4"), ("um 14:35", "at 14:35"), ("ja", "yes")], copied)
+    dates = tmp_path / "dates.tsv"
+    write_pair_file([("22 juin 1975", "1975-06-22"), ("3 mai 2001", "2001-05-03")], dates)
+    lines = []
+    config = TranslationConfig()
+    assert numbers_to_protect(config, str(copied), lines.append).swap_separators
+    assert numbers_to_protect(config, str(dates), lines.append) is None
+    assert lines == [
+        "numbers: protected in 2 of the 2 training pairs with digits, and copied from the "
+        "source when translating",
+        "numbers: not protected: only 0 of the 2 training pairs with digits hold the same "
+        "numbers on both sides",
+    ]
+    assert numbers_to_protect(config.replace(protect_numbers=False), str(copied)) is None
+
+
+def test_translator_prefers_the_beam_hypothesis_that_places_every_number(tmp_path):
+    """With numbers and a beam, `translate` takes the best-scored of the
+    beam's hypotheses with as many placeholders as the text has numbers (a
+    scripted beam here), else the best one."""
+    from keras_attention.seq2seq import BeamSearch, TransformerSeq2Seq
+    from keras_attention.serving import Translator
+
+    texts = ["Das kostet 5 Euro.", "It costs 5 euros.", "No number here."] * 20
+    path = str(tmp_path / "both.spm")
+    train_sentencepiece(texts, path, vocab_size=300)
+    tokenizer = load_tokenizer(path)
+
+    def ids(lines):
+        return tokenizer.encode(tf.constant(lines), 40)[0][:, 1:]  # without [START]
+
+    class ScriptedBeam(BeamSearch):
+        def __call__(self, model, source, prefix=None):
+            rows = [
+                ["It costs euros.", f"It costs {P} euros.", f"{P} {P}"],  # the 2nd places 49
+                ["No number.", f"No {P} number.", "None."],  # no number: the best
+            ]
+            tokens = tf.stack([ids(row) for row in rows])  # (B, K, L)
+            return {"tokens": tokens, "scores": tf.constant([[-1.0, -2.0, -3.0]] * 2)}
+
+        def best(self, model, source, prefix=None):
+            return {name: value[:, 0] for name, value in self(model, source, prefix).items()}
+
+    model = TransformerSeq2Seq(
+        tokenizer.vocab_size,
+        tokenizer.vocab_size,
+        hidden_dim=8,
+        num_heads=2,
+        num_layers=1,
+        intermediate_dim=8,
+        max_length=64,
+    )
+    model((np.ones((1, 4), "int32"), np.ones((1, 3), "int32")))
+    common = (model, tokenizer, tokenizer, ScriptedBeam(beam_width=3))
+    sources = ["Das kostet 49 Euro.", "Keine Zahl."]
+    protected = Translator(*common, 40, numbers=NumberProtection())
+    assert protected.translate(sources) == ["It costs 49 euros.", "No number."]
+    plain = Translator(*common, 40)
+    assert plain.translate(sources) == ["It costs euros.", "No number."]
+
+
+def test_a_vocabulary_without_the_placeholder_is_refused(tmp_path):
+    from keras_attention.seq2seq import TransformerSeq2Seq
+    from keras_attention.serving import Translator
+    from keras_attention.serving.text import SubwordTokenizer
+
+    path = tmp_path / "old.vocab"  # as 0.2.0 wrote them: no placeholder
+    path.write_text("\n".join(["[PAD]", "[START]", "[END]", "[UNK]", "a", "b"]) + "\n")
+    tokenizer = SubwordTokenizer(str(path))
+    model = TransformerSeq2Seq(6, 6, hidden_dim=8, num_heads=2, num_layers=1, max_length=16)
+    with pytest.raises(ValueError, match="the source tokenizer's has none"):
+        Translator(model, tokenizer, tokenizer, "greedy", 8, numbers=NumberProtection())

@@ -17,7 +17,8 @@ phone number `030 1234567` is two groups. The placeholder `PLACEHOLDER` is
 U+E000, a private-use character no text holds; both tokenizers of
 `serving.text` keep it as one piece. Placeholders are filled in source
 order, which holds for German <-> English (dates, prices and times keep
-their order); a placeholder beyond the source's numbers is left out, and a
+their order); a placeholder beyond the source's numbers is left out (with
+the space before it), and a
 number whose placeholder the model did not write is lost (the recipe's
 `number_consistency` counts those).
 
@@ -139,6 +140,8 @@ class NumberProtection:
         row, column = parts.value_rowids(), tf.ragged.range(parts.row_lengths()).flat_values
         last = tf.gather(parts.row_lengths(), row) - 1
         fill = tf.gather_nd(found, tf.stack([row, column], axis=1))
+        # A placeholder beyond the source's numbers goes with a space before it.
+        fill = tf.where(tf.logical_and(column < last, fill == ""), _MARK, fill)
         fill = tf.where(column < last, fill, "")  # nothing after the last part
         joined = parts.with_flat_values(tf.strings.join([parts.flat_values, fill]))
-        return tf.strings.reduce_join(joined, axis=-1)
+        return tf.strings.regex_replace(tf.strings.reduce_join(joined, axis=-1), f" ?{_MARK}", "")

@@ -170,9 +170,47 @@ class Translator:
             **shared,
         )
         self._functions = {}  # signature name (or ("nbest", n)) -> tf.function
+        self._placeholder = None if numbers is None else self._placeholder_id()
         pad = tf.constant([[self.model.padding_id]], tf.int32)
         self._source_pad = _strings(source_tokenizer.tokens(pad))[0]
         self._target_pad = _strings(target_tokenizer.tokens(pad))[0]
+
+    def _placeholder_id(self):
+        """The target id of `serving.numbers.PLACEHOLDER`; `ValueError` unless
+        both vocabularies hold it as a piece (vocabularies from
+        `serving.text` do)."""
+        from keras_attention.serving.numbers import PLACEHOLDER
+
+        found = []
+        sides = (("source", self.source_tokenizer), ("target", self.target_tokenizer))
+        for side, tokenizer in sides:
+            pieces = _strings(tokenizer.tokens(np.arange(tokenizer.vocab_size)))
+            if PLACEHOLDER not in pieces:
+                raise ValueError(
+                    "`numbers` of Translator needs the number placeholder (U+E000) as a piece of "
+                    f"both vocabularies; the {side} tokenizer's has none (a vocabulary learned "
+                    "before keras_attention 0.3.0): pass numbers=None."
+                )
+            found.append(pieces.index(PLACEHOLDER))
+        return found[1]
+
+    def _best(self, search, text, source, prefix=None):
+        """`search.best`; with `numbers` and a beam, the best-scored of the
+        beam's hypotheses that hold as many placeholders as `text` has
+        numbers, so that none is dropped while the beam held a hypothesis
+        that kept it (the best hypothesis when none does)."""
+        if self.numbers is None or not isinstance(search, BeamSearch) or search.is_greedy():
+            return search.best(self.model, source, prefix=prefix)
+        beam = get_search(search, num_hypotheses=search.beam_width)
+        result = beam(self.model, source, prefix=prefix)  # (B, K, ...), best first
+        wanted = tf.cast(self.numbers.numbers(text).row_lengths(), tf.int32)
+        placed = tf.reduce_sum(
+            tf.cast(tf.equal(result["tokens"], self._placeholder), tf.int32), axis=-1
+        )
+        rank = tf.cast(result["scores"], tf.float32)
+        rank += tf.where(tf.equal(placed, wanted[:, None]), 0.0, -1e6)
+        choice = tf.argmax(rank, axis=1, output_type=tf.int32)
+        return {name: tf.gather(value, choice, batch_dims=1) for name, value in result.items()}
 
     # -- the graph functions: tensors in, a dict of tensors out ---------------
     @staticmethod
@@ -209,7 +247,7 @@ class Translator:
         """`serving_default`: `text (B,)` -> `translation (B,)`, `score (B,)`,
         `truncated (B,)`."""
         source, truncated = self.encode(text)
-        result = self.best_search.best(self.model, source)
+        result = self._best(self.best_search, text, source)
         return {
             "translation": self.decode(text, result),
             "score": result["scores"],
@@ -231,7 +269,7 @@ class Translator:
         S)` of the best hypothesis, `source_tokens (B, S)` and
         `target_tokens (B, L)` strings (padding included), `truncated`."""
         source, truncated = self.encode(text)
-        result = self.attention_search.best(self.model, source)
+        result = self._best(self.attention_search, text, source)
         return {
             "translation": self.decode(text, result),
             "attention": result["attention"],
@@ -322,7 +360,7 @@ class Translator:
         with tf.control_dependencies([check]):
             source, truncated = self.encode(text)
         forced = prefix_ids(self.target_tokenizer, prefix, self.max_length)
-        result = self.best_search.best(self.model, source, prefix=forced)
+        result = self._best(self.best_search, text, source, prefix=forced)
         return {
             "translation": self.decode(text, result),
             "score": result["scores"],

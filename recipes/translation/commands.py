@@ -9,7 +9,7 @@ import time
 
 from .. import runs
 from .config import SEARCH_SPACE, UsageError, recorded_defaults, upgrade
-from .data import datasets
+from .data import datasets, numbers_to_protect
 from .decoding import (
     GREEDY,
     attention_maps,
@@ -178,6 +178,7 @@ def tune(config, log=print):
     paths, source_tokenizer, target_tokenizer = prepared_run(
         config, config.data_settings(), chief, log
     )
+    numbers = numbers_to_protect(config, paths["train"], log)
     data = datasets(
         paths,
         source_tokenizer,
@@ -186,7 +187,7 @@ def tune(config, log=print):
         config.batch_size,
         config.seed,
         log,
-        numbers=number_protection(config.data_settings()),
+        numbers=numbers,
     )
     space = search_space()
 
@@ -262,7 +263,7 @@ def tune(config, log=print):
                 [p[0] for p in pairs],
                 config.max_length,
                 GREEDY,
-                numbers=number_protection(config.data_settings()),
+                numbers=numbers,
             )
             log(
                 f"  trial {trial.trial_id}: BLEU "

@@ -243,6 +243,41 @@ def read_pairs(path):
         return [tuple(line.rstrip("\n").split("\t", 1)) for line in handle if line.strip()]
 
 
+PROTECTED_SHARE = 0.5  # of the training pairs with numbers, for protection to be learned
+
+
+def numbers_to_protect(config, train_path, log=print):
+    """The `NumberProtection` a run trains and translates with: None with
+    `--no-protect-numbers`, and None when fewer than `PROTECTED_SHARE` of
+    the training pairs with numbers hold the same numbers on both sides
+    (spelled-out dates -> ISO dates: `22 juin 1975` -> `1975-06-22`), since
+    a model that never saw the placeholder cannot place it. Logs which."""
+    from keras_attention.serving.numbers import NumberProtection, numbers_in, same_number
+
+    if not config.protect_numbers:
+        return None
+    with_numbers = protectable = 0
+    for source, target in read_pairs(train_path):
+        found = numbers_in(source), numbers_in(target)
+        if found[0] or found[1]:
+            with_numbers += 1
+            protectable += len(found[0]) == len(found[1]) and all(map(same_number, *found))
+    if with_numbers == 0:
+        return None
+    share = protectable / with_numbers
+    if share < PROTECTED_SHARE:
+        log(
+            f"numbers: not protected: only {protectable} of the {with_numbers} training pairs "
+            "with digits hold the same numbers on both sides"
+        )
+        return None
+    log(
+        f"numbers: protected in {protectable} of the {with_numbers} training pairs with digits, "
+        "and copied from the source when translating"
+    )
+    return NumberProtection(swap_separators=True)
+
+
 def bucket_boundaries(max_length, width=4):
     """Length buckets of `make_dataset`: `[8, 12, ...]` (every `width`
     pieces) up to the longest example, `max_length + 1` target pieces.

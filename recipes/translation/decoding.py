@@ -44,14 +44,15 @@ def search_from_config(config, beam_width=None, num_hypotheses=None):
     )
 
 
-def number_protection(settings):
-    """The `NumberProtection` of a run whose `settings` (`run.json`'s data
-    settings or `config.json`) say `protect_numbers`, else None (runs of
-    0.2.0 and `--no-protect-numbers`). German <-> English: a copied number
-    with one separator swaps `.` and `,` (`2,50` <-> `2.50`)."""
+def number_protection(run_config):
+    """The `NumberProtection` of a trained run whose `config.json` says
+    `protect_numbers` (what `data.numbers_to_protect` decided when it
+    trained), else None (runs of 0.2.0, `--no-protect-numbers`, corpora
+    whose numbers are not copied). German <-> English: a copied number with
+    one separator swaps `.` and `,` (`2,50` <-> `2.50`)."""
     from keras_attention.serving.numbers import NumberProtection
 
-    if not settings.get("protect_numbers", False):
+    if not run_config.get("protect_numbers", False):
         return None
     return NumberProtection(swap_separators=True)
 
@@ -106,11 +107,19 @@ def attention_maps(
     model, source_tokenizer, target_tokenizer, texts, max_length, search, numbers=None
 ):
     """For a heatmap of each text's best translation: `Translator.attention`'s
-    dicts (`translation`, `source_tokens`, `target_tokens`, `weights`)."""
+    dicts (`translation`, `source_tokens`, `target_tokens`, `weights`); a
+    protected number's piece is labelled `<num>` (fonts have no glyph for
+    the private-use placeholder)."""
+    from keras_attention.serving.numbers import PLACEHOLDER
+
     translator = translator_for(
         model, source_tokenizer, target_tokenizer, max_length, search, numbers=numbers
     )
-    return translator.attention(list(texts))
+    maps = translator.attention(list(texts))
+    for alignment in maps:
+        for side in ("source_tokens", "target_tokens"):
+            alignment[side] = [token.replace(PLACEHOLDER, "<num>") for token in alignment[side]]
+    return maps
 
 
 def nbest_lines(

@@ -22,8 +22,8 @@ from .config import (
     recorded_defaults,
     upgrade,
 )
-from .data import datasets, load_tokenizers, vocabulary_paths
-from .decoding import GREEDY, number_protection, translate_texts
+from .data import datasets, load_tokenizers, numbers_to_protect, vocabulary_paths
+from .decoding import GREEDY, translate_texts
 
 # How long a worker waits for the chief to prepare the data and vocabularies
 # (the Ding corpus's take about two minutes on a 2-core CPU).
@@ -378,6 +378,7 @@ def train(config, log=print):
     work = config.output if is_chief() else os.path.join(config.output, f"worker-{task_index()}")
     if config.valid:  # the user's validation file instead of the split's
         paths = {**paths, "valid": validation_file(config.output, config.valid, work, log)}
+    numbers = numbers_to_protect(config, paths["train"], log)
     train_data, valid_data = datasets(
         paths,
         source_tokenizer,
@@ -388,7 +389,7 @@ def train(config, log=print):
         log,
         batch_tokens=config.batch_tokens,
         dictionary=config.dictionary,
-        numbers=number_protection(config.data_settings()),
+        numbers=numbers,
     )
     spec["total_steps"] = config.epochs * int(train_data.cardinality())  # --decay cosine's end
     with strategy.scope():
@@ -421,7 +422,7 @@ def train(config, log=print):
                 texts,
                 spec["max_length"],
                 GREEDY,
-                numbers=number_protection(config.data_settings()),
+                numbers=numbers,
             ),
             work,
             log if is_chief() else None,
@@ -471,7 +472,7 @@ def train(config, log=print):
             os.path.join(config.output, "config.json"),
             {
                 **spec,
-                "protect_numbers": config.protect_numbers,
+                "protect_numbers": numbers is not None,
                 "source_vocab": source_tokenizer.vocab_size,
                 "target_vocab": target_tokenizer.vocab_size,
                 "epochs": config.epochs,
