@@ -28,7 +28,7 @@ import tensorflow_text  # noqa: E402, F401  (the tokenizers' ops)
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from recipes.translation.data import read_pairs  # noqa: E402
-from recipes.translation.decoding import translator_for  # noqa: E402
+from recipes.translation.decoding import number_protection, translator_for  # noqa: E402
 from recipes.translation.training import load_run  # noqa: E402
 
 
@@ -45,7 +45,13 @@ def main(argv=None):
     model, config, source_tokenizer, target_tokenizer = load_run(args.output)
     texts = [pair[0] for pair in read_pairs(os.path.join(args.output, "data", "test.tsv"))]
     translator = translator_for(
-        model, source_tokenizer, target_tokenizer, config["max_length"], search, args.batch_size
+        model,
+        source_tokenizer,
+        target_tokenizer,
+        config["max_length"],
+        search,
+        args.batch_size,
+        number_protection(config),
     )
 
     started = time.perf_counter()
