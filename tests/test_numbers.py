@@ -114,26 +114,29 @@ def test_both_tokenizers_keep_the_placeholder_as_one_piece(kind, tmp_path):
     assert strings(tokenizer.decode(ids)) == [f"Das kostet {P} Euro."]
 
 
+def shared_vocabulary_model(tmp_path):
+    """A SentencePiece model of German and English texts with numbers (one
+    vocabulary for both sides) and an untrained Transformer over it."""
+    from keras_attention.seq2seq import TransformerSeq2Seq
+
+    texts = ["Das kostet 5 Euro.", "It costs 5 euros.", "No number here.", "Wo ist der Bahnhof?"]
+    path = str(tmp_path / "both.spm")
+    train_sentencepiece(texts * 20, path, vocab_size=300)
+    tokenizer = load_tokenizer(path)
+    size = tokenizer.vocab_size
+    model = TransformerSeq2Seq(
+        size, size, hidden_dim=8, num_heads=2, num_layers=1, intermediate_dim=8, max_length=64
+    )
+    model((np.ones((1, 4), "int32"), np.ones((1, 3), "int32")))
+    return tokenizer, model
+
+
 def test_translator_protects_before_the_model_and_restores_after(tmp_path):
     """Encode sends the placeholder's id to the model; decode fills what the
     model wrote (scripted here: the target ids of a protected text)."""
-    from keras_attention.seq2seq import TransformerSeq2Seq
     from keras_attention.serving import Translator
 
-    texts = ["Das kostet 5 Euro.", "It costs 5 euros.", "Wo ist der Bahnhof?"] * 20
-    path = str(tmp_path / "both.spm")
-    train_sentencepiece(texts, path, vocab_size=300)
-    tokenizer = load_tokenizer(path)
-    model = TransformerSeq2Seq(
-        tokenizer.vocab_size,
-        tokenizer.vocab_size,
-        hidden_dim=8,
-        num_heads=2,
-        num_layers=1,
-        intermediate_dim=8,
-        max_length=64,
-    )
-    model((np.ones((1, 4), "int32"), np.ones((1, 3), "int32")))
+    tokenizer, model = shared_vocabulary_model(tmp_path)
     translator = Translator(
         model,
         tokenizer,
@@ -191,13 +194,10 @@ def test_translator_prefers_the_beam_hypothesis_that_places_every_number(tmp_pat
     """With numbers and a beam, `translate` takes the best-scored of the
     beam's hypotheses with as many placeholders as the text has numbers (a
     scripted beam here), else the best one."""
-    from keras_attention.seq2seq import BeamSearch, TransformerSeq2Seq
+    from keras_attention.seq2seq import BeamSearch
     from keras_attention.serving import Translator
 
-    texts = ["Das kostet 5 Euro.", "It costs 5 euros.", "No number here."] * 20
-    path = str(tmp_path / "both.spm")
-    train_sentencepiece(texts, path, vocab_size=300)
-    tokenizer = load_tokenizer(path)
+    tokenizer, model = shared_vocabulary_model(tmp_path)
 
     def ids(lines):
         return tokenizer.encode(tf.constant(lines), 40)[0][:, 1:]  # without [START]
@@ -214,16 +214,6 @@ def test_translator_prefers_the_beam_hypothesis_that_places_every_number(tmp_pat
         def best(self, model, source, prefix=None):
             return {name: value[:, 0] for name, value in self(model, source, prefix).items()}
 
-    model = TransformerSeq2Seq(
-        tokenizer.vocab_size,
-        tokenizer.vocab_size,
-        hidden_dim=8,
-        num_heads=2,
-        num_layers=1,
-        intermediate_dim=8,
-        max_length=64,
-    )
-    model((np.ones((1, 4), "int32"), np.ones((1, 3), "int32")))
     common = (model, tokenizer, tokenizer, ScriptedBeam(beam_width=3))
     sources = ["Das kostet 49 Euro.", "Keine Zahl."]
     protected = Translator(*common, 40, numbers=NumberProtection())

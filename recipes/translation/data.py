@@ -52,6 +52,16 @@ def ding_pairs(path=DING):
         raise CorpusError(
             f"the Ding corpus {path} is missing; {DING_HINT}, or pass --corpus FILE.tsv"
         )
+    for de, en in _ding_entries(path):
+        de, en = _clean(de), _clean(en)
+        if _is_sentence(de) and _is_sentence(en):
+            yield de, en
+
+
+def _ding_entries(path):
+    """The first alternative of each German and English sub-entry of the
+    Ding file, as written (`ding_pairs` keeps the sentences,
+    `ding_dictionary_pairs` the rest)."""
     with open(path, encoding="utf-8", errors="replace", newline="\n") as handle:
         for line in handle:
             if line.startswith("#") or " :: " not in line:
@@ -61,9 +71,7 @@ def ding_pairs(path=DING):
             if len(german) != len(english):
                 continue
             for de, en in zip(german, english):
-                de, en = _clean(de.split("; ")[0]), _clean(en.split("; ")[0])
-                if _is_sentence(de) and _is_sentence(en):
-                    yield de, en
+                yield de.split("; ")[0], en.split("; ")[0]
 
 
 _GLOSSES = re.compile(r"\([^)]*\)|(?:^|\s)/[^/]+/(?=\s|$)")  # and /abbreviations/
@@ -77,19 +85,10 @@ def ding_dictionary_pairs(path=DING):
     Sache kommen" :: "to come to the point"). The first alternative of each
     side is kept, without annotations, parenthesised glosses or
     abbreviations (`Bahnhof {m} /Bhf./` is "Bahnhof")."""
-    with open(path, encoding="utf-8", errors="replace", newline="\n") as handle:
-        for line in handle:
-            if line.startswith("#") or " :: " not in line:
-                continue
-            german, english = line.rstrip("\n").split(" :: ", 1)
-            german, english = german.split(" | "), english.split(" | ")
-            if len(german) != len(english):
-                continue
-            for de, en in zip(german, english):
-                de = _clean(_GLOSSES.sub("", de.split("; ")[0]))
-                en = _clean(_GLOSSES.sub("", en.split("; ")[0]))
-                if de and en and not (_is_sentence(de) or _is_sentence(en)):
-                    yield de, en
+    for de, en in _ding_entries(path):
+        de, en = _clean(_GLOSSES.sub("", de)), _clean(_GLOSSES.sub("", en))
+        if de and en and not (_is_sentence(de) or _is_sentence(en)):
+            yield de, en
 
 
 def _words(text):
