@@ -79,6 +79,8 @@ __all__ = [
     "sample",
 ]
 
+_BEAM = BeamSearch()  # the defaults of the 0.2.0 signatures below are its own
+
 
 def _attention_switch(return_attention, return_attention_scores, owner):
     """`return_attention_scores`, or 0.2.0's `return_attention` when given."""
@@ -177,8 +179,8 @@ def beam_search(
     model,
     source,
     max_length,
-    beam_width=4,
-    alpha=0.6,
+    beam_width=_BEAM.beam_width,
+    alpha=_BEAM.alpha,
     sos_id=None,
     eos_id=None,
     padding_id=None,
@@ -214,7 +216,7 @@ def generate(
     source,
     max_length,
     beam_width=1,
-    alpha=0.6,
+    alpha=_BEAM.alpha,
     return_attention=None,
     min_length=0,
     no_repeat_ngram_size=0,

@@ -14,6 +14,7 @@ New code imports from `versions.py` and `translator.py` (or uses
 `Translator.export`).
 """
 
+from keras_attention.seq2seq.search import BeamSearch
 from keras_attention.serving.versions import (  # noqa: F401  (0.2.0's names)
     MODELS_CONFIG_ENTRY,
     PLAIN_NAME,
@@ -29,6 +30,7 @@ from keras_attention.serving.versions import (  # noqa: F401  (0.2.0's names)
     write_warmup_requests,
 )
 
+_BEAM = BeamSearch()  # the defaults of the 0.2.0 signatures below are its own
 _MOVED_TO_TRANSLATOR = ("empty_batch_as_one_row", "options_key", "prefix_ids")
 
 
@@ -42,10 +44,8 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _beam_search_options(beam_width=4, num_hypotheses=None, **options):
+def _beam_search_options(beam_width=_BEAM.beam_width, num_hypotheses=None, **options):
     """The `BeamSearch` of 0.2.0's export options, checked by it."""
-    from keras_attention.seq2seq.search import BeamSearch
-
     known = (
         "min_length",
         "no_repeat_ngram_size",
@@ -64,26 +64,16 @@ def _beam_search_options(beam_width=4, num_hypotheses=None, **options):
     return BeamSearch(beam_width=beam_width, num_hypotheses=num_hypotheses, **options)
 
 
-def _options_of(search):
-    return {
-        "beam_width": search.beam_width,
-        "num_hypotheses": search.num_hypotheses or search.beam_width,
-        "min_length": search.min_length,
-        "no_repeat_ngram_size": search.no_repeat_ngram_size,
-        "repetition_penalty": search.repetition_penalty,
-        "coverage_penalty": search.coverage_penalty,
-        "alpha": search.alpha,
-    }
-
-
-def decoding_options(beam_width=4, num_hypotheses=None, **options):
+def decoding_options(beam_width=_BEAM.beam_width, num_hypotheses=None, **options):
     """The decoding options of an exported translator, as the dict its
     `decoding_options` signature returns (0.2.0's function, a thin wrapper
     over `BeamSearch`, which holds the defaults and checks the values):
     `beam_width`, `num_hypotheses` (default `beam_width`), `min_length`,
     `no_repeat_ngram_size`, `repetition_penalty`, `coverage_penalty`,
     `alpha`. `ValueError` for an unknown name or a bad value."""
-    return _options_of(_beam_search_options(beam_width, num_hypotheses, **options))
+    from keras_attention.serving.translator import beam_options
+
+    return beam_options(_beam_search_options(beam_width, num_hypotheses, **options))
 
 
 def nbest_translations(model, source_tokenizer, target_tokenizer, text, max_length, options):
@@ -102,7 +92,7 @@ def nbest_translations(model, source_tokenizer, target_tokenizer, text, max_leng
 
 
 def translator_archive(
-    model, source_tokenizer, target_tokenizer, max_length, beam_width=4, **options
+    model, source_tokenizer, target_tokenizer, max_length, beam_width=_BEAM.beam_width, **options
 ):
     """An `ExportArchive` of a `Seq2Seq` translator with its tokenizers:
     0.2.0's function, a thin wrapper over `serving.Translator` with a

@@ -75,6 +75,22 @@ def _strings(array):
     return [value.decode("utf-8") for value in np.asarray(array).reshape(-1)]
 
 
+def beam_options(search):
+    """The 0.2.0 `decoding_options` of a `BeamSearch`, as Python numbers:
+    `beam_width`, `num_hypotheses` (default `beam_width`), `min_length`,
+    `no_repeat_ngram_size`, `repetition_penalty`, `coverage_penalty`,
+    `alpha`."""
+    return {
+        "beam_width": search.beam_width,
+        "num_hypotheses": search.num_hypotheses or search.beam_width,
+        "min_length": search.min_length,
+        "no_repeat_ngram_size": search.no_repeat_ngram_size,
+        "repetition_penalty": search.repetition_penalty,
+        "coverage_penalty": search.coverage_penalty,
+        "alpha": search.alpha,
+    }
+
+
 class Translator:
     """A model plus its tokenizers plus a search.
 
@@ -368,18 +384,9 @@ class Translator:
         }
 
     def decoding_options(self):
-        """The 0.2.0 `decoding_options` outputs: beam width, N, and the
-        options of the nbest and best searches, as Python numbers."""
-        beam = self.nbest_search
-        return {
-            "beam_width": beam.beam_width,
-            "num_hypotheses": beam.num_hypotheses,
-            "min_length": beam.min_length,
-            "no_repeat_ngram_size": beam.no_repeat_ngram_size,
-            "repetition_penalty": beam.repetition_penalty,
-            "coverage_penalty": beam.coverage_penalty,
-            "alpha": beam.alpha,
-        }
+        """The 0.2.0 `decoding_options` outputs of the nbest search
+        (`beam_options`)."""
+        return beam_options(self.nbest_search)
 
     def search_config(self):
         """The JSON of `keras.saving.serialize_keras_object(search)`."""
