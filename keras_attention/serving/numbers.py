@@ -47,10 +47,16 @@ def numbers_in(text):
     return re.findall(NUMBER, text)
 
 
+def number_key(group):
+    """A digit group with either decimal separator written as `.`: two
+    groups are one number when their keys are equal (`3,50` and `3.50`;
+    `1.000` and `1,000`). `protect_pairs` applies the same rule in the graph."""
+    return group.replace(",", ".")
+
+
 def same_number(a, b):
-    """Whether two digit groups are one number written with either decimal
-    separator (`3,50` and `3.50`; `1.000` and `1,000`)."""
-    return a.replace(",", ".") == b.replace(",", ".")
+    """Whether two digit groups are one number (`number_key`)."""
+    return number_key(a) == number_key(b)
 
 
 class NumberProtection:

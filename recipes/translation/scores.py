@@ -43,15 +43,12 @@ def number_consistency(sources, hypotheses):
     (German `3,50` is kept as `3.50`; `1.000` as `1,000`)."""
     from collections import Counter
 
-    from keras_attention.serving.numbers import numbers_in
-
-    def key(group):
-        return group.replace(",", ".")
+    from keras_attention.serving.numbers import number_key, numbers_in
 
     total = kept = 0
     for source, hypothesis in zip(sources, hypotheses):
-        wanted = Counter(key(group) for group in numbers_in(source))
-        found = Counter(key(group) for group in numbers_in(hypothesis))
+        wanted = Counter(map(number_key, numbers_in(source)))
+        found = Counter(map(number_key, numbers_in(hypothesis)))
         total += sum(wanted.values())
         kept += sum(min(count, found[group]) for group, count in wanted.items())
     return {
