@@ -319,6 +319,59 @@ def export(model, warp, args, examples):
     # AVX-512 CPUs fails on a batch of 0 between stacked convolutions.
     predict = empty_batch_as_one_row(classify, tf.zeros((1, CANVAS, CANVAS, 1)))
 
+    def checked(image):
+        """`image` once graph asserts have refused a wrong shape or channel
+        count, NaN or infinite pixels, and pixels outside [0, 1]: TF Serving
+        returns the assert's message, whose first line names the input."""
+        shape = tf.shape(image, out_type=tf.int64)
+        # Compared with [batch, 60, 60, 1, -1] after a -1 padding: no other
+        # rank passes. (The rank itself is no use: TensorFlow folds it to the
+        # signature's 4 before a request comes.)
+        padded = tf.concat([shape, tf.fill([4], tf.constant(-1, tf.int64))], 0)
+        shaped = tf.reduce_all(
+            tf.equal(padded[1:5], tf.constant([CANVAS, CANVAS, 1, -1], tf.int64))
+        )
+        got = tf.strings.reduce_join(tf.strings.as_string(shape), separator=", ")
+        shape_check = tf.debugging.Assert(
+            shaped,
+            [
+                tf.strings.join(
+                    [
+                        f"image must have shape [batch, {CANVAS}, {CANVAS}, 1] (gray pixels in "
+                        "[0, 1]; colour or encoded images go to the image_bytes signature); got [",
+                        got,
+                        "]",
+                    ]
+                )
+            ],
+        )
+        with tf.control_dependencies([shape_check]):
+            image = tf.identity(image)
+        non_finite = tf.reduce_sum(tf.cast(tf.logical_not(tf.math.is_finite(image)), tf.int64))
+        finite_check = tf.debugging.Assert(
+            tf.equal(non_finite, 0),
+            [
+                tf.strings.format(
+                    "image must hold finite pixel values; got {} NaN or infinite pixels",
+                    non_finite,
+                )
+            ],
+        )
+        with tf.control_dependencies([finite_check]):
+            low, high = tf.reduce_min(image), tf.reduce_max(image)
+            range_check = tf.debugging.Assert(
+                tf.logical_or(tf.equal(tf.size(image), 0), tf.logical_and(low >= 0.0, high <= 1.0)),
+                [
+                    tf.strings.format(
+                        "image must hold pixel values in [0, 1] (8-bit pixels divided by 255); "
+                        "got values from {} to {}",
+                        (low, high),
+                    )
+                ],
+            )
+        with tf.control_dependencies([range_check]):
+            return tf.ensure_shape(tf.identity(image), (None, CANVAS, CANVAS, 1))
+
     def decode(data):
         """PNG, JPEG, GIF (first frame) or BMP bytes -> a (60, 60, 1) image
         in [0, 1]; colour becomes gray by BT.601 luma."""
@@ -341,7 +394,9 @@ def export(model, warp, args, examples):
         image = tf.image.resize(gray[..., None], (CANVAS, CANVAS))
         return tf.ensure_shape(image, (CANVAS, CANVAS, 1))
 
-    archive.add_endpoint("serving_default", predict, input_signature=[image_spec])
+    archive.add_endpoint(
+        "serving_default", lambda image: predict(checked(image)), input_signature=[image_spec]
+    )
     archive.add_endpoint(
         "image_bytes",
         lambda image_bytes: predict(
@@ -355,7 +410,7 @@ def export(model, warp, args, examples):
     )
     archive.add_endpoint(
         "transformed",
-        lambda image: {"transformed": warp(image, training=False)},
+        lambda image: {"transformed": warp(checked(image), training=False)},
         input_signature=[image_spec],
     )
     images = examples[:4].astype("float32")

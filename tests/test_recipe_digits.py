@@ -139,6 +139,40 @@ np.testing.assert_allclose(
     via_rest["probabilities"].numpy()[0], from_bytes["probabilities"].numpy()[0], atol=1e-6
 )
 
+# Requests TF Serving refuses. It returns the runtime's own message, whose
+# first line must name the input and the rule; TensorFlow's Python wrapper
+# would put "Graph execution error:" and node traces before it, so that
+# wrapper is switched off here, and the runtime's {{{{node ...}}}} tags dropped.
+from tensorflow.python.eager.polymorphic_function import atomic_function
+atomic_function.InterpolateRuntimeError.__exit__ = lambda self, *error: False
+import re
+def first_line(signature, image):
+    try:
+        loaded.signatures[signature](image=tf.constant(image))
+    except tf.errors.InvalidArgumentError as error:
+        return re.sub(r"[{{][{{][^}}]*[}}][}}] *", "", error.message.splitlines()[0])
+    raise AssertionError(f"{{signature}} accepted an image of shape {{image.shape}}")
+shape_rule = (
+    "assertion failed: [image must have shape [batch, 60, 60, 1] (gray pixels in [0, 1]; "
+    "colour or encoded images go to the image_bytes signature); got "
+)
+for signature in ("serving_default", "transformed"):
+    for bad in ((2, 28, 28, 1), (1, 60, 60, 3), (60, 60), (1, 60, 60, 1, 1)):
+        line = first_line(signature, np.zeros(bad, "float32"))
+        assert line == shape_rule + str(list(bad)) + "]", line
+    nan = image.copy()
+    nan[0, 5, 5, 0] = np.nan
+    nan[1, 6, 6, 0] = np.inf
+    line = first_line(signature, nan)
+    assert line == (
+        "assertion failed: [image must hold finite pixel values; got 2 NaN or infinite pixels]"
+    ), line
+    line = first_line(signature, image * 255)
+    assert line.startswith(
+        "assertion failed: [image must hold pixel values in [0, 1] (8-bit pixels divided by "
+        "255); got values from "
+    ), line
+
 images = {{k: v.tobytes() for k, v in np.load("images.npz").items()}}
 def classes(data):
     return loaded.signatures["image_bytes"](image_bytes=tf.constant(data))["class"].numpy()
