@@ -15,9 +15,11 @@ them (the digit should come out centred and enlarged).
 
 Everything a run makes goes under --output (default runs/digits): the
 trained models `cnn.keras` and `spatial_transformer.keras`, TensorBoard
-logs in `logs/`, `results.json`, `transformed.png`, and while training,
-backups in `backup/`: an interrupted run resumes from its last completed
-epoch when re-run with the same command.
+logs in `logs/`, `results.json`, `transformed.png`, its settings in
+`run.json`, and while training, backups in `backup/`: an interrupted run
+(Ctrl-C) resumes from its last completed epoch when re-run with the same
+command, a finished one is reused (to --export it), and a command with
+other settings is refused (--overwrite starts again).
 
 The export's `image_bytes` signature takes PNG, JPEG, GIF (first frame)
 or BMP bytes, gray or colour, up to 4096x4096 pixels (checked from the
