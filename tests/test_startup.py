@@ -69,3 +69,18 @@ def test_import_keras_attention_prints_nothing_on_stderr():
 def test_a_user_who_asks_for_every_log_line_gets_them():
     result = import_in_a_fresh_process(TF_CPP_MIN_LOG_LEVEL="0")
     assert result.returncode == 0 and PREAMBLE in result.stderr
+
+
+def test_the_attention_demo_prints_no_tensorflow_start_up_lines():
+    """As the translation and digits recipes: TensorFlow's C++ lines
+    (oneDNN, CUDA drivers) stay off its stderr, here a usage error's."""
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    result = subprocess.run(
+        [sys.executable, "-m", "recipes.attention_demo", "--length", "0"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+    )
+    assert result.returncode == 2
+    assert result.stderr.startswith("usage: ") and "0000 " not in result.stderr, result.stderr
