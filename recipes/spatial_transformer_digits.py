@@ -581,6 +581,8 @@ def main(argv=None):
     for name in ("epochs", "batch_size", "trials"):
         if getattr(args, name) < 1:
             arguments.error(f"--{name.replace('_', '-')} must be >= 1; got {getattr(args, name)}")
+    if args.seed < 0:
+        arguments.error(f"--seed must be >= 0; got {args.seed}")
     if not (args.learning_rate > 0 and np.isfinite(args.learning_rate)):
         arguments.error(f"--learning-rate must be a finite number > 0; got {args.learning_rate}")
     if args.limit is not None and args.limit < 20:
@@ -610,7 +612,7 @@ def run(args, phase):
     from .tuning import load_hyperparameters
 
     check_paths(args)
-    settings = {"limit": args.limit, "rotate": args.rotate, "seed": args.seed}
+    settings = {"recipe": "digits", "limit": args.limit, "rotate": args.rotate, "seed": args.seed}
     settings.update(epochs=args.epochs, batch_size=args.batch_size)
     if args.tune:
         settings.update(command="tune", algorithm=args.algorithm, trials=args.trials)
@@ -618,6 +620,11 @@ def run(args, phase):
         chosen = model_settings(args, load_hyperparameters(args.hyperparameters))
         settings.update(command="train", **chosen)
     recorded = runs.recorded_settings(args.output) if os.path.isdir(args.output) else None
+    if recorded is not None and recorded.get("recipe") != "digits":  # not even --overwrite
+        raise ValueError(
+            f"--output {args.output} holds a run of another recipe (see its run.json): "
+            "choose another --output"
+        )
     if runs.claim(args.output, settings, args.overwrite, entries=RUN_ENTRIES):
         print(f"--overwrite: deleted the earlier run in {args.output}")
         recorded = None

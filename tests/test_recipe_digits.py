@@ -201,7 +201,7 @@ print("ok")
     assert result.returncode == 0 and "ok" in result.stdout, result.stderr[-2000:]
 
 
-def test_tuning_runs_and_resumes(tmp_path):
+def test_tuning_runs_and_resumes(tmp_path, capsys):
     args = [
         "--tune",
         "--algorithm",
@@ -222,12 +222,23 @@ def test_tuning_runs_and_resumes(tmp_path):
     recipe.main(args)  # resumes: the 2 trials are done, no new ones
     assert sorted(os.listdir(tmp_path / "tuning" / "digits")) == sorted(trials)
 
+    # Another algorithm, or a training, in the search's folder: refused, listing what differs.
+    for other, difference in [
+        (["--algorithm", "bayesian"], "algorithm: 'random' in the run, 'bayesian' now"),
+        (args[5:], "command: 'tune' in the run, 'train' now"),
+    ]:
+        with pytest.raises(SystemExit) as exit:
+            recipe.main(args + other if other[0] == "--algorithm" else other)
+        assert exit.value.code == 2 and difference in capsys.readouterr().err
+    assert sorted(os.listdir(tmp_path / "tuning" / "digits")) == sorted(trials)
+
 
 @pytest.mark.parametrize(
     "argv,message",
     [
         (["--epochs", "0"], "--epochs must be >= 1; got 0"),
         (["--limit", "5"], "--limit must be >= 20; got 5"),
+        (["--seed", "-1"], "--seed must be >= 0; got -1"),
         (["--hyperparameters", "/nonexistent.json"], "--hyperparameters /nonexistent.json"),
         (["--export", "--model-name", "../x"], "--model-name: model_name must be a plain name"),
     ],
@@ -387,3 +398,18 @@ def test_ctrl_c_keeps_the_run_other_settings_are_refused_and_a_rerun_resumes(tmp
     code, stdout, _ = interrupted_after_first_epoch_line(r"Epoch \d+/200")
     first = int(re.search(r"Epoch (\d+)/200", stdout).group(1))
     assert first >= 2 and code == 1  # resumed after the completed epoch(s), not from 1
+
+
+def test_a_folder_of_another_recipe_is_refused_even_with_overwrite(tmp_path, capsys):
+    run = tmp_path / "translate"
+    run.mkdir()
+    (run / "run.json").write_text('{"settings": {"corpus": "ding", "limit": null}}')
+    for extra in ([], ["--overwrite"]):
+        with pytest.raises(SystemExit) as exit:
+            recipe.main(["--limit", "20", "--output", str(run), *extra])
+        assert exit.value.code == 2
+        assert capsys.readouterr().err == (
+            f"error: --output {run} holds a run of another recipe (see its run.json): "
+            "choose another --output\n"
+        )
+    assert os.listdir(run) == ["run.json"]
