@@ -413,3 +413,18 @@ def test_a_folder_of_another_recipe_is_refused_even_with_overwrite(tmp_path, cap
             "choose another --output\n"
         )
     assert os.listdir(run) == ["run.json"]
+
+
+def test_overwrite_deletes_only_what_a_digits_run_writes(tmp_path):
+    from recipes import runs
+
+    old = {"recipe": "digits", "rotate": False}
+    runs.claim(str(tmp_path), old, entries=recipe.RUN_ENTRIES)
+    for name in ("cnn.keras", "results.json", "notes.txt"):
+        (tmp_path / name).write_text("x")
+    (tmp_path / "backup" / "cnn").mkdir(parents=True)
+    with pytest.raises(ValueError, match="rotate: False in the run, True now"):
+        runs.claim(str(tmp_path), {**old, "rotate": True}, entries=recipe.RUN_ENTRIES)
+    assert runs.claim(str(tmp_path), {**old, "rotate": True}, True, entries=recipe.RUN_ENTRIES)
+    assert sorted(os.listdir(tmp_path)) == ["notes.txt", "run.json"]  # the user's file is kept
+    assert runs.recorded_settings(str(tmp_path)) == {**old, "rotate": True}
