@@ -65,12 +65,19 @@ def import_keras():
 
         return keras
     try:
-        saved = os.dup(2)
-    except OSError:  # no descriptor 2 (a GUI process): nothing to keep clean
+        capture = tempfile.TemporaryFile()
+    except OSError:  # no writable temporary folder: import as it is
         import keras
 
         return keras
-    with tempfile.TemporaryFile() as capture:
+    try:
+        saved = os.dup(2)
+    except OSError:  # no descriptor 2 (a GUI process): nothing to keep clean
+        capture.close()
+        import keras
+
+        return keras
+    with capture:
         _flush()
         os.dup2(capture.fileno(), 2)
         try:
