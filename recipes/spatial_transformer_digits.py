@@ -498,7 +498,14 @@ def load_trained(output, name):
 
     import keras_attention  # noqa: F401  (registers SpatialTransformer for loading)
 
-    model = keras.saving.load_model(os.path.join(output, f"{name}.keras"))
+    path = os.path.join(output, f"{name}.keras")
+    try:
+        model = keras.saving.load_model(path)
+    except (OSError, ValueError) as error:
+        raise ValueError(
+            f"{path} does not load ({str(error).splitlines()[0]}): it is damaged; "
+            "pass --overwrite to train again"
+        ) from None
     warp = None
     if name == "spatial_transformer":
         warp = keras.Model(model.inputs, model.get_layer("spatial_transformer").output)
@@ -597,9 +604,10 @@ def main(argv=None):
             check_model_name(args.model_name)
         except ValueError as error:
             arguments.error(f"--model-name: {error}")
-    phase = ["train"]
+    phase = ["tune" if args.tune else "train"]
     messages = {
         "train": INTERRUPTED,
+        "tune": "interrupted: re-run the same command to continue the search",
         "export": "interrupted: nothing was exported (an export publishes only complete "
         "versions); the trained models are kept: re-run the same command to export them",
     }
@@ -620,7 +628,9 @@ def run(args, phase):
         chosen = model_settings(args, load_hyperparameters(args.hyperparameters))
         settings.update(command="train", **chosen)
     recorded = runs.recorded_settings(args.output) if os.path.isdir(args.output) else None
-    if recorded is not None and recorded.get("recipe") != "digits":  # not even --overwrite
+    if recorded is not None and (
+        not isinstance(recorded, dict) or recorded.get("recipe") != "digits"
+    ):  # not even --overwrite
         raise ValueError(
             f"--output {args.output} holds a run of another recipe (see its run.json): "
             "choose another --output"

@@ -61,6 +61,19 @@ def test_tiny_run_trains_reports_and_exports(tmp_path, monkeypatch, capsys):
     recipe.main(flags + ["--export", "--export-dir", exports])
     assert capsys.readouterr().out.count("trained before with these settings") == 2
     assert trained == {m: os.path.getmtime(os.path.join(output, f"{m}.keras")) for m in MODELS}
+    with open(os.path.join(output, "cnn.keras"), "rb") as handle:
+        model_file = handle.read()
+    with open(os.path.join(output, "cnn.keras"), "wb") as handle:  # damaged
+        handle.write(b"not a zip")
+    with pytest.raises(SystemExit) as exit:
+        recipe.main(flags)
+    stderr = capsys.readouterr().err
+    assert exit.value.code == 2 and stderr.startswith(
+        f"error: {os.path.join(output, 'cnn.keras')} does not load ("
+    )
+    assert stderr.endswith("): it is damaged; pass --overwrite to train again\n")
+    with open(os.path.join(output, "cnn.keras"), "wb") as handle:
+        handle.write(model_file)
     results = json.load(open(os.path.join(output, "results.json")))
     assert set(results) == {"cnn", "spatial_transformer"} and all(
         0 <= v <= 1 for v in results.values()
