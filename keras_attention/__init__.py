@@ -19,6 +19,8 @@ from importlib.metadata import PackageNotFoundError, version
 # this order, which is the order of `keras_attention.registry.names()` (the
 # recipes' and the tuner's first choice is its first name): the simplest first.
 # isort: off
+# First Keras, without TensorFlow's start-up notes on stderr (_startup says which).
+from keras_attention import _startup  # noqa: F401
 from keras_attention import multiplicative, additive, local, multi_head  # noqa: F401
 
 # isort: on

@@ -12,10 +12,11 @@ its exact-match accuracy on unseen sequences and the alignment it learned.
 """
 
 import argparse
-import os
 import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from .runs import import_tensorflow_quietly
+
+import_tensorflow_quietly()  # before Keras: no C++ start-up lines (cuInit, oneDNN)
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402

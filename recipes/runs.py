@@ -9,11 +9,13 @@ finished run keeps (`model.keras`, `config.json`) are written to a
 temporary file and renamed into place, so a kill never leaves half of one.
 """
 
+import argparse
 import contextlib
 import importlib.util
 import json
 import os
 import shutil
+import sys
 import time
 
 RUN_FILE = "run.json"
@@ -41,6 +43,16 @@ RUN_ENTRIES = (
 )
 
 
+class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """The module docstring as written, and every flag's default (said in
+    the help text where "None" would not tell it, and left out for switches)."""
+
+    def _get_help_string(self, action):
+        if action.default is None or action.default is False or "default:" in action.help:
+            return action.help
+        return super()._get_help_string(action)
+
+
 @contextlib.contextmanager
 def stderr_silenced():
     """File descriptor 2 sent to /dev/null inside the block (C++ libraries
@@ -53,6 +65,22 @@ def stderr_silenced():
     finally:
         os.dup2(saved, 2)
         os.close(saved)
+
+
+@contextlib.contextmanager
+def command_errors(interrupted, errors=(ValueError, OSError)):
+    """The end of a command line: inside the block, one of `errors` (a user
+    mistake, a file that cannot be read or written) becomes one `error:`
+    line on stderr and exit status 2, and Ctrl-C (`KeyboardInterrupt`) the
+    message `interrupted()` returns (exit status 1), never a traceback."""
+    try:
+        yield
+    except errors as error:
+        text = str(error).splitlines()[0] if str(error) else type(error).__name__
+        print(f"error: {text}", file=sys.stderr)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        sys.exit(interrupted())
 
 
 def import_tensorflow_quietly():
@@ -125,11 +153,12 @@ def differences(recorded, current, defaults=None):
     ]
 
 
-def delete_run(output):
-    """Delete what a run wrote into `output` (its `RUN_ENTRIES` and the
-    worker folders), keeping anything else there."""
+def delete_run(output, entries=RUN_ENTRIES):
+    """Delete what a run wrote into `output` (its `entries`, by default
+    the translation recipe's `RUN_ENTRIES`, and the worker folders),
+    keeping anything else there."""
     for name in os.listdir(output):
-        if name in RUN_ENTRIES or name.startswith("worker-"):
+        if name in entries or name.startswith("worker-"):
             path = os.path.join(output, name)
             if os.path.isdir(path):
                 shutil.rmtree(path)
@@ -137,12 +166,13 @@ def delete_run(output):
                 os.remove(path)
 
 
-def claim(output, settings, overwrite=False, defaults=None, upgrade=None):
+def claim(output, settings, overwrite=False, defaults=None, upgrade=None, entries=RUN_ENTRIES):
     """Make `output` the run of `settings`: record them in `run.json` (keys
     the record lacks are added, compared first with their `defaults` when
     given), or raise `ValueError` listing what differs from the recorded
     run. With `overwrite`, an existing run is deleted first. `upgrade` maps
     an older record's settings to today's names before they are compared.
+    `entries` are the names `--overwrite` deletes (`delete_run`).
     Returns True when an old run was deleted."""
     if os.path.exists(output) and not os.path.isdir(output):
         raise ValueError(f"--output {output} is a file; expected a folder for the run")
@@ -151,8 +181,8 @@ def claim(output, settings, overwrite=False, defaults=None, upgrade=None):
     if upgrade is not None and recorded is not None:
         recorded = upgrade(recorded)
     deleted = False
-    if overwrite and any(name in RUN_ENTRIES for name in os.listdir(output)):
-        delete_run(output)
+    if overwrite and any(name in entries for name in os.listdir(output)):
+        delete_run(output, entries)
         recorded = written = None
         deleted = True
     if recorded is not None:

@@ -15,9 +15,11 @@ them (the digit should come out centred and enlarged).
 
 Everything a run makes goes under --output (default runs/digits): the
 trained models `cnn.keras` and `spatial_transformer.keras`, TensorBoard
-logs in `logs/`, `results.json`, `transformed.png`, and while training,
-backups in `backup/`: an interrupted run resumes from its last completed
-epoch when re-run with the same command.
+logs in `logs/`, `results.json`, `transformed.png`, its settings in
+`run.json`, and while training, backups in `backup/`: an interrupted run
+(Ctrl-C) resumes from its last completed epoch when re-run with the same
+command, a finished one is reused (to --export it), and a command with
+other settings is refused (--overwrite starts again).
 
 The export's `image_bytes` signature takes PNG, JPEG, GIF (first frame)
 or BMP bytes, gray or colour, up to 4096x4096 pixels (checked from the
@@ -25,15 +27,12 @@ header before decoding).
 """
 
 import argparse
-import json
 import os
-import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-import numpy as np  # noqa: E402
+import numpy as np
 
 CANVAS = 60
+TRANSFORMS = ("affine", "tps")
 DIGIT = 28
 # The largest width or height the `image_bytes` signature decodes: a bigger
 # declared size is refused from the header (a 16000x16000 PNG of a few KB
@@ -322,6 +321,59 @@ def export(model, warp, args, examples):
     # AVX-512 CPUs fails on a batch of 0 between stacked convolutions.
     predict = empty_batch_as_one_row(classify, tf.zeros((1, CANVAS, CANVAS, 1)))
 
+    def checked(image):
+        """`image` once graph asserts have refused a wrong shape or channel
+        count, NaN or infinite pixels, and pixels outside [0, 1]: TF Serving
+        returns the assert's message, whose first line names the input."""
+        shape = tf.shape(image, out_type=tf.int64)
+        # Compared with [batch, 60, 60, 1, -1] after a -1 padding: no other
+        # rank passes. (The rank itself is no use: TensorFlow folds it to the
+        # signature's 4 before a request comes.)
+        padded = tf.concat([shape, tf.fill([4], tf.constant(-1, tf.int64))], 0)
+        shaped = tf.reduce_all(
+            tf.equal(padded[1:5], tf.constant([CANVAS, CANVAS, 1, -1], tf.int64))
+        )
+        got = tf.strings.reduce_join(tf.strings.as_string(shape), separator=", ")
+        shape_check = tf.debugging.Assert(
+            shaped,
+            [
+                tf.strings.join(
+                    [
+                        f"image must have shape [batch, {CANVAS}, {CANVAS}, 1] (gray pixels in "
+                        "[0, 1]; colour or encoded images go to the image_bytes signature); got [",
+                        got,
+                        "]",
+                    ]
+                )
+            ],
+        )
+        with tf.control_dependencies([shape_check]):
+            image = tf.identity(image)
+        non_finite = tf.reduce_sum(tf.cast(tf.logical_not(tf.math.is_finite(image)), tf.int64))
+        finite_check = tf.debugging.Assert(
+            tf.equal(non_finite, 0),
+            [
+                tf.strings.format(
+                    "image must hold finite pixel values; got {} NaN or infinite pixels",
+                    non_finite,
+                )
+            ],
+        )
+        with tf.control_dependencies([finite_check]):
+            low, high = tf.reduce_min(image), tf.reduce_max(image)
+            range_check = tf.debugging.Assert(
+                tf.logical_or(tf.equal(tf.size(image), 0), tf.logical_and(low >= 0.0, high <= 1.0)),
+                [
+                    tf.strings.format(
+                        "image must hold pixel values in [0, 1] (8-bit pixels divided by 255); "
+                        "got values from {} to {}",
+                        (low, high),
+                    )
+                ],
+            )
+        with tf.control_dependencies([range_check]):
+            return tf.ensure_shape(tf.identity(image), (None, CANVAS, CANVAS, 1))
+
     def decode(data):
         """PNG, JPEG, GIF (first frame) or BMP bytes -> a (60, 60, 1) image
         in [0, 1]; colour becomes gray by BT.601 luma."""
@@ -344,7 +396,9 @@ def export(model, warp, args, examples):
         image = tf.image.resize(gray[..., None], (CANVAS, CANVAS))
         return tf.ensure_shape(image, (CANVAS, CANVAS, 1))
 
-    archive.add_endpoint("serving_default", predict, input_signature=[image_spec])
+    archive.add_endpoint(
+        "serving_default", lambda image: predict(checked(image)), input_signature=[image_spec]
+    )
     archive.add_endpoint(
         "image_bytes",
         lambda image_bytes: predict(
@@ -358,7 +412,7 @@ def export(model, warp, args, examples):
     )
     archive.add_endpoint(
         "transformed",
-        lambda image: {"transformed": warp(image, training=False)},
+        lambda image: {"transformed": warp(checked(image), training=False)},
         input_signature=[image_spec],
     )
     images = examples[:4].astype("float32")
@@ -379,65 +433,215 @@ def export(model, warp, args, examples):
     )
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+HYPERPARAMETERS = ("learning_rate", "loc_filters", "loc_units", "transform")
+# What a run writes into --output: `--overwrite` deletes these and nothing else.
+RUN_ENTRIES = (
+    "run.json",
+    "backup",
+    "logs",
+    "cnn.keras",
+    "spatial_transformer.keras",
+    "results.json",
+    "transformed.png",
+    "tuning",
+    "best_hyperparameters.json",
+)
+INTERRUPTED = "interrupted: re-run the same command to resume from the last completed epoch"
+
+
+def model_settings(args, hyperparameters):
+    """The models' settings: the flags, overridden by a `--hyperparameters`
+    file's values (checked: `ValueError` naming the file and the value)."""
+    from .translation.config import UsageError, check_number, flag
+
+    source = f"--hyperparameters {args.hyperparameters}"
+    unknown = sorted(set(hyperparameters) - set(HYPERPARAMETERS))
+    if unknown:
+        raise ValueError(
+            f"{source}: unknown hyperparameters {unknown}; "
+            f"this recipe's are {list(HYPERPARAMETERS)}"
+        )
+    settings = {
+        "learning_rate": args.learning_rate,
+        "loc_filters": 8,
+        "loc_units": 32,
+        "transform": args.transform,
+        **hyperparameters,
+    }
+    for name, integer in (("learning_rate", False), ("loc_filters", True), ("loc_units", True)):
+        try:
+            check_number(
+                name, settings[name], integer=integer, low=int(integer), low_included=integer
+            )
+        except UsageError as error:  # "--learning-rate must be ..." -> "learning_rate must be ..."
+            raise ValueError(f"{source}: {name}{str(error)[len(flag(name)) :]}") from None
+    if settings["transform"] not in TRANSFORMS:
+        raise ValueError(
+            f"{source}: transform must be one of {list(TRANSFORMS)}; got {settings['transform']!r}"
+        )
+    return settings
+
+
+def finished(output, name):
+    """True when `<output>/<name>.keras` is a trained model: it exists and
+    no backup of an unfinished training of it is left."""
+    backup = os.path.join(output, "backup", name)
+    return os.path.exists(os.path.join(output, f"{name}.keras")) and not (
+        os.path.isdir(backup) and os.listdir(backup)
     )
-    parser.add_argument("--epochs", type=int, default=20, help="epochs for each model (default 20)")
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--learning-rate", type=float, default=1e-3)
-    parser.add_argument("--limit", type=int, default=None, help="use only the first N digits")
+
+
+def load_trained(output, name):
+    """The finished model `<output>/<name>.keras` and, for the spatial
+    transformer, the sub-model that returns the transformer's image."""
+    import keras
+
+    import keras_attention  # noqa: F401  (registers SpatialTransformer for loading)
+
+    path = os.path.join(output, f"{name}.keras")
+    try:
+        model = keras.saving.load_model(path)
+    except (OSError, ValueError) as error:
+        raise ValueError(
+            f"{path} does not load ({str(error).splitlines()[0]}): it is damaged; "
+            "pass --overwrite to train again"
+        ) from None
+    warp = None
+    if name == "spatial_transformer":
+        warp = keras.Model(model.inputs, model.get_layer("spatial_transformer").output)
+    return model, warp
+
+
+def check_paths(args):
+    """`ValueError` for an --output or --export-dir that names a file."""
+    if os.path.exists(args.output) and not os.path.isdir(args.output):
+        raise ValueError(f"--output {args.output} is a file; expected a folder for the run")
+    if args.export:
+        for path in (args.export_dir, os.path.join(args.export_dir, args.model_name)):
+            if os.path.exists(path) and not os.path.isdir(path):
+                raise ValueError(
+                    f"--export-dir: {path} is a file; expected a folder for the exports"
+                )
+
+
+def parser():
+    from .runs import HelpFormatter
+
+    parser = argparse.ArgumentParser(
+        prog="keras-attention-digits", description=__doc__, formatter_class=HelpFormatter
+    )
+    parser.add_argument("--epochs", type=int, default=20, help="epochs for each model")
+    parser.add_argument("--batch-size", type=int, default=64, help="examples per training step")
+    parser.add_argument("--learning-rate", type=float, default=1e-3, help="Adam's learning rate")
+    parser.add_argument(
+        "--limit", type=int, default=None, help="use only the first N digits (default: all 5000)"
+    )
     parser.add_argument(
         "--rotate", action="store_true", help="also rotate the digits by up to 45 degrees"
     )
-    parser.add_argument("--transform", choices=["affine", "tps"], default="affine")
+    parser.add_argument(
+        "--transform", choices=TRANSFORMS, default="affine", help="the transformer's warp"
+    )
     parser.add_argument(
         "--output",
         default="runs/digits",
-        help="run folder: models (cnn.keras, spatial_transformer.keras), TensorBoard logs "
-        "(logs/), training backups to resume from (backup/), results.json and the PNG "
-        "(default runs/digits)",
+        help="run folder: its settings (run.json), models (cnn.keras, "
+        "spatial_transformer.keras), TensorBoard logs (logs/), training backups to resume "
+        "from (backup/), results.json and the PNG",
     )
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="delete what an earlier run with other settings wrote into --output and start again",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of the data and the weights")
     parser.add_argument(
         "--tune", action="store_true", help="run a KerasTuner search instead of one training"
     )
     parser.add_argument(
-        "--algorithm", choices=["hyperband", "bayesian", "random"], default="hyperband"
+        "--algorithm",
+        choices=["hyperband", "bayesian", "random"],
+        default="hyperband",
+        help="the search of --tune",
     )
     parser.add_argument("--trials", type=int, default=10, help="trials for bayesian/random search")
-    parser.add_argument("--hyperparameters", help="JSON file from --tune to train with")
     parser.add_argument(
-        "--export", action="store_true", help="export the transformer model for TF Serving"
+        "--hyperparameters",
+        help="JSON file from --tune to train with (default: the flags' values)",
+    )
+    parser.add_argument(
+        "--export",
+        action="store_true",
+        help="export the transformer model for TF Serving (a finished run's models are reused)",
     )
     parser.add_argument("--export-dir", default="saved_models", help="base directory of exports")
     parser.add_argument("--model-name", default="digits", help="model name under --export-dir")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None):
+    """The command line: a user mistake is one `error:` line and exit
+    status 2, Ctrl-C a message (the run resumes when re-run), never a
+    traceback."""
+    arguments = parser()
+    args = arguments.parse_args(argv)
     for name in ("epochs", "batch_size", "trials"):
         if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be >= 1; got {getattr(args, name)}")
-    if not args.learning_rate > 0:
-        parser.error(f"--learning-rate must be > 0; got {args.learning_rate}")
+            arguments.error(f"--{name.replace('_', '-')} must be >= 1; got {getattr(args, name)}")
+    if args.seed < 0:
+        arguments.error(f"--seed must be >= 0; got {args.seed}")
+    if not (args.learning_rate > 0 and np.isfinite(args.learning_rate)):
+        arguments.error(f"--learning-rate must be a finite number > 0; got {args.learning_rate}")
     if args.limit is not None and args.limit < 20:
-        parser.error(f"--limit must be >= 20; got {args.limit}")
+        arguments.error(f"--limit must be >= 20; got {args.limit}")
+    from .runs import command_errors, import_tensorflow_quietly
+
+    import_tensorflow_quietly()  # after parsing: --help and flag errors stay fast
     if args.export:  # before training, not after it
         from keras_attention.serving.export import check_model_name
 
         try:
             check_model_name(args.model_name)
         except ValueError as error:
-            parser.error(f"--model-name: {error}")
+            arguments.error(f"--model-name: {error}")
+    phase = ["tune" if args.tune else "train"]
+    messages = {
+        "train": INTERRUPTED,
+        "tune": "interrupted: re-run the same command to continue the search",
+        "export": "interrupted: nothing was exported (an export publishes only complete "
+        "versions); the trained models are kept: re-run the same command to export them",
+    }
+    with command_errors(lambda: messages[phase[0]]):
+        run(args, phase)
+
+
+def run(args, phase):
+    from . import runs
     from .tuning import load_hyperparameters
 
-    try:
-        hyperparameters = load_hyperparameters(args.hyperparameters)
-    except ValueError as error:
-        parser.error(str(error))
+    check_paths(args)
+    settings = {"recipe": "digits", "limit": args.limit, "rotate": args.rotate, "seed": args.seed}
+    settings.update(epochs=args.epochs, batch_size=args.batch_size)
+    if args.tune:
+        settings.update(command="tune", algorithm=args.algorithm, trials=args.trials)
+    else:
+        chosen = model_settings(args, load_hyperparameters(args.hyperparameters))
+        settings.update(command="train", **chosen)
+    recorded = runs.recorded_settings(args.output) if os.path.isdir(args.output) else None
+    if recorded is not None and (
+        not isinstance(recorded, dict) or recorded.get("recipe") != "digits"
+    ):  # not even --overwrite
+        raise ValueError(
+            f"--output {args.output} holds a run of another recipe (see its run.json): "
+            "choose another --output"
+        )
+    if runs.claim(args.output, settings, args.overwrite, entries=RUN_ENTRIES):
+        print(f"--overwrite: deleted the earlier run in {args.output}")
+        recorded = None
 
     import keras
 
     keras.utils.set_random_seed(args.seed)
-    os.makedirs(args.output, exist_ok=True)
     train_data, test_data = make_dataset(args.limit, args.rotate, args.seed)
     print(
         f"{len(train_data[1])} training and {len(test_data[1])} test canvases of {CANVAS}x{CANVAS}"
@@ -446,17 +650,21 @@ def main(argv=None):
         tune(args, train_data)
         return
 
-    learning_rate = hyperparameters.get("learning_rate", args.learning_rate)
-    baseline, _ = build_models(False, learning_rate)
-    st_model, warp = build_models(
-        True,
-        learning_rate,
-        hyperparameters.get("loc_filters", 8),
-        hyperparameters.get("loc_units", 32),
-        hyperparameters.get("transform", args.transform),
-    )
-    results = {}
-    for name, model in (("cnn", baseline), ("spatial_transformer", st_model)):
+    results, models = {}, {}
+    for name in ("cnn", "spatial_transformer"):
+        if recorded is not None and finished(args.output, name):  # run.json: same settings
+            models[name] = load_trained(args.output, name)
+            print(f"\n== {name}: trained before with these settings ({name}.keras)")
+            results[name] = float(models[name][0].evaluate(*test_data, verbose=0)[1])
+            continue
+        models[name] = build_models(
+            name == "spatial_transformer",
+            chosen["learning_rate"],
+            chosen["loc_filters"],
+            chosen["loc_units"],
+            chosen["transform"],
+        )
+        model = models[name][0]
         print(f"\n== {name}: {model.count_params()} parameters, {args.epochs} epochs")
         results[name] = train(
             model, train_data, test_data, args.epochs, args.batch_size, args.output, name
@@ -465,8 +673,8 @@ def main(argv=None):
         f"\ntest accuracy: CNN {results['cnn']:.3f}, CNN with spatial transformer "
         f"{results['spatial_transformer']:.3f} (same {args.epochs} epochs)"
     )
-    with open(os.path.join(args.output, "results.json"), "w", encoding="utf-8") as handle:
-        json.dump(results, handle, indent=2)
+    runs.write_json_atomically(os.path.join(args.output, "results.json"), results)
+    st_model, warp = models["spatial_transformer"]
     grid = save_grid(
         test_data[0][:8],
         np.asarray(warp.predict(test_data[0][:8], verbose=0)),
@@ -474,11 +682,9 @@ def main(argv=None):
     )
     print(f"inputs and transformer outputs: {grid}")
     if args.export:
+        phase[0] = "export"
         print(f"exported: {export(st_model, warp, args, test_data[0])}")
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except KeyboardInterrupt:
-        sys.exit("interrupted: re-run the same command to resume from the last epoch")
+    main()

@@ -26,7 +26,7 @@ commands run on a CPU.
 import argparse
 import sys
 
-from .runs import import_tensorflow_quietly
+from .runs import HelpFormatter, import_tensorflow_quietly
 
 import_tensorflow_quietly()  # before anything imports TensorFlow
 
@@ -45,16 +45,6 @@ from .translation.config import (  # noqa: E402
     TranslationConfig,
     UsageError,
 )
-
-
-class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
-    """The module docstring as written, and every flag's default (said in
-    the help text where "None" would not tell it, and left out for switches)."""
-
-    def _get_help_string(self, action):
-        if action.default is None or action.default is False or "default:" in action.help:
-            return action.help
-        return super()._get_help_string(action)
 
 
 def add_alpha_flag(command):

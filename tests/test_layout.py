@@ -175,3 +175,33 @@ def test_no_import_cycle_inside_the_package():
     """No module imports, directly or through others, a module that imports
     it back, whether the imports sit at module level or inside functions."""
     assert cycles(import_graph()) == []
+
+
+def test_every_folder_of_the_package_is_packaged_without_deprecated_metadata():
+    """What `pip install` builds from pyproject.toml: every folder under
+    keras_attention/ and recipes/ that holds modules is a listed package (a
+    folder setuptools installs only as data is deprecated and warns), each
+    package-data pattern matches files, and the license is an SPDX string
+    (a license table and license classifiers are deprecated: warnings)."""
+    tomllib = pytest.importorskip("tomllib")
+    root = os.path.dirname(PACKAGE)
+    with open(os.path.join(root, "pyproject.toml"), "rb") as handle:
+        config = tomllib.load(handle)
+    project, setuptools = config["project"], config["tool"]["setuptools"]
+    assert project["license"] == "Apache-2.0" and project["license-files"] == ["LICENSE"]
+    assert not [c for c in project["classifiers"] if c.startswith("License ::")]
+    folders = {"keras_attention": "keras_attention", "recipes": "keras_attention_recipes"}
+    expected = set()
+    for top, name in folders.items():
+        for folder, subfolders, files in os.walk(os.path.join(root, top)):
+            subfolders[:] = [s for s in subfolders if s != "__pycache__"]
+            relative = os.path.relpath(folder, os.path.join(root, top))
+            if any(f.endswith(".py") for f in files):
+                expected.add(name if relative == "." else f"{name}.{relative.replace(os.sep, '.')}")
+    assert expected == set(setuptools["packages"])
+    import glob
+
+    for package, patterns in setuptools["package-data"].items():
+        folder = os.path.join(root, *package.split("."))
+        for pattern in patterns:
+            assert glob.glob(os.path.join(folder, pattern)), (package, pattern)

@@ -4,6 +4,7 @@ TensorFlow in a fresh process, tuning that resumes, and CLI errors."""
 import io
 import json
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import pytest
 from recipes import spatial_transformer_digits as recipe
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MODELS = ("cnn", "spatial_transformer")
 
 
 def png_header(width, height):
@@ -44,11 +46,34 @@ def test_clutter_places_the_digit_and_clutter():
     assert np.all(canvases.sum(axis=(1, 2, 3)) >= 64.0)  # the whole 8x8 stroke is on the canvas
 
 
-def test_tiny_run_trains_reports_and_exports(tmp_path):
+def test_tiny_run_trains_reports_and_exports(tmp_path, monkeypatch, capsys):
     output, exports = str(tmp_path / "run"), str(tmp_path / "exports")
-    recipe.main(
-        ["--limit", "100", "--epochs", "1", "--output", output, "--export", "--export-dir", exports]
+    flags = ["--limit", "100", "--epochs", "1", "--output", output]
+    recipe.main(flags)
+    trained = {name: os.path.getmtime(os.path.join(output, f"{name}.keras")) for name in MODELS}
+    capsys.readouterr()
+
+    # --export on the finished run: both models are reused, not trained again.
+    def no_training(*args, **kwargs):
+        raise AssertionError("trained again")
+
+    monkeypatch.setattr(recipe, "train", no_training)
+    recipe.main(flags + ["--export", "--export-dir", exports])
+    assert capsys.readouterr().out.count("trained before with these settings") == 2
+    assert trained == {m: os.path.getmtime(os.path.join(output, f"{m}.keras")) for m in MODELS}
+    with open(os.path.join(output, "cnn.keras"), "rb") as handle:
+        model_file = handle.read()
+    with open(os.path.join(output, "cnn.keras"), "wb") as handle:  # damaged
+        handle.write(b"not a zip")
+    with pytest.raises(SystemExit) as exit:
+        recipe.main(flags)
+    stderr = capsys.readouterr().err
+    assert exit.value.code == 2 and stderr.startswith(
+        f"error: {os.path.join(output, 'cnn.keras')} does not load ("
     )
+    assert stderr.endswith("): it is damaged; pass --overwrite to train again\n")
+    with open(os.path.join(output, "cnn.keras"), "wb") as handle:
+        handle.write(model_file)
     results = json.load(open(os.path.join(output, "results.json")))
     assert set(results) == {"cnn", "spatial_transformer"} and all(
         0 <= v <= 1 for v in results.values()
@@ -127,6 +152,40 @@ np.testing.assert_allclose(
     via_rest["probabilities"].numpy()[0], from_bytes["probabilities"].numpy()[0], atol=1e-6
 )
 
+# Requests TF Serving refuses. It returns the runtime's own message, whose
+# first line must name the input and the rule; TensorFlow's Python wrapper
+# would put "Graph execution error:" and node traces before it, so that
+# wrapper is switched off here, and the runtime's {{{{node ...}}}} tags dropped.
+from tensorflow.python.eager.polymorphic_function import atomic_function
+atomic_function.InterpolateRuntimeError.__exit__ = lambda self, *error: False
+import re
+def first_line(signature, image):
+    try:
+        loaded.signatures[signature](image=tf.constant(image))
+    except tf.errors.InvalidArgumentError as error:
+        return re.sub(r"[{{][{{][^}}]*[}}][}}] *", "", error.message.splitlines()[0])
+    raise AssertionError(f"{{signature}} accepted an image of shape {{image.shape}}")
+shape_rule = (
+    "assertion failed: [image must have shape [batch, 60, 60, 1] (gray pixels in [0, 1]; "
+    "colour or encoded images go to the image_bytes signature); got "
+)
+for signature in ("serving_default", "transformed"):
+    for bad in ((2, 28, 28, 1), (1, 60, 60, 3), (60, 60), (1, 60, 60, 1, 1)):
+        line = first_line(signature, np.zeros(bad, "float32"))
+        assert line == shape_rule + str(list(bad)) + "]", line
+    nan = image.copy()
+    nan[0, 5, 5, 0] = np.nan
+    nan[1, 6, 6, 0] = np.inf
+    line = first_line(signature, nan)
+    assert line == (
+        "assertion failed: [image must hold finite pixel values; got 2 NaN or infinite pixels]"
+    ), line
+    line = first_line(signature, image * 255)
+    assert line.startswith(
+        "assertion failed: [image must hold pixel values in [0, 1] (8-bit pixels divided by "
+        "255); got values from "
+    ), line
+
 images = {{k: v.tobytes() for k, v in np.load("images.npz").items()}}
 def classes(data):
     return loaded.signatures["image_bytes"](image_bytes=tf.constant(data))["class"].numpy()
@@ -155,7 +214,7 @@ print("ok")
     assert result.returncode == 0 and "ok" in result.stdout, result.stderr[-2000:]
 
 
-def test_tuning_runs_and_resumes(tmp_path):
+def test_tuning_runs_and_resumes(tmp_path, capsys):
     args = [
         "--tune",
         "--algorithm",
@@ -176,12 +235,23 @@ def test_tuning_runs_and_resumes(tmp_path):
     recipe.main(args)  # resumes: the 2 trials are done, no new ones
     assert sorted(os.listdir(tmp_path / "tuning" / "digits")) == sorted(trials)
 
+    # Another algorithm, or a training, in the search's folder: refused, listing what differs.
+    for other, difference in [
+        (["--algorithm", "bayesian"], "algorithm: 'random' in the run, 'bayesian' now"),
+        (args[5:], "command: 'tune' in the run, 'train' now"),
+    ]:
+        with pytest.raises(SystemExit) as exit:
+            recipe.main(args + other if other[0] == "--algorithm" else other)
+        assert exit.value.code == 2 and difference in capsys.readouterr().err
+    assert sorted(os.listdir(tmp_path / "tuning" / "digits")) == sorted(trials)
+
 
 @pytest.mark.parametrize(
     "argv,message",
     [
         (["--epochs", "0"], "--epochs must be >= 1; got 0"),
         (["--limit", "5"], "--limit must be >= 20; got 5"),
+        (["--seed", "-1"], "--seed must be >= 0; got -1"),
         (["--hyperparameters", "/nonexistent.json"], "--hyperparameters /nonexistent.json"),
         (["--export", "--model-name", "../x"], "--model-name: model_name must be a plain name"),
     ],
@@ -227,3 +297,150 @@ def test_an_interrupted_training_resumes_from_its_backup(tmp_path, monkeypatch):
     recipe.train(recipe.build_models(False)[0], data, data, 3, 16, output, "cnn")
     assert begun == [0, 1, 2]  # resumed at the third epoch
     assert keras.saving.load_model(os.path.join(output, "cnn.keras")).count_params() > 0
+
+
+def digits_cli(*argv, cwd=ROOT, **options):
+    """The recipe's command line in a fresh process (`python -m`)."""
+    return subprocess.run(
+        [sys.executable, "-m", "recipes.spatial_transformer_digits", *argv],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=dict(os.environ, PYTHONPATH=ROOT),
+        **options,
+    )
+
+
+@pytest.mark.parametrize(
+    "content,message",
+    [
+        ('{"learning_rate": -1}', "learning_rate must be > 0; got -1"),
+        ('{"loc_filters": 0}', "loc_filters must be >= 1; got 0"),
+        ('{"loc_units": "x"}', "loc_units must be an integer; got 'x'"),
+        ('{"transform": "spline"}', "transform must be one of ['affine', 'tps']; got 'spline'"),
+        ('{"units": 8}', "unknown hyperparameters ['units']"),
+    ],
+)
+def test_bad_hyperparameter_values_are_one_line_errors(tmp_path, capsys, content, message):
+    (tmp_path / "best.json").write_text(content)
+    path, output = str(tmp_path / "best.json"), tmp_path / "run"
+    with pytest.raises(SystemExit) as exit:
+        recipe.main(["--hyperparameters", path, "--output", str(output)])
+    stderr = capsys.readouterr().err
+    assert exit.value.code == 2
+    assert stderr.startswith(f"error: --hyperparameters {path}: {message}")
+    assert len(stderr.splitlines()) == 1
+    assert not output.exists()  # refused before anything is written
+
+
+def test_output_and_export_dir_naming_files_are_one_line_errors(tmp_path, capsys):
+    (tmp_path / "notes.txt").write_text("mine")
+    # In a fresh process: the whole of stderr, no TensorFlow start-up lines.
+    result = digits_cli("--output", "notes.txt", cwd=tmp_path)
+    assert (result.returncode, result.stderr) == (
+        2,
+        "error: --output notes.txt is a file; expected a folder for the run\n",
+    )
+    notes, run = str(tmp_path / "notes.txt"), str(tmp_path / "run")
+    with pytest.raises(SystemExit) as exit:
+        recipe.main(["--output", run, "--export", "--export-dir", notes])
+    assert (exit.value.code, capsys.readouterr().err) == (
+        2,
+        f"error: --export-dir: {notes} is a file; expected a folder for the exports\n",
+    )
+    assert (tmp_path / "notes.txt").read_text() == "mine" and not os.path.exists(run)
+
+
+def test_help_shows_every_default():
+    result = digits_cli("--help")
+    assert result.returncode == 0
+    options = result.stdout[result.stdout.index("options:") :]
+    takes_a_value = re.findall(r"\n  (--[a-z-]+) [A-Z{]", options)
+    assert len(takes_a_value) == 12, takes_a_value
+    for flag in takes_a_value:  # its help text, up to the next flag
+        text = options[options.index(f"\n  {flag} ") :].split("\n  --")[1]
+        assert "(default: " in " ".join(text.split()), (flag, text)
+    assert "(default: 0.001)" in options and "(default: all 5000)" in options
+
+
+def test_ctrl_c_keeps_the_run_other_settings_are_refused_and_a_rerun_resumes(tmp_path, capsys):
+    """Ctrl-C after the CNN's first epoch: a message and exit status 1, no
+    traceback; re-running with other settings is refused (nothing resumed
+    under them); the same command resumes after the completed epoch."""
+    import signal
+
+    flags = ["--limit", "20", "--epochs", "200", "--output", str(tmp_path / "run")]
+    # As the `keras-attention-digits` entry point calls it: main(), no __main__ block.
+    entry_point = (
+        "import sys; from recipes.spatial_transformer_digits import main; main(sys.argv[1:])"
+    )
+    command = [sys.executable, "-u", "-c", entry_point, *flags]
+
+    def interrupted_after_first_epoch_line(pattern):
+        process = subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+            env=dict(os.environ, PYTHONPATH=ROOT),
+        )
+        seen = []
+        for line in process.stdout:
+            seen.append(line)
+            if re.match(pattern, line):
+                process.send_signal(signal.SIGINT)
+                break
+        stdout, stderr = process.communicate(timeout=60)
+        return process.returncode, "".join(seen) + stdout, stderr
+
+    code, stdout, stderr = interrupted_after_first_epoch_line(r"Epoch 2/200")
+    assert code == 1, stderr
+    assert stderr.splitlines() == [
+        "interrupted: re-run the same command to resume from the last completed epoch"
+    ]
+    assert os.listdir(tmp_path / "run" / "backup" / "cnn")  # the state is kept
+    assert not (tmp_path / "run" / "cnn.keras").exists()
+
+    for other in (["--rotate", "--learning-rate", "0.01"], ["--rotate", "--transform", "tps"]):
+        with pytest.raises(SystemExit) as exit:
+            recipe.main(flags + other)
+        stderr = capsys.readouterr().err
+        assert exit.value.code == 2
+        assert stderr.startswith(f"error: --output {tmp_path / 'run'} holds a run built ")
+        assert "rotate: False in the run, True now" in stderr and len(stderr.splitlines()) == 1
+    assert not (tmp_path / "run" / "cnn.keras").exists()
+
+    code, stdout, _ = interrupted_after_first_epoch_line(r"Epoch \d+/200")
+    first = int(re.search(r"Epoch (\d+)/200", stdout).group(1))
+    assert first >= 2 and code == 1  # resumed after the completed epoch(s), not from 1
+
+
+def test_a_folder_of_another_recipe_is_refused_even_with_overwrite(tmp_path, capsys):
+    run = tmp_path / "translate"
+    run.mkdir()
+    (run / "run.json").write_text('{"settings": {"corpus": "ding", "limit": null}}')
+    for extra in ([], ["--overwrite"]):
+        with pytest.raises(SystemExit) as exit:
+            recipe.main(["--limit", "20", "--output", str(run), *extra])
+        assert exit.value.code == 2
+        assert capsys.readouterr().err == (
+            f"error: --output {run} holds a run of another recipe (see its run.json): "
+            "choose another --output\n"
+        )
+    assert os.listdir(run) == ["run.json"]
+
+
+def test_overwrite_deletes_only_what_a_digits_run_writes(tmp_path):
+    from recipes import runs
+
+    old = {"recipe": "digits", "rotate": False}
+    runs.claim(str(tmp_path), old, entries=recipe.RUN_ENTRIES)
+    for name in ("cnn.keras", "results.json", "notes.txt"):
+        (tmp_path / name).write_text("x")
+    (tmp_path / "backup" / "cnn").mkdir(parents=True)
+    with pytest.raises(ValueError, match="rotate: False in the run, True now"):
+        runs.claim(str(tmp_path), {**old, "rotate": True}, entries=recipe.RUN_ENTRIES)
+    assert runs.claim(str(tmp_path), {**old, "rotate": True}, True, entries=recipe.RUN_ENTRIES)
+    assert sorted(os.listdir(tmp_path)) == ["notes.txt", "run.json"]  # the user's file is kept
+    assert runs.recorded_settings(str(tmp_path)) == {**old, "rotate": True}
