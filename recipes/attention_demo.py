@@ -17,11 +17,10 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-import keras_attention  # noqa: E402
-from keras_attention import PositionalEmbedding  # noqa: E402
+# Keras (and its backend) is imported once the arguments are parsed, so that
+# `--help` answers at once.
 
 # demo name -> (registry name, overrides); widths come from the inputs.
 MECHANISMS = {
@@ -43,6 +42,11 @@ def make_data(count, length, rng):
 
 
 def build_model(mechanism, length, width):
+    import keras
+
+    import keras_attention
+    from keras_attention import PositionalEmbedding
+
     source = keras.Input((length,), dtype="int32", name="source")
     positions = keras.Input((length,), dtype="int32", name="positions")
     keys = keras.layers.Embedding(VOCAB, width)(source)
@@ -82,6 +86,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.length < 2 or args.width < 2 or args.epochs < 1:
         parser.error("--length and --width must be >= 2 and --epochs >= 1")
+
+    import keras
 
     keras.utils.set_random_seed(args.seed)
     rng = np.random.default_rng(args.seed)

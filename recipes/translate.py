@@ -26,18 +26,16 @@ commands run on a CPU.
 import argparse
 import sys
 
+# Nothing here imports TensorFlow or Keras: the arguments are parsed first
+# (`--help` and a mistyped flag answer at once), then `main` imports them.
 from .runs import import_tensorflow_quietly
-
-import_tensorflow_quietly()  # before anything imports TensorFlow
-
-from keras_attention.seq2seq.transformer import POSITIONS  # noqa: E402
-
-from .translation.config import (  # noqa: E402
+from .translation.config import (
     ALGORITHMS,
     ATTENTION,
     DECAYS,
     FAMILIES,
     FAMILY_DEFAULTS,
+    POSITIONS,
     PRECISIONS,
     RENAMED,
     STYLES,
@@ -446,9 +444,11 @@ def main(argv=None):
     """The command line: a user mistake, a bad corpus, a file that cannot be
     read or written, or a `ValueError` from the library is one `error:` line
     and exit status 2, never a traceback."""
+    args = parser().parse_args(argv)
+    import_tensorflow_quietly()  # before anything imports TensorFlow
+
     from .translation.data import CorpusError
 
-    args = parser().parse_args(argv)
     try:
         run(args)
     except (UsageError, CorpusError, ValueError, OSError) as error:

@@ -19,15 +19,25 @@ import dataclasses
 import math
 import os
 
-from keras_attention.registry import names as attention_names
-from keras_attention.seq2seq.search import BeamSearch
-from keras_attention.seq2seq.transformer import POSITIONS
-
 from ..tuning import ALGORITHMS  # noqa: F401  (the tuner's, offered by --algorithm)
 
 FAMILIES = ("rnn", "convs2s", "transformer")
-_BEAM = BeamSearch()  # the decoding flags' defaults are the search's (one home)
-ATTENTION = attention_names() + ("none",)  # the RNN's attention, by the library's own names
+# The command line is parsed before Keras and TensorFlow are imported (`--help`
+# and a mistyped flag answer at once), so this module imports no part of the
+# library: these three copy the library's tables (`keras_attention.registry.names()`,
+# `seq2seq.transformer.POSITIONS`, `BeamSearch()`'s defaults), and
+# tests/test_translation_cli.py::test_command_line_tables_are_the_librarys checks that they do.
+LIBRARY_ATTENTION = ("dot", "scaled_dot", "general", "additive", "concat", "local", "multihead")
+POSITIONS = ("sinusoidal", "learned", "rope", "alibi", "relative")
+BEAM_DEFAULTS = {
+    "beam_width": 4,
+    "alpha": 0.6,
+    "min_length": 0,
+    "no_repeat_ngram_size": 0,
+    "repetition_penalty": 1.0,
+    "coverage_penalty": 0.0,
+}
+ATTENTION = LIBRARY_ATTENTION + ("none",)  # the RNN's attention, by the library's own names
 DECAYS = ("rsqrt", "cosine")  # --decay
 STYLES = ("luong", "bahdanau")
 PRECISIONS = ("bfloat16", "float16")
@@ -229,12 +239,12 @@ class TranslationConfig:
     bleu_sentences: int = 200
     average_last: int = None
     # decoding (`decoding.search_from_config`), defaulting to BeamSearch's own
-    beam_width: int = _BEAM.beam_width
-    alpha: float = _BEAM.alpha  # GNMT's usual length penalty
-    min_length: int = _BEAM.min_length
-    no_repeat_ngram: int = _BEAM.no_repeat_ngram_size
-    repetition_penalty: float = _BEAM.repetition_penalty
-    coverage_penalty: float = _BEAM.coverage_penalty
+    beam_width: int = BEAM_DEFAULTS["beam_width"]
+    alpha: float = BEAM_DEFAULTS["alpha"]  # GNMT's usual length penalty
+    min_length: int = BEAM_DEFAULTS["min_length"]
+    no_repeat_ngram: int = BEAM_DEFAULTS["no_repeat_ngram_size"]
+    repetition_penalty: float = BEAM_DEFAULTS["repetition_penalty"]
+    coverage_penalty: float = BEAM_DEFAULTS["coverage_penalty"]
     # evaluate, translate, export, average
     samples: int = 5
     limit_test: int = None
