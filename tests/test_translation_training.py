@@ -7,6 +7,7 @@ test session (`tests/conftest.py`)."""
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -16,11 +17,13 @@ import numpy as np
 import pytest
 
 from keras_attention.seq2seq import BeamSearch
+from recipes import translate
 from recipes.translation import decoding, training
 from recipes.translation.data import DING, SPLITS, split_of, tsv_pairs
 from tests.translation_helpers import (
     ROOT,
     TINY,
+    cli,
     free_port,
     run,
 )
@@ -261,6 +264,15 @@ def test_tuning_runs_resumes_and_writes_best_hyperparameters(tmp_path, monkeypat
         sorted(d for d in os.listdir(tmp_path / "tuning" / "translate") if d.startswith("trial_"))
         == trials
     )
+    # Another algorithm cannot resume the search: KerasTuner's reload gave a
+    # traceback; now the differences, as train says them.
+    algorithm = args.index("--algorithm") + 1
+    other = [*args[:algorithm], "bayesian", *args[algorithm + 1 :]]
+    with pytest.raises(ValueError, match="algorithm: 'random' in the run, 'bayesian' now"):
+        run(*other)
+    # A tuning folder is not a training run's (nor the other way round).
+    with pytest.raises(ValueError, match="holds a run of `tune`, not of `train`"):
+        run("train", "--output", str(tmp_path), "--epochs", "1", *TINY)
     # train accepts the best hyperparameters
     run(
         "train",
@@ -274,12 +286,25 @@ def test_tuning_runs_resumes_and_writes_best_hyperparameters(tmp_path, monkeypat
     )
 
 
+def test_tune_has_its_own_folder_and_refuses_a_training_run(trained, tmp_path, capsys):
+    """`tune` without --output wrote into `runs/translate` (train's folder)
+    and exited 0 beside a finished training run."""
+    assert translate.parser().parse_args(["tune"]).output == "runs/tune"
+    assert translate.check(translate.parser().parse_args(["train"])).output == "runs/translate"
+    output = str(tmp_path / "run")
+    shutil.copytree(trained[0], output)
+    before = open(os.path.join(output, "run.json")).read()
+    status, out, err = cli(capsys, "tune", "--output", output, "--limit", "200")
+    assert status == 2 and err.count("\n") == 1, err
+    assert err.startswith(f"error: --output {output} holds a run of `train`, not of `tune`")
+    assert open(os.path.join(output, "run.json")).read() == before
+    assert not os.path.exists(os.path.join(output, "tuning"))
+
+
 def test_distributed_tuning_runs_every_trial_once(tmp_path, monkeypatch):
     monkeypatch.setenv("KERAS_ATTENTION_SEARCH_SPACE", SMALL_SEARCH)  # the workers inherit it
     output, logs = tmp_path / "tune", tmp_path / "logs"
-    run(
-        "train", "--output", str(output), "--epochs", "1", "--family", "rnn", *TINY
-    )  # data and vocabularies once
+    # The chief prepares the data and vocabularies once; the workers wait for them.
     result = subprocess.run(
         [
             sys.executable,

@@ -175,8 +175,17 @@ def tune(config, log=print):
     from .training import build_model
 
     chief = os.environ.get("KERASTUNER_TUNER_ID", "chief") == "chief"
+    space = search_space()
+    # What the search's saved state depends on: KerasTuner cannot resume it
+    # under another algorithm, epochs or space (a traceback before).
+    searched = {
+        "algorithm": config.algorithm,
+        "epochs": config.epochs,
+        "families": list(config.families),
+        "search_space": space,
+    }
     paths, source_tokenizer, target_tokenizer = prepared_run(
-        config, config.data_settings(), chief, log
+        config, {**config.data_settings(), **searched}, chief, log
     )
     numbers = numbers_to_protect(config, paths["train"], log)
     data = datasets(
@@ -189,7 +198,6 @@ def tune(config, log=print):
         log,
         numbers=numbers,
     )
-    space = search_space()
 
     def build(hp):
         family = hp.Choice("family", list(config.families))

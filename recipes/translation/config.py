@@ -128,7 +128,7 @@ FRACTIONS = ("dropout", "label_smoothing")  # in [0, 1)
 # demo's settings". Its alpha was chosen on the validation split: 0.6 left
 # translations short.
 COMMAND_DEFAULTS = {
-    "tune": {"epochs": 4},
+    "tune": {"epochs": 4, "output": "runs/tune"},  # not train's folder
     "demo": {
         "output": "runs/demo",
         "family": "convs2s",

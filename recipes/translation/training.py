@@ -291,7 +291,12 @@ def prepared_run(config, settings, chief, log, refuse_finished=False):
     if chief:
         # refuses other settings
         if runs.claim(
-            config.output, settings, config.overwrite, recorded_defaults(settings), upgrade
+            config.output,
+            settings,
+            config.overwrite,
+            recorded_defaults(settings),
+            upgrade,
+            command="tune" if config.command == "tune" else "train",  # demo: a train run
         ):
             log(f"--overwrite: deleted the earlier run in {config.output}")
         if refuse_finished and finished(config.output):
