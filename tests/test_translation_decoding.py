@@ -7,6 +7,7 @@ test session (`tests/conftest.py`)."""
 import json
 import os
 import re
+import shutil
 
 import numpy as np
 import pytest
@@ -242,3 +243,56 @@ def test_bleu_by_source_length_scores_each_bucket_on_its_own_sentences():
     assert list(table) == ["1-5", "6-10"]  # empty buckets are left out
     assert table["1-5"] == {"bleu": 100.0, "sentences": 2}
     assert table["6-10"]["sentences"] == 1 and table["6-10"]["bleu"] < 1.0
+
+
+def test_a_run_records_its_decoding_settings_and_the_commands_use_them(
+    trained, tmp_path, capsys, monkeypatch
+):
+    """The demo evaluated and exported with --alpha 1.2, but translate and
+    evaluate on the same run used 0.6: a run records its decoding settings
+    when it trains, and evaluate, translate and export use them unless a
+    flag says otherwise."""
+    from recipes.translation import commands
+    from recipes.translation.config import BEAM_DEFAULTS, decoding_settings
+
+    recorded = json.load(open(os.path.join(trained[0], "config.json")))["decoding"]
+    assert recorded == {  # the shared run trained without decoding flags
+        "beam_width": 4,
+        "alpha": 0.6,
+        "min_length": 0,
+        "no_repeat_ngram": 0,
+        "repetition_penalty": 1.0,
+        "coverage_penalty": 0.0,
+    }
+    assert BEAM_DEFAULTS["alpha"] == 0.6
+    train = translate.check(translate.parser().parse_args(["train", "--alpha", "1.2"]))
+    assert decoding_settings(train) == {**recorded, "alpha": 1.2}  # what train records
+    output = str(tmp_path / "run")
+    shutil.copytree(trained[0], output)
+    path = os.path.join(output, "config.json")
+    run_config = json.load(open(path))
+    json.dump(
+        {**run_config, "decoding": {**recorded, "alpha": 1.2, "beam_width": 2}}, open(path, "w")
+    )
+
+    searches = []
+
+    def capture(*args, **kwargs):
+        searches.append(next(a for a in args if hasattr(a, "beam_width")).get_config())
+        raise KeyboardInterrupt  # enough: the search is chosen
+
+    for name in ("translate_texts", "export_translator"):
+        monkeypatch.setattr(commands, name, capture)
+    for argv in (["translate", "Hallo."], ["export", "--export-dir", str(tmp_path / "x")]):
+        cli(capsys, *argv, "--output", output)
+    cli(capsys, "translate", "--output", output, "--alpha", "0.3", "Hallo.")
+    assert [(s["alpha"], s["beam_width"]) for s in searches] == [(1.2, 2), (1.2, 2), (0.3, 2)]
+    status, _, err = cli(capsys, "translate", "--output", output, "--nbest", "3", "Hallo.")
+    assert status == 2 and err == "error: --nbest must be at most --beam-width 2; got 3\n"
+    monkeypatch.undo()
+    status, _, err = cli(
+        capsys, "evaluate", "--output", output, "--limit-test", "2", "--samples", "0"
+    )
+    assert status == 0, err
+    scores = json.load(open(os.path.join(output, "scores.json")))
+    assert (scores["alpha"], scores["beam_width"]) == (1.2, 2)

@@ -37,6 +37,17 @@ BEAM_DEFAULTS = {
     "repetition_penalty": 1.0,
     "coverage_penalty": 0.0,
 }
+# The decoding flags, by their settings' names -> BeamSearch's argument names.
+# A run records them when it trains (`config.json`: "decoding"); the
+# commands that decode use the run's unless a flag is given (`run_decoding`).
+DECODING = {
+    "beam_width": "beam_width",
+    "alpha": "alpha",
+    "min_length": "min_length",
+    "no_repeat_ngram": "no_repeat_ngram_size",
+    "repetition_penalty": "repetition_penalty",
+    "coverage_penalty": "coverage_penalty",
+}
 ATTENTION = LIBRARY_ATTENTION + ("none",)  # the RNN's attention, by the library's own names
 DECAYS = ("rsqrt", "cosine")  # --decay
 STYLES = ("luong", "bahdanau")
@@ -238,13 +249,14 @@ class TranslationConfig:
     bleu_every: int = 0
     bleu_sentences: int = 200
     average_last: int = None
-    # decoding (`decoding.search_from_config`), defaulting to BeamSearch's own
-    beam_width: int = BEAM_DEFAULTS["beam_width"]
-    alpha: float = BEAM_DEFAULTS["alpha"]  # GNMT's usual length penalty
-    min_length: int = BEAM_DEFAULTS["min_length"]
-    no_repeat_ngram: int = BEAM_DEFAULTS["no_repeat_ngram_size"]
-    repetition_penalty: float = BEAM_DEFAULTS["repetition_penalty"]
-    coverage_penalty: float = BEAM_DEFAULTS["coverage_penalty"]
+    # decoding (`decoding.search_from_config`); None: not given, so the run's
+    # recorded setting (`run_decoding`), else BeamSearch's own (`BEAM_DEFAULTS`)
+    beam_width: int = None
+    alpha: float = None  # GNMT's length penalty
+    min_length: int = None
+    no_repeat_ngram: int = None
+    repetition_penalty: float = None
+    coverage_penalty: float = None
     # evaluate, translate, export, average
     samples: int = 5
     limit_test: int = None
@@ -307,20 +319,63 @@ class TranslationConfig:
         if self.average_last is not None:  # 1 would average one epoch
             check_number("average_last", self.average_last, integer=True, low=2)
         for name in COUNTS:
-            check_number(name, getattr(self, name), integer=True, low=0)
-        check_number("repetition_penalty", self.repetition_penalty, low=0, low_included=False)
+            if getattr(self, name) is not None:  # a decoding flag not given
+                check_number(name, getattr(self, name), integer=True, low=0)
+        if self.repetition_penalty is not None:
+            check_number("repetition_penalty", self.repetition_penalty, low=0, low_included=False)
         check_number("dictionary", self.dictionary, low=0)
-        check_number("coverage_penalty", self.coverage_penalty, low=0)
-        check_number("alpha", self.alpha, low=0)
+        for name in ("coverage_penalty", "alpha"):
+            if getattr(self, name) is not None:
+                check_number(name, getattr(self, name), low=0)
+        beam_width = BEAM_DEFAULTS["beam_width"] if self.beam_width is None else self.beam_width
         for name in ("nbest", "num_hypotheses"):
             value = getattr(self, name)
-            if value is not None and value > self.beam_width:
+            if value is not None and value > beam_width:
                 raise UsageError(
-                    f"{flag(name)} must be at most --beam-width {self.beam_width}; got {value}"
+                    f"{flag(name)} must be at most --beam-width {beam_width}; got {value}"
                 )
         if self.trains:
             model_settings(self)
         return self
+
+
+def decoding_settings(config):
+    """The decoding settings a run records when it trains: the flags given,
+    BeamSearch's defaults for the others."""
+    return {
+        name: BEAM_DEFAULTS[argument] if getattr(config, name) is None else getattr(config, name)
+        for name, argument in DECODING.items()
+    }
+
+
+DECODES = ("evaluate", "translate", "export")  # the commands that decode a trained run
+
+
+def with_recorded_decoding(config):
+    """`run_decoding` with the run's `config.json` when it has one (read
+    before any work, so that `--nbest` is checked against the run's beam)."""
+    from ..runs import read_json
+
+    if config.command not in DECODES:
+        return config
+    path = os.path.join(config.output, "config.json")
+    return run_decoding(
+        config, read_json(path, "the trained model's settings") if os.path.exists(path) else {}
+    )
+
+
+def run_decoding(config, run_config):
+    """`config` with each decoding setting not given on the command line
+    taken from the run (`config.json`'s "decoding", what it was trained or
+    demonstrated with), else BeamSearch's default; validated again."""
+    recorded = run_config.get("decoding") if isinstance(run_config, dict) else None
+    recorded = recorded if isinstance(recorded, dict) else {}
+    filled = {
+        name: recorded.get(name, BEAM_DEFAULTS[argument])
+        for name, argument in DECODING.items()
+        if getattr(config, name) is None
+    }
+    return config.replace(**filled).validate()
 
 
 def model_settings(config, hyperparameters=None):

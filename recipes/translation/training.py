@@ -18,6 +18,7 @@ from .. import runs
 from .config import (
     FAMILY_DEFAULTS,
     UsageError,
+    decoding_settings,
     model_settings,
     recorded_defaults,
     upgrade,
@@ -484,6 +485,8 @@ def train(config, log=print):
                 "train_seconds": round(seconds, 1),
                 "val_loss": round(val_loss, 4),
                 **({"averaged": averaged} if averaged else {}),
+                # what evaluate, translate and export decode with unless told otherwise
+                "decoding": decoding_settings(config),
             },
         )
     # Only now that model.keras and config.json are in place.
