@@ -296,3 +296,46 @@ def test_a_run_records_its_decoding_settings_and_the_commands_use_them(
     assert status == 0, err
     scores = json.load(open(os.path.join(output, "scores.json")))
     assert (scores["alpha"], scores["beam_width"]) == (1.2, 2)
+
+
+def test_decoding_commands_load_the_model_without_its_training_state(trained, capsys, monkeypatch):
+    """translate, evaluate and export only decode: the model loads without
+    its loss, metrics and optimizer (faster, and no optimizer warning);
+    `average`, which evaluates and saves the model, still loads it compiled."""
+    from recipes.translation import commands
+
+    models = []
+
+    def capture(model, *args, **kwargs):
+        models.append(model)
+        raise KeyboardInterrupt  # enough: the model is loaded
+
+    monkeypatch.setattr(commands, "translate_texts", capture)
+    monkeypatch.setattr(commands, "export_translator", capture)
+    for argv in (["translate", "Hallo."], ["export", "--export-dir", "unused"]):
+        cli(capsys, *argv, "--output", trained[0])
+    assert len(models) == 2 and all(not model.compiled for model in models)
+    assert training.load_run(trained[0])[0].compiled
+
+
+def test_export_says_each_step_on_stderr(trained, tmp_path, capsys, monkeypatch):
+    """`export` ran 48 s in silence: it now names each step on stderr
+    (stdout keeps only the result)."""
+    from keras_attention.serving import Translator
+    from keras_attention.serving.translator import SIGNATURES
+
+    traced = []
+    monkeypatch.setattr(Translator, "function", lambda self, name: traced.append(name))
+    monkeypatch.setattr(
+        Translator, "export", lambda self, *args, **kwargs: str(tmp_path / "translator" / "1")
+    )
+    status, out, err = cli(capsys, "export", "--output", trained[0], "--export-dir", str(tmp_path))
+    assert status == 0, err
+    assert traced == list(SIGNATURES)
+    lines = err.splitlines()
+    assert lines[: len(SIGNATURES) + 1] == [
+        f"export: tracing signature {index}/{len(SIGNATURES)} ({name}) ..."
+        for index, name in enumerate(SIGNATURES, 1)
+    ] + ["export: writing the SavedModel and its warm-up requests ..."]
+    assert re.fullmatch(r"export: done in \d+s", lines[len(SIGNATURES) + 1])
+    assert out.startswith("exported ") and "tracing" not in out

@@ -254,8 +254,10 @@ def task_index():
     return json.loads(os.environ.get("TF_CONFIG", "{}")).get("task", {}).get("index", 0)
 
 
-def load_run(output):
-    """The trained model, its config and tokenizers from an --output folder."""
+def load_run(output, compile=True):
+    """The trained model, its config and tokenizers from an --output folder;
+    `compile=False` for a model that only decodes (no loss, metrics or
+    optimizer state: faster to load, and no optimizer warning)."""
     import keras
 
     import keras_attention  # noqa: F401  (registers the model classes for loading)
@@ -272,7 +274,7 @@ def load_run(output):
     config = upgrade(runs.read_json(config_path, "the trained model's settings"))
     source, target = load_tokenizers(output)
     try:
-        model = keras.saving.load_model(model_path)
+        model = keras.saving.load_model(model_path, compile=compile)
     except (OSError, ValueError) as error:
         raise UsageError(
             f"{model_path} does not load ({str(error).splitlines()[0]}): it is damaged; "
