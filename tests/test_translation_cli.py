@@ -366,6 +366,7 @@ def test_the_decoding_flags_become_one_search():
         ("recipes.translate", ["translate", "--help"]),
         ("recipes.translate", ["train", "--no-such-flag"]),
         ("recipes.attention_demo", ["--help"]),
+        ("recipes.bottleneck", ["--help"]),
         ("recipes.results", ["--help"]),
         ("recipes.distributed_tuning", ["--help"]),
         ("recipes.serving_client", ["--help"]),
