@@ -339,3 +339,26 @@ def test_export_says_each_step_on_stderr(trained, tmp_path, capsys, monkeypatch)
     ] + ["export: writing the SavedModel and its warm-up requests ..."]
     assert re.fullmatch(r"export: done in \d+s", lines[len(SIGNATURES) + 1])
     assert out.startswith("exported ") and "tracing" not in out
+
+
+def test_the_demo_records_its_decoding_on_a_run_trained_before_runs_did(trained, tmp_path):
+    """`make demo` on a finished demo run from before runs recorded their
+    decoding evaluated with alpha 1.2 while translate used 0.6: the demo
+    records its settings there (once; a recorded run keeps its own)."""
+    from recipes.translation import commands
+
+    output = str(tmp_path / "run")
+    shutil.copytree(trained[0], output)
+    path = os.path.join(output, "config.json")
+    old = json.load(open(path))
+    del old["decoding"]
+    json.dump(old, open(path, "w"))
+    demo = translate.check(translate.parser().parse_args(["demo", "--output", output]))
+    commands.record_decoding(demo)
+    assert json.load(open(path))["decoding"]["alpha"] == 1.2
+    translating = translate.check(
+        translate.parser().parse_args(["translate", "--output", output, "Hallo."])
+    )
+    assert (translating.alpha, translating.beam_width) == (1.2, 4)
+    commands.record_decoding(demo.replace(alpha=2.0))  # already recorded: kept
+    assert json.load(open(path))["decoding"]["alpha"] == 1.2
