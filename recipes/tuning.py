@@ -48,16 +48,25 @@ def run_search(
 ):
     """Search, print a summary table, write `best_hyperparameters.json` in
     `output`; returns `(tuner, best_hyperparameters_dict)`."""
-    tuner = make_tuner(
-        build,
-        algorithm,
-        objective,
-        max_trials,
-        max_epochs,
-        os.path.join(output, "tuning"),
-        project,
-        seed,
-    )
+    try:
+        tuner = make_tuner(
+            build,
+            algorithm,
+            objective,
+            max_trials,
+            max_epochs,
+            os.path.join(output, "tuning"),
+            project,
+            seed,
+        )
+    except RuntimeError as error:  # KerasTuner's "Error reloading `Oracle`"
+        if "reloading" not in str(error):
+            raise
+        raise ValueError(
+            f"--output {output} holds a search that does not resume under these settings "
+            f"(--algorithm {algorithm}: it was made with another algorithm, --epochs or search "
+            "space): repeat its settings, pass --overwrite to delete it, or choose another --output"
+        ) from None
     report_trials(tuner, algorithm, max_trials, objective)
     x, y = train
     dataset = y is None  # a dataset batches (and shuffles) itself: Keras warns otherwise

@@ -396,3 +396,26 @@ def test_mixed_precision_training(tmp_path):
     )
     assert "validation loss" in log and "nan" not in log.split("validation loss")[1]
     keras.mixed_precision.set_global_policy("float32")
+
+
+def test_a_search_that_does_not_reload_is_one_error_naming_the_folder(tmp_path, capsys):
+    """A search saved before run.json recorded the tuner's settings, re-run
+    with another algorithm: KerasTuner's `RuntimeError: Error reloading
+    Oracle` traceback became a `ValueError` saying what to do (recipes/tuning.py,
+    shared with the digits recipe). Progress goes to stderr, a line per trial."""
+    import keras
+
+    from recipes.tuning import run_search
+
+    def build(hp):
+        model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(hp.Choice("units", [1]))])
+        model.compile("sgd", "mse")
+        return model
+
+    data = (np.zeros((8, 2), "float32"), np.zeros((8, 1), "float32"))
+    common = dict(max_trials=1, max_epochs=1, output=str(tmp_path), batch_size=8)
+    run_search(build, data, data, algorithm="random", **common)
+    err = capsys.readouterr().err
+    assert "tune: trial 1/1 (random): {'units': 1} ..." in err.splitlines()
+    with pytest.raises(ValueError, match=r"^--output .* holds a search that does not resume"):
+        run_search(build, data, data, algorithm="hyperband", **common)
