@@ -18,11 +18,10 @@ from .runs import import_tensorflow_quietly
 
 import_tensorflow_quietly()  # before Keras: no C++ start-up lines (cuInit, oneDNN)
 
-import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-import keras_attention  # noqa: E402
-from keras_attention import PositionalEmbedding  # noqa: E402
+# Keras (and its backend) is imported once the arguments are parsed, so that
+# `--help` answers at once.
 
 # demo name -> (registry name, overrides); widths come from the inputs.
 MECHANISMS = {
@@ -44,6 +43,11 @@ def make_data(count, length, rng):
 
 
 def build_model(mechanism, length, width):
+    import keras
+
+    import keras_attention
+    from keras_attention import PositionalEmbedding
+
     source = keras.Input((length,), dtype="int32", name="source")
     positions = keras.Input((length,), dtype="int32", name="positions")
     keys = keras.layers.Embedding(VOCAB, width)(source)
@@ -83,6 +87,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.length < 2 or args.width < 2 or args.epochs < 1:
         parser.error("--length and --width must be >= 2 and --epochs >= 1")
+
+    import keras
 
     keras.utils.set_random_seed(args.seed)
     rng = np.random.default_rng(args.seed)

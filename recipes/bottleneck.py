@@ -47,15 +47,14 @@ import os
 import sys
 import time
 
+import numpy as np
+
+# TensorFlow is imported once the arguments are parsed (`--help` at once):
+# the attention names are the translation recipe's checked copy of the
+# library's (`keras_attention.registry.names()`).
+from . import runs
 from .runs import import_tensorflow_quietly
-
-import_tensorflow_quietly()  # before anything imports TensorFlow
-
-import numpy as np  # noqa: E402
-
-from keras_attention.registry import names as attention_names  # noqa: E402
-
-from . import runs  # noqa: E402
+from .translation.config import LIBRARY_ATTENTION
 
 PADDING_ID, SOS_ID, EOS_ID = 0, 1, 2
 FIRST_SYMBOL_ID = 3  # ids 3 .. 3 + SYMBOLS - 1 are the symbols
@@ -68,7 +67,7 @@ MODELS = (
     ("rnn-none",)
     + tuple(
         f"rnn-{name}"
-        for name in attention_names()
+        for name in LIBRARY_ATTENTION
         if name != "scaled_dot"  # dot's scaled twin
     )
     + ("convs2s", "transformer")
@@ -482,6 +481,7 @@ def main(argv=None):
     """The command line: a user mistake, or a folder that cannot be written,
     is one `error:` line and exit status 2, never a traceback."""
     args = parser().parse_args(argv)
+    import_tensorflow_quietly()  # before anything imports TensorFlow
     try:
         check(args)
         run(args)

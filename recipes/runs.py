@@ -141,6 +141,26 @@ def recorded_settings(output):
     return read_json(path, "the run's settings").get("settings", {})
 
 
+# What a folder holds when its run.json predates the recorded command.
+COMMAND_MARKS = {
+    "tune": ("tuning", "best_hyperparameters.json"),
+    "train": ("model.keras", "backup"),
+}
+
+
+def recorded_command(output):
+    """The command whose run `output` holds (`train` or `tune`, as recorded in
+    `run.json`; for an older record, guessed from its files), or None."""
+    path = os.path.join(output, RUN_FILE)
+    record = read_json(path, "the run's settings") if os.path.exists(path) else None
+    if isinstance(record, dict) and record.get("command"):
+        return record["command"]
+    for command, marks in COMMAND_MARKS.items():
+        if any(os.path.exists(os.path.join(output, mark)) for mark in marks):
+            return command
+    return None
+
+
 def differences(recorded, current, defaults=None):
     """`key: <recorded> in the run, <current> now` for each setting both
     record with different values; `defaults` are the values of settings a
@@ -166,14 +186,17 @@ def delete_run(output, entries=RUN_ENTRIES):
                 os.remove(path)
 
 
-def claim(output, settings, overwrite=False, defaults=None, upgrade=None, entries=RUN_ENTRIES):
+def claim(
+    output, settings, overwrite=False, defaults=None, upgrade=None, command=None, entries=RUN_ENTRIES
+):
     """Make `output` the run of `settings`: record them in `run.json` (keys
     the record lacks are added, compared first with their `defaults` when
     given), or raise `ValueError` listing what differs from the recorded
     run. With `overwrite`, an existing run is deleted first. `upgrade` maps
     an older record's settings to today's names before they are compared.
     `entries` are the names `--overwrite` deletes (`delete_run`).
-    Returns True when an old run was deleted."""
+    `command` (`train` or `tune`) is recorded too, and a run of another
+    command is refused. Returns True when an old run was deleted."""
     if os.path.exists(output) and not os.path.isdir(output):
         raise ValueError(f"--output {output} is a file; expected a folder for the run")
     os.makedirs(output, exist_ok=True)
@@ -185,6 +208,12 @@ def claim(output, settings, overwrite=False, defaults=None, upgrade=None, entrie
         delete_run(output, entries)
         recorded = written = None
         deleted = True
+    held = None if deleted else recorded_command(output)
+    if command is not None and held not in (None, command):
+        raise ValueError(
+            f"--output {output} holds a run of `{held}`, not of `{command}`: choose another "
+            "--output (each command has its own default folder), or pass --overwrite to delete it"
+        )
     if recorded is not None:
         changed = differences(recorded, settings, defaults)
         if changed:
@@ -194,8 +223,9 @@ def claim(output, settings, overwrite=False, defaults=None, upgrade=None, entrie
                 "or choose another --output"
             )
     merged = {**(recorded or {}), **settings}
-    if merged != written:
-        write_json_atomically(os.path.join(output, RUN_FILE), {"settings": merged})
+    if merged != written or (command is not None and held != command):
+        record = {"settings": merged, **({"command": command} if command else {})}
+        write_json_atomically(os.path.join(output, RUN_FILE), record)
     return deleted
 
 

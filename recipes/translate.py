@@ -26,60 +26,86 @@ commands run on a CPU.
 import argparse
 import sys
 
+# Nothing here imports TensorFlow or Keras: the arguments are parsed first
+# (`--help` and a mistyped flag answer at once), then `main` imports them.
 from .runs import HelpFormatter, import_tensorflow_quietly
-
-import_tensorflow_quietly()  # before anything imports TensorFlow
-
-from keras_attention.seq2seq.transformer import POSITIONS  # noqa: E402
-
-from .translation.config import (  # noqa: E402
+from .translation.config import (
     ALGORITHMS,
     ATTENTION,
+    BEAM_DEFAULTS,
     DECAYS,
+    DECODING,
     FAMILIES,
     FAMILY_DEFAULTS,
+    POSITIONS,
     PRECISIONS,
     RENAMED,
     STYLES,
     TOKENIZERS,
     TranslationConfig,
     UsageError,
+    with_recorded_decoding,
 )
 
 
-def add_alpha_flag(command):
+def decoding_default(name, run):
+    """How a decoding flag's default is said: `train` records the flags in
+    the run (`run="records"`), evaluate, translate and export use the run's
+    (`run="uses"`); the demo has defaults of its own (None)."""
+    default = BEAM_DEFAULTS[DECODING[name]]
+    if run == "records":
+        return (
+            f" (default: {default}; recorded in the run as what evaluate, translate and export use)"
+        )
+    if run == "uses":
+        return f" (default: the run's, recorded when it trained; else {default})"
+    return ""
+
+
+def add_beam_width_flag(command, run, help_text="beam search width"):
+    command.add_argument(
+        "--beam-width", type=int, help=help_text + decoding_default("beam_width", run)
+    )
+
+
+def add_alpha_flag(command, run=None):
     """`--alpha`, beam search's length penalty, for every command that
     searches (the demo's default is larger: RESULTS.md)."""
     command.add_argument(
         "--alpha",
         type=float,
         help="GNMT's length penalty of beam search: hypotheses are ranked by "
-        "log p / ((5 + length) / 6)^alpha (>= 0; 0: the plain sum)",
+        "log p / ((5 + length) / 6)^alpha (>= 0; 0: the plain sum)"
+        + decoding_default("alpha", run),
     )
 
 
-def add_decoding_flags(command):
-    """The decoding options of `translate` and `export` (issue 13)."""
-    add_alpha_flag(command)
+def add_decoding_flags(command, run):
+    """The decoding options of `train` (recorded), `translate` and `export` (issue 13)."""
+    add_alpha_flag(command, run)
     command.add_argument(
         "--min-length",
         type=int,
-        help="at least this many target pieces before the end (>= 0)",
+        help="at least this many target pieces before the end (>= 0)"
+        + decoding_default("min_length", run),
     )
     command.add_argument(
         "--no-repeat-ngram",
         type=int,
-        help="never repeat an n-gram of this many pieces (0: off)",
+        help="never repeat an n-gram of this many pieces (0: off)"
+        + decoding_default("no_repeat_ngram", run),
     )
     command.add_argument(
         "--repetition-penalty",
         type=float,
-        help="CTRL's penalty on pieces already generated (> 0; 1: off)",
+        help="CTRL's penalty on pieces already generated (> 0; 1: off)"
+        + decoding_default("repetition_penalty", run),
     )
     command.add_argument(
         "--coverage-penalty",
         type=float,
-        help="GNMT's coverage penalty beta of beam search (>= 0; 0: off)",
+        help="GNMT's coverage penalty beta of beam search (>= 0; 0: off)"
+        + decoding_default("coverage_penalty", run),
     )
 
 
@@ -316,15 +342,18 @@ def parser():
             command.add_argument("--jit", action="store_true", help="compile training with XLA")
         return command
 
-    add_training_flags(add("train", "train a model"))
+    train_command = add("train", "train a model")
+    add_training_flags(train_command)
+    add_beam_width_flag(train_command, "records")
+    add_decoding_flags(train_command, "records")
     for name, help_text in (
         ("evaluate", "BLEU/chrF on the test split, samples, attention heatmaps"),
         ("translate", "translate sentences with a trained model"),
     ):
         command = add(name, help_text, data=False, model=False)
-        command.add_argument("--beam-width", type=int, help="beam search width")
+        add_beam_width_flag(command, "uses")
         if name == "evaluate":
-            add_alpha_flag(command)
+            add_alpha_flag(command, "uses")
             command.add_argument(
                 "--samples", type=int, help="sample translations and heatmaps shown"
             )
@@ -337,7 +366,7 @@ def parser():
                 help="score this TSV file of source<TAB>target lines instead of the test split",
             )
         else:
-            add_decoding_flags(command)
+            add_decoding_flags(command, "uses")
             command.add_argument(
                 "--nbest",
                 "--num-hypotheses",
@@ -377,13 +406,13 @@ def parser():
     )
     export.add_argument("--export-dir", help="base directory: <dir>/<name>/<version>/")
     export.add_argument("--model-name", help="the served model's name")
-    export.add_argument("--beam-width", type=int, help="beam width of serving_default and nbest")
+    add_beam_width_flag(export, "uses", "beam width of serving_default and nbest")
     export.add_argument(
         "--num-hypotheses",
         type=int,
         help="hypotheses the nbest signature returns (default: --beam-width; at most that)",
     )
-    add_decoding_flags(export)
+    add_decoding_flags(export, "uses")
     tune_command = add(
         "tune", "KerasTuner search (resumable; chief/worker distributed)", model=False
     )
@@ -399,7 +428,7 @@ def parser():
         "--bleu-trials", type=int, help="report validation BLEU of the N best"
     )
     demo_command = add("demo", "train, evaluate and translate: the main job of `make demo`")
-    demo_command.add_argument("--beam-width", type=int, help="beam search width")
+    add_beam_width_flag(demo_command, "records")
     add_alpha_flag(demo_command)
     demo_command.add_argument(
         "--limit-test", type=int, help="evaluate only the first N test sentences (default: all)"
@@ -414,7 +443,8 @@ def check(args):
     naming the flag): the one object the commands below the command line
     receive."""
     settings = {key: value for key, value in vars(args).items() if key != "command"}
-    return TranslationConfig.for_command(args.command, **settings).validate()
+    config = TranslationConfig.for_command(args.command, **settings).validate()
+    return with_recorded_decoding(config)  # a decoding flag not given: the run's
 
 
 def run(args, log=print):
@@ -436,9 +466,11 @@ def main(argv=None):
     """The command line: a user mistake, a bad corpus, a file that cannot be
     read or written, or a `ValueError` from the library is one `error:` line
     and exit status 2, never a traceback."""
+    args = parser().parse_args(argv)
+    import_tensorflow_quietly()  # before anything imports TensorFlow
+
     from .translation.data import CorpusError
 
-    args = parser().parse_args(argv)
     try:
         run(args)
     except (UsageError, CorpusError, ValueError, OSError) as error:

@@ -48,16 +48,26 @@ def run_search(
 ):
     """Search, print a summary table, write `best_hyperparameters.json` in
     `output`; returns `(tuner, best_hyperparameters_dict)`."""
-    tuner = make_tuner(
-        build,
-        algorithm,
-        objective,
-        max_trials,
-        max_epochs,
-        os.path.join(output, "tuning"),
-        project,
-        seed,
-    )
+    try:
+        tuner = make_tuner(
+            build,
+            algorithm,
+            objective,
+            max_trials,
+            max_epochs,
+            os.path.join(output, "tuning"),
+            project,
+            seed,
+        )
+    except RuntimeError as error:  # KerasTuner's "Error reloading `Oracle`"
+        if "reloading" not in str(error):
+            raise
+        raise ValueError(
+            f"--output {output} holds a search that does not resume under these settings "
+            f"(--algorithm {algorithm}: it was made with another algorithm, --epochs or search "
+            "space): repeat its settings, pass --overwrite to delete it, or choose another --output"
+        ) from None
+    report_trials(tuner, algorithm, max_trials, objective)
     x, y = train
     dataset = y is None  # a dataset batches (and shuffles) itself: Keras warns otherwise
     tuner.search(
@@ -83,6 +93,43 @@ def run_search(
         json.dump(best, handle, indent=2, sort_keys=True)
     print(f"\nbest hyperparameters ({objective} {trials[0].score if trials else '-'}): {path}")
     return tuner, best
+
+
+def report_trials(tuner, algorithm, max_trials, objective):
+    """A stderr line as each trial starts (`trial 3/10: {...}`, counting
+    the trials of an earlier, resumed search) and ends (its objective): the
+    search trains with `verbose=0` and was silent for minutes."""
+    import sys
+
+    begin, end = tuner.on_trial_begin, tuner.on_trial_end
+    total = "" if algorithm == "hyperband" else f"/{max_trials}"
+
+    def say(line):
+        print(line, file=sys.stderr, flush=True)
+
+    def number(trial):  # 1, 2, ... in the order the oracle made them (a worker: its id)
+        made = list(getattr(tuner.oracle, "trials", None) or {})
+        return made.index(trial.trial_id) + 1 if trial.trial_id in made else trial.trial_id
+
+    def on_trial_begin(trial):
+        values = {
+            k: v for k, v in trial.hyperparameters.values.items() if not k.startswith("tuner/")
+        }
+        epochs = trial.hyperparameters.values.get("tuner/epochs")
+        say(
+            f"tune: trial {number(trial)}{total} ({algorithm}"
+            + (f", {epochs} epochs" if epochs else "")
+            + f"): {values} ..."
+        )
+        begin(trial)
+
+    def on_trial_end(trial):
+        end(trial)
+        score = tuner.oracle.get_trial(trial.trial_id).score
+        score = "-" if score is None else f"{score:.4f}"
+        say(f"tune: trial {number(trial)}{total} done: {objective} {score}")
+
+    tuner.on_trial_begin, tuner.on_trial_end = on_trial_begin, on_trial_end
 
 
 def load_hyperparameters(path):

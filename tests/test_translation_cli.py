@@ -357,3 +357,52 @@ def test_the_decoding_flags_become_one_search():
     assert decoding.search_from_config(plain).get_config() == BeamSearch().get_config()
     demo = translate.check(translate.parser().parse_args(["demo"]))
     assert decoding.search_from_config(demo).get_config() == BeamSearch(alpha=1.2).get_config()
+
+
+@pytest.mark.parametrize(
+    "module, argv",
+    [
+        ("recipes.translate", ["--help"]),
+        ("recipes.translate", ["translate", "--help"]),
+        ("recipes.translate", ["train", "--no-such-flag"]),
+        ("recipes.attention_demo", ["--help"]),
+        ("recipes.bottleneck", ["--help"]),
+        ("recipes.results", ["--help"]),
+        ("recipes.distributed_tuning", ["--help"]),
+        ("recipes.serving_client", ["--help"]),
+        ("recipes.spatial_transformer_digits", ["--help"]),
+    ],
+)
+def test_help_and_flag_mistakes_answer_before_tensorflow_is_imported(module, argv):
+    """`--help` took 4-8 s: TensorFlow was imported before the arguments
+    were parsed. In a fresh interpreter, parsing them imports neither
+    TensorFlow nor Keras nor the library."""
+    code = (
+        "import importlib, sys\n"
+        f"module = importlib.import_module({module!r})\n"
+        "try:\n"
+        f"    module.main({argv!r})\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "heavy = ('tensorflow', 'keras', 'keras_attention', 'jax', 'torch')\n"
+        "print('IMPORTED', sorted({m.split('.')[0] for m in sys.modules} & set(heavy)))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.stdout.splitlines()[-1] == "IMPORTED []", (done.stdout[-300:], done.stderr[-500:])
+    assert "usage:" in done.stdout + done.stderr
+
+
+def test_command_line_tables_are_the_librarys():
+    """The command line's copies of the library's tables (config.py parses
+    without importing the library) are the library's."""
+    from keras_attention.registry import names
+    from keras_attention.seq2seq import BeamSearch
+    from keras_attention.seq2seq.transformer import POSITIONS
+    from recipes.translation import config
+
+    assert config.LIBRARY_ATTENTION == names()
+    assert config.POSITIONS == POSITIONS
+    beam = BeamSearch().get_config()
+    assert config.BEAM_DEFAULTS == {key: beam[key] for key in config.BEAM_DEFAULTS}

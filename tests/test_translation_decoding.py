@@ -7,6 +7,7 @@ test session (`tests/conftest.py`)."""
 import json
 import os
 import re
+import shutil
 
 import numpy as np
 import pytest
@@ -242,3 +243,122 @@ def test_bleu_by_source_length_scores_each_bucket_on_its_own_sentences():
     assert list(table) == ["1-5", "6-10"]  # empty buckets are left out
     assert table["1-5"] == {"bleu": 100.0, "sentences": 2}
     assert table["6-10"]["sentences"] == 1 and table["6-10"]["bleu"] < 1.0
+
+
+def test_a_run_records_its_decoding_settings_and_the_commands_use_them(
+    trained, tmp_path, capsys, monkeypatch
+):
+    """The demo evaluated and exported with --alpha 1.2, but translate and
+    evaluate on the same run used 0.6: a run records its decoding settings
+    when it trains, and evaluate, translate and export use them unless a
+    flag says otherwise."""
+    from recipes.translation import commands
+    from recipes.translation.config import BEAM_DEFAULTS, decoding_settings
+
+    recorded = json.load(open(os.path.join(trained[0], "config.json")))["decoding"]
+    assert recorded == {  # the shared run trained without decoding flags
+        "beam_width": 4,
+        "alpha": 0.6,
+        "min_length": 0,
+        "no_repeat_ngram": 0,
+        "repetition_penalty": 1.0,
+        "coverage_penalty": 0.0,
+    }
+    assert BEAM_DEFAULTS["alpha"] == 0.6
+    train = translate.check(translate.parser().parse_args(["train", "--alpha", "1.2"]))
+    assert decoding_settings(train) == {**recorded, "alpha": 1.2}  # what train records
+    output = str(tmp_path / "run")
+    shutil.copytree(trained[0], output)
+    path = os.path.join(output, "config.json")
+    run_config = json.load(open(path))
+    json.dump(
+        {**run_config, "decoding": {**recorded, "alpha": 1.2, "beam_width": 2}}, open(path, "w")
+    )
+
+    searches = []
+
+    def capture(*args, **kwargs):
+        searches.append(next(a for a in args if hasattr(a, "beam_width")).get_config())
+        raise KeyboardInterrupt  # enough: the search is chosen
+
+    for name in ("translate_texts", "export_translator"):
+        monkeypatch.setattr(commands, name, capture)
+    for argv in (["translate", "Hallo."], ["export", "--export-dir", str(tmp_path / "x")]):
+        cli(capsys, *argv, "--output", output)
+    cli(capsys, "translate", "--output", output, "--alpha", "0.3", "Hallo.")
+    assert [(s["alpha"], s["beam_width"]) for s in searches] == [(1.2, 2), (1.2, 2), (0.3, 2)]
+    status, _, err = cli(capsys, "translate", "--output", output, "--nbest", "3", "Hallo.")
+    assert status == 2 and err == "error: --nbest must be at most --beam-width 2; got 3\n"
+    monkeypatch.undo()
+    status, _, err = cli(
+        capsys, "evaluate", "--output", output, "--limit-test", "2", "--samples", "0"
+    )
+    assert status == 0, err
+    scores = json.load(open(os.path.join(output, "scores.json")))
+    assert (scores["alpha"], scores["beam_width"]) == (1.2, 2)
+
+
+def test_decoding_commands_load_the_model_without_its_training_state(trained, capsys, monkeypatch):
+    """translate, evaluate and export only decode: the model loads without
+    its loss, metrics and optimizer (faster, and no optimizer warning);
+    `average`, which evaluates and saves the model, still loads it compiled."""
+    from recipes.translation import commands
+
+    models = []
+
+    def capture(model, *args, **kwargs):
+        models.append(model)
+        raise KeyboardInterrupt  # enough: the model is loaded
+
+    monkeypatch.setattr(commands, "translate_texts", capture)
+    monkeypatch.setattr(commands, "export_translator", capture)
+    for argv in (["translate", "Hallo."], ["export", "--export-dir", "unused"]):
+        cli(capsys, *argv, "--output", trained[0])
+    assert len(models) == 2 and all(not model.compiled for model in models)
+    assert training.load_run(trained[0])[0].compiled
+
+
+def test_export_says_each_step_on_stderr(trained, tmp_path, capsys, monkeypatch):
+    """`export` ran 48 s in silence: it now names each step on stderr
+    (stdout keeps only the result)."""
+    from keras_attention.serving import Translator
+    from keras_attention.serving.translator import SIGNATURES
+
+    traced = []
+    monkeypatch.setattr(Translator, "function", lambda self, name: traced.append(name))
+    monkeypatch.setattr(
+        Translator, "export", lambda self, *args, **kwargs: str(tmp_path / "translator" / "1")
+    )
+    status, out, err = cli(capsys, "export", "--output", trained[0], "--export-dir", str(tmp_path))
+    assert status == 0, err
+    assert traced == list(SIGNATURES)
+    lines = err.splitlines()
+    assert lines[: len(SIGNATURES) + 1] == [
+        f"export: tracing signature {index}/{len(SIGNATURES)} ({name}) ..."
+        for index, name in enumerate(SIGNATURES, 1)
+    ] + ["export: writing the SavedModel and its warm-up requests ..."]
+    assert re.fullmatch(r"export: done in \d+s", lines[len(SIGNATURES) + 1])
+    assert out.startswith("exported ") and "tracing" not in out
+
+
+def test_the_demo_records_its_decoding_on_a_run_trained_before_runs_did(trained, tmp_path):
+    """`make demo` on a finished demo run from before runs recorded their
+    decoding evaluated with alpha 1.2 while translate used 0.6: the demo
+    records its settings there (once; a recorded run keeps its own)."""
+    from recipes.translation import commands
+
+    output = str(tmp_path / "run")
+    shutil.copytree(trained[0], output)
+    path = os.path.join(output, "config.json")
+    old = json.load(open(path))
+    del old["decoding"]
+    json.dump(old, open(path, "w"))
+    demo = translate.check(translate.parser().parse_args(["demo", "--output", output]))
+    commands.record_decoding(demo)
+    assert json.load(open(path))["decoding"]["alpha"] == 1.2
+    translating = translate.check(
+        translate.parser().parse_args(["translate", "--output", output, "Hallo."])
+    )
+    assert (translating.alpha, translating.beam_width) == (1.2, 4)
+    commands.record_decoding(demo.replace(alpha=2.0))  # already recorded: kept
+    assert json.load(open(path))["decoding"]["alpha"] == 1.2

@@ -7,20 +7,24 @@ test session (`tests/conftest.py`)."""
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
 import time
+import warnings
 
 import numpy as np
 import pytest
 
 from keras_attention.seq2seq import BeamSearch
+from recipes import translate
 from recipes.translation import decoding, training
 from recipes.translation.data import DING, SPLITS, split_of, tsv_pairs
 from tests.translation_helpers import (
     ROOT,
     TINY,
+    cli,
     free_port,
     run,
 )
@@ -217,7 +221,7 @@ def test_two_workers_train_to_identical_weights(tmp_path):
         np.testing.assert_array_equal(chief[name], other[name], err_msg=name)
 
 
-def test_tuning_runs_resumes_and_writes_best_hyperparameters(tmp_path, monkeypatch):
+def test_tuning_runs_resumes_and_writes_best_hyperparameters(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("KERAS_ATTENTION_SEARCH_SPACE", SMALL_SEARCH)
     args = [
         "tune",
@@ -243,7 +247,16 @@ def test_tuning_runs_resumes_and_writes_best_hyperparameters(tmp_path, monkeypat
         "--verbose",
         "0",
     ]
-    log = run(*args)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        log = run(*args)
+    # A line per trial as it starts and ends (the search was silent), and
+    # the best models load for their BLEU without Keras's optimizer warning.
+    progress = [line for line in capsys.readouterr().err.splitlines() if line.startswith("tune:")]
+    assert re.fullmatch(r"tune: trial 1/2 \(random\): \{'family': .*\} \.\.\.", progress[0])
+    assert re.fullmatch(r"tune: trial 1/2 done: val_loss \d+\.\d{4}", progress[1])
+    assert progress[2].startswith("tune: trial 2/2 (random): ") and len(progress) == 4
+    assert not [w for w in caught if "Skipping variable loading" in str(w.message)]
     best = json.load(open(tmp_path / "best_hyperparameters.json"))
     assert best["family"] in ("rnn", "transformer") and "learning_rate" in best
     # Only the transformer has heads, and its embedding width is its units.
@@ -261,6 +274,15 @@ def test_tuning_runs_resumes_and_writes_best_hyperparameters(tmp_path, monkeypat
         sorted(d for d in os.listdir(tmp_path / "tuning" / "translate") if d.startswith("trial_"))
         == trials
     )
+    # Another algorithm cannot resume the search: KerasTuner's reload gave a
+    # traceback; now the differences, as train says them.
+    algorithm = args.index("--algorithm") + 1
+    other = [*args[:algorithm], "bayesian", *args[algorithm + 1 :]]
+    with pytest.raises(ValueError, match="algorithm: 'random' in the run, 'bayesian' now"):
+        run(*other)
+    # A tuning folder is not a training run's (nor the other way round).
+    with pytest.raises(ValueError, match="holds a run of `tune`, not of `train`"):
+        run("train", "--output", str(tmp_path), "--epochs", "1", *TINY)
     # train accepts the best hyperparameters
     run(
         "train",
@@ -274,12 +296,25 @@ def test_tuning_runs_resumes_and_writes_best_hyperparameters(tmp_path, monkeypat
     )
 
 
+def test_tune_has_its_own_folder_and_refuses_a_training_run(trained, tmp_path, capsys):
+    """`tune` without --output wrote into `runs/translate` (train's folder)
+    and exited 0 beside a finished training run."""
+    assert translate.parser().parse_args(["tune"]).output == "runs/tune"
+    assert translate.check(translate.parser().parse_args(["train"])).output == "runs/translate"
+    output = str(tmp_path / "run")
+    shutil.copytree(trained[0], output)
+    before = open(os.path.join(output, "run.json")).read()
+    status, out, err = cli(capsys, "tune", "--output", output, "--limit", "200")
+    assert status == 2 and err.count("\n") == 1, err
+    assert err.startswith(f"error: --output {output} holds a run of `train`, not of `tune`")
+    assert open(os.path.join(output, "run.json")).read() == before
+    assert not os.path.exists(os.path.join(output, "tuning"))
+
+
 def test_distributed_tuning_runs_every_trial_once(tmp_path, monkeypatch):
     monkeypatch.setenv("KERAS_ATTENTION_SEARCH_SPACE", SMALL_SEARCH)  # the workers inherit it
     output, logs = tmp_path / "tune", tmp_path / "logs"
-    run(
-        "train", "--output", str(output), "--epochs", "1", "--family", "rnn", *TINY
-    )  # data and vocabularies once
+    # The chief prepares the data and vocabularies once; the workers wait for them.
     result = subprocess.run(
         [
             sys.executable,
@@ -361,3 +396,26 @@ def test_mixed_precision_training(tmp_path):
     )
     assert "validation loss" in log and "nan" not in log.split("validation loss")[1]
     keras.mixed_precision.set_global_policy("float32")
+
+
+def test_a_search_that_does_not_reload_is_one_error_naming_the_folder(tmp_path, capsys):
+    """A search saved before run.json recorded the tuner's settings, re-run
+    with another algorithm: KerasTuner's `RuntimeError: Error reloading
+    Oracle` traceback became a `ValueError` saying what to do (recipes/tuning.py,
+    shared with the digits recipe). Progress goes to stderr, a line per trial."""
+    import keras
+
+    from recipes.tuning import run_search
+
+    def build(hp):
+        model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(hp.Choice("units", [1]))])
+        model.compile("sgd", "mse")
+        return model
+
+    data = (np.zeros((8, 2), "float32"), np.zeros((8, 1), "float32"))
+    common = dict(max_trials=1, max_epochs=1, output=str(tmp_path), batch_size=8)
+    run_search(build, data, data, algorithm="random", **common)
+    err = capsys.readouterr().err
+    assert "tune: trial 1/1 (random): {'units': 1} ..." in err.splitlines()
+    with pytest.raises(ValueError, match=r"^--output .* holds a search that does not resume"):
+        run_search(build, data, data, algorithm="hyperband", **common)

@@ -6,9 +6,10 @@ translate, average, tune, export and the demo. Each takes a validated
 
 import os
 import time
+import warnings
 
 from .. import runs
-from .config import SEARCH_SPACE, UsageError, recorded_defaults, upgrade
+from .config import SEARCH_SPACE, UsageError, recorded_defaults, run_decoding, upgrade
 from .data import datasets, numbers_to_protect
 from .decoding import (
     GREEDY,
@@ -41,7 +42,8 @@ def evaluate(config, log=print):
 
     test_file = config.test  # the user's test file, read before the model
     pairs = read_pair_file(test_file, "--test", log) if test_file else None
-    model, run_config, source_tokenizer, target_tokenizer = load_run(config.output)
+    model, run_config, source_tokenizer, target_tokenizer = load_run(config.output, compile=False)
+    config = run_decoding(config, run_config)
     if not test_file:
         test_file = os.path.join(config.output, "data", "test.tsv")
         pairs = read_pairs(test_file)
@@ -113,13 +115,15 @@ def translate_command(config, log=print):
     from .text_io import reads_lines, translate_file
 
     def translator():
-        model, run_config, source_tokenizer, target_tokenizer = load_run(config.output)
+        model, run_config, source_tokenizer, target_tokenizer = load_run(
+            config.output, compile=False
+        )
         return line_translator(
             model,
             source_tokenizer,
             target_tokenizer,
             run_config["max_length"],
-            search_from_config(config),
+            search_from_config(run_decoding(config, run_config)),
             config.nbest,
             number_protection(run_config),
         )
@@ -131,7 +135,8 @@ def translate_command(config, log=print):
             "give the text to translate, e.g. "
             'translate --output runs/translate "Ich habe keine Zeit."'
         )
-    model, run_config, source_tokenizer, target_tokenizer = load_run(config.output)
+    model, run_config, source_tokenizer, target_tokenizer = load_run(config.output, compile=False)
+    config = run_decoding(config, run_config)
     common = (model, source_tokenizer, target_tokenizer, config.text, run_config["max_length"])
     numbers = number_protection(run_config)
     if config.nbest:
@@ -175,8 +180,17 @@ def tune(config, log=print):
     from .training import build_model
 
     chief = os.environ.get("KERASTUNER_TUNER_ID", "chief") == "chief"
+    space = search_space()
+    # What the search's saved state depends on: KerasTuner cannot resume it
+    # under another algorithm, epochs or space (a traceback before).
+    searched = {
+        "algorithm": config.algorithm,
+        "epochs": config.epochs,
+        "families": list(config.families),
+        "search_space": space,
+    }
     paths, source_tokenizer, target_tokenizer = prepared_run(
-        config, config.data_settings(), chief, log
+        config, {**config.data_settings(), **searched}, chief, log
     )
     numbers = numbers_to_protect(config, paths["train"], log)
     data = datasets(
@@ -189,7 +203,6 @@ def tune(config, log=print):
         log,
         numbers=numbers,
     )
-    space = search_space()
 
     def build(hp):
         family = hp.Choice("family", list(config.families))
@@ -252,10 +265,14 @@ def tune(config, log=print):
             f"\nvalidation BLEU of the {config.bleu_trials} best trials "
             f"(beam 1, {len(pairs)} sentences):"
         )
-        for trial, model in zip(
-            tuner.oracle.get_best_trials(config.bleu_trials),
-            tuner.get_best_models(config.bleu_trials),
-        ):
+        with warnings.catch_warnings():
+            # Only the weights are loaded, for inference: the optimizer's state
+            # is not needed (Keras warned that it was skipped).
+            warnings.filterwarnings(
+                "ignore", "Skipping variable loading for optimizer", UserWarning
+            )
+            models = tuner.get_best_models(config.bleu_trials)
+        for trial, model in zip(tuner.oracle.get_best_trials(config.bleu_trials), models):
             hypotheses = translate_texts(
                 model,
                 source_tokenizer,
@@ -280,7 +297,8 @@ def export_command(config, log=print):
 
     if os.path.exists(config.export_dir) and not os.path.isdir(config.export_dir):
         raise UsageError(f"--export-dir {config.export_dir} is a file; expected a folder")
-    model, run_config, source_tokenizer, target_tokenizer = load_run(config.output)
+    model, run_config, source_tokenizer, target_tokenizer = load_run(config.output, compile=False)
+    config = run_decoding(config, run_config)
     max_length = run_config["max_length"]
     # Warm-up requests: real test sentences, for every signature.
     test = read_pairs(os.path.join(config.output, "data", "test.tsv"))[:4]
@@ -312,6 +330,18 @@ def export_command(config, log=print):
     return path
 
 
+def record_decoding(config):
+    """Record the demo's decoding settings in a run trained before runs
+    recorded them, so that translate and evaluate on it decode as the demo
+    did (they used 0.6 where the demo's alpha is 1.2)."""
+    from .config import decoding_settings
+
+    path = os.path.join(config.output, "config.json")
+    run_config = runs.read_json(path, "the trained model's settings")
+    if isinstance(run_config, dict) and "decoding" not in run_config:
+        runs.write_json_atomically(path, {**run_config, "decoding": decoding_settings(config)})
+
+
 def demo(config, log=print):
     """The main job: train a ConvS2S model (`--family` for another) on the
     Ding corpus, report BLEU and samples, draw an attention heatmap,
@@ -324,6 +354,7 @@ def demo(config, log=print):
         # refuses other settings
         runs.claim(config.output, settings, defaults=recorded_defaults(settings), upgrade=upgrade)
         log(f"{config.output} holds the trained demo model: evaluating it (--overwrite retrains)")
+        record_decoding(config)
     else:
         train(config, log)
     scores = evaluate(config.replace(command="evaluate"), log)

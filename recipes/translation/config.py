@@ -19,15 +19,36 @@ import dataclasses
 import math
 import os
 
-from keras_attention.registry import names as attention_names
-from keras_attention.seq2seq.search import BeamSearch
-from keras_attention.seq2seq.transformer import POSITIONS
-
 from ..tuning import ALGORITHMS  # noqa: F401  (the tuner's, offered by --algorithm)
 
 FAMILIES = ("rnn", "convs2s", "transformer")
-_BEAM = BeamSearch()  # the decoding flags' defaults are the search's (one home)
-ATTENTION = attention_names() + ("none",)  # the RNN's attention, by the library's own names
+# The command line is parsed before Keras and TensorFlow are imported (`--help`
+# and a mistyped flag answer at once), so this module imports no part of the
+# library: these three copy the library's tables (`keras_attention.registry.names()`,
+# `seq2seq.transformer.POSITIONS`, `BeamSearch()`'s defaults), and
+# tests/test_translation_cli.py::test_command_line_tables_are_the_librarys checks that they do.
+LIBRARY_ATTENTION = ("dot", "scaled_dot", "general", "additive", "concat", "local", "multihead")
+POSITIONS = ("sinusoidal", "learned", "rope", "alibi", "relative")
+BEAM_DEFAULTS = {
+    "beam_width": 4,
+    "alpha": 0.6,
+    "min_length": 0,
+    "no_repeat_ngram_size": 0,
+    "repetition_penalty": 1.0,
+    "coverage_penalty": 0.0,
+}
+# The decoding flags, by their settings' names -> BeamSearch's argument names.
+# A run records them when it trains (`config.json`: "decoding"); the
+# commands that decode use the run's unless a flag is given (`run_decoding`).
+DECODING = {
+    "beam_width": "beam_width",
+    "alpha": "alpha",
+    "min_length": "min_length",
+    "no_repeat_ngram": "no_repeat_ngram_size",
+    "repetition_penalty": "repetition_penalty",
+    "coverage_penalty": "coverage_penalty",
+}
+ATTENTION = LIBRARY_ATTENTION + ("none",)  # the RNN's attention, by the library's own names
 DECAYS = ("rsqrt", "cosine")  # --decay
 STYLES = ("luong", "bahdanau")
 PRECISIONS = ("bfloat16", "float16")
@@ -118,7 +139,7 @@ FRACTIONS = ("dropout", "label_smoothing")  # in [0, 1)
 # demo's settings". Its alpha was chosen on the validation split: 0.6 left
 # translations short.
 COMMAND_DEFAULTS = {
-    "tune": {"epochs": 4},
+    "tune": {"epochs": 4, "output": "runs/tune"},  # not train's folder
     "demo": {
         "output": "runs/demo",
         "family": "convs2s",
@@ -228,13 +249,14 @@ class TranslationConfig:
     bleu_every: int = 0
     bleu_sentences: int = 200
     average_last: int = None
-    # decoding (`decoding.search_from_config`), defaulting to BeamSearch's own
-    beam_width: int = _BEAM.beam_width
-    alpha: float = _BEAM.alpha  # GNMT's usual length penalty
-    min_length: int = _BEAM.min_length
-    no_repeat_ngram: int = _BEAM.no_repeat_ngram_size
-    repetition_penalty: float = _BEAM.repetition_penalty
-    coverage_penalty: float = _BEAM.coverage_penalty
+    # decoding (`decoding.search_from_config`); None: not given, so the run's
+    # recorded setting (`run_decoding`), else BeamSearch's own (`BEAM_DEFAULTS`)
+    beam_width: int = None
+    alpha: float = None  # GNMT's length penalty
+    min_length: int = None
+    no_repeat_ngram: int = None
+    repetition_penalty: float = None
+    coverage_penalty: float = None
     # evaluate, translate, export, average
     samples: int = 5
     limit_test: int = None
@@ -297,20 +319,63 @@ class TranslationConfig:
         if self.average_last is not None:  # 1 would average one epoch
             check_number("average_last", self.average_last, integer=True, low=2)
         for name in COUNTS:
-            check_number(name, getattr(self, name), integer=True, low=0)
-        check_number("repetition_penalty", self.repetition_penalty, low=0, low_included=False)
+            if getattr(self, name) is not None:  # a decoding flag not given
+                check_number(name, getattr(self, name), integer=True, low=0)
+        if self.repetition_penalty is not None:
+            check_number("repetition_penalty", self.repetition_penalty, low=0, low_included=False)
         check_number("dictionary", self.dictionary, low=0)
-        check_number("coverage_penalty", self.coverage_penalty, low=0)
-        check_number("alpha", self.alpha, low=0)
+        for name in ("coverage_penalty", "alpha"):
+            if getattr(self, name) is not None:
+                check_number(name, getattr(self, name), low=0)
+        beam_width = BEAM_DEFAULTS["beam_width"] if self.beam_width is None else self.beam_width
         for name in ("nbest", "num_hypotheses"):
             value = getattr(self, name)
-            if value is not None and value > self.beam_width:
+            if value is not None and value > beam_width:
                 raise UsageError(
-                    f"{flag(name)} must be at most --beam-width {self.beam_width}; got {value}"
+                    f"{flag(name)} must be at most --beam-width {beam_width}; got {value}"
                 )
         if self.trains:
             model_settings(self)
         return self
+
+
+def decoding_settings(config):
+    """The decoding settings a run records when it trains: the flags given,
+    BeamSearch's defaults for the others."""
+    return {
+        name: BEAM_DEFAULTS[argument] if getattr(config, name) is None else getattr(config, name)
+        for name, argument in DECODING.items()
+    }
+
+
+DECODES = ("evaluate", "translate", "export")  # the commands that decode a trained run
+
+
+def with_recorded_decoding(config):
+    """`run_decoding` with the run's `config.json` when it has one (read
+    before any work, so that `--nbest` is checked against the run's beam)."""
+    from ..runs import read_json
+
+    if config.command not in DECODES:
+        return config
+    path = os.path.join(config.output, "config.json")
+    return run_decoding(
+        config, read_json(path, "the trained model's settings") if os.path.exists(path) else {}
+    )
+
+
+def run_decoding(config, run_config):
+    """`config` with each decoding setting not given on the command line
+    taken from the run (`config.json`'s "decoding", what it was trained or
+    demonstrated with), else BeamSearch's default; validated again."""
+    recorded = run_config.get("decoding") if isinstance(run_config, dict) else None
+    recorded = recorded if isinstance(recorded, dict) else {}
+    filled = {
+        name: recorded.get(name, BEAM_DEFAULTS[argument])
+        for name, argument in DECODING.items()
+        if getattr(config, name) is None
+    }
+    return config.replace(**filled).validate()
 
 
 def model_settings(config, hyperparameters=None):

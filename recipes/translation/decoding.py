@@ -16,6 +16,7 @@ Example:
 """
 
 import json
+import sys
 import weakref
 
 import keras
@@ -33,14 +34,17 @@ def search_from_config(config, beam_width=None, num_hypotheses=None):
     min_length, no_repeat_ngram_size, repetition_penalty)`; `beam_width`
     overrides the config's. (A beam of 1 without a coverage penalty
     decodes its best hypothesis greedily, as 0.2.0's `generate` did.)"""
+    from .config import decoding_settings
+
+    settings = decoding_settings(config)  # a setting not given: BeamSearch's default
     return BeamSearch(
-        beam_width=beam_width or config.beam_width,
-        alpha=config.alpha,
-        coverage_penalty=config.coverage_penalty,
+        beam_width=beam_width or settings["beam_width"],
+        alpha=settings["alpha"],
+        coverage_penalty=settings["coverage_penalty"],
         num_hypotheses=num_hypotheses,
-        min_length=config.min_length,
-        no_repeat_ngram_size=config.no_repeat_ngram,
-        repetition_penalty=config.repetition_penalty,
+        min_length=settings["min_length"],
+        no_repeat_ngram_size=settings["no_repeat_ngram"],
+        repetition_penalty=settings["repetition_penalty"],
     )
 
 
@@ -160,13 +164,30 @@ def export_translator(
     """Write the model as the next version `<export_dir>/<model_name>/<n>/`
     of a TF Serving model (`Translator.export` with `search`, published
     atomically with its `warmup` requests); returns its path."""
+    import time
+
+    from keras_attention.serving.translator import SIGNATURES
     from keras_attention.serving.versions import write_warmup_requests
 
     translator = translator_for(
         model, source_tokenizer, target_tokenizer, max_length, search, numbers=numbers
     )
-    return translator.export(
+    # Most of an export is tracing each signature's search, then TensorFlow
+    # tracing them again as it saves: say which step is running (stderr).
+    started = time.perf_counter()
+    for index, name in enumerate(SIGNATURES, 1):
+        progress(f"export: tracing signature {index}/{len(SIGNATURES)} ({name}) ...")
+        translator.function(name)  # traced once; `export` reuses it
+    progress("export: writing the SavedModel and its warm-up requests ...")
+    path = translator.export(
         export_dir,
         model_name,
         before_publish=lambda staging: write_warmup_requests(staging, model_name, warmup),
     )
+    progress(f"export: done in {time.perf_counter() - started:.0f}s")
+    return path
+
+
+def progress(line):
+    """A progress line of a long step, on stderr (stdout holds results)."""
+    print(line, file=sys.stderr, flush=True)

@@ -18,6 +18,7 @@ from .. import runs
 from .config import (
     FAMILY_DEFAULTS,
     UsageError,
+    decoding_settings,
     model_settings,
     recorded_defaults,
     upgrade,
@@ -253,8 +254,10 @@ def task_index():
     return json.loads(os.environ.get("TF_CONFIG", "{}")).get("task", {}).get("index", 0)
 
 
-def load_run(output):
-    """The trained model, its config and tokenizers from an --output folder."""
+def load_run(output, compile=True):
+    """The trained model, its config and tokenizers from an --output folder;
+    `compile=False` for a model that only decodes (no loss, metrics or
+    optimizer state: faster to load, and no optimizer warning)."""
     import keras
 
     import keras_attention  # noqa: F401  (registers the model classes for loading)
@@ -271,7 +274,7 @@ def load_run(output):
     config = upgrade(runs.read_json(config_path, "the trained model's settings"))
     source, target = load_tokenizers(output)
     try:
-        model = keras.saving.load_model(model_path)
+        model = keras.saving.load_model(model_path, compile=compile)
     except (OSError, ValueError) as error:
         raise UsageError(
             f"{model_path} does not load ({str(error).splitlines()[0]}): it is damaged; "
@@ -291,7 +294,12 @@ def prepared_run(config, settings, chief, log, refuse_finished=False):
     if chief:
         # refuses other settings
         if runs.claim(
-            config.output, settings, config.overwrite, recorded_defaults(settings), upgrade
+            config.output,
+            settings,
+            config.overwrite,
+            recorded_defaults(settings),
+            upgrade,
+            command="tune" if config.command == "tune" else "train",  # demo: a train run
         ):
             log(f"--overwrite: deleted the earlier run in {config.output}")
         if refuse_finished and finished(config.output):
@@ -479,6 +487,8 @@ def train(config, log=print):
                 "train_seconds": round(seconds, 1),
                 "val_loss": round(val_loss, 4),
                 **({"averaged": averaged} if averaged else {}),
+                # what evaluate, translate and export decode with unless told otherwise
+                "decoding": decoding_settings(config),
             },
         )
     # Only now that model.keras and config.json are in place.
