@@ -187,7 +187,13 @@ def delete_run(output, entries=RUN_ENTRIES):
 
 
 def claim(
-    output, settings, overwrite=False, defaults=None, upgrade=None, command=None, entries=RUN_ENTRIES
+    output,
+    settings,
+    overwrite=False,
+    defaults=None,
+    upgrade=None,
+    command=None,
+    entries=RUN_ENTRIES,
 ):
     """Make `output` the run of `settings`: record them in `run.json` (keys
     the record lacks are added, compared first with their `defaults` when
