@@ -14,11 +14,9 @@ its exact-match accuracy on unseen sequences and the alignment it learned.
 import argparse
 import time
 
+import numpy as np
+
 from .runs import import_tensorflow_quietly
-
-import_tensorflow_quietly()  # before Keras: no C++ start-up lines (cuInit, oneDNN)
-
-import numpy as np  # noqa: E402
 
 # Keras (and its backend) is imported once the arguments are parsed, so that
 # `--help` answers at once.
@@ -88,6 +86,7 @@ def main(argv=None):
     if args.length < 2 or args.width < 2 or args.epochs < 1:
         parser.error("--length and --width must be >= 2 and --epochs >= 1")
 
+    import_tensorflow_quietly()  # before Keras: no C++ start-up lines (cuInit, oneDNN)
     import keras
 
     keras.utils.set_random_seed(args.seed)
