@@ -21,6 +21,8 @@ import shutil
 import subprocess
 import sys
 
+from .runs import write_atomically
+
 CONFIGURATIONS = [
     ("RNN, no attention (bottleneck)", ["--family", "rnn", "--attention", "none"]),
     ("RNN + dot attention", ["--family", "rnn", "--attention", "dot"]),
@@ -244,9 +246,12 @@ def write_generated_part(path, text):
             old = handle.read()
         if BEGIN in old and END in old:
             before, after = old.split(BEGIN, 1)[0], old.split(END, 1)[1]
-    with open(path + ".tmp", "w", encoding="utf-8") as handle:
-        handle.write(f"{before}{BEGIN}\n{text}{END}{after or chr(10)}")
-    os.replace(path + ".tmp", path)
+
+    def write(temporary):
+        with open(temporary, "w", encoding="utf-8") as handle:
+            handle.write(f"{before}{BEGIN}\n{text}{END}{after or chr(10)}")
+
+    write_atomically(path, write)
 
 
 if __name__ == "__main__":

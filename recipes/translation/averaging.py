@@ -60,7 +60,9 @@ class KeepLastEpochs(keras.callbacks.Callback):
     def on_train_begin(self, logs=None):
         metadata = os.path.join(self.backup or "", "training_metadata.json")
         if self.backup and os.path.exists(metadata):
-            restored = int(runs.read_json(metadata, "the backup's epoch").get("epoch", 0))
+            restored = int(
+                runs.read_json(metadata, "the backup's epoch", {"epoch": int}).get("epoch", 0)
+            )
             if restored and not os.path.exists(epoch_path(self.folder, restored)):
                 self.save(restored)
 

@@ -16,6 +16,7 @@ import time
 
 from .. import runs
 from .config import (
+    FAMILIES,
     FAMILY_DEFAULTS,
     UsageError,
     model_settings,
@@ -171,7 +172,11 @@ def best_weights(path, log=print):
         def __init__(self):
             super().__init__()
             record = path + ".json"
-            saved = runs.read_json(record, "the best epoch") if os.path.exists(record) else {}
+            saved = (
+                runs.read_json(record, "the best epoch", {"val_loss": float, "epoch": int})
+                if os.path.exists(record)
+                else {}
+            )
             self.val_loss = saved.get("val_loss", math.inf)
             self.epoch = saved.get("epoch")
             self.last_val_loss = None
@@ -217,7 +222,7 @@ def completed_epochs(backup):
     """The epochs a backup folder holds (0 without one)."""
     path = os.path.join(backup, "training_metadata.json")
     return (
-        int(runs.read_json(path, "the backup's epoch").get("epoch", 0))
+        int(runs.read_json(path, "the backup's epoch", {"epoch": int}).get("epoch", 0))
         if os.path.exists(path)
         else 0
     )
@@ -268,8 +273,16 @@ def load_run(output):
             raise UsageError(
                 f"no trained model in {output} ({path} is missing): run `train --output {output}`"
             )
-    config = upgrade(runs.read_json(config_path, "the trained model's settings"))
+    config = upgrade(
+        runs.read_json(config_path, "the trained model's settings", CONFIG_FIELDS, ("max_length",))
+    )
+    if config["max_length"] < 1 or config.get("family", "rnn") not in FAMILIES:
+        raise UsageError(
+            f"{config_path} (the trained model's settings) holds max_length "
+            f"{config['max_length']!r}, family {config.get('family')!r}: it is damaged"
+        )
     source, target = load_tokenizers(output)
+    check_vocabularies(output, (source, target), config, "config.json")
     try:
         model = keras.saving.load_model(model_path)
     except (OSError, ValueError) as error:
@@ -277,7 +290,40 @@ def load_run(output):
             f"{model_path} does not load ({str(error).splitlines()[0]}): it is damaged; "
             f"train again with --overwrite"
         ) from None
+    sizes = {f"{side}_vocab": getattr(model, f"{side}_vocab_size", None) for side in SIDES}
+    check_vocabularies(output, (source, target), sizes, "model.keras")
     return model, config, source, target
+
+
+SIDES = ("source", "target")
+# What `load_run` reads from config.json, and of which JSON kind.
+CONFIG_FIELDS = {
+    "family": str,
+    "attention": (str, None),
+    "max_length": int,
+    "protect_numbers": bool,
+    "source_vocab": int,
+    "target_vocab": int,
+}
+
+
+def check_vocabularies(output, tokenizers, recorded, where):
+    """`UsageError` naming both sizes when a tokenizer of the run in
+    `output` has another vocabulary size than `recorded` (`source_vocab`,
+    `target_vocab`: the model's, as `where` records them): a vocabulary
+    file of another run beside this model would translate with the wrong
+    pieces, or fail on ids beyond the model's vocabulary."""
+    from .data import vocabulary_paths
+
+    paths = vocabulary_paths(output)
+    for side, tokenizer, path in zip(SIDES, tokenizers, paths):
+        size = recorded.get(f"{side}_vocab")
+        if size is not None and size != tokenizer.vocab_size:
+            raise UsageError(
+                f"{path} has {tokenizer.vocab_size} pieces but the model's {side} vocabulary "
+                f"({os.path.join(output, where)}) has {size}: the vocabulary is another run's; "
+                "put the run's own vocabulary files beside its model"
+            )
 
 
 def prepared_run(config, settings, chief, log, refuse_finished=False):
