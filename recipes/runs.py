@@ -14,11 +14,18 @@ import importlib.util
 import json
 import os
 import shutil
+import socket
 import stat
 import tempfile
 import time
 
+try:
+    import fcntl
+except ImportError:  # Windows: no advisory locks; runs are not locked there
+    fcntl = None
+
 RUN_FILE = "run.json"
+LOCK_FILE = ".run.lock"  # held (flock) by the process writing the run; says which one
 # What a run writes into its folder; `--overwrite` deletes these and nothing
 # else, so that a user's own files in the folder are never lost.
 RUN_ENTRIES = (
@@ -259,6 +266,43 @@ def claim(output, settings, overwrite=False, defaults=None, upgrade=None):
     if merged != written:
         write_json_atomically(os.path.join(output, RUN_FILE), {"settings": merged})
     return deleted
+
+
+class RunInUse(ValueError):
+    """Another live process holds the run folder's lock."""
+
+
+@contextlib.contextmanager
+def locked(output, command):
+    """Hold the lock of the run folder `output` (created if missing) while
+    the block runs: `<output>/.run.lock`, an exclusive `flock`, and in it
+    which process holds it. A second process gets `RunInUse` naming the
+    holder's pid, host and command at once, instead of both writing one
+    run. The kernel drops the lock when its process dies, so the lock of
+    a killed run is taken over by the next one (the file's old text does
+    not matter)."""
+    os.makedirs(output, exist_ok=True)
+    path = os.path.join(output, LOCK_FILE)
+    descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        if fcntl is not None:
+            try:
+                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.lseek(descriptor, 0, os.SEEK_SET)
+                holder = os.read(descriptor, 200).decode("utf-8", "replace").strip()
+                raise RunInUse(
+                    f"--output {output} is in use by {holder or 'another process'}: wait for "
+                    "it to end, or choose another --output"
+                ) from None
+        os.ftruncate(descriptor, 0)
+        started = time.strftime("%Y-%m-%d %H:%M:%S")
+        text = f"process {os.getpid()} on {socket.gethostname()} ({command}, since {started})"
+        os.lseek(descriptor, 0, os.SEEK_SET)
+        os.write(descriptor, text.encode("utf-8"))
+        yield
+    finally:
+        os.close(descriptor)  # releases the flock
 
 
 def wait_for_run(output, settings, files, timeout, poll=1.0, defaults=None, upgrade=None):

@@ -150,15 +150,14 @@ def average_run(config, loaded, log=print):
     `loaded` is the run's `(model, config, source_tokenizer,
     target_tokenizer)`. Returns the validation
     losses of the average and of the last checkpoint alone."""
-    from .data import make_dataset
+    from .data import check_file, make_dataset
     from .text_io import validation_file
 
     model, run_config, source_tokenizer, target_tokenizer = loaded
     if config.checkpoints:
         paths = config.checkpoints
         for path in paths:
-            if not os.path.isfile(path):
-                raise ValueError(f"--checkpoints {path}: no such file")
+            check_file(path, "--checkpoints", ValueError)
     else:
         folder = os.path.join(config.output, FOLDER)
         kept = kept_checkpoints(folder)

@@ -41,7 +41,7 @@ def evaluate(config, log=print):
 
     test_file = config.test  # the user's test file, read before the model
     pairs = read_pair_file(test_file, "--test", log) if test_file else None
-    model, run_config, source_tokenizer, target_tokenizer = load_run(config.output)
+    model, run_config, source_tokenizer, target_tokenizer = load_run(config.output, config)
     if not test_file:
         test_file = os.path.join(config.output, "data", "test.tsv")
         pairs = read_pairs(test_file)
@@ -113,7 +113,7 @@ def translate_command(config, log=print):
     from .text_io import reads_lines, translate_file
 
     def translator():
-        model, run_config, source_tokenizer, target_tokenizer = load_run(config.output)
+        model, run_config, source_tokenizer, target_tokenizer = load_run(config.output, config)
         return line_translator(
             model,
             source_tokenizer,
@@ -131,7 +131,7 @@ def translate_command(config, log=print):
             "give the text to translate, e.g. "
             'translate --output runs/translate "Ich habe keine Zeit."'
         )
-    model, run_config, source_tokenizer, target_tokenizer = load_run(config.output)
+    model, run_config, source_tokenizer, target_tokenizer = load_run(config.output, config)
     common = (model, source_tokenizer, target_tokenizer, config.text, run_config["max_length"])
     numbers = number_protection(run_config)
     if config.nbest:
@@ -147,7 +147,7 @@ def average_command(config, log=print):
     """Replace the run's model by the mean of checkpoints (`averaging.py`)."""
     from .averaging import average_run
 
-    return average_run(config, load_run(config.output), log)
+    return average_run(config, load_run(config.output, config), log)
 
 
 def search_space():
@@ -280,7 +280,7 @@ def export_command(config, log=print):
 
     if os.path.exists(config.export_dir) and not os.path.isdir(config.export_dir):
         raise UsageError(f"--export-dir {config.export_dir} is a file; expected a folder")
-    model, run_config, source_tokenizer, target_tokenizer = load_run(config.output)
+    model, run_config, source_tokenizer, target_tokenizer = load_run(config.output, config)
     max_length = run_config["max_length"]
     # Warm-up requests: real test sentences, for every signature.
     test = read_pairs(os.path.join(config.output, "data", "test.tsv"))[:4]

@@ -258,8 +258,12 @@ def task_index():
     return json.loads(os.environ.get("TF_CONFIG", "{}")).get("task", {}).get("index", 0)
 
 
-def load_run(output):
-    """The trained model, its config and tokenizers from an --output folder."""
+def load_run(output, decoding=None):
+    """The trained model, its config and tokenizers from an --output folder.
+    Every file is checked first (a damaged one is a `ValueError` naming
+    it), the vocabularies' sizes against the model's (`check_vocabularies`)
+    and, given `decoding` (a `TranslationConfig`), its `--min-length`
+    against the run's longest translation."""
     import keras
 
     import keras_attention  # noqa: F401  (registers the model classes for loading)
@@ -280,6 +284,12 @@ def load_run(output):
         raise UsageError(
             f"{config_path} (the trained model's settings) holds max_length "
             f"{config['max_length']!r}, family {config.get('family')!r}: it is damaged"
+        )
+    if decoding is not None and decoding.min_length > config["max_length"] + 1:
+        raise UsageError(
+            f"--min-length {decoding.min_length} is beyond the run's longest translation, "
+            f"{config['max_length'] + 1} pieces (its --max-length {config['max_length']} "
+            "+ 1): no translation could end; choose a smaller --min-length"
         )
     source, target = load_tokenizers(output)
     check_vocabularies(output, (source, target), config, "config.json")
@@ -397,11 +407,67 @@ def train_settings(config):
     return {**config.data_settings(), **spec}, spec
 
 
+def check_inputs(config):
+    """`UsageError` for what `train` would refuse only after writing
+    something: a corpus or `--valid` file that is missing or a directory,
+    `--dictionary` with `--corpus`, an `--output` that is a file."""
+    from .data import check_file
+
+    if config.corpus:
+        check_file(config.corpus, "--corpus", UsageError)
+    if config.valid:
+        check_file(config.valid, "--valid", UsageError)
+    if config.dictionary and config.corpus:
+        raise UsageError("the dictionary entries are the Ding corpus's: leave out --corpus")
+    if os.path.exists(config.output) and not os.path.isdir(config.output):
+        raise UsageError(f"--output {config.output} is a file; expected a folder for the run")
+
+
+def abandon(output, existed):
+    """Remove what a new run that never started training wrote into
+    `output` (its `RUN_ENTRIES` and lock), and the folder itself when it
+    did not exist before and is now empty: a refused `train` leaves no run
+    that its corrected command would be refused by."""
+    runs.delete_run(output)
+    lock = os.path.join(output, runs.LOCK_FILE)
+    if os.path.exists(lock):
+        os.remove(lock)
+    if not existed:
+        try:
+            os.rmdir(output)
+        except OSError:  # something else is there now: keep it
+            pass
+
+
 def train(config, log=print):
-    """Train into `config.output`: the chief claims the run (`run.json`) and
-    prepares the data and vocabularies, other workers wait for them; resume
-    from the backup of an interrupted run; write `model.keras` and
-    `config.json` atomically, then delete the backup."""
+    """Train into `config.output`: every setting and input file is checked
+    first, then the chief locks the run folder (`runs.locked`: another
+    `train` into it is refused, naming the process), claims the run
+    (`run.json`) and prepares the data and vocabularies, other workers wait
+    for them; resume from the backup of an interrupted run; write
+    `model.keras` and `config.json` atomically, then delete the backup. A
+    new run refused before its training starts leaves nothing behind
+    (`abandon`)."""
+    settings, spec = train_settings(config)
+    check_inputs(config)
+    if not is_chief():
+        return _train(config, log, settings, spec)
+    output = config.output
+    existed = os.path.isdir(output)
+    new = config.overwrite or not os.path.exists(os.path.join(output, runs.RUN_FILE))
+    started = []
+    with runs.locked(output, "train"):
+        try:
+            return _train(config, log, settings, spec, lambda: started.append(True))
+        except BaseException:
+            if new and not started:
+                abandon(output, existed)
+            raise
+
+
+def _train(config, log, settings, spec, starting=None):
+    """`train` once the run is checked (and locked on the chief);
+    `starting()` is called just before the first epoch."""
     import keras
 
     from keras_attention.serving.distribute import adapt_for_distribution
@@ -410,7 +476,6 @@ def train(config, log=print):
     from .scores import monitoring_callbacks
     from .text_io import validation_file
 
-    settings, spec = train_settings(config)
     spec["jit"] = config.jit
     strategy = choose_strategy()  # first: collective ops must be set up before any other TF op
     if config.mixed_precision:
@@ -485,6 +550,8 @@ def train(config, log=print):
         + f" for {config.epochs} epochs on {strategy.num_replicas_in_sync} replica(s)"
     )
     started = time.perf_counter()
+    if starting is not None:
+        starting()  # from here on the run keeps what it wrote (a backup to resume from)
     history = model.fit(
         train_data,
         validation_data=valid_data,
