@@ -133,7 +133,8 @@ def read_pair_file(path, flag, log=print):
     check_file(path, flag, ValueError)
     problems = []
     pairs = list(tsv_pairs(path, problems, flag))
-    report_skipped(problems, log)
+    if pairs:  # else the error says why, once
+        report_skipped(problems, log)
     if not pairs:
         raise ValueError(
             f"{flag} {path} holds no source<TAB>target pairs"
