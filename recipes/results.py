@@ -15,13 +15,12 @@ length, a line per model.
 
 import argparse
 import io
-import json
 import os
 import shutil
 import subprocess
 import sys
 
-from .runs import write_atomically
+from .runs import read_json, write_atomically
 
 CONFIGURATIONS = [
     ("RNN, no attention (bottleneck)", ["--family", "rnn", "--attention", "none"]),
@@ -117,8 +116,8 @@ def main(argv=None):
             print("$ keras-attention-translate " + " ".join(command), flush=True)
             subprocess.run([sys.executable, "-m", f"{__package__}.translate", *command], check=True)
         shared = shared or output
-        scores = json.load(open(os.path.join(output, "scores.json")))
-        config = json.load(open(os.path.join(output, "config.json")))
+        scores = read_json(os.path.join(output, "scores.json"), "the run's scores")
+        config = read_json(os.path.join(output, "config.json"), "the trained model's settings")
         import keras
 
         import keras_attention  # noqa: F401
