@@ -9,6 +9,7 @@ stopped where training would start."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -17,7 +18,7 @@ import pytest
 
 from recipes import runs
 from recipes.translation import training
-from recipes.translation.data import CorpusError, prepare, read_pairs, tsv_pairs
+from recipes.translation.data import DING, CorpusError, prepare, read_pairs, tsv_pairs
 from recipes.translation.text_io import line_writer, read_pair_file, read_sentences
 from tests.translation_helpers import ROOT, TINY, cli, run
 
@@ -272,12 +273,36 @@ def test_a_vocabulary_of_another_size_than_the_model_s_is_refused(tmp_path, caps
     ), err
 
 
+@pytest.mark.skipif(not os.path.exists(DING), reason=f"{DING} missing: the trained run needs it")
+def test_the_model_s_own_vocabulary_sizes_are_checked(trained, tmp_path, capsys):
+    """A run whose config.json does not record the sizes: the loaded
+    model's are compared."""
+    from keras_attention.serving.text import train_sentencepiece
+
+    output = tmp_path / "run"
+    shutil.copytree(trained[0], output)
+    config = json.loads((output / "config.json").read_text())
+    model_size = config.pop("source_vocab")
+    (output / "config.json").write_text(json.dumps(config))
+    texts = [f"Satz Nummer {i} mit Wörtern über {i * 7} Dinge." for i in range(300)]
+    size = train_sentencepiece(texts, str(output / "source.spm"), 300)
+    assert size != model_size
+    status, out, err = cli(capsys, "translate", "--output", str(output), "Hallo.")
+    assert status == 2 and err.count("\n") == 1, err
+    assert err.startswith(
+        f"error: {output / 'source.spm'} has {size} pieces but the model's source vocabulary "
+        f"({output / 'model.keras'}) has {model_size}"
+    ), err
+
+
 # -- 7. --min-length beyond the longest translation ----------------------------------------
-def test_min_length_beyond_the_run_s_longest_translation_is_refused(tmp_path, capsys):
+@pytest.mark.parametrize("command", ["translate", "export"])
+def test_min_length_beyond_the_run_s_longest_translation_is_refused(tmp_path, capsys, command):
     (tmp_path / "model.keras").write_text("")
     (tmp_path / "config.json").write_text('{"family": "rnn", "max_length": 24}')
+    text = ["Hallo."] if command == "translate" else ["--export-dir", str(tmp_path / "e")]
     status, out, err = cli(
-        capsys, "translate", "--output", str(tmp_path), "--min-length", "1000", "Hallo."
+        capsys, command, "--output", str(tmp_path), "--min-length", "1000", *text
     )
     assert status == 2 and err.count("\n") == 1, err
     assert err.startswith(
