@@ -224,11 +224,20 @@ def differences(recorded, current, defaults=None):
     ]
 
 
+def is_temporary(name):
+    """True for the name of a temporary a killed write of a run file left
+    (`temporary_path`: `.model.k2x9q_1.tmp.keras`)."""
+    stems = {entry.partition(".")[0] for entry in RUN_ENTRIES}
+    stem = name[1:].partition(".")[0]
+    return name.startswith(".") and stem in stems and ".tmp" in name
+
+
 def delete_run(output):
-    """Delete what a run wrote into `output` (its `RUN_ENTRIES` and the
-    worker folders), keeping anything else there."""
+    """Delete what a run wrote into `output` (its `RUN_ENTRIES`, the
+    worker folders and temporaries a killed write left), keeping anything
+    else there."""
     for name in os.listdir(output):
-        if name in RUN_ENTRIES or name.startswith("worker-"):
+        if name in RUN_ENTRIES or name.startswith("worker-") or is_temporary(name):
             path = os.path.join(output, name)
             if os.path.isdir(path):
                 shutil.rmtree(path)

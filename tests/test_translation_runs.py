@@ -93,6 +93,15 @@ def test_two_writers_of_one_file_both_succeed_and_the_last_wins(tmp_path):
     assert os.listdir(tmp_path) == ["same.txt"]
 
 
+def test_overwrite_deletes_temporaries_a_killed_write_left_and_nothing_of_the_user_s(tmp_path):
+    left = os.path.basename(runs.temporary_path(str(tmp_path / "model.keras")))
+    assert left.startswith(".model.") and left.endswith(".tmp.keras")
+    for name in ("run.json", ".mine.tmp", "mine.tmp.txt"):
+        (tmp_path / name).write_text("{}")
+    runs.delete_run(str(tmp_path))
+    assert sorted(os.listdir(tmp_path)) == [".mine.tmp", "mine.tmp.txt"]
+
+
 # -- 2. --output-file onto a link or a read-only file -----------------------------------
 def test_output_file_writes_through_a_symlink_and_keeps_the_file_s_mode(tmp_path):
     real, link = tmp_path / "real.txt", tmp_path / "link.txt"
