@@ -59,7 +59,7 @@ def check_output_file(path):
     read-only."""
     if path is None or path == STDIO:
         return
-    folder = os.path.dirname(os.path.abspath(path))
+    folder = os.path.dirname(os.path.realpath(path))  # a link's: where its file is written
     if not os.path.isdir(folder):
         raise ValueError(f"--output-file {path}: the folder {folder} does not exist")
     if os.path.isdir(path):
