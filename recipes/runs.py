@@ -6,7 +6,9 @@ settings with that record: the same run is reused, another one is refused
 with the list of differences (`reverse: False in the run, True now`), and
 `--overwrite` deletes what the old run wrote and starts again. The files a
 finished run keeps (`model.keras`, `config.json`) are written to a
-temporary file and renamed into place, so a kill never leaves half of one.
+temporary file of a unique name and renamed into place, so a kill never
+leaves half of one (`replacing`). A process writing a run holds its lock
+(`locked`); a damaged run file is a `ValueError` naming it (`read_json`).
 """
 
 import contextlib
