@@ -15,11 +15,12 @@ length, a line per model.
 
 import argparse
 import io
-import json
 import os
 import shutil
 import subprocess
 import sys
+
+from .runs import read_json, write_atomically
 
 CONFIGURATIONS = [
     ("RNN, no attention (bottleneck)", ["--family", "rnn", "--attention", "none"]),
@@ -115,8 +116,8 @@ def main(argv=None):
             print("$ keras-attention-translate " + " ".join(command), flush=True)
             subprocess.run([sys.executable, "-m", f"{__package__}.translate", *command], check=True)
         shared = shared or output
-        scores = json.load(open(os.path.join(output, "scores.json")))
-        config = json.load(open(os.path.join(output, "config.json")))
+        scores = read_json(os.path.join(output, "scores.json"), "the run's scores")
+        config = read_json(os.path.join(output, "config.json"), "the trained model's settings")
         import keras
 
         import keras_attention  # noqa: F401
@@ -244,9 +245,12 @@ def write_generated_part(path, text):
             old = handle.read()
         if BEGIN in old and END in old:
             before, after = old.split(BEGIN, 1)[0], old.split(END, 1)[1]
-    with open(path + ".tmp", "w", encoding="utf-8") as handle:
-        handle.write(f"{before}{BEGIN}\n{text}{END}{after or chr(10)}")
-    os.replace(path + ".tmp", path)
+
+    def write(temporary):
+        with open(temporary, "w", encoding="utf-8") as handle:
+            handle.write(f"{before}{BEGIN}\n{text}{END}{after or chr(10)}")
+
+    write_atomically(path, write)
 
 
 if __name__ == "__main__":

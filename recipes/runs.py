@@ -6,7 +6,9 @@ settings with that record: the same run is reused, another one is refused
 with the list of differences (`reverse: False in the run, True now`), and
 `--overwrite` deletes what the old run wrote and starts again. The files a
 finished run keeps (`model.keras`, `config.json`) are written to a
-temporary file and renamed into place, so a kill never leaves half of one.
+temporary file of a unique name and renamed into place, so a kill never
+leaves half of one (`replacing`). A process writing a run holds its lock
+(`locked`); a damaged run file is a `ValueError` naming it (`read_json`).
 """
 
 import argparse
@@ -15,10 +17,19 @@ import importlib.util
 import json
 import os
 import shutil
+import socket
+import stat
 import sys
+import tempfile
 import time
 
+try:
+    import fcntl
+except ImportError:  # Windows: no advisory locks; runs are not locked there
+    fcntl = None
+
 RUN_FILE = "run.json"
+LOCK_FILE = ".run.lock"  # held (flock) by the process writing the run; says which one
 # What a run writes into its folder; `--overwrite` deletes these and nothing
 # else, so that a user's own files in the folder are never lost.
 RUN_ENTRIES = (
@@ -100,19 +111,71 @@ def import_tensorflow_quietly():
 
 
 def temporary_path(path):
-    """A sibling of `path` with the same suffix (Keras checks `.keras` and
-    `.weights.h5`): `model.keras` -> `model.tmp.keras`."""
+    """A new, empty file of a unique name beside `path`, with the same
+    suffix (Keras checks `.keras` and `.weights.h5`): `model.keras` ->
+    `.model.k2x9q_1.tmp.keras`. Unique, so that no file of the user's is
+    replaced and two writers of one file never share a temporary; the
+    caller renames it into place or removes it."""
     folder, name = os.path.split(path)
     stem, dot, suffix = name.partition(".")
-    return os.path.join(folder, f"{stem}.tmp{dot}{suffix}")
+    handle, temporary = tempfile.mkstemp(
+        dir=folder or ".", prefix=f".{stem}.", suffix=f".tmp{dot}{suffix}"
+    )
+    os.close(handle)
+    return temporary
 
 
-def write_atomically(path, write):
-    """Call `write(temporary)` and rename the result to `path` (same folder,
-    so the rename is atomic): `path` is always the old file or the new one."""
-    temporary = temporary_path(path)
-    write(temporary)
-    os.replace(temporary, path)
+def writable_target(path, flag=None):
+    """Where a write of `path` goes: through a symbolic link, the file it
+    points to (the link stays a link), as a shell redirection writes.
+    `PermissionError` naming `flag` (or the path) when that file exists and
+    is read-only (no write permission bit, or none for this user): it is
+    refused rather than replaced, even for root."""
+    target = os.path.realpath(path)
+    if os.path.exists(target) and not os.path.isdir(target):
+        mode = os.stat(target).st_mode
+        if not mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH) or not os.access(
+            target, os.W_OK
+        ):
+            name = f"{flag} {path}" if flag else path
+            raise PermissionError(
+                f"{name} is read-only (mode {stat.filemode(mode)}): make it writable "
+                "or choose another file"
+            )
+    return target
+
+
+def _default_mode():
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+@contextlib.contextmanager
+def replacing(path, flag=None):
+    """Yield a temporary file (`temporary_path`) to write; when the block
+    ends without an error it is renamed to `path` (same folder, so the
+    rename is atomic: `path` is always the old file or the new one),
+    otherwise removed. Two writers of one file both succeed, the last
+    one's file wins. A symbolic link is written through and a read-only
+    file refused (`writable_target`); an existing file keeps its
+    permissions, a new one gets the umask's."""
+    target = writable_target(path, flag)
+    mode = stat.S_IMODE(os.stat(target).st_mode) if os.path.exists(target) else _default_mode()
+    temporary = temporary_path(target)
+    try:
+        yield temporary
+        os.chmod(temporary, mode)
+        os.replace(temporary, target)
+    finally:
+        if os.path.exists(temporary):
+            os.remove(temporary)
+
+
+def write_atomically(path, write, flag=None):
+    """Call `write(temporary)` and rename the result to `path` (`replacing`)."""
+    with replacing(path, flag) as temporary:
+        write(temporary)
 
 
 def write_json_atomically(path, value):
@@ -123,14 +186,51 @@ def write_json_atomically(path, value):
     write_atomically(path, write)
 
 
-def read_json(path, what):
-    """The JSON in `path`; a file that does not parse raises `ValueError`
-    naming it and `what` it is."""
+def _has_type(value, kind):
+    """`value` is a JSON value of `kind`: `int` (not a bool), `float` (any
+    number, not a bool), `str`, `bool`, `dict`, `list`, or None."""
+    if kind is None:
+        return value is None
+    if kind in (int, float) and isinstance(value, bool):
+        return False
+    return isinstance(value, (int, float) if kind is float else kind)
+
+
+_KINDS = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
+_KINDS.update({dict: "a JSON object", list: "a list", None: "null"})
+
+
+def read_json(path, what, fields=None, required=()):
+    """The JSON object in `path`. A file that does not parse, holds
+    something else than an object (`[]`), lacks a `required` key or holds a
+    key of `fields` (`key: kind` or a tuple of kinds: `int`, `float`, `str`,
+    `bool`, `dict`, `list`, None) of another kind raises `ValueError`
+    naming it and `what` it is, in one line: it is damaged."""
+    damaged = f"{path} ({what})"
+    if os.path.isdir(path):
+        raise ValueError(f"{damaged} is a directory; expected a file")
     try:
-        with open(path, encoding="utf-8") as handle:
-            return json.load(handle)
+        with open(path, encoding="utf-8-sig") as handle:
+            value = json.load(handle)
     except ValueError as error:
-        raise ValueError(f"{path} ({what}) is not valid JSON ({error}): it is damaged") from None
+        raise ValueError(f"{damaged} is not valid JSON ({error}): it is damaged") from None
+    if not isinstance(value, dict):
+        raise ValueError(
+            f"{damaged} holds {json.dumps(value)[:40]} where a JSON object is expected: "
+            "it is damaged"
+        )
+    for key in required:
+        if key not in value:
+            raise ValueError(f"{damaged} has no {key!r}: it is damaged")
+    for key, kinds in (fields or {}).items():
+        kinds = kinds if isinstance(kinds, tuple) else (kinds,)
+        if key in value and not any(_has_type(value[key], kind) for kind in kinds):
+            expected = " or ".join(_KINDS[kind] for kind in kinds)
+            raise ValueError(
+                f"{damaged}: {key!r} must be {expected}; holds {json.dumps(value[key])[:40]}: "
+                "it is damaged"
+            )
+    return value
 
 
 def recorded_settings(output):
@@ -138,7 +238,8 @@ def recorded_settings(output):
     path = os.path.join(output, RUN_FILE)
     if not os.path.exists(path):
         return None
-    return read_json(path, "the run's settings").get("settings", {})
+    record = read_json(path, "the run's settings", fields={"settings": dict})
+    return record.get("settings", {})
 
 
 # What a folder holds when its run.json predates the recorded command.
@@ -173,12 +274,20 @@ def differences(recorded, current, defaults=None):
     ]
 
 
+def is_temporary(name, entries=RUN_ENTRIES):
+    """True for the name of a temporary a killed write of one of a run's
+    `entries` left (`temporary_path`: `.model.k2x9q_1.tmp.keras`)."""
+    stems = {entry.partition(".")[0] for entry in entries}
+    stem = name[1:].partition(".")[0]
+    return name.startswith(".") and stem in stems and ".tmp" in name
+
+
 def delete_run(output, entries=RUN_ENTRIES):
     """Delete what a run wrote into `output` (its `entries`, by default
-    the translation recipe's `RUN_ENTRIES`, and the worker folders),
-    keeping anything else there."""
+    the translation recipe's `RUN_ENTRIES`, the worker folders and
+    temporaries a killed write left), keeping anything else there."""
     for name in os.listdir(output):
-        if name in entries or name.startswith("worker-"):
+        if name in entries or name.startswith("worker-") or is_temporary(name, entries):
             path = os.path.join(output, name)
             if os.path.isdir(path):
                 shutil.rmtree(path)
@@ -233,6 +342,43 @@ def claim(
         record = {"settings": merged, **({"command": command} if command else {})}
         write_json_atomically(os.path.join(output, RUN_FILE), record)
     return deleted
+
+
+class RunInUse(ValueError):
+    """Another live process holds the run folder's lock."""
+
+
+@contextlib.contextmanager
+def locked(output, command):
+    """Hold the lock of the run folder `output` (created if missing) while
+    the block runs: `<output>/.run.lock`, an exclusive `flock`, and in it
+    which process holds it. A second process gets `RunInUse` naming the
+    holder's pid, host and command at once, instead of both writing one
+    run. The kernel drops the lock when its process dies, so the lock of
+    a killed run is taken over by the next one (the file's old text does
+    not matter)."""
+    os.makedirs(output, exist_ok=True)
+    path = os.path.join(output, LOCK_FILE)
+    descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        if fcntl is not None:
+            try:
+                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.lseek(descriptor, 0, os.SEEK_SET)
+                holder = os.read(descriptor, 200).decode("utf-8", "replace").strip()
+                raise RunInUse(
+                    f"--output {output} is in use by {holder or 'another process'}: wait for "
+                    "it to end, or choose another --output"
+                ) from None
+        os.ftruncate(descriptor, 0)
+        started = time.strftime("%Y-%m-%d %H:%M:%S")
+        text = f"process {os.getpid()} on {socket.gethostname()} ({command}, since {started})"
+        os.lseek(descriptor, 0, os.SEEK_SET)
+        os.write(descriptor, text.encode("utf-8"))
+        yield
+    finally:
+        os.close(descriptor)  # releases the flock
 
 
 def wait_for_run(output, settings, files, timeout, poll=1.0, defaults=None, upgrade=None):

@@ -137,9 +137,13 @@ def load_hyperparameters(path):
     `ValueError` with the path and the reason for a file that cannot be read."""
     if not path:
         return {}
+    if os.path.isdir(path):
+        raise ValueError(f"--hyperparameters {path} is a directory; expected a file")
     try:
-        with open(path, encoding="utf-8") as handle:
+        with open(path, encoding="utf-8-sig") as handle:  # a byte order mark is no part of it
             values = json.load(handle)
+    except FileNotFoundError:
+        raise ValueError(f"--hyperparameters {path}: no such file") from None
     except (OSError, ValueError) as error:
         raise ValueError(f"--hyperparameters {path}: {error}") from None
     if not isinstance(values, dict):

@@ -23,6 +23,7 @@ Both do everything in TensorFlow ops, so the same object tokenises a
 import hashlib
 import io
 import os
+import tempfile
 
 import tensorflow as tf
 
@@ -78,11 +79,29 @@ def build_vocabulary(texts, path, vocab_size=8000, lower_case=False, split_digit
         vocabulary = digits_split(vocabulary)
     if PLACEHOLDER not in vocabulary:
         vocabulary.insert(len(RESERVED), PLACEHOLDER)
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path + ".tmp", "w", encoding="utf-8") as handle:
-        handle.write("\n".join(vocabulary) + "\n")
-    os.replace(path + ".tmp", path)
+    _write_atomically(path, ("\n".join(vocabulary) + "\n").encode("utf-8"))
     return len(vocabulary)
+
+
+def _write_atomically(path, data):
+    """Write the bytes `data` to `path` through a temporary file of a unique
+    name in its folder, renamed into place: no other file is touched (a
+    fixed `path.tmp` would be replaced), and two writers both succeed."""
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(
+        dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp"
+    )
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temporary, 0o666 & ~umask)  # mkstemp's 0600 is not a vocabulary's mode
+        os.replace(temporary, path)
+    finally:
+        if os.path.exists(temporary):
+            os.remove(temporary)
 
 
 def digits_split(vocabulary):
@@ -367,10 +386,7 @@ def train_sentencepiece(
             f"SentencePiece could not train a vocabulary of vocab_size={vocab_size} on "
             f"{len(cleaned)} texts{bytes_note if byte_fallback else ''}: {error}"
         ) from None
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path + ".tmp", "wb") as handle:
-        handle.write(model.getvalue())
-    os.replace(path + ".tmp", path)
+    _write_atomically(path, model.getvalue())
     return len(sentencepiece_pieces(model.getvalue()))
 
 

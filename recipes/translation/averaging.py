@@ -60,7 +60,9 @@ class KeepLastEpochs(keras.callbacks.Callback):
     def on_train_begin(self, logs=None):
         metadata = os.path.join(self.backup or "", "training_metadata.json")
         if self.backup and os.path.exists(metadata):
-            restored = int(runs.read_json(metadata, "the backup's epoch").get("epoch", 0))
+            restored = int(
+                runs.read_json(metadata, "the backup's epoch", {"epoch": int}).get("epoch", 0)
+            )
             if restored and not os.path.exists(epoch_path(self.folder, restored)):
                 self.save(restored)
 
@@ -148,15 +150,14 @@ def average_run(config, loaded, log=print):
     `loaded` is the run's `(model, config, source_tokenizer,
     target_tokenizer)`. Returns the validation
     losses of the average and of the last checkpoint alone."""
-    from .data import make_dataset
+    from .data import check_file, make_dataset
     from .text_io import validation_file
 
     model, run_config, source_tokenizer, target_tokenizer = loaded
     if config.checkpoints:
         paths = config.checkpoints
         for path in paths:
-            if not os.path.isfile(path):
-                raise ValueError(f"--checkpoints {path}: no such file")
+            check_file(path, "--checkpoints", ValueError)
     else:
         folder = os.path.join(config.output, FOLDER)
         kept = kept_checkpoints(folder)

@@ -42,7 +42,9 @@ def evaluate(config, log=print):
 
     test_file = config.test  # the user's test file, read before the model
     pairs = read_pair_file(test_file, "--test", log) if test_file else None
-    model, run_config, source_tokenizer, target_tokenizer = load_run(config.output, compile=False)
+    model, run_config, source_tokenizer, target_tokenizer = load_run(
+        config.output, config, compile=False
+    )
     config = run_decoding(config, run_config)
     if not test_file:
         test_file = os.path.join(config.output, "data", "test.tsv")
@@ -116,7 +118,7 @@ def translate_command(config, log=print):
 
     def translator():
         model, run_config, source_tokenizer, target_tokenizer = load_run(
-            config.output, compile=False
+            config.output, config, compile=False
         )
         return line_translator(
             model,
@@ -135,7 +137,9 @@ def translate_command(config, log=print):
             "give the text to translate, e.g. "
             'translate --output runs/translate "Ich habe keine Zeit."'
         )
-    model, run_config, source_tokenizer, target_tokenizer = load_run(config.output, compile=False)
+    model, run_config, source_tokenizer, target_tokenizer = load_run(
+        config.output, config, compile=False
+    )
     config = run_decoding(config, run_config)
     common = (model, source_tokenizer, target_tokenizer, config.text, run_config["max_length"])
     numbers = number_protection(run_config)
@@ -152,7 +156,7 @@ def average_command(config, log=print):
     """Replace the run's model by the mean of checkpoints (`averaging.py`)."""
     from .averaging import average_run
 
-    return average_run(config, load_run(config.output), log)
+    return average_run(config, load_run(config.output, config), log)
 
 
 def search_space():
@@ -297,7 +301,9 @@ def export_command(config, log=print):
 
     if os.path.exists(config.export_dir) and not os.path.isdir(config.export_dir):
         raise UsageError(f"--export-dir {config.export_dir} is a file; expected a folder")
-    model, run_config, source_tokenizer, target_tokenizer = load_run(config.output, compile=False)
+    model, run_config, source_tokenizer, target_tokenizer = load_run(
+        config.output, config, compile=False
+    )
     config = run_decoding(config, run_config)
     max_length = run_config["max_length"]
     # Warm-up requests: real test sentences, for every signature.

@@ -12,10 +12,10 @@ split stops the run with a message saying so.
 """
 
 import hashlib
-import json
 import os
 import random
 import re
+import sys
 import time
 
 from .. import runs
@@ -30,6 +30,36 @@ _ANNOTATION = re.compile(r"\{[^}]*\}|\[[^\]]*\]|<[^>]*>")
 
 class CorpusError(Exception):
     """A problem with the user's corpus, reported as a message."""
+
+
+BOM = "\ufeff"  # a UTF-8 byte order mark, which some editors write first: stripped on read
+
+
+def check_file(path, flag, error=CorpusError):
+    """`error` naming `flag` unless `path` is a file that can be read: no
+    such file, a directory (not the raw `[Errno 21] Is a directory`)."""
+    if os.path.isdir(path):
+        raise error(f"{flag} {path} is a directory; expected a file")
+    if not os.path.exists(path):
+        raise error(f"{flag} {path}: no such file")
+
+
+def warn(log=print):
+    """Where warnings go: standard error from the command line (`log` is
+    `print`: standard output is for results, e.g. translations), else the
+    caller's `log` (a list the tests read, a logger)."""
+    if log is print:
+        return lambda message: print(message, file=sys.stderr, flush=True)
+    return log
+
+
+def report_skipped(problems, log=print):
+    """Warn of the first 10 `problems` (skipped lines), and how many more."""
+    say = warn(log)
+    for problem in problems[:10]:
+        say(f"warning: {problem}")
+    if len(problems) > 10:
+        say(f"warning: ... and {len(problems) - 10} more lines skipped")
 
 
 def _clean(text):
@@ -62,7 +92,7 @@ def _ding_entries(path):
     """The first alternative of each German and English sub-entry of the
     Ding file, as written (`ding_pairs` keeps the sentences,
     `ding_dictionary_pairs` the rest)."""
-    with open(path, encoding="utf-8", errors="replace", newline="\n") as handle:
+    with open(path, encoding="utf-8-sig", errors="replace", newline="\n") as handle:
         for line in handle:
             if line.startswith("#") or " :: " not in line:
                 continue
@@ -96,15 +126,17 @@ def _words(text):
     return " ".join(_WORDS.findall(text.lower()))
 
 
-def tsv_pairs(path, problems):
+def tsv_pairs(path, problems, flag="--corpus"):
     """`source<TAB>target` pairs of a TSV file, streamed; each skipped line
-    appends a message to `problems`."""
-    if not os.path.exists(path):
-        raise CorpusError(f"--corpus {path}: no such file")
+    appends a message to `problems`. A byte order mark before the first
+    line is not part of it."""
+    check_file(path, flag)
     with open(path, "rb") as handle:
         for number, raw in enumerate(handle, 1):
             try:
                 line = raw.decode("utf-8").removesuffix("\n").removesuffix("\r")
+                if number == 1:
+                    line = line.removeprefix(BOM)
             except UnicodeDecodeError as error:
                 problems.append(
                     f"{path}:{number}: not valid UTF-8 "
@@ -164,69 +196,40 @@ def prepare(output, corpus=None, reverse=False, limit=None, dictionary=False, lo
     if dictionary:
         paths["dictionary"] = os.path.join(data_dir, "dictionary.tsv")
     if os.path.exists(meta_path):
-        with open(meta_path, encoding="utf-8") as handle:
-            if json.load(handle) == meta:
-                return paths
+        if runs.read_json(meta_path, "the data split's record") == meta:
+            return paths
+    if corpus:
+        check_file(corpus, "--corpus")
     problems = []
     pairs = tsv_pairs(corpus, problems) if corpus else ding_pairs()
     os.makedirs(data_dir, exist_ok=True)
-    counts = dict.fromkeys(SPLITS, 0)
-    seen_train = set()
-    held_out = []
-    with open(paths["train"] + ".tmp", "w", encoding="utf-8") as train:
-        for index, (source, target) in enumerate(pairs):
-            if limit is not None and index >= limit:
-                break
-            if reverse:
-                source, target = target, source
-            split = split_of(source)
-            if split == "train":
-                train.write(f"{source}\t{target}\n")
-                seen_train.update((("s", source), ("t", target)))
-                counts["train"] += 1
-            else:
-                held_out.append((split, source, target))
-    outputs = {
-        split: open(paths[split] + ".tmp", "w", encoding="utf-8") for split in ("valid", "test")
-    }
-    leaked = 0
-    for split, source, target in held_out:
-        if ("s", source) in seen_train or ("t", target) in seen_train:
-            leaked += 1  # the same sentence is in train: drop it from evaluation
-            continue
-        outputs[split].write(f"{source}\t{target}\n")
-        counts[split] += 1
-    for handle in outputs.values():
-        handle.close()
-    for problem in problems[:10]:
-        log(f"warning: {problem}")
-    if len(problems) > 10:
-        log(f"warning: ... and {len(problems) - 10} more lines skipped")
-    short = [s for s in SPLITS if counts[s] < MIN_PAIRS[s]]
-    if short:
-        total = sum(counts.values())
-        raise CorpusError(
-            f"the corpus gave {total} usable pairs ({counts}); "
-            f"the {'/'.join(short)} split needs at least "
-            f"{', '.join(str(MIN_PAIRS[s]) for s in short)} (about 90/5/5 of the pairs go to "
-            "train/valid/test): use a larger corpus or a larger --limit"
-        )
-    if dictionary:
-        held_out_words = {_words(text) for _, *texts in held_out for text in texts}
-        entries = [
-            (target, source) if reverse else (source, target)
-            for source, target in ding_dictionary_pairs()
-            if _words(source) not in held_out_words and _words(target) not in held_out_words
-        ]
-        random.Random(0).shuffle(entries)
-        with open(paths["dictionary"] + ".tmp", "w", encoding="utf-8") as handle:
-            handle.writelines(f"{source}\t{target}\n" for source, target in entries)
-        os.replace(paths["dictionary"] + ".tmp", paths["dictionary"])
-        log(f"dictionary: {len(entries)} word and phrase entries as extra training pairs")
-    for split in SPLITS:
-        os.replace(paths[split] + ".tmp", paths[split])
-    with open(meta_path, "w", encoding="utf-8") as handle:
-        json.dump(meta, handle)
+    # Unique temporaries (`runs.temporary_path`), renamed into place at the end.
+    written = [name for name in (*SPLITS, "dictionary") if name in paths]
+    temporaries = {name: runs.temporary_path(paths[name]) for name in written}
+    try:
+        counts, sources, held_out, leaked = _write_splits(pairs, temporaries, reverse, limit)
+        report_skipped(problems, log)
+        short = [s for s in SPLITS if counts[s] < MIN_PAIRS[s]]
+        if short:
+            raise CorpusError(_too_small(counts, short, sources))
+        if dictionary:
+            held_out_words = {_words(text) for _, *texts in held_out for text in texts}
+            entries = [
+                (target, source) if reverse else (source, target)
+                for source, target in ding_dictionary_pairs()
+                if _words(source) not in held_out_words and _words(target) not in held_out_words
+            ]
+            random.Random(0).shuffle(entries)
+            with open(temporaries["dictionary"], "w", encoding="utf-8") as handle:
+                handle.writelines(f"{source}\t{target}\n" for source, target in entries)
+            log(f"dictionary: {len(entries)} word and phrase entries as extra training pairs")
+        for name in written:
+            os.replace(temporaries[name], paths[name])
+    finally:
+        for temporary in temporaries.values():
+            if os.path.exists(temporary):
+                os.remove(temporary)
+    runs.write_json_atomically(meta_path, meta)
     log(
         f"corpus: {counts['train']} train, {counts['valid']} validation, "
         f"{counts['test']} test pairs"
@@ -236,9 +239,66 @@ def prepare(output, corpus=None, reverse=False, limit=None, dictionary=False, lo
     return paths
 
 
+def _write_splits(pairs, temporaries, reverse, limit):
+    """Write the pairs' splits (`split_of`) to the `temporaries`; a held-out
+    pair whose source or target is in train is dropped. Returns `(counts,
+    distinct sources, held-out pairs, dropped)`."""
+    counts = dict.fromkeys(SPLITS, 0)
+    seen_train, sources = set(), set()
+    held_out = []
+    with open(temporaries["train"], "w", encoding="utf-8") as train:
+        for index, (source, target) in enumerate(pairs):
+            if limit is not None and index >= limit:
+                break
+            if reverse:
+                source, target = target, source
+            sources.add(source)
+            split = split_of(source)
+            if split == "train":
+                train.write(f"{source}\t{target}\n")
+                seen_train.update((("s", source), ("t", target)))
+                counts["train"] += 1
+            else:
+                held_out.append((split, source, target))
+    leaked = 0
+    with (
+        open(temporaries["valid"], "w", encoding="utf-8") as valid,
+        open(temporaries["test"], "w", encoding="utf-8") as test,
+    ):
+        outputs = {"valid": valid, "test": test}
+        for split, source, target in held_out:
+            if ("s", source) in seen_train or ("t", target) in seen_train:
+                leaked += 1  # the same sentence is in train: drop it from evaluation
+                continue
+            outputs[split].write(f"{source}\t{target}\n")
+            counts[split] += 1
+    return counts, len(sources), held_out, leaked
+
+
+def _too_small(counts, short, sources):
+    """Why the splits `short` got too few pairs: too few pairs, or (the
+    real cause when the corpus repeats itself) too few distinct sentences,
+    since every copy of a source sentence lands in the same split."""
+    total = sum(counts.values())
+    needs = (
+        f"the {'/'.join(short)} split needs at least {', '.join(str(MIN_PAIRS[s]) for s in short)}"
+    )
+    if sources < total:
+        return (
+            f"the corpus gave {total} usable pairs ({counts}) but only {sources} distinct "
+            f"source sentence{'s' if sources != 1 else ''}, and {needs}: every copy of a "
+            "sentence lands in the same split (so that no held-out sentence is trained on), "
+            "so duplicates all land in one split; use a corpus with more different sentences"
+        )
+    return (
+        f"the corpus gave {total} usable pairs ({counts}); {needs} (about 90/5/5 of the pairs "
+        "go to train/valid/test): use a larger corpus or a larger --limit"
+    )
+
+
 def read_pairs(path):
     """The `(source, target)` pairs of a split file, lines split on `\n` only."""
-    with open(path, encoding="utf-8", newline="\n") as handle:
+    with open(path, encoding="utf-8-sig", newline="\n") as handle:
         return [tuple(line.rstrip("\n").split("\t", 1)) for line in handle if line.strip()]
 
 

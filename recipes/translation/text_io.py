@@ -16,7 +16,7 @@ import sys
 import time
 
 from .. import runs
-from .data import tsv_pairs
+from .data import BOM, check_file, report_skipped, tsv_pairs
 
 STDIO = "-"
 
@@ -34,10 +34,10 @@ def read_sentences(path, stdin=None):
     if path == STDIO:
         data = (stdin or sys.stdin.buffer).read()
     else:
-        if not os.path.isfile(path):
-            raise ValueError(f"--input {path}: no such file")
+        check_file(path, "--input", ValueError)
         with open(path, "rb") as handle:
             data = handle.read()
+    data = data.removeprefix(BOM.encode("utf-8"))  # a byte order mark is no part of line 1
     lines = data.split(b"\n")
     if lines[-1] == b"":  # the newline that ends the last line starts no new one
         lines.pop()
@@ -54,15 +54,17 @@ def read_sentences(path, stdin=None):
 
 
 def check_output_file(path):
-    """`ValueError` before any work when `--output-file` cannot be written:
-    its folder is missing, or it is a folder."""
+    """`ValueError` (`PermissionError`) before any work when `--output-file`
+    cannot be written: its folder is missing, it is a folder, or it is
+    read-only."""
     if path is None or path == STDIO:
         return
-    folder = os.path.dirname(os.path.abspath(path))
+    folder = os.path.dirname(os.path.realpath(path))  # a link's: where its file is written
     if not os.path.isdir(folder):
         raise ValueError(f"--output-file {path}: the folder {folder} does not exist")
     if os.path.isdir(path):
         raise ValueError(f"--output-file {path} is a folder; expected a file name")
+    runs.writable_target(path, "--output-file")  # a read-only file: refused, as `>` would
 
 
 @contextlib.contextmanager
@@ -70,7 +72,9 @@ def line_writer(path, stdout=None):
     """Yield `write(lines)`, which writes each line and a `\\n`. To
     standard output (`path` None or `-`) lines go out as they come; to a
     file, into a temporary sibling renamed to `path` only when the block
-    ends without an error, so `path` is never half written."""
+    ends without an error, so `path` is never half written
+    (`runs.replacing`: a symbolic link is written through, a read-only
+    file refused, the file's permissions kept)."""
     if path is None or path == STDIO:
         stream = stdout or sys.stdout
 
@@ -80,14 +84,9 @@ def line_writer(path, stdout=None):
 
         yield write
         return
-    temporary = runs.temporary_path(path)
-    try:
+    with runs.replacing(path, "--output-file") as temporary:
         with open(temporary, "w", encoding="utf-8", newline="\n") as handle:
             yield lambda lines: handle.write("".join(f"{line}\n" for line in lines))
-        os.replace(temporary, path)
-    finally:
-        if os.path.exists(temporary):
-            os.remove(temporary)
 
 
 class Progress:
@@ -131,14 +130,11 @@ def read_pair_file(path, flag, log=print):
     (`--valid`, `--test`); skipped lines are reported as the corpus's are
     (`data.tsv_pairs`). A missing file, or one without a
     usable pair, raises `ValueError` saying so."""
-    if not os.path.isfile(path):
-        raise ValueError(f"{flag} {path}: no such file")
+    check_file(path, flag, ValueError)
     problems = []
-    pairs = list(tsv_pairs(path, problems))
-    for problem in problems[:10]:
-        log(f"warning: {problem}")
-    if len(problems) > 10:
-        log(f"warning: ... and {len(problems) - 10} more lines skipped")
+    pairs = list(tsv_pairs(path, problems, flag))
+    if pairs:  # else the error says why, once
+        report_skipped(problems, log)
     if not pairs:
         raise ValueError(
             f"{flag} {path} holds no source<TAB>target pairs"

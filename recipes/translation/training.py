@@ -16,6 +16,7 @@ import time
 
 from .. import runs
 from .config import (
+    FAMILIES,
     FAMILY_DEFAULTS,
     UsageError,
     decoding_settings,
@@ -172,7 +173,11 @@ def best_weights(path, log=print):
         def __init__(self):
             super().__init__()
             record = path + ".json"
-            saved = runs.read_json(record, "the best epoch") if os.path.exists(record) else {}
+            saved = (
+                runs.read_json(record, "the best epoch", {"val_loss": float, "epoch": int})
+                if os.path.exists(record)
+                else {}
+            )
             self.val_loss = saved.get("val_loss", math.inf)
             self.epoch = saved.get("epoch")
             self.last_val_loss = None
@@ -218,7 +223,7 @@ def completed_epochs(backup):
     """The epochs a backup folder holds (0 without one)."""
     path = os.path.join(backup, "training_metadata.json")
     return (
-        int(runs.read_json(path, "the backup's epoch").get("epoch", 0))
+        int(runs.read_json(path, "the backup's epoch", {"epoch": int}).get("epoch", 0))
         if os.path.exists(path)
         else 0
     )
@@ -254,10 +259,14 @@ def task_index():
     return json.loads(os.environ.get("TF_CONFIG", "{}")).get("task", {}).get("index", 0)
 
 
-def load_run(output, compile=True):
-    """The trained model, its config and tokenizers from an --output folder;
-    `compile=False` for a model that only decodes (no loss, metrics or
-    optimizer state: faster to load, and no optimizer warning)."""
+def load_run(output, decoding=None, compile=True):
+    """The trained model, its config and tokenizers from an --output folder.
+    Every file is checked first (a damaged one is a `ValueError` naming
+    it), the vocabularies' sizes against the model's (`check_vocabularies`)
+    and, given `decoding` (a `TranslationConfig`), its `--min-length`
+    against the run's longest translation. `compile=False` for a model that
+    only decodes (no loss, metrics or optimizer state: faster to load, and
+    no optimizer warning)."""
     import keras
 
     import keras_attention  # noqa: F401  (registers the model classes for loading)
@@ -271,8 +280,23 @@ def load_run(output, compile=True):
             raise UsageError(
                 f"no trained model in {output} ({path} is missing): run `train --output {output}`"
             )
-    config = upgrade(runs.read_json(config_path, "the trained model's settings"))
+    config = upgrade(
+        runs.read_json(config_path, "the trained model's settings", CONFIG_FIELDS, ("max_length",))
+    )
+    if config["max_length"] < 1 or config.get("family", "rnn") not in FAMILIES:
+        raise UsageError(
+            f"{config_path} (the trained model's settings) holds max_length "
+            f"{config['max_length']!r}, family {config.get('family')!r}: it is damaged"
+        )
+    min_length = None if decoding is None else decoding.min_length  # None: the run's own
+    if min_length is not None and min_length > config["max_length"] + 1:
+        raise UsageError(
+            f"--min-length {decoding.min_length} is beyond the run's longest translation, "
+            f"{config['max_length'] + 1} pieces (its --max-length {config['max_length']} "
+            "+ 1): no translation could end; choose a smaller --min-length"
+        )
     source, target = load_tokenizers(output)
+    check_vocabularies(output, (source, target), config, "config.json")
     try:
         model = keras.saving.load_model(model_path, compile=compile)
     except (OSError, ValueError) as error:
@@ -280,7 +304,40 @@ def load_run(output, compile=True):
             f"{model_path} does not load ({str(error).splitlines()[0]}): it is damaged; "
             f"train again with --overwrite"
         ) from None
+    sizes = {f"{side}_vocab": getattr(model, f"{side}_vocab_size", None) for side in SIDES}
+    check_vocabularies(output, (source, target), sizes, "model.keras")
     return model, config, source, target
+
+
+SIDES = ("source", "target")
+# What `load_run` reads from config.json, and of which JSON kind.
+CONFIG_FIELDS = {
+    "family": str,
+    "attention": (str, None),
+    "max_length": int,
+    "protect_numbers": bool,
+    "source_vocab": int,
+    "target_vocab": int,
+}
+
+
+def check_vocabularies(output, tokenizers, recorded, where):
+    """`UsageError` naming both sizes when a tokenizer of the run in
+    `output` has another vocabulary size than `recorded` (`source_vocab`,
+    `target_vocab`: the model's, as `where` records them): a vocabulary
+    file of another run beside this model would translate with the wrong
+    pieces, or fail on ids beyond the model's vocabulary."""
+    from .data import vocabulary_paths
+
+    paths = vocabulary_paths(output)
+    for side, tokenizer, path in zip(SIDES, tokenizers, paths):
+        size = recorded.get(f"{side}_vocab")
+        if size is not None and size != tokenizer.vocab_size:
+            raise UsageError(
+                f"{path} has {tokenizer.vocab_size} pieces but the model's {side} vocabulary "
+                f"({os.path.join(output, where)}) has {size}: the vocabulary is another run's; "
+                "put the run's own vocabulary files beside its model"
+            )
 
 
 def prepared_run(config, settings, chief, log, refuse_finished=False):
@@ -359,11 +416,67 @@ def train_settings(config):
     return {**config.data_settings(), **spec}, spec
 
 
+def check_inputs(config):
+    """`UsageError` for what `train` would refuse only after writing
+    something: a corpus or `--valid` file that is missing or a directory,
+    `--dictionary` with `--corpus`, an `--output` that is a file."""
+    from .data import check_file
+
+    if config.corpus:
+        check_file(config.corpus, "--corpus", UsageError)
+    if config.valid:
+        check_file(config.valid, "--valid", UsageError)
+    if config.dictionary and config.corpus:
+        raise UsageError("the dictionary entries are the Ding corpus's: leave out --corpus")
+    if os.path.exists(config.output) and not os.path.isdir(config.output):
+        raise UsageError(f"--output {config.output} is a file; expected a folder for the run")
+
+
+def abandon(output, existed):
+    """Remove what a new run that never started training wrote into
+    `output` (its `RUN_ENTRIES` and lock), and the folder itself when it
+    did not exist before and is now empty: a refused `train` leaves no run
+    that its corrected command would be refused by."""
+    runs.delete_run(output)
+    lock = os.path.join(output, runs.LOCK_FILE)
+    if os.path.exists(lock):
+        os.remove(lock)
+    if not existed:
+        try:
+            os.rmdir(output)
+        except OSError:  # something else is there now: keep it
+            pass
+
+
 def train(config, log=print):
-    """Train into `config.output`: the chief claims the run (`run.json`) and
-    prepares the data and vocabularies, other workers wait for them; resume
-    from the backup of an interrupted run; write `model.keras` and
-    `config.json` atomically, then delete the backup."""
+    """Train into `config.output`: every setting and input file is checked
+    first, then the chief locks the run folder (`runs.locked`: another
+    `train` into it is refused, naming the process), claims the run
+    (`run.json`) and prepares the data and vocabularies, other workers wait
+    for them; resume from the backup of an interrupted run; write
+    `model.keras` and `config.json` atomically, then delete the backup. A
+    new run refused before its training starts leaves nothing behind
+    (`abandon`)."""
+    settings, spec = train_settings(config)
+    check_inputs(config)
+    if not is_chief():
+        return _train(config, log, settings, spec)
+    output = config.output
+    existed = os.path.isdir(output)
+    new = config.overwrite or not os.path.exists(os.path.join(output, runs.RUN_FILE))
+    started = []
+    with runs.locked(output, "train"):
+        try:
+            return _train(config, log, settings, spec, lambda: started.append(True))
+        except BaseException:
+            if new and not started:
+                abandon(output, existed)
+            raise
+
+
+def _train(config, log, settings, spec, starting=None):
+    """`train` once the run is checked (and locked on the chief);
+    `starting()` is called just before the first epoch."""
     import keras
 
     from keras_attention.serving.distribute import adapt_for_distribution
@@ -372,7 +485,6 @@ def train(config, log=print):
     from .scores import monitoring_callbacks
     from .text_io import validation_file
 
-    settings, spec = train_settings(config)
     spec["jit"] = config.jit
     strategy = choose_strategy()  # first: collective ops must be set up before any other TF op
     if config.mixed_precision:
@@ -447,6 +559,8 @@ def train(config, log=print):
         + f" for {config.epochs} epochs on {strategy.num_replicas_in_sync} replica(s)"
     )
     started = time.perf_counter()
+    if starting is not None:
+        starting()  # from here on the run keeps what it wrote (a backup to resume from)
     history = model.fit(
         train_data,
         validation_data=valid_data,

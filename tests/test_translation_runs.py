@@ -1,0 +1,394 @@
+"""The translation recipe's files and run folders (issue 24): unique
+temporaries for atomic writes, `--output-file` onto links and read-only
+files, the run folder's lock, nothing written by a refused `train`, damaged
+run files, vocabularies of another run, `--min-length`, byte order marks,
+directories given as files, and warnings on standard error.
+
+None of these trains a model: the commands are refused before that, or
+stopped where training would start."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from recipes import runs
+from recipes.translation import training
+from recipes.translation.data import DING, CorpusError, prepare, read_pairs, tsv_pairs
+from recipes.translation.text_io import line_writer, read_pair_file, read_sentences
+from tests.translation_helpers import ROOT, TINY, cli, run
+
+
+def corpus(path, pairs=300, bom=False):
+    """A TSV corpus of `pairs` distinct pairs (a byte order mark first with `bom`)."""
+    text = "".join(f"Satz Nummer {i}.\tSentence number {i}.\n" for i in range(pairs))
+    path.write_bytes(("\ufeff" if bom else "").encode() + text.encode())
+    return str(path)
+
+
+# -- 1. unique temporaries --------------------------------------------------------------
+def test_an_atomic_write_leaves_files_of_the_temporary_s_old_name_alone(tmp_path):
+    """`notes.txt` was written through `notes.tmp.txt`, deleting a user's file of that name."""
+    from keras_attention.serving.text import _write_atomically
+
+    mine = {name: tmp_path / name for name in ("notes.tmp.txt", "data.tsv.tmp", "v.spm.tmp")}
+    for path in mine.values():
+        path.write_text("mine")
+    with line_writer(str(tmp_path / "notes.txt")) as write:
+        write(["a", "b"])
+    runs.write_json_atomically(str(tmp_path / "notes.json"), {"a": 1})
+    _write_atomically(str(tmp_path / "v.spm"), b"pieces")
+    assert (tmp_path / "notes.txt").read_text() == "a\nb\n"
+    assert json.loads((tmp_path / "notes.json").read_text()) == {"a": 1}
+    assert (tmp_path / "v.spm").read_bytes() == b"pieces"
+    assert all(path.read_text() == "mine" for path in mine.values())
+    assert sorted(os.listdir(tmp_path)) == sorted(
+        [*mine, "notes.txt", "notes.json", "v.spm"]
+    )  # no temporary left
+
+
+def test_the_data_split_does_not_touch_files_of_its_old_temporary_names(tmp_path):
+    output = tmp_path / "run"
+    (output / "data").mkdir(parents=True)
+    for split in ("train", "valid", "test"):
+        (output / "data" / f"{split}.tsv.tmp").write_text("mine")
+    paths = prepare(str(output), corpus(tmp_path / "c.tsv"), log=lambda line: None)
+    assert sum(len(read_pairs(path)) for path in paths.values()) <= 300
+    for split in ("train", "valid", "test"):
+        assert (output / "data" / f"{split}.tsv.tmp").read_text() == "mine"
+    assert not [name for name in os.listdir(output / "data") if name.startswith(".")]
+
+
+def test_two_writers_of_one_file_both_succeed_and_the_last_wins(tmp_path):
+    """Both in the middle of their write at once: one failed with `[Errno 2]
+    No such file ... 'same.tmp.txt' -> 'same.txt'` (the other had renamed it)."""
+    target = str(tmp_path / "same.txt")
+    both_writing = threading.Barrier(2)
+    errors, finished = [], []
+
+    def writer(text):
+        def write(temporary):
+            with open(temporary, "w") as handle:
+                handle.write(text)
+            both_writing.wait(timeout=10)
+
+        try:
+            runs.write_atomically(target, write)
+            finished.append(text)
+        except Exception as error:  # noqa: BLE001  (the test reports it)
+            errors.append(error)
+
+    threads = [threading.Thread(target=writer, args=(text,)) for text in ("one", "two")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors and len(finished) == 2
+    with open(target) as handle:
+        assert handle.read() in ("one", "two")
+    assert os.listdir(tmp_path) == ["same.txt"]
+
+
+def test_overwrite_deletes_temporaries_a_killed_write_left_and_nothing_of_the_user_s(tmp_path):
+    left = os.path.basename(runs.temporary_path(str(tmp_path / "model.keras")))
+    assert left.startswith(".model.") and left.endswith(".tmp.keras")
+    for name in ("run.json", ".mine.tmp", "mine.tmp.txt"):
+        (tmp_path / name).write_text("{}")
+    runs.delete_run(str(tmp_path))
+    assert sorted(os.listdir(tmp_path)) == [".mine.tmp", "mine.tmp.txt"]
+
+
+# -- 2. --output-file onto a link or a read-only file -----------------------------------
+def test_output_file_writes_through_a_symlink_and_keeps_the_file_s_mode(tmp_path):
+    real, link = tmp_path / "real.txt", tmp_path / "link.txt"
+    real.write_text("old\n")
+    os.chmod(real, 0o640)
+    link.symlink_to(real)
+    with line_writer(str(link)) as write:
+        write(["new"])
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    assert real.read_text() == "new\n" and (os.stat(real).st_mode & 0o777) == 0o640
+
+
+def test_output_file_refuses_a_read_only_file_in_one_line(tmp_path, capsys):
+    read_only = tmp_path / "ro.txt"
+    read_only.write_text("keep\n")
+    os.chmod(read_only, 0o444)
+    status, out, err = cli(
+        capsys, "translate", "--output", str(tmp_path), "--output-file", str(read_only), "Hallo."
+    )
+    assert status == 2 and err.count("\n") == 1, err
+    assert err.startswith(f"error: --output-file {read_only} is read-only (mode -r--r--r--)"), err
+    assert read_only.read_text() == "keep\n" and (os.stat(read_only).st_mode & 0o777) == 0o444
+    link = tmp_path / "link.txt"  # through a link: the file it points to decides
+    link.symlink_to(read_only)
+    with pytest.raises(PermissionError, match="is read-only"):
+        with line_writer(str(link)) as write:
+            write(["new"])
+    assert read_only.read_text() == "keep\n"
+
+
+# -- 3. the run folder's lock ------------------------------------------------------------
+HOLD = """
+import sys, time
+from recipes import runs
+with runs.locked(sys.argv[1], "train"):
+    print("locked", flush=True)
+    time.sleep(float(sys.argv[2]))
+"""
+
+
+def test_a_second_train_into_one_folder_is_refused_naming_the_holder(tmp_path, capsys):
+    """Both used to prepare the data; the second died in epoch 1 with HDF5's
+    "unable to lock file (errno 11)"."""
+    output = str(tmp_path / "run")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, output, "60"], cwd=ROOT, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout.readline() == "locked\n"
+        status, out, err = cli(capsys, "train", "--output", output, *TINY)
+        assert status == 2 and err.count("\n") == 1, err
+        assert err.startswith(f"error: --output {output} is in use by process {holder.pid} on ")
+        assert "(train, since " in err and "choose another --output" in err
+        assert os.listdir(output) == [runs.LOCK_FILE]  # the second wrote nothing
+    finally:
+        holder.kill()
+        holder.wait()
+    # A killed holder's lock is taken over.
+    with runs.locked(output, "train"):
+        with open(os.path.join(output, runs.LOCK_FILE)) as handle:
+            assert handle.read().startswith(f"process {os.getpid()} on ")
+        with pytest.raises(runs.RunInUse, match=f"in use by process {os.getpid()} on "):
+            with runs.locked(output, "train"):
+                pass
+
+
+# -- 4. nothing written by a refused train ----------------------------------------------
+@pytest.mark.parametrize(
+    "flags,message",
+    [
+        (["--num-heads", "3", "--hidden-dim", "32"], "--num-heads 3 must divide --hidden-dim 32"),
+        (["--corpus", "/nonexistent.tsv"], "--corpus /nonexistent.tsv: no such file"),
+        (["--corpus", "/tmp"], "--corpus /tmp is a directory; expected a file"),
+        (["--valid", "/nonexistent.tsv"], "--valid /nonexistent.tsv: no such file"),
+        (["--dictionary", "0.5", "--corpus", "CORPUS"], "the dictionary entries are the Ding"),
+        (["--corpus", "SMALL"], "the corpus gave 8 usable pairs"),  # refused after claiming
+    ],
+)
+def test_a_refused_train_leaves_no_run_folder(tmp_path, capsys, flags, message):
+    big, small = corpus(tmp_path / "big.tsv"), corpus(tmp_path / "small.tsv", pairs=8)
+    flags = [{"CORPUS": big, "SMALL": small}.get(flag, flag) for flag in flags]
+    output = str(tmp_path / "run")
+    status, out, err = cli(capsys, "train", "--output", output, *flags)
+    assert status == 2 and err.startswith(f"error: {message}") and err.count("\n") == 1, err
+    assert not os.path.exists(output)
+
+
+class Reached(Exception):
+    """Raised where training would begin."""
+
+
+def test_the_corrected_train_is_not_refused_after_a_refusal(tmp_path, capsys, monkeypatch):
+    """A refused `train` left `run.json` behind, and the corrected command was
+    refused as "holds a run built with other settings"."""
+    output, user_file = tmp_path / "run", tmp_path / "run" / "mine.txt"
+    output.mkdir()
+    user_file.write_text("mine")  # a folder the user made: kept, with their file
+    small, big = corpus(tmp_path / "small.tsv", pairs=8), corpus(tmp_path / "big.tsv")
+    status, out, err = cli(capsys, "train", "--output", str(output), "--corpus", small, *TINY)
+    assert status == 2 and "usable pairs" in err
+    assert os.listdir(output) == ["mine.txt"]
+
+    def stop(*args, **kwargs):
+        raise Reached
+
+    monkeypatch.setattr(training, "datasets", stop)
+    with pytest.raises(Reached):
+        run("train", "--output", str(output), "--corpus", big, *TINY)
+    assert user_file.read_text() == "mine"
+
+
+# -- 5. damaged run files ----------------------------------------------------------------
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("[]", "holds [] where a JSON object is expected: it is damaged"),
+        ("{ damaged", "is not valid JSON"),
+        ('{"settings": [1]}', "'settings' must be a JSON object; holds [1]: it is damaged"),
+    ],
+)
+def test_a_damaged_run_json_is_one_error_line(tmp_path, capsys, text, message):
+    """`[]` in run.json gave an `AttributeError` traceback."""
+    (tmp_path / "run.json").write_text(text)
+    status, out, err = cli(capsys, "train", "--output", str(tmp_path), *TINY)
+    assert status == 2 and err.count("\n") == 1, err
+    assert err.startswith(f"error: {tmp_path / 'run.json'} (the run's settings)")
+    assert message in err
+
+
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("[]", "holds [] where a JSON object is expected"),
+        ('{"family": "rnn"}', "has no 'max_length': it is damaged"),
+        ('{"max_length": "24"}', "'max_length' must be an integer; holds \"24\""),
+        ('{"max_length": 24, "source_vocab": true}', "'source_vocab' must be an integer"),
+        ('{"max_length": 0}', "holds max_length 0, family None: it is damaged"),
+    ],
+)
+def test_a_damaged_config_json_is_one_error_line(tmp_path, capsys, text, message):
+    (tmp_path / "model.keras").write_text("")
+    (tmp_path / "config.json").write_text(text)
+    status, out, err = cli(capsys, "translate", "--output", str(tmp_path), "Hallo.")
+    assert status == 2 and err.count("\n") == 1 and message in err, err
+    assert err.startswith(f"error: {tmp_path / 'config.json'} (the trained model's settings)")
+
+
+def test_damaged_records_of_a_run_in_training_are_named(tmp_path):
+    """The best epoch's record and the backup's epoch: a wrong kind was a
+    `TypeError` from a comparison, `[]` an `AttributeError`."""
+    record = tmp_path / "best.weights.h5.json"
+    record.write_text('{"val_loss": "low", "epoch": 1}')
+    with pytest.raises(ValueError, match="'val_loss' must be a number; holds \"low\""):
+        training.best_weights(str(tmp_path / "best.weights.h5"))
+    (tmp_path / "training_metadata.json").write_text("[]")
+    with pytest.raises(ValueError, match=r"\(the backup's epoch\) holds \[\] where a JSON object"):
+        training.completed_epochs(str(tmp_path))
+
+
+# -- 6. vocabularies of another run -------------------------------------------------------
+def test_a_vocabulary_of_another_size_than_the_model_s_is_refused(tmp_path, capsys):
+    """Another run's source.spm beside a model translated with the wrong
+    pieces, or ended in `InvalidArgumentError: indices ... is not in [0, 500)`."""
+    from keras_attention.serving.text import train_sentencepiece
+
+    texts = [f"Satz Nummer {i} mit Wörtern über {i * 7} Dinge." for i in range(300)]
+    sizes = [train_sentencepiece(texts, str(tmp_path / f"{side}.spm"), 300) for side in "st"]
+    os.rename(tmp_path / "s.spm", tmp_path / "source.spm")
+    os.rename(tmp_path / "t.spm", tmp_path / "target.spm")
+    (tmp_path / "model.keras").write_text("")
+    config = {"family": "rnn", "max_length": 24, "source_vocab": 544, "target_vocab": sizes[1]}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    status, out, err = cli(capsys, "translate", "--output", str(tmp_path), "Hallo.")
+    assert status == 2 and err.count("\n") == 1, err
+    assert err.startswith(
+        f"error: {tmp_path / 'source.spm'} has {sizes[0]} pieces but the model's source "
+        f"vocabulary ({tmp_path / 'config.json'}) has 544: the vocabulary is another run's"
+    ), err
+
+
+@pytest.mark.skipif(not os.path.exists(DING), reason=f"{DING} missing: the trained run needs it")
+def test_the_model_s_own_vocabulary_sizes_are_checked(trained, tmp_path, capsys):
+    """A run whose config.json does not record the sizes: the loaded
+    model's are compared."""
+    from keras_attention.serving.text import train_sentencepiece
+
+    output = tmp_path / "run"
+    shutil.copytree(trained[0], output)
+    config = json.loads((output / "config.json").read_text())
+    model_size = config.pop("source_vocab")
+    (output / "config.json").write_text(json.dumps(config))
+    texts = [f"Satz Nummer {i} mit Wörtern über {i * 7} Dinge." for i in range(300)]
+    size = train_sentencepiece(texts, str(output / "source.spm"), 300)
+    assert size != model_size
+    status, out, err = cli(capsys, "translate", "--output", str(output), "Hallo.")
+    assert status == 2 and err.count("\n") == 1, err
+    assert err.startswith(
+        f"error: {output / 'source.spm'} has {size} pieces but the model's source vocabulary "
+        f"({output / 'model.keras'}) has {model_size}"
+    ), err
+
+
+# -- 7. --min-length beyond the longest translation ----------------------------------------
+@pytest.mark.parametrize("command", ["translate", "export"])
+def test_min_length_beyond_the_run_s_longest_translation_is_refused(tmp_path, capsys, command):
+    (tmp_path / "model.keras").write_text("")
+    (tmp_path / "config.json").write_text('{"family": "rnn", "max_length": 24}')
+    text = ["Hallo."] if command == "translate" else ["--export-dir", str(tmp_path / "e")]
+    status, out, err = cli(
+        capsys, command, "--output", str(tmp_path), "--min-length", "1000", *text
+    )
+    assert status == 2 and err.count("\n") == 1, err
+    assert err.startswith(
+        "error: --min-length 1000 is beyond the run's longest translation, 25 pieces"
+    ), err
+
+
+# -- 8. byte order marks -------------------------------------------------------------------
+def test_a_byte_order_mark_is_stripped_wherever_files_are_read(tmp_path):
+    """A BOM was kept in data/train.tsv as part of the first source sentence."""
+    path = corpus(tmp_path / "bom.tsv", bom=True)
+    first = next(tsv_pairs(path, []))
+    assert first == ("Satz Nummer 0.", "Sentence number 0.")
+    assert read_pair_file(path, "--valid", log=lambda line: None)[0] == first
+    paths = prepare(str(tmp_path / "run"), path, log=lambda line: None)
+    pairs = [pair for split in ("train", "valid", "test") for pair in read_pairs(paths[split])]
+    assert len(pairs) > 250 and not any("\ufeff" in s + t for s, t in pairs)
+    assert "Satz Nummer 0." in {source for source, _ in pairs}
+    sentences = tmp_path / "in.txt"
+    sentences.write_bytes("\ufeffHallo.\nWelt.\n".encode())
+    assert read_sentences(str(sentences)) == ["Hallo.", "Welt."]
+    record = tmp_path / "record.json"
+    record.write_bytes('\ufeff{"epoch": 2}'.encode())
+    assert runs.read_json(str(record), "a record") == {"epoch": 2}
+    from recipes.tuning import load_hyperparameters
+
+    assert load_hyperparameters(str(record)) == {"epoch": 2}
+
+
+# -- 9. a directory where a file is expected -------------------------------------------------
+@pytest.mark.parametrize(
+    "argv,flag",
+    [
+        (["translate", "--input", "DIR"], "--input"),
+        (["evaluate", "--test", "DIR"], "--test"),
+        (["train", "--corpus", "DIR"], "--corpus"),
+        (["train", "--valid", "DIR"], "--valid"),
+        (["train", "--hyperparameters", "DIR"], "--hyperparameters"),
+    ],
+)
+def test_a_directory_given_as_a_file_is_named_a_directory(tmp_path, capsys, argv, flag):
+    """`translate --input /tmp` said "no such file"; `--corpus /tmp` gave
+    the raw `[Errno 21] Is a directory`."""
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    argv = [str(folder) if arg == "DIR" else arg for arg in argv]
+    status, out, err = cli(capsys, *argv, "--output", str(tmp_path / "run"))
+    assert status == 2 and err.count("\n") == 1, err
+    assert err.startswith(f"error: {flag} {folder} is a directory; expected a file"), err
+
+
+def test_average_names_a_directory_given_as_a_checkpoint(tmp_path):
+    from recipes.translation.averaging import average_run
+    from recipes.translation.config import TranslationConfig
+
+    config = TranslationConfig(command="average", checkpoints=[str(tmp_path)])
+    with pytest.raises(ValueError, match=f"--checkpoints {tmp_path} is a directory"):
+        average_run(config, (None, {}, None, None))
+
+
+# -- 10. a corpus of copies of one sentence ---------------------------------------------------
+def test_a_corpus_of_duplicates_is_told_that_duplicates_land_in_one_split(tmp_path):
+    path = tmp_path / "same.tsv"
+    path.write_text("Ich habe keine Zeit.\tI have no time.\n" * 600, encoding="utf-8")
+    with pytest.raises(CorpusError) as refused:
+        prepare(str(tmp_path / "run"), str(path), log=lambda line: None)
+    message = str(refused.value)
+    assert "600 usable pairs" in message and "only 1 distinct source sentence," in message
+    assert "duplicates all land in one split" in message
+    assert "larger --limit" not in message
+
+
+# -- 11. warnings on standard error ----------------------------------------------------------
+def test_skipped_corpus_lines_are_warned_of_on_stderr(tmp_path, capsys):
+    path = tmp_path / "c.tsv"
+    path.write_text("no tab here\n" + open(corpus(tmp_path / "ok.tsv")).read(), encoding="utf-8")
+    prepare(str(tmp_path / "run"), str(path))  # the command line's log: print
+    out, err = capsys.readouterr()
+    assert "warning: " not in out and "corpus: " in out
+    assert f"warning: {path}:1: expected 'source<TAB>target', found no tab; skipped" in err
