@@ -184,6 +184,22 @@ def masked_softmax(scores, mask=None, axis=-1):
     return ops.cast(weights, dtype)
 
 
+def zero_unattended(values, mask):
+    """`values (..., Tv, D)` with zeros at the keys that no query may attend
+    to under `mask (..., Tq, Tv)` (broadcastable; None: `values` as given).
+
+    A masked key gets weight exactly 0, but `0 * NaN` and `0 * inf` are NaN:
+    without this, a NaN or inf in a padding position (an uninitialised
+    buffer, a previous layer's overflow) would make every output NaN. One
+    `where` on the values, before the weighted sum. An inf or huge value at
+    a key that *is* attended is garbage in, and still gives garbage out.
+    """
+    if mask is None:
+        return values
+    attended = ops.any(ops.cast(mask, "bool"), axis=-2)  # (..., Tv)
+    return ops.where(ops.expand_dims(attended, -1), values, ops.zeros_like(values))
+
+
 def keras_mask(tensor):
     """The Keras padding mask attached to `tensor` by an upstream layer
     (e.g. `Embedding(mask_zero=True)`), or None."""

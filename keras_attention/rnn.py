@@ -132,15 +132,17 @@ class RecurrentEncoder(keras.layers.Layer):
     ):
         super().__init__(**kwargs)
         owner = "RecurrentEncoder"
-        for name, value in (
-            ("vocab_size", vocab_size),
-            ("embed_dim", embed_dim),
-            ("units", units),
-            ("num_layers", num_layers),
-        ):
+        vocab_size, embed_dim, units, num_layers = (
             check_positive_int(name, value, owner)
+            for name, value in (
+                ("vocab_size", vocab_size),
+                ("embed_dim", embed_dim),
+                ("units", units),
+                ("num_layers", num_layers),
+            )
+        )
         check_choice("cell", cell, tuple(CELLS), owner)
-        check_rate("dropout", dropout, owner)
+        dropout = check_rate("dropout", dropout, owner)
         self.vocab_size, self.embed_dim, self.units = vocab_size, embed_dim, units
         self.num_layers, self.cell = num_layers, cell
         self.bidirectional, self.reverse_source = bool(bidirectional), bool(reverse_source)
@@ -325,16 +327,18 @@ class AttentionDecoder(keras.layers.Layer):
     ):
         super().__init__(**kwargs)
         owner = "AttentionDecoder"
-        for name, value in (
-            ("vocab_size", vocab_size),
-            ("embed_dim", embed_dim),
-            ("units", units),
-            ("num_layers", num_layers),
-        ):
+        vocab_size, embed_dim, units, num_layers = (
             check_positive_int(name, value, owner)
+            for name, value in (
+                ("vocab_size", vocab_size),
+                ("embed_dim", embed_dim),
+                ("units", units),
+                ("num_layers", num_layers),
+            )
+        )
         check_choice("style", style, ("bahdanau", "luong"), owner)
         check_choice("cell", cell, tuple(CELLS), owner)
-        check_rate("dropout", dropout, owner)
+        dropout = check_rate("dropout", dropout, owner)
         self.vocab_size, self.embed_dim, self.units = vocab_size, embed_dim, units
         self.attention = None if attention is None else registry.get(attention)
         self.style, self.input_feeding, self.context_input = (

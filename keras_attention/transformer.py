@@ -5,7 +5,13 @@ from keras import ops
 
 from keras_attention import masking
 from keras_attention.multi_head import MultiHead, check_variants
-from keras_attention.validation import check_built, check_positive_int, check_rank, check_rate
+from keras_attention.validation import (
+    check_built,
+    check_positive_int,
+    check_rank,
+    check_rate,
+    is_number,
+)
 
 register = keras.saving.register_keras_serializable(package="keras_attention")
 
@@ -33,8 +39,8 @@ class FeedForward(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        check_positive_int("intermediate_dim", intermediate_dim, "FeedForward")
-        check_rate("dropout", dropout, "FeedForward")
+        intermediate_dim = check_positive_int("intermediate_dim", intermediate_dim, "FeedForward")
+        dropout = check_rate("dropout", dropout, "FeedForward")
         self.intermediate_dim = intermediate_dim
         self.activation = keras.activations.get(activation)
         self.dropout = dropout
@@ -103,12 +109,10 @@ class _TransformerLayer(keras.layers.Layer):
     ):
         super().__init__(**kwargs)
         owner = type(self).__name__
-        check_positive_int("num_heads", num_heads, owner)
-        check_positive_int("intermediate_dim", intermediate_dim, owner)
-        check_rate("dropout", dropout, owner)
-        if isinstance(layer_norm_epsilon, bool) or not (
-            isinstance(layer_norm_epsilon, (int, float)) and layer_norm_epsilon > 0
-        ):
+        num_heads = check_positive_int("num_heads", num_heads, owner)
+        intermediate_dim = check_positive_int("intermediate_dim", intermediate_dim, owner)
+        dropout = check_rate("dropout", dropout, owner)
+        if not is_number(layer_norm_epsilon) or not layer_norm_epsilon > 0:
             raise ValueError(
                 f"`layer_norm_epsilon` of {owner} must be a number > 0 (it keeps "
                 "LayerNormalization's division finite); received "
@@ -120,13 +124,13 @@ class _TransformerLayer(keras.layers.Layer):
         self.dropout = dropout
         self.activation = keras.activations.get(activation)
         self.norm_first = norm_first
-        self.layer_norm_epsilon = layer_norm_epsilon
+        self.layer_norm_epsilon = float(layer_norm_epsilon)
         self.num_key_value_heads = num_key_value_heads
         self.position_encoding = position_encoding
         self.sliding_window = sliding_window
         self.max_relative_position = max_relative_position
         self.supports_masking = True
-        check_variants(
+        self.num_key_value_heads, self.sliding_window, self.max_relative_position = check_variants(
             owner,
             num_heads,
             num_key_value_heads,

@@ -5,24 +5,65 @@ was given, so that a user mistake is reported at `build()` time (static
 shapes) instead of surfacing as a broadcasting error deep inside a matmul.
 """
 
+import math
+import numbers
+
 
 def _shape(shape):
     return None if shape is None else tuple(shape)
 
 
+def is_integer(value):
+    """Any integer (`int`, `np.int64`, ... every `numbers.Integral`) but a bool."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def is_number(value):
+    """Any real number (`numbers.Real`: `np.float32` too) but a bool."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
 def check_positive_int(name, value, owner):
-    """`value` must be an int >= 1 (bools are rejected)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    """`value` must be an integer >= 1 (any `numbers.Integral`, NumPy's
+    included; bools are rejected). Returns it as a plain `int`, so that a
+    config holding it stays JSON-serialisable."""
+    if not is_integer(value) or value < 1:
         raise ValueError(
             f"`{name}` of {owner} must be a positive integer; received {name}={value!r}."
         )
+    return int(value)
 
 
 def check_rate(name, value, owner):
-    """`value` must be a float in [0, 1)."""
-    if not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+    """`value` must be a number in [0, 1). Returns it as a plain `float`."""
+    if not is_number(value) or not 0.0 <= value < 1.0:
         raise ValueError(
             f"`{name}` of {owner} must be a float in [0, 1); received {name}={value!r}."
+        )
+    return float(value)
+
+
+def check_finite(name, value, owner, low=None, expected="a finite number"):
+    """`value` must be a finite real number (and > `low` when given).
+    Returns it as a plain `float`."""
+    if not is_number(value) or not math.isfinite(value) or (low is not None and not value > low):
+        raise ValueError(f"`{name}` of {owner} must be {expected}; received {name}={value!r}.")
+    return float(value)
+
+
+def check_float_input(name, tensor, owner):
+    """`tensor` must hold floating-point values: an integer or boolean
+    input would be computed in its own dtype (an int softmax is all zeros,
+    int sinusoids are truncated), a silent wrong answer. Keras's own
+    `Attention` refuses them too."""
+    dtype = getattr(tensor, "dtype", None)
+    if dtype is None:
+        return
+    dtype = str(getattr(dtype, "name", dtype))
+    if "float" not in dtype:
+        raise TypeError(
+            f"`{name}` of {owner} must be a floating-point tensor; received dtype {dtype}. "
+            f'Cast it first, e.g. `keras.ops.cast({name}, "float32")`.'
         )
 
 

@@ -25,14 +25,14 @@ chosen):
 from keras import ops
 
 from keras_attention.masking import write_at
-from keras_attention.validation import check_positive_int, check_token_ids
+from keras_attention.validation import check_positive_int, check_token_ids, is_integer
 
 NEGATIVE = -1e9  # a dead hypothesis' score; finite, so arithmetic stays NaN-free
 UNK_ID = 3  # `[UNK]` in the reserved ids of serving/text.py, for models without `unk_id`
 
 
 def check_source(source, max_length, owner):
-    check_positive_int("max_length", max_length, owner)
+    max_length = check_positive_int("max_length", max_length, owner)
     check_token_ids("source", source, owner)
 
 
@@ -73,7 +73,7 @@ class DecodingOptions:
                 f"`prefix` of {self.owner} must be int token ids of shape (B, P), padded with "
                 f"padding_id; received dtype {prefix.dtype} and shape {shape}."
             )
-        if shape[0] is not None and isinstance(batch, int) and shape[0] != batch:
+        if shape[0] is not None and is_integer(batch) and shape[0] != batch:
             raise ValueError(
                 f"`prefix` of {self.owner} must have one row per source row ({batch}); "
                 f"received prefix with shape {shape}."

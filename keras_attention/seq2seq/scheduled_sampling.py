@@ -73,7 +73,7 @@ class ScheduledSampling:
                 raise ValueError(
                     f"`{name}` of ScheduledSampling must be in [0, 1]; received {name}={value!r}."
                 )
-        check_positive_int("steps", steps, owner)
+        steps = check_positive_int("steps", steps, owner)
         if k <= 0:
             raise ValueError(f"`k` of ScheduledSampling must be positive; received k={k!r}.")
         self.schedule, self.probability, self.start, self.end = schedule, probability, start, end

@@ -29,7 +29,7 @@ class InverseSquareRootSchedule(keras.optimizers.schedules.LearningRateSchedule)
                 f"InverseSquareRootSchedule: `peak_learning_rate` must be > 0; "
                 f"got {peak_learning_rate!r}."
             )
-        check_positive_int("warmup_steps", warmup_steps, "InverseSquareRootSchedule")
+        warmup_steps = check_positive_int("warmup_steps", warmup_steps, "InverseSquareRootSchedule")
         self.peak_learning_rate = float(peak_learning_rate)
         self.warmup_steps = int(warmup_steps)
 
