@@ -14,6 +14,7 @@ from keras_attention.validation import (
     check_positive_int,
     check_rank,
     check_rate,
+    check_token_id,
 )
 
 register = keras.saving.register_keras_serializable(package="keras_attention")
@@ -157,6 +158,7 @@ class GLUConv1D(keras.layers.Layer):
         return (gated + residual) * ops.cast(SQRT_HALF, gated.dtype)
 
     def call(self, inputs, mask=None, training=None):
+        check_float_input("inputs", inputs, "GLUConv1D")
         if inputs.shape[1] == 0:
             raise ValueError(
                 "`inputs` of GLUConv1D must have at least one time step; received inputs "
@@ -416,7 +418,7 @@ class _ConvS2SStack(keras.layers.Layer):
         self.convolutions = _check_convolutions(convolutions, owner)
         self.max_length = max_length
         self.dropout = dropout
-        self.padding_id = padding_id
+        self.padding_id = check_token_id("padding_id", padding_id, vocab_size, owner)
 
     def _build_embedding(self, tokens_shape):
         # Attribute names are the weight paths in .keras files: the token

@@ -137,6 +137,11 @@ def merge_masks(
     """
     batch, query_length = query.shape[0], query.shape[1]
     key_length = key.shape[1]
+    # A Python list (of bools or 0/1) is taken as the array it spells.
+    query_mask, value_mask, attention_mask = (
+        mask if mask is None or hasattr(mask, "shape") else np.asarray(mask)
+        for mask in (query_mask, value_mask, attention_mask)
+    )
     check_mask_shape("query_mask", query_mask, (batch, query_length), owner, "(B, Tq)")
     check_mask_shape("value_mask", value_mask, (batch, key_length), owner, "(B, Tv)")
     check_mask_shape(

@@ -429,6 +429,13 @@ class MultiHead(keras.layers.Layer):
         """An empty self-attention cache for `max_length` positions:
         `(key_cache (B, G, S, d_k), value_cache (B, G, S, d_v))`, `G` the
         key/value heads."""
+        if is_integer(max_length) or isinstance(max_length, bool):
+            max_length = check_positive_int("max_length", max_length, "MultiHead.init_cache")
+        if (is_integer(batch_size) and batch_size < 0) or isinstance(batch_size, bool):
+            raise ValueError(
+                "`batch_size` of MultiHead.init_cache must be an integer >= 0; "
+                f"received batch_size={batch_size!r}."
+            )
         dtype = dtype or self.compute_dtype
         heads = self.num_key_value_heads or self.num_heads
         return (

@@ -14,6 +14,7 @@ from keras_attention.validation import (
     check_positive_int,
     check_rank,
     check_rate,
+    check_token_id,
     is_integer,
 )
 
@@ -237,7 +238,7 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         self.embeddings_initializer = keras.initializers.get(embeddings_initializer)
         self.dropout = dropout
         self.mask_zero = bool(mask_zero)
-        self.padding_id = padding_id
+        self.padding_id = check_token_id("padding_id", padding_id, vocab_size, owner)
         self.position_embedding = None
         if position is not None:
             self.position_embedding = PositionalEmbedding(

@@ -18,7 +18,13 @@ from keras import ops
 
 from keras_attention import compat, masking, registry
 from keras_attention.base import ScoreAttention
-from keras_attention.validation import check_choice, check_positive_int, check_rank, check_rate
+from keras_attention.validation import (
+    check_choice,
+    check_positive_int,
+    check_rank,
+    check_rate,
+    check_token_id,
+)
 
 register = keras.saving.register_keras_serializable(package="keras_attention")
 
@@ -146,7 +152,8 @@ class RecurrentEncoder(keras.layers.Layer):
         self.vocab_size, self.embed_dim, self.units = vocab_size, embed_dim, units
         self.num_layers, self.cell = num_layers, cell
         self.bidirectional, self.reverse_source = bool(bidirectional), bool(reverse_source)
-        self.dropout, self.padding_id = dropout, padding_id
+        self.dropout = dropout
+        self.padding_id = check_token_id("padding_id", padding_id, vocab_size, owner)
 
     @property
     def output_width(self):

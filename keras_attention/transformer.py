@@ -7,6 +7,7 @@ from keras_attention import masking
 from keras_attention.multi_head import MultiHead, check_variants
 from keras_attention.validation import (
     check_built,
+    check_float_input,
     check_positive_int,
     check_rank,
     check_rate,
@@ -68,6 +69,7 @@ class FeedForward(keras.layers.Layer):
         self.built = True
 
     def call(self, inputs, training=None):
+        check_float_input("inputs", inputs, "FeedForward")
         hidden = self.intermediate_dropout(self.intermediate(inputs), training=training)
         return self.projection(hidden)
 
@@ -266,6 +268,7 @@ class TransformerEncoderLayer(_TransformerLayer):
         return_attention_scores=False,
         training=None,
     ):
+        check_float_input("inputs", inputs, "TransformerEncoderLayer")
         if padding_mask is None:
             padding_mask = masking.keras_mask(inputs)
         mask = masking.merge_masks(
@@ -395,6 +398,9 @@ class TransformerDecoderLayer(_TransformerLayer):
         training=None,
     ):
         owner = "TransformerDecoderLayer"
+        check_float_input("decoder_sequence", decoder_sequence, owner)
+        if encoder_sequence is not None:
+            check_float_input("encoder_sequence", encoder_sequence, owner)
         self._check_encoder(encoder_sequence)
         if decoder_padding_mask is None:
             decoder_padding_mask = masking.keras_mask(decoder_sequence)

@@ -8,6 +8,9 @@ shapes) instead of surfacing as a broadcasting error deep inside a matmul.
 import math
 import numbers
 
+import numpy as np
+from keras import ops
+
 
 def _shape(shape):
     return None if shape is None else tuple(shape)
@@ -197,3 +200,55 @@ def check_not_a_list_call(owner, args, kwargs):
             f"keras.layers.Attention do; received a {type(args[0]).__name__} of "
             f"{len(args[0])} items as the only argument."
         )
+
+
+def check_token_id(name, value, vocab_size, owner):
+    """A special token id (`padding_id`, `eos_id`, ...) must be an integer in
+    `[0, vocab_size)`: an id outside the vocabulary can never be embedded or
+    generated. Returns it as a plain `int`."""
+    if not is_integer(value) or not 0 <= value < vocab_size:
+        raise ValueError(
+            f"`{name}` of {owner} must be a token id in [0, {vocab_size}) (the vocabulary "
+            f"size is {vocab_size}); received {name}={value!r}."
+        )
+    return int(value)
+
+
+def _known_values(tensor):
+    """`tensor`'s values as a NumPy array when known (eager), else None."""
+    try:
+        return np.asarray(ops.convert_to_numpy(tensor))
+    except Exception:  # each backend raises its own type for a traced tensor
+        return None
+
+
+def check_ids_in_range(name, tokens, vocab_size, owner, banned=None):
+    """Token ids must lie in `[0, vocab_size)` (and not be `banned`, a dict
+    {id: why}): a `ValueError` naming the first offender when the values are
+    known (eager), else a run-time check (`assert_at_run_time`) that the
+    returned tokens depend on. An id past the vocabulary would otherwise be a
+    backend gather error (or, on some backends and under XLA, a clamped
+    gather: a silent wrong answer); a negative one is always the latter."""
+    if vocab_size is None:
+        return tokens
+    values = _known_values(tokens)
+    if values is not None:
+        outside = (values < 0) | (values >= vocab_size)
+        if outside.any():
+            where = tuple(int(i) for i in np.argwhere(outside)[0])
+            raise ValueError(
+                f"`{name}` of {owner} must hold token ids in [0, {vocab_size}) (the vocabulary "
+                f"size is {vocab_size}); received {name} holding {values[where]} at index "
+                f"{where}."
+            )
+        for token, why in (banned or {}).items():
+            if (values == token).any():
+                raise ValueError(f"`{name}` of {owner} must not hold {token} ({why}).")
+        return tokens
+    inside = ops.logical_and(ops.all(tokens >= 0), ops.all(tokens < vocab_size))
+    return assert_at_run_time(
+        inside,
+        f"`{name}` of {owner} must hold token ids in [0, {vocab_size}) (the vocabulary "
+        f"size is {vocab_size}); it holds an id outside.",
+        tokens,
+    )

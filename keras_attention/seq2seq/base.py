@@ -34,7 +34,13 @@ from keras import ops
 from keras_attention import compat
 from keras_attention.seq2seq.scheduled_sampling import ScheduledSampling, scheduled_sampling_logits
 from keras_attention.seq2seq.search import Search, get_search
-from keras_attention.validation import check_token_ids
+from keras_attention.validation import (
+    check_ids_in_range,
+    check_positive_int,
+    check_same_batch,
+    check_token_id,
+    check_token_ids,
+)
 
 TOKENS = (None, None)  # the shape of any token batch: (B, T)
 
@@ -81,6 +87,24 @@ class Seq2Seq(keras.Model):
         self._sampling_seed = keras.random.SeedGenerator(
             getattr(scheduled_sampling, "seed", None) or 0, name="sampling_seed"
         )
+
+    def check_special_ids(self):
+        """The special ids must be distinct where it matters, and target ids:
+        `<sos>` equal to `<eos>` would end every output at once, `<eos>`
+        equal to padding would read every output as empty. A family calls
+        this once its `target_vocab_size` is set."""
+        owner = type(self).__name__
+        for name in ("source_vocab_size", "target_vocab_size"):
+            setattr(self, name, check_positive_int(name, getattr(self, name), owner))
+        for name in ("sos_id", "eos_id", "padding_id"):
+            value = check_token_id(name, getattr(self, name), self.target_vocab_size, owner)
+            setattr(self, name, value)
+        for first, second in (("sos_id", "eos_id"), ("eos_id", "padding_id")):
+            if getattr(self, first) == getattr(self, second):
+                raise ValueError(
+                    f"`{first}` and `{second}` of {owner} must differ; received "
+                    f"{first}={getattr(self, first)}, {second}={getattr(self, second)}."
+                )
 
     # -- what a family implements -------------------------------------------
     def build_layers(self):
@@ -161,6 +185,10 @@ class Seq2Seq(keras.Model):
 
     def call(self, inputs, training=None):
         source, target_in = inputs
+        owner = type(self).__name__
+        check_same_batch(owner, source=source, target_in=target_in)
+        source = check_ids_in_range("source", source, self.source_vocab_size, owner)
+        target_in = check_ids_in_range("target_in", target_in, self.target_vocab_size, owner)
         if training and self.scheduled_sampling is not None:
             step = ops.convert_to_tensor(self.sampling_step)
             self.sampling_step.assign(step + 1)

@@ -80,6 +80,7 @@ class RecurrentSeq2Seq(Seq2Seq):
                 f"attention layer, its config, or None; received attention={attention!r}."
             )
         self.source_vocab_size, self.target_vocab_size = source_vocab_size, target_vocab_size
+        self.check_special_ids()
         self.embed_dim, self.hidden_dim = embed_dim, hidden_dim
         self.attention_spec = (
             attention
