@@ -106,6 +106,12 @@ class Seq2Seq(keras.Model):
                     f"{first}={getattr(self, first)}, {second}={getattr(self, second)}."
                 )
 
+    @property
+    def has_attention(self):
+        """Whether `decode_step`'s attention is a real alignment (a model
+        without attention returns zeros; coverage penalties need one)."""
+        return True
+
     # -- what a family implements -------------------------------------------
     def build_layers(self):
         """Build every sublayer from the token shapes (no data needed)."""

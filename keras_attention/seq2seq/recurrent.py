@@ -146,6 +146,10 @@ class RecurrentSeq2Seq(Seq2Seq):
         )
         return (logits, weights) if return_attention_scores else logits
 
+    @property
+    def has_attention(self):
+        return self.decoder.attention is not None
+
     def attention_weights(self, source, target_in):
         if self.decoder.attention is None:
             return {}  # the bottleneck baseline has no alignment

@@ -234,6 +234,12 @@ class Search:
         self.check_min_length(max_length)
         sos_id = model.sos_id if self.sos_id is None else self.sos_id
         prefix = check_prefix_ids(prefix, model, sos_id, self.owner)
+        if getattr(self, "coverage_penalty", 0.0) and not getattr(model, "has_attention", True):
+            raise ValueError(
+                f"`coverage_penalty` of {self.owner} needs a model with attention (it sums the "
+                f"attention each source position received); {type(model).__name__} has none. "
+                "Use coverage_penalty=0."
+            )
         static = source.shape[0]
         options = DecodingOptions(
             self,
