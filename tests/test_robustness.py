@@ -634,3 +634,13 @@ def test_target_ids_past_the_vocabulary_fail_in_the_graph_with_our_message():
     assert run(np.array([[4, 2]], "int32"), np.array([[1, 4]], "int32")).shape == (1, 2, 10)
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"`target_in` of RecurrentSeq2Seq"):
         run(np.array([[4, 2]], "int32"), np.array([[1, 12]], "int32"))
+
+
+def test_fit_with_target_ids_past_the_vocabulary_names_the_array():
+    model = _tiny()
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    source, target_in = np.array([[4, 2]]), np.array([[1, 4]])
+    with pytest.raises(ValueError, match=r"`y \(target_out\)` of RecurrentSeq2Seq.fit must hold"):
+        model.fit((source, target_in), np.array([[4, 12]]), epochs=1, verbose=0)
+    with pytest.raises(ValueError, match=r"`x\[0\] \(source\)` of RecurrentSeq2Seq.fit .*-1"):
+        model.fit((np.array([[-1, 2]]), target_in), np.array([[4, 2]]), epochs=1, verbose=0)

@@ -29,6 +29,7 @@ with the ground truth (`teacher_forcing.py`).
 """
 
 import keras
+import numpy as np
 from keras import ops
 
 from keras_attention import compat
@@ -156,6 +157,23 @@ class Seq2Seq(keras.Model):
         super().compile(*args, **kwargs)
         if search is not None:
             self.search = get_search(search)
+
+    def fit(self, x=None, y=None, *args, **kwargs):
+        """Keras's `fit`; token ids given as NumPy arrays (`x = (source,
+        target_in)`, `y = target_out`) are checked against the vocabularies
+        first, so that an id past them is a `ValueError` naming the array
+        rather than a graph execution error from a gather inside the step.
+        (Datasets are checked in the graph, see `validation.assert_at_run_time`.)"""
+        owner = f"{type(self).__name__}.fit"
+        arrays = []
+        if isinstance(x, (tuple, list)) and len(x) == 2:
+            arrays += [("x[0] (source)", x[0], self.source_vocab_size)]
+            arrays += [("x[1] (target_in)", x[1], self.target_vocab_size)]
+        arrays.append(("y (target_out)", y, self.target_vocab_size))
+        for name, ids, vocab_size in arrays:
+            if isinstance(ids, np.ndarray) and np.issubdtype(ids.dtype, np.integer):
+                check_ids_in_range(name, ids, vocab_size, owner)
+        return super().fit(x, y, *args, **kwargs)
 
     def compile_from_config(self, config):
         # Keras's own skips (with a warning) a model whose `compile` is
