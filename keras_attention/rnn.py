@@ -23,6 +23,7 @@ from keras_attention.validation import (
     check_positive_int,
     check_rank,
     check_rate,
+    check_same_batch,
     check_token_id,
 )
 
@@ -561,6 +562,13 @@ class AttentionDecoder(keras.layers.Layer):
         feeding, or no attention) each layer's recurrence runs over the
         whole target and attention then reads every s_t at once; otherwise
         `_step_output` runs over time with `ops.scan`."""
+        if not isinstance(memory, dict):
+            check_same_batch(
+                "AttentionDecoder",
+                target_tokens=target_tokens,
+                memory=memory,
+                memory_mask=None if memory_mask is None else ops.convert_to_tensor(memory_mask),
+            )
         outputs, weights = self._features(
             target_tokens, memory, encoder_state, memory_mask, training
         )

@@ -11,6 +11,7 @@ from keras import ops
 from keras_attention import (
     AdditiveAttention,
     AffineGrid,
+    AttentionDecoder,
     BilinearSampler,
     ConcatAttention,
     ConvS2SSeq2Seq,
@@ -558,6 +559,13 @@ MEANINGLESS = {
         lambda: _tiny()((np.ones((2, 3), "int32"), np.ones((3, 4), "int32"))),
         r"RecurrentSeq2Seq: source, target_in must have the same batch size .*source 2, "
         r"target_in 3",
+    ),
+    "AttentionDecoder target and memory batches differ": (
+        lambda: AttentionDecoder(10, 4, 8, attention="dot")(
+            np.ones((2, 3), "int32"), np.ones((3, 5, 8), "float32"), [np.zeros((2, 8))] * 2
+        ),
+        r"AttentionDecoder: target_tokens, memory must have the same batch size .*"
+        r"target_tokens 2, memory 3",
     ),
     "BilinearSampler image and grid batches differ": (
         lambda: BilinearSampler()(np.ones((2, 4, 4, 1), "float32"), np.zeros((3, 2, 2, 2))),
