@@ -38,7 +38,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from timing import alternate, median_ratio  # noqa: E402
 
 VOCAB = 1000
-NEVER = -1  # an <eos> id no model emits: every search runs all steps
+NEVER = -1  # an <eos> id no search emits (given to the searches): every search runs all steps
 
 
 class Uncached:
@@ -80,7 +80,6 @@ def families(width, layers, length):
             attention="general",
             style="luong",
             num_layers=layers,
-            eos_id=NEVER,
         ),
         "convs2s": ConvS2SSeq2Seq(
             VOCAB,
@@ -89,10 +88,9 @@ def families(width, layers, length):
             [(width, 3)] * layers,
             [(width, 3)] * layers,
             max_length=length + 1,
-            eos_id=NEVER,
         ),
         "transformer": TransformerSeq2Seq(
-            VOCAB, VOCAB, width, 4, 2 * width, layers, max_length=length + 1, eos_id=NEVER
+            VOCAB, VOCAB, width, 4, 2 * width, layers, max_length=length + 1
         ),
     }
 
@@ -157,8 +155,8 @@ def main(argv=None):
     for name, model in models.items():
         model((source, ops.ones((args.batch, 2), "int32")))  # build
         for search_name, search in (
-            ("greedy", lambda m, s: greedy_search(m, s, L)["tokens"]),
-            (f"beam{K}", lambda m, s: beam_search(m, s, L, beam_width=K)["tokens"]),
+            ("greedy", lambda m, s: greedy_search(m, s, L, eos_id=NEVER)["tokens"]),
+            (f"beam{K}", lambda m, s: beam_search(m, s, L, beam_width=K, eos_id=NEVER)["tokens"]),
         ):
             cached = tf.function(lambda s, m=model, f=search: f(m, s), autograph=False)
             uncached_model = Uncached(model)
@@ -182,7 +180,8 @@ def main(argv=None):
         return
     transformer = models["transformer"]
     ours = tf.function(
-        lambda s: beam_search(transformer, s, L, beam_width=K)["tokens"], autograph=False
+        lambda s: beam_search(transformer, s, L, beam_width=K, eos_id=NEVER)["tokens"],
+        autograph=False,
     )
     peer = tf.function(keras_hub_beam(transformer, L, K), autograph=False)
     times = alternate([(ours, (source,)), (peer, (source,))], args.repeats, args.iters)

@@ -5,7 +5,7 @@ from keras import ops
 
 from keras_attention import registry
 from keras_attention.base import ScoreAttention
-from keras_attention.validation import check_positive_int
+from keras_attention.validation import check_positive_int, is_integer
 
 register = keras.saving.register_keras_serializable(package="keras_attention")
 
@@ -59,7 +59,7 @@ class AdditiveAttention(ScoreAttention):
     ):
         super().__init__(dropout=dropout, seed=seed, **kwargs)
         if units is not None:
-            check_positive_int("units", units, "AdditiveAttention")
+            units = check_positive_int("units", units, "AdditiveAttention")
         self.units = units
         self.normalize = bool(normalize)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
@@ -165,14 +165,15 @@ class ConcatAttention(ScoreAttention):
     ):
         super().__init__(dropout=dropout, seed=seed, **kwargs)
         if hidden_units is not None:
-            if isinstance(hidden_units, int) or not hidden_units:
+            if is_integer(hidden_units) or not hidden_units:
                 raise ValueError(
                     "`hidden_units` of ConcatAttention must be a non-empty tuple of "
                     f"positive ints, e.g. (16,); received hidden_units={hidden_units!r}."
                 )
-            for units in hidden_units:
+            hidden_units = tuple(
                 check_positive_int("hidden_units", units, "ConcatAttention")
-            hidden_units = tuple(hidden_units)
+                for units in hidden_units
+            )
         self.hidden_units = hidden_units
         self.activation = keras.activations.get(activation)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)

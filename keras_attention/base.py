@@ -20,6 +20,7 @@ from keras import ops
 from keras_attention import masking
 from keras_attention.validation import (
     check_equal_dim,
+    check_float_input,
     check_not_a_list_call,
     check_rank,
     check_rate,
@@ -73,7 +74,7 @@ class ScoreAttention(keras.layers.Layer):
 
     def __init__(self, dropout=0.0, seed=None, **kwargs):
         super().__init__(**kwargs)
-        check_rate("dropout", dropout, type(self).__name__)
+        dropout = check_rate("dropout", dropout, type(self).__name__)
         self.dropout = dropout
         self.seed = seed
         self.supports_masking = True
@@ -173,6 +174,8 @@ class ScoreAttention(keras.layers.Layer):
     ):
         owner = type(self).__name__
         key = value if key is None else key
+        for name, tensor in (("query", query), ("value", value), ("key", key)):
+            check_float_input(name, tensor, owner)
         check_same_batch(owner, query=query, value=value, key=key)
         single_step = len(query.shape) == 2
         if single_step:
@@ -197,6 +200,7 @@ class ScoreAttention(keras.layers.Layer):
         weights = masking.masked_softmax(scores, mask)  # (B, Tq, Tv)
         weights = ops.cast(weights, value.dtype)
         dropped = self._dropout_layer(weights, training=training)
+        value = masking.zero_unattended(value, mask)  # no 0 * NaN from a masked key
         output = ops.matmul(dropped, value)  # (B, Tq, Dv)
         if single_step:
             output, weights = output[:, 0], weights[:, 0]  # (B, Dv), (B, Tv)

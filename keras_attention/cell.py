@@ -107,7 +107,9 @@ class AttentionCell(keras.layers.Layer):
                 f"keras.layers.LSTMCell(64); received {cell!r}."
             )
         if attention_layer_size is not None:
-            check_positive_int("attention_layer_size", attention_layer_size, owner)
+            attention_layer_size = check_positive_int(
+                "attention_layer_size", attention_layer_size, owner
+            )
         check_choice("style", style, ("luong", "bahdanau"), owner)
         self.cell = cell
         self.attention = registry.get(attention)

@@ -31,6 +31,7 @@ with the name to use.
 
 import functools
 import inspect
+import numbers
 import warnings
 import weakref
 
@@ -75,7 +76,7 @@ WEIGHT_READERS = {
 
 def _window_first(owner, args, kwargs):
     score = args[0] if args else kwargs.get("score")
-    if isinstance(score, int) and not isinstance(score, bool):
+    if isinstance(score, numbers.Integral) and not isinstance(score, bool):
         warnings.warn(
             f"{owner}(window, ...) with the window first is deprecated: the first "
             f"argument is now the score layer. Write {owner}(window=...).",

@@ -10,9 +10,11 @@ from keras import ops
 from keras_attention import compat, masking
 from keras_attention.positional import TokenAndPositionEmbedding
 from keras_attention.validation import (
+    check_float_input,
     check_positive_int,
     check_rank,
     check_rate,
+    check_token_id,
 )
 
 register = keras.saving.register_keras_serializable(package="keras_attention")
@@ -45,9 +47,13 @@ def _check_convolutions(convolutions, owner):
                 f"`convolutions` of {owner} must hold (width, kernel_size) pairs; "
                 f"received {pair!r}."
             )
-        check_positive_int("convolutions width", pair[0], owner)
-        check_positive_int("convolutions kernel_size", pair[1], owner)
-    return tuple(tuple(pair) for pair in convolutions)
+    return tuple(
+        (
+            check_positive_int("convolutions width", pair[0], owner),
+            check_positive_int("convolutions kernel_size", pair[1], owner),
+        )
+        for pair in convolutions
+    )
 
 
 @register
@@ -99,9 +105,9 @@ class GLUConv1D(keras.layers.Layer):
 
     def __init__(self, filters, kernel_size, causal=False, dropout=0.0, residual=True, **kwargs):
         super().__init__(**kwargs)
-        check_positive_int("filters", filters, "GLUConv1D")
-        check_positive_int("kernel_size", kernel_size, "GLUConv1D")
-        check_rate("dropout", dropout, "GLUConv1D")
+        filters = check_positive_int("filters", filters, "GLUConv1D")
+        kernel_size = check_positive_int("kernel_size", kernel_size, "GLUConv1D")
+        dropout = check_rate("dropout", dropout, "GLUConv1D")
         self.filters = filters
         self.kernel_size = kernel_size
         self.causal = bool(causal)
@@ -152,6 +158,7 @@ class GLUConv1D(keras.layers.Layer):
         return (gated + residual) * ops.cast(SQRT_HALF, gated.dtype)
 
     def call(self, inputs, mask=None, training=None):
+        check_float_input("inputs", inputs, "GLUConv1D")
         if inputs.shape[1] == 0:
             raise ValueError(
                 "`inputs` of GLUConv1D must have at least one time step; received inputs "
@@ -312,6 +319,13 @@ class MultiStepAttention(keras.layers.Layer):
         source_mask=None,
         return_attention_scores=False,
     ):
+        for name, tensor in (
+            ("decoder_state", decoder_state),
+            ("target_embedding", target_embedding),
+            ("encoder_keys", encoder_keys),
+            ("encoder_values", encoder_values),
+        ):
+            check_float_input(name, tensor, "MultiStepAttention")
         h = decoder_state
         dtype = h.dtype
         d = ops.matmul(h, ops.cast(self.state_kernel, dtype)) + ops.cast(self.state_bias, dtype)
@@ -332,7 +346,8 @@ class MultiStepAttention(keras.layers.Layer):
             )
             mask = ops.expand_dims(source_mask, 1)  # (B, 1, S)
         weights = ops.cast(masking.masked_softmax(scores, mask), dtype)  # (B, T, S)
-        context = ops.matmul(weights, ops.cast(encoder_values, dtype))  # (B, T, E)
+        values = masking.zero_unattended(ops.cast(encoder_values, dtype), mask)  # no 0 * NaN
+        context = ops.matmul(weights, values)  # (B, T, E)
         if source_mask is None:
             length = ops.cast(ops.shape(encoder_keys)[1], "float32") * ops.ones((1, 1, 1))
         else:
@@ -394,16 +409,16 @@ class _ConvS2SStack(keras.layers.Layer):
         super().__init__(**kwargs)
         self.fairseq_compatible = bool(fairseq_compatible)
         owner = type(self).__name__
-        check_positive_int("vocab_size", vocab_size, owner)
-        check_positive_int("embed_dim", embed_dim, owner)
-        check_positive_int("max_length", max_length, owner)
-        check_rate("dropout", dropout, owner)
+        vocab_size = check_positive_int("vocab_size", vocab_size, owner)
+        embed_dim = check_positive_int("embed_dim", embed_dim, owner)
+        max_length = check_positive_int("max_length", max_length, owner)
+        dropout = check_rate("dropout", dropout, owner)
         self.vocab_size = vocab_size
         self.embed_dim = embed_dim
         self.convolutions = _check_convolutions(convolutions, owner)
         self.max_length = max_length
         self.dropout = dropout
-        self.padding_id = padding_id
+        self.padding_id = check_token_id("padding_id", padding_id, vocab_size, owner)
 
     def _build_embedding(self, tokens_shape):
         # Attribute names are the weight paths in .keras files: the token
@@ -628,7 +643,9 @@ class ConvS2SDecoder(_ConvS2SStack):
             **kwargs,
         )
         if output_embed_dim is not None:
-            check_positive_int("output_embed_dim", output_embed_dim, "ConvS2SDecoder")
+            output_embed_dim = check_positive_int(
+                "output_embed_dim", output_embed_dim, "ConvS2SDecoder"
+            )
         self.output_embed_dim = output_embed_dim
 
     def build(self, target_tokens_shape, encoder_keys_shape, encoder_values_shape=None):

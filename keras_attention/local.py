@@ -82,10 +82,10 @@ class LocalAttention(ScoreAttention):
         **kwargs,
     ):
         super().__init__(dropout=dropout, seed=seed, **kwargs)
-        check_positive_int("window", window, "LocalAttention")
+        window = check_positive_int("window", window, "LocalAttention")
         check_choice("mode", mode, MODES, "LocalAttention")
         if units is not None:
-            check_positive_int("units", units, "LocalAttention")
+            units = check_positive_int("units", units, "LocalAttention")
         self.window = window
         self.mode = mode
         self.units = units

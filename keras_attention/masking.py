@@ -137,6 +137,11 @@ def merge_masks(
     """
     batch, query_length = query.shape[0], query.shape[1]
     key_length = key.shape[1]
+    # A Python list (of bools or 0/1) is taken as the array it spells.
+    query_mask, value_mask, attention_mask = (
+        mask if mask is None or hasattr(mask, "shape") else np.asarray(mask)
+        for mask in (query_mask, value_mask, attention_mask)
+    )
     check_mask_shape("query_mask", query_mask, (batch, query_length), owner, "(B, Tq)")
     check_mask_shape("value_mask", value_mask, (batch, key_length), owner, "(B, Tv)")
     check_mask_shape(
@@ -182,6 +187,22 @@ def masked_softmax(scores, mask=None, axis=-1):
     scores = ops.where(mask, scores, large_negative("float32"))
     weights = ops.where(mask, ops.softmax(scores, axis=axis), 0.0)
     return ops.cast(weights, dtype)
+
+
+def zero_unattended(values, mask):
+    """`values (..., Tv, D)` with zeros at the keys that no query may attend
+    to under `mask (..., Tq, Tv)` (broadcastable; None: `values` as given).
+
+    A masked key gets weight exactly 0, but `0 * NaN` and `0 * inf` are NaN:
+    without this, a NaN or inf in a padding position (an uninitialised
+    buffer, a previous layer's overflow) would make every output NaN. One
+    `where` on the values, before the weighted sum. An inf or huge value at
+    a key that *is* attended is garbage in, and still gives garbage out.
+    """
+    if mask is None:
+        return values
+    attended = ops.any(ops.cast(mask, "bool"), axis=-2)  # (..., Tv)
+    return ops.where(ops.expand_dims(attended, -1), values, ops.zeros_like(values))
 
 
 def keras_mask(tensor):

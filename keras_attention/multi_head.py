@@ -6,17 +6,24 @@ import keras
 from keras import ops
 
 from keras_attention import masking, registry
-from keras_attention.relative_position import RelativePositionEmbedding, alibi_bias, rotary
+from keras_attention.relative_position import (
+    RelativePositionEmbedding,
+    alibi_bias,
+    check_wavelength,
+    rotary,
+)
 from keras_attention.validation import (
     assert_at_run_time,
     check_built,
     check_choice,
     check_equal_dim,
+    check_float_input,
     check_not_a_list_call,
     check_positive_int,
     check_rank,
     check_rate,
     check_same_batch,
+    is_integer,
 )
 
 register = keras.saving.register_keras_serializable(package="keras_attention")
@@ -30,7 +37,7 @@ def check_variants(
     """Check `MultiHead`'s variant arguments (shared with the layers that
     pass them through)."""
     if num_key_value_heads is not None:
-        check_positive_int("num_key_value_heads", num_key_value_heads, owner)
+        num_key_value_heads = check_positive_int("num_key_value_heads", num_key_value_heads, owner)
         if num_heads % num_key_value_heads:
             raise ValueError(
                 f"`num_key_value_heads` of {owner} must divide `num_heads` (each key/value "
@@ -39,8 +46,11 @@ def check_variants(
             )
     check_choice("position_encoding", position_encoding, POSITION_ENCODINGS, owner)
     if sliding_window is not None:
-        check_positive_int("sliding_window", sliding_window, owner)
-    check_positive_int("max_relative_position", max_relative_position, owner)
+        sliding_window = check_positive_int("sliding_window", sliding_window, owner)
+    max_relative_position = check_positive_int(
+        "max_relative_position", max_relative_position, owner
+    )
+    return num_key_value_heads, sliding_window, max_relative_position
 
 
 @registry.register("multihead", num_heads=4)
@@ -164,8 +174,8 @@ class MultiHead(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        check_positive_int("num_heads", num_heads, "MultiHead")
-        check_variants(
+        num_heads = check_positive_int("num_heads", num_heads, "MultiHead")
+        num_key_value_heads, sliding_window, max_relative_position = check_variants(
             "MultiHead",
             num_heads,
             num_key_value_heads,
@@ -174,12 +184,12 @@ class MultiHead(keras.layers.Layer):
             max_relative_position,
         )
         if key_dim is not None:
-            check_positive_int("key_dim", key_dim, "MultiHead")
+            key_dim = check_positive_int("key_dim", key_dim, "MultiHead")
         if value_dim is not None:
-            check_positive_int("value_dim", value_dim, "MultiHead")
+            value_dim = check_positive_int("value_dim", value_dim, "MultiHead")
         if output_dim is not None:
-            check_positive_int("output_dim", output_dim, "MultiHead")
-        check_rate("dropout", dropout, "MultiHead")
+            output_dim = check_positive_int("output_dim", output_dim, "MultiHead")
+        dropout = check_rate("dropout", dropout, "MultiHead")
         self.num_heads = num_heads
         self.key_dim = key_dim
         self.value_dim = value_dim or key_dim
@@ -194,7 +204,7 @@ class MultiHead(keras.layers.Layer):
         self.sliding_window = sliding_window
         self.max_relative_position = max_relative_position
         self.relative_values = bool(relative_values)
-        self.rope_max_wavelength = rope_max_wavelength
+        self.rope_max_wavelength = check_wavelength(rope_max_wavelength, "MultiHead")
         self.supports_masking = True
         self._dropout_layer = keras.layers.Dropout(dropout, seed=seed, dtype=self.dtype_policy)
 
@@ -362,6 +372,7 @@ class MultiHead(keras.layers.Layer):
         weights = masking.masked_softmax(scores, mask)  # (B, H, Tq, Tv)
         weights = ops.cast(weights, value.dtype)
         dropped = self._dropout_layer(weights, training=training)
+        value = masking.zero_unattended(value, mask)  # no 0 * NaN from a masked key
         heads = ops.matmul(dropped, value)  # (B, H, Tq, d_v)
         if relative_value is not None:
             heads = heads + ops.einsum(
@@ -394,6 +405,8 @@ class MultiHead(keras.layers.Layer):
         # and the window place queries at 0..Tq-1 here, at the cache's
         # positions in `step`.
         key = value if key is None else key
+        for name, tensor in (("query", query), ("value", value), ("key", key)):
+            check_float_input(name, tensor, "MultiHead")
         check_same_batch("MultiHead", query=query, value=value, key=key)
         single_step = len(query.shape) == 2
         if single_step:
@@ -416,6 +429,13 @@ class MultiHead(keras.layers.Layer):
         """An empty self-attention cache for `max_length` positions:
         `(key_cache (B, G, S, d_k), value_cache (B, G, S, d_v))`, `G` the
         key/value heads."""
+        if is_integer(max_length) or isinstance(max_length, bool):
+            max_length = check_positive_int("max_length", max_length, "MultiHead.init_cache")
+        if (is_integer(batch_size) and batch_size < 0) or isinstance(batch_size, bool):
+            raise ValueError(
+                "`batch_size` of MultiHead.init_cache must be an integer >= 0; "
+                f"received batch_size={batch_size!r}."
+            )
         dtype = dtype or self.compute_dtype
         heads = self.num_key_value_heads or self.num_heads
         return (
@@ -465,7 +485,7 @@ class MultiHead(keras.layers.Layer):
     def _checked_cache_index(self, inputs, key_cache, cache_index):
         """`cache_index`, checked to leave room for the `Tx` new positions."""
         new, size = inputs.shape[1], key_cache.shape[2]
-        if isinstance(cache_index, int) and new is not None and size is not None:
+        if is_integer(cache_index) and new is not None and size is not None:
             if cache_index < 0 or cache_index + new > size:
                 raise ValueError(
                     f"MultiHead.step: the cache holds positions 0..{size - 1}; received "

@@ -10,9 +10,12 @@ from keras_attention import compat
 from keras_attention.validation import (
     assert_at_run_time,
     check_choice,
+    check_float_input,
     check_positive_int,
     check_rank,
     check_rate,
+    check_token_id,
+    is_integer,
 )
 
 register = keras.saving.register_keras_serializable(package="keras_attention")
@@ -79,7 +82,7 @@ class PositionalEmbedding(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        check_positive_int("max_length", max_length, "PositionalEmbedding")
+        max_length = check_positive_int("max_length", max_length, "PositionalEmbedding")
         check_choice("mode", mode, ("sinusoidal", "learned"), "PositionalEmbedding")
         self.max_length = max_length
         self.mode = mode
@@ -117,7 +120,7 @@ class PositionalEmbedding(keras.layers.Layer):
         """
         if self.mode != "learned" or length is None:
             return
-        known_start = isinstance(start_index, int)
+        known_start = is_integer(start_index)
         first = start_index if known_start else 0
         if first < 0 or first + length > self.max_length:
             where = f"start_index={start_index}" if known_start else "start_index >= 0"
@@ -147,6 +150,7 @@ class PositionalEmbedding(keras.layers.Layer):
         return ops.take(self.position_embeddings, positions, axis=0)
 
     def call(self, inputs, start_index=0):
+        check_float_input("inputs", inputs, "PositionalEmbedding")
         self.check_range(inputs.shape[1], start_index)
         embedding = self.position_embedding(ops.shape(inputs)[1], start_index)
         return inputs + ops.cast(embedding, inputs.dtype)[None]  # (B, T, D)
@@ -223,9 +227,9 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
     ):
         super().__init__(**kwargs)
         owner = "TokenAndPositionEmbedding"
-        check_positive_int("vocab_size", vocab_size, owner)
-        check_positive_int("embed_dim", embed_dim, owner)
-        check_rate("dropout", dropout, owner)
+        vocab_size = check_positive_int("vocab_size", vocab_size, owner)
+        embed_dim = check_positive_int("embed_dim", embed_dim, owner)
+        dropout = check_rate("dropout", dropout, owner)
         self.vocab_size = vocab_size
         self.embed_dim = embed_dim
         self.max_length = max_length
@@ -234,7 +238,7 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         self.embeddings_initializer = keras.initializers.get(embeddings_initializer)
         self.dropout = dropout
         self.mask_zero = bool(mask_zero)
-        self.padding_id = padding_id
+        self.padding_id = check_token_id("padding_id", padding_id, vocab_size, owner)
         self.position_embedding = None
         if position is not None:
             self.position_embedding = PositionalEmbedding(

@@ -9,9 +9,22 @@ import math
 import keras
 from keras import ops
 
-from keras_attention.validation import check_positive_int, check_rank
+from keras_attention.validation import (
+    check_finite,
+    check_float_input,
+    check_positive_int,
+    check_rank,
+)
 
 register = keras.saving.register_keras_serializable(package="keras_attention")
+
+
+def check_wavelength(max_wavelength, owner):
+    """RoPE's base, a finite number > 0 (0 or a negative base gives NaN
+    rotations): returned as a float."""
+    return check_finite(
+        "max_wavelength", max_wavelength, owner, low=0.0, expected="a finite number > 0"
+    )
 
 
 def rotary(x, positions, max_wavelength=10000.0):
@@ -48,7 +61,7 @@ def alibi_slopes(num_heads):
     `n = 2^⌊log₂ H⌋` slopes of `n` heads, then every other slope of `2n`
     heads (`2^(-4(2h-1)/n)`, `h = 1 .. H - n`).
     """
-    check_positive_int("num_heads", num_heads, "alibi_slopes")
+    num_heads = check_positive_int("num_heads", num_heads, "alibi_slopes")
 
     def power_of_two(n):
         return [2.0 ** (-8.0 * h / n) for h in range(1, n + 1)]
@@ -111,7 +124,7 @@ class RotaryEmbedding(keras.layers.Layer):
 
     def __init__(self, max_wavelength=10000.0, **kwargs):
         super().__init__(**kwargs)
-        self.max_wavelength = max_wavelength
+        self.max_wavelength = check_wavelength(max_wavelength, "RotaryEmbedding")
         self.supports_masking = True
 
     def build(self, inputs_shape):
@@ -124,6 +137,7 @@ class RotaryEmbedding(keras.layers.Layer):
         self.built = True
 
     def call(self, inputs, start_index=0):
+        check_float_input("inputs", inputs, "RotaryEmbedding")
         positions = ops.arange(ops.shape(inputs)[-2]) + start_index  # (T,)
         return rotary(inputs, positions, self.max_wavelength)
 
@@ -169,10 +183,10 @@ class RelativePositionEmbedding(keras.layers.Layer):
         self, max_relative_position, width, embeddings_initializer="glorot_uniform", **kwargs
     ):
         super().__init__(**kwargs)
-        check_positive_int(
+        max_relative_position = check_positive_int(
             "max_relative_position", max_relative_position, "RelativePositionEmbedding"
         )
-        check_positive_int("width", width, "RelativePositionEmbedding")
+        width = check_positive_int("width", width, "RelativePositionEmbedding")
         self.max_relative_position = max_relative_position
         self.width = width
         self.embeddings_initializer = keras.initializers.get(embeddings_initializer)

@@ -18,7 +18,14 @@ from keras import ops
 
 from keras_attention import compat, masking, registry
 from keras_attention.base import ScoreAttention
-from keras_attention.validation import check_choice, check_positive_int, check_rank, check_rate
+from keras_attention.validation import (
+    check_choice,
+    check_positive_int,
+    check_rank,
+    check_rate,
+    check_same_batch,
+    check_token_id,
+)
 
 register = keras.saving.register_keras_serializable(package="keras_attention")
 
@@ -132,19 +139,22 @@ class RecurrentEncoder(keras.layers.Layer):
     ):
         super().__init__(**kwargs)
         owner = "RecurrentEncoder"
-        for name, value in (
-            ("vocab_size", vocab_size),
-            ("embed_dim", embed_dim),
-            ("units", units),
-            ("num_layers", num_layers),
-        ):
+        vocab_size, embed_dim, units, num_layers = (
             check_positive_int(name, value, owner)
+            for name, value in (
+                ("vocab_size", vocab_size),
+                ("embed_dim", embed_dim),
+                ("units", units),
+                ("num_layers", num_layers),
+            )
+        )
         check_choice("cell", cell, tuple(CELLS), owner)
-        check_rate("dropout", dropout, owner)
+        dropout = check_rate("dropout", dropout, owner)
         self.vocab_size, self.embed_dim, self.units = vocab_size, embed_dim, units
         self.num_layers, self.cell = num_layers, cell
         self.bidirectional, self.reverse_source = bool(bidirectional), bool(reverse_source)
-        self.dropout, self.padding_id = dropout, padding_id
+        self.dropout = dropout
+        self.padding_id = check_token_id("padding_id", padding_id, vocab_size, owner)
 
     @property
     def output_width(self):
@@ -325,16 +335,18 @@ class AttentionDecoder(keras.layers.Layer):
     ):
         super().__init__(**kwargs)
         owner = "AttentionDecoder"
-        for name, value in (
-            ("vocab_size", vocab_size),
-            ("embed_dim", embed_dim),
-            ("units", units),
-            ("num_layers", num_layers),
-        ):
+        vocab_size, embed_dim, units, num_layers = (
             check_positive_int(name, value, owner)
+            for name, value in (
+                ("vocab_size", vocab_size),
+                ("embed_dim", embed_dim),
+                ("units", units),
+                ("num_layers", num_layers),
+            )
+        )
         check_choice("style", style, ("bahdanau", "luong"), owner)
         check_choice("cell", cell, tuple(CELLS), owner)
-        check_rate("dropout", dropout, owner)
+        dropout = check_rate("dropout", dropout, owner)
         self.vocab_size, self.embed_dim, self.units = vocab_size, embed_dim, units
         self.attention = None if attention is None else registry.get(attention)
         self.style, self.input_feeding, self.context_input = (
@@ -550,6 +562,13 @@ class AttentionDecoder(keras.layers.Layer):
         feeding, or no attention) each layer's recurrence runs over the
         whole target and attention then reads every s_t at once; otherwise
         `_step_output` runs over time with `ops.scan`."""
+        if not isinstance(memory, dict):
+            check_same_batch(
+                "AttentionDecoder",
+                target_tokens=target_tokens,
+                memory=memory,
+                memory_mask=None if memory_mask is None else ops.convert_to_tensor(memory_mask),
+            )
         outputs, weights = self._features(
             target_tokens, memory, encoder_state, memory_mask, training
         )

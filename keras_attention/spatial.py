@@ -18,6 +18,9 @@ see docs/conventions.md):
   coordinate x_true = ((x_false + 1)·W − 1)/(W − 1) − 1 under the first
   convention, so a grid (or θ) written for one reads the same image under
   the other after this affine rescaling of each axis.
+- An axis of one pixel has its centre at 0 under both, as in PyTorch's
+  `affine_grid` (which special-cases a size of 1: `linspace(-1, 1, 1)`
+  would put the one target point at -1).
 
 Both match `torch.nn.functional.affine_grid` + `grid_sample(mode="bilinear")`
 with padding "zeros" or "border" (tests/data/torch_grid_fixture.npz).
@@ -29,7 +32,12 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_attention.validation import check_choice, check_rank
+from keras_attention.validation import (
+    check_choice,
+    check_float_input,
+    check_rank,
+    check_same_batch,
+)
 
 register = keras.saving.register_keras_serializable(package="keras_attention")
 
@@ -61,7 +69,17 @@ def _check_size(output_size, owner):
 
 
 def _axis(size, align_corners):
-    """The normalised coordinates of the `size` pixel centres of one axis."""
+    """The normalised coordinates of the `size` pixel centres of one axis.
+
+    PyTorch's convention (`torch.nn.functional.affine_grid`): with
+    `align_corners=True` the first and last centres are at -1 and 1
+    (`linspace(-1, 1, size)`); with False the edges of the outer pixels are
+    at ±1, so the centres are `(2i + 1) / size - 1`. An axis of one pixel
+    has its one centre at 0 in both conventions (PyTorch special-cases
+    `size <= 1`: `linspace(-1, 1, 1)` would give -1, off the centre).
+    """
+    if size == 1:
+        return np.zeros(1)
     if align_corners:
         return np.linspace(-1.0, 1.0, size)
     return (2.0 * np.arange(size) + 1.0) / size - 1.0  # pixel centres, edges at ±1
@@ -286,6 +304,8 @@ class BilinearSampler(keras.layers.Layer):
 
     def call(self, image, grid):
         self._check_not_empty(image.shape)  # build() may have seen another shape
+        check_float_input("image", image, "BilinearSampler")  # int pixels: int weights
+        check_same_batch("BilinearSampler", image=image, grid=grid)
         shape = ops.shape(image)
         batch, height, width, channels = shape[0], shape[1], shape[2], shape[3]
         h, w = ops.cast(height, "float32"), ops.cast(width, "float32")
@@ -448,6 +468,7 @@ class SpatialTransformer(keras.layers.Layer):
         self.built = True
 
     def call(self, inputs, training=None):
+        check_float_input("inputs", inputs, "SpatialTransformer")
         theta = self.regression(ops.cast(self.localization(inputs, training=training), "float32"))
         output = self.sampler(inputs, self.grid_generator(theta))
         if not self.return_theta:

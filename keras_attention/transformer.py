@@ -5,7 +5,14 @@ from keras import ops
 
 from keras_attention import masking
 from keras_attention.multi_head import MultiHead, check_variants
-from keras_attention.validation import check_built, check_positive_int, check_rank, check_rate
+from keras_attention.validation import (
+    check_built,
+    check_float_input,
+    check_positive_int,
+    check_rank,
+    check_rate,
+    is_number,
+)
 
 register = keras.saving.register_keras_serializable(package="keras_attention")
 
@@ -33,8 +40,8 @@ class FeedForward(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        check_positive_int("intermediate_dim", intermediate_dim, "FeedForward")
-        check_rate("dropout", dropout, "FeedForward")
+        intermediate_dim = check_positive_int("intermediate_dim", intermediate_dim, "FeedForward")
+        dropout = check_rate("dropout", dropout, "FeedForward")
         self.intermediate_dim = intermediate_dim
         self.activation = keras.activations.get(activation)
         self.dropout = dropout
@@ -62,6 +69,7 @@ class FeedForward(keras.layers.Layer):
         self.built = True
 
     def call(self, inputs, training=None):
+        check_float_input("inputs", inputs, "FeedForward")
         hidden = self.intermediate_dropout(self.intermediate(inputs), training=training)
         return self.projection(hidden)
 
@@ -103,12 +111,10 @@ class _TransformerLayer(keras.layers.Layer):
     ):
         super().__init__(**kwargs)
         owner = type(self).__name__
-        check_positive_int("num_heads", num_heads, owner)
-        check_positive_int("intermediate_dim", intermediate_dim, owner)
-        check_rate("dropout", dropout, owner)
-        if isinstance(layer_norm_epsilon, bool) or not (
-            isinstance(layer_norm_epsilon, (int, float)) and layer_norm_epsilon > 0
-        ):
+        num_heads = check_positive_int("num_heads", num_heads, owner)
+        intermediate_dim = check_positive_int("intermediate_dim", intermediate_dim, owner)
+        dropout = check_rate("dropout", dropout, owner)
+        if not is_number(layer_norm_epsilon) or not layer_norm_epsilon > 0:
             raise ValueError(
                 f"`layer_norm_epsilon` of {owner} must be a number > 0 (it keeps "
                 "LayerNormalization's division finite); received "
@@ -120,13 +126,13 @@ class _TransformerLayer(keras.layers.Layer):
         self.dropout = dropout
         self.activation = keras.activations.get(activation)
         self.norm_first = norm_first
-        self.layer_norm_epsilon = layer_norm_epsilon
+        self.layer_norm_epsilon = float(layer_norm_epsilon)
         self.num_key_value_heads = num_key_value_heads
         self.position_encoding = position_encoding
         self.sliding_window = sliding_window
         self.max_relative_position = max_relative_position
         self.supports_masking = True
-        check_variants(
+        self.num_key_value_heads, self.sliding_window, self.max_relative_position = check_variants(
             owner,
             num_heads,
             num_key_value_heads,
@@ -262,6 +268,7 @@ class TransformerEncoderLayer(_TransformerLayer):
         return_attention_scores=False,
         training=None,
     ):
+        check_float_input("inputs", inputs, "TransformerEncoderLayer")
         if padding_mask is None:
             padding_mask = masking.keras_mask(inputs)
         mask = masking.merge_masks(
@@ -391,6 +398,9 @@ class TransformerDecoderLayer(_TransformerLayer):
         training=None,
     ):
         owner = "TransformerDecoderLayer"
+        check_float_input("decoder_sequence", decoder_sequence, owner)
+        if encoder_sequence is not None:
+            check_float_input("encoder_sequence", encoder_sequence, owner)
         self._check_encoder(encoder_sequence)
         if decoder_padding_mask is None:
             decoder_padding_mask = masking.keras_mask(decoder_sequence)

@@ -5,24 +5,68 @@ was given, so that a user mistake is reported at `build()` time (static
 shapes) instead of surfacing as a broadcasting error deep inside a matmul.
 """
 
+import math
+import numbers
+
+import numpy as np
+from keras import ops
+
 
 def _shape(shape):
     return None if shape is None else tuple(shape)
 
 
+def is_integer(value):
+    """Any integer (`int`, `np.int64`, ... every `numbers.Integral`) but a bool."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def is_number(value):
+    """Any real number (`numbers.Real`: `np.float32` too) but a bool."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
 def check_positive_int(name, value, owner):
-    """`value` must be an int >= 1 (bools are rejected)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    """`value` must be an integer >= 1 (any `numbers.Integral`, NumPy's
+    included; bools are rejected). Returns it as a plain `int`, so that a
+    config holding it stays JSON-serialisable."""
+    if not is_integer(value) or value < 1:
         raise ValueError(
             f"`{name}` of {owner} must be a positive integer; received {name}={value!r}."
         )
+    return int(value)
 
 
 def check_rate(name, value, owner):
-    """`value` must be a float in [0, 1)."""
-    if not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+    """`value` must be a number in [0, 1). Returns it as a plain `float`."""
+    if not is_number(value) or not 0.0 <= value < 1.0:
         raise ValueError(
             f"`{name}` of {owner} must be a float in [0, 1); received {name}={value!r}."
+        )
+    return float(value)
+
+
+def check_finite(name, value, owner, low=None, expected="a finite number"):
+    """`value` must be a finite real number (and > `low` when given).
+    Returns it as a plain `float`."""
+    if not is_number(value) or not math.isfinite(value) or (low is not None and not value > low):
+        raise ValueError(f"`{name}` of {owner} must be {expected}; received {name}={value!r}.")
+    return float(value)
+
+
+def check_float_input(name, tensor, owner):
+    """`tensor` must hold floating-point values: an integer or boolean
+    input would be computed in its own dtype (an int softmax is all zeros,
+    int sinusoids are truncated), a silent wrong answer. Keras's own
+    `Attention` refuses them too."""
+    dtype = getattr(tensor, "dtype", None)
+    if dtype is None:
+        return
+    dtype = str(getattr(dtype, "name", dtype))
+    if "float" not in dtype:
+        raise TypeError(
+            f"`{name}` of {owner} must be a floating-point tensor; received dtype {dtype}. "
+            f'Cast it first, e.g. `keras.ops.cast({name}, "float32")`.'
         )
 
 
@@ -156,3 +200,55 @@ def check_not_a_list_call(owner, args, kwargs):
             f"keras.layers.Attention do; received a {type(args[0]).__name__} of "
             f"{len(args[0])} items as the only argument."
         )
+
+
+def check_token_id(name, value, vocab_size, owner):
+    """A special token id (`padding_id`, `eos_id`, ...) must be an integer in
+    `[0, vocab_size)`: an id outside the vocabulary can never be embedded or
+    generated. Returns it as a plain `int`."""
+    if not is_integer(value) or not 0 <= value < vocab_size:
+        raise ValueError(
+            f"`{name}` of {owner} must be a token id in [0, {vocab_size}) (the vocabulary "
+            f"size is {vocab_size}); received {name}={value!r}."
+        )
+    return int(value)
+
+
+def _known_values(tensor):
+    """`tensor`'s values as a NumPy array when known (eager), else None."""
+    try:
+        return np.asarray(ops.convert_to_numpy(tensor))
+    except Exception:  # each backend raises its own type for a traced tensor
+        return None
+
+
+def check_ids_in_range(name, tokens, vocab_size, owner, banned=None):
+    """Token ids must lie in `[0, vocab_size)` (and not be `banned`, a dict
+    {id: why}): a `ValueError` naming the first offender when the values are
+    known (eager), else a run-time check (`assert_at_run_time`) that the
+    returned tokens depend on. An id past the vocabulary would otherwise be a
+    backend gather error (or, on some backends and under XLA, a clamped
+    gather: a silent wrong answer); a negative one is always the latter."""
+    if vocab_size is None:
+        return tokens
+    values = _known_values(tokens)
+    if values is not None:
+        outside = (values < 0) | (values >= vocab_size)
+        if outside.any():
+            where = tuple(int(i) for i in np.argwhere(outside)[0])
+            raise ValueError(
+                f"`{name}` of {owner} must hold token ids in [0, {vocab_size}) (the vocabulary "
+                f"size is {vocab_size}); received {name} holding {values[where]} at index "
+                f"{where}."
+            )
+        for token, why in (banned or {}).items():
+            if (values == token).any():
+                raise ValueError(f"`{name}` of {owner} must not hold {token} ({why}).")
+        return tokens
+    inside = ops.logical_and(ops.all(tokens >= 0), ops.all(tokens < vocab_size))
+    return assert_at_run_time(
+        inside,
+        f"`{name}` of {owner} must hold token ids in [0, {vocab_size}) (the vocabulary "
+        f"size is {vocab_size}); it holds an id outside.",
+        tokens,
+    )

@@ -10,14 +10,20 @@ from keras import ops
 
 from keras_attention import (
     AdditiveAttention,
+    AffineGrid,
+    AttentionDecoder,
     BilinearSampler,
+    ConcatAttention,
     ConvS2SSeq2Seq,
     DotProductAttention,
+    FeedForward,
     GeneralAttention,
     GLUConv1D,
     LocalAttention,
     MultiHead,
     PositionalEmbedding,
+    RotaryEmbedding,
+    TokenAndPositionEmbedding,
     TransformerDecoderLayer,
     TransformerEncoderLayer,
 )
@@ -310,3 +316,339 @@ def test_inputs_that_do_not_fit_get_value_errors(case):
     call, pattern = BAD_INPUTS[case]
     with pytest.raises(ValueError, match=pattern):
         call()
+
+
+# -- issue 24, library arguments --------------------------------------------------
+
+
+def _convs2s_attention(query, value, **kwargs):
+    """MultiStepAttention called like the other attentions (decoder state and
+    target embedding from `query`, keys and values from `value`)."""
+    from keras_attention import MultiStepAttention
+
+    layer = MultiStepAttention()
+    mask = kwargs.get("value_mask")
+    return layer(query, query, value, value, source_mask=mask)
+
+
+# Every attention layer, called as `attend(query (B, Tq, D), value (B, Tv, D),
+# value_mask=...)`.
+ATTENTIONS = {
+    "dot": lambda q, v, **k: DotProductAttention()(q, v, **k),
+    "scaled_dot": lambda q, v, **k: DotProductAttention(scale=True)(q, v, **k),
+    "general": lambda q, v, **k: GeneralAttention()(q, v, **k),
+    "additive": lambda q, v, **k: AdditiveAttention(units=4)(q, v, **k),
+    "concat": lambda q, v, **k: ConcatAttention()(q, v, **k),
+    "local": lambda q, v, **k: LocalAttention(window=3)(q, v, **k),
+    "local_predictive": lambda q, v, **k: LocalAttention(window=3, mode="predictive")(q, v, **k),
+    "multi_head": lambda q, v, **k: MultiHead(2, 2)(q, v, **k),
+    "multi_head_gqa_rope": lambda q, v, **k: MultiHead(
+        2, 2, num_key_value_heads=1, position_encoding="rope"
+    )(q, v, **k),
+    "convs2s_multi_step": _convs2s_attention,
+}
+
+
+@pytest.mark.parametrize("dtype", ["int32", "bool"])
+@pytest.mark.parametrize("name", sorted(ATTENTIONS))
+def test_integer_and_boolean_inputs_are_refused_by_every_attention(name, dtype):
+    # An int32 softmax is all zeros: DotProductAttention returned zeros.
+    query, value = np.ones((1, 2, 4), dtype), np.ones((1, 3, 4), dtype)
+    with pytest.raises(TypeError, match=r"`\w+` of \w+ must be a floating-point tensor; .*"):
+        ATTENTIONS[name](query, value)
+
+
+FLOAT_LAYERS = {
+    "PositionalEmbedding": lambda x: PositionalEmbedding(8)(x),
+    "PositionalEmbedding learned": lambda x: PositionalEmbedding(8, mode="learned")(x),
+    "RotaryEmbedding": lambda x: RotaryEmbedding()(x),
+    "TransformerEncoderLayer": lambda x: TransformerEncoderLayer(2, 8)(x),
+    "TransformerDecoderLayer": lambda x: TransformerDecoderLayer(2, 8)(x, np.ones((1, 3, 4))),
+    "FeedForward": lambda x: FeedForward(8)(x),
+    "GLUConv1D": lambda x: GLUConv1D(4, 3)(x),
+    "BilinearSampler": lambda x: BilinearSampler()(
+        ops.reshape(x, (1, 2, 2, 3)), np.zeros((1, 2, 2, 2), "float32")
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FLOAT_LAYERS))
+def test_integer_inputs_are_refused_by_the_positional_and_other_float_layers(name):
+    # PositionalEmbedding on ints truncated its sinusoids to 0/1.
+    with pytest.raises(TypeError, match="must be a floating-point tensor; received dtype int32"):
+        FLOAT_LAYERS[name](np.ones((1, 3, 4), "int32"))
+
+
+@pytest.mark.parametrize("planted", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("name", sorted(ATTENTIONS))
+def test_nan_and_inf_in_masked_key_positions_stay_out_of_every_attention(name, planted, rng):
+    keras.utils.set_random_seed(3)
+    query = rng.normal(size=(2, 3, 4)).astype("float32")
+    value = rng.normal(size=(2, 5, 4)).astype("float32")
+    mask = np.array([[True, True, True, False, False], [True, True, True, True, False]])
+    dirty = value.copy()
+    dirty[~mask] = planted  # what padding may hold: uninitialised memory, an overflow
+    keras.utils.set_random_seed(3)
+    expected = np.asarray(ATTENTIONS[name](query, value, value_mask=mask))
+    keras.utils.set_random_seed(3)
+    got = np.asarray(ATTENTIONS[name](query, dirty, value_mask=mask))
+    assert np.isfinite(got).all()
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_a_mask_given_as_a_python_list_is_taken_as_an_array():
+    query, value = np.ones((1, 2, 3), "float32"), np.arange(6, dtype="float32").reshape(1, 2, 3)
+    listed = DotProductAttention()(query, value, value_mask=[[True, False]])
+    np.testing.assert_allclose(np.asarray(listed), [[[0, 1, 2], [0, 1, 2]]])
+
+
+@pytest.mark.parametrize("align_corners", [True, False])
+def test_a_one_pixel_axis_samples_its_centre_as_pytorch(align_corners):
+    # torch.nn.functional.affine_grid(identity, (1, 1, 1, 1), align_corners)
+    # is [[[[0, 0]]]] for both values (linspace_from_neg_one returns 0 for
+    # one step); for (1, 1, 1, 3) the x axis is linspace(-1, 1, 3) or
+    # (2i + 1) / 3 - 1 and y is 0.
+    identity = np.array([[[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]], "float32")
+    grid = np.asarray(AffineGrid((1, 1), align_corners=align_corners)(identity))
+    np.testing.assert_allclose(grid, [[[[0.0, 0.0]]]])
+    row = np.asarray(AffineGrid((1, 3), align_corners=align_corners)(identity))[0, 0]
+    xs = [-1.0, 0.0, 1.0] if align_corners else [-2 / 3, 0.0, 2 / 3]
+    np.testing.assert_allclose(row, np.stack([xs, [0.0] * 3], -1), atol=1e-6)
+
+
+def test_plot_attention_refuses_an_alignment_too_large_to_draw():
+    from keras_attention.seq2seq.plotting import plot_attention
+
+    tokens = list(range(2000))
+    with pytest.raises(ValueError, match=r"at most 150 tokens per axis; received 2000 target"):
+        plot_attention(np.full((2000, 2000), 1e-3, "float32"), tokens, tokens)
+    with pytest.raises(ValueError, match=r"draw fewer panels"):
+        plot_attention(np.full((9, 100, 100), 1e-3, "float32"), tokens[:100], tokens[:100])
+
+
+def _tiny(family="recurrent", **kwargs):
+    from keras_attention.seq2seq import ConvS2SSeq2Seq, RecurrentSeq2Seq, TransformerSeq2Seq
+
+    if family == "recurrent":
+        return RecurrentSeq2Seq(10, 10, embed_dim=4, hidden_dim=8, **kwargs)
+    if family == "transformer":
+        return TransformerSeq2Seq(
+            10, 10, hidden_dim=8, num_heads=2, intermediate_dim=8, num_layers=1, **kwargs
+        )
+    return ConvS2SSeq2Seq(10, 10, 8, hidden_dim=8, num_layers=1, **kwargs)
+
+
+def test_numpy_integers_are_taken_and_configs_hold_plain_ints():
+    import json
+
+    layer = AdditiveAttention(units=np.int64(8))
+    assert type(layer.get_config()["units"]) is int
+    head = MultiHead(np.int64(2), np.int32(4), num_key_value_heads=np.int64(1))
+    config = head.get_config()
+    assert (type(config["num_heads"]), type(config["num_key_value_heads"])) == (int, int)
+    encoder = TransformerEncoderLayer(np.int64(2), np.int64(8), dropout=np.float32(0.25))
+    json.dumps(encoder.get_config())
+    json.dumps(ConcatAttention(hidden_units=[np.int64(4)]).get_config())
+    json.dumps(LocalAttention(window=np.int16(2)).get_config())
+    model = _tiny("transformer")
+    source = np.array([[4, 5, 2]])
+    tokens = greedy_search(model, source, max_length=np.int64(6))["tokens"]
+    assert tuple(tokens.shape) == (1, 6)
+    beams = beam_search(model, source, np.int32(4), beam_width=np.int64(2))["tokens"]
+    assert tuple(beams.shape) == (1, 2, 4)
+
+
+def _schedule(peak):
+    from keras_attention.seq2seq import InverseSquareRootSchedule
+
+    return InverseSquareRootSchedule(peak, 10)
+
+
+def _scheduled_sampling(**kwargs):
+    from keras_attention.seq2seq import ScheduledSampling
+
+    return ScheduledSampling(**kwargs)
+
+
+MEANINGLESS = {
+    "RotaryEmbedding max_wavelength=0": (
+        lambda: RotaryEmbedding(max_wavelength=0),
+        r"`max_wavelength` of RotaryEmbedding must be a finite number > 0; received .*=0",
+    ),
+    "RotaryEmbedding max_wavelength=-10": (
+        lambda: RotaryEmbedding(max_wavelength=-10),
+        r"`max_wavelength` of RotaryEmbedding must be a finite number > 0",
+    ),
+    "RotaryEmbedding max_wavelength=inf": (
+        lambda: RotaryEmbedding(max_wavelength=float("inf")),
+        r"`max_wavelength` of RotaryEmbedding must be a finite number > 0",
+    ),
+    "MultiHead rope_max_wavelength=0": (
+        lambda: MultiHead(2, 2, position_encoding="rope", rope_max_wavelength=0.0),
+        r"`max_wavelength` of MultiHead must be a finite number > 0",
+    ),
+    "TokenAndPositionEmbedding padding_id=vocab_size": (
+        lambda: TokenAndPositionEmbedding(10, 4, 8, padding_id=10),
+        r"`padding_id` of TokenAndPositionEmbedding must be a token id in \[0, 10\)",
+    ),
+    "TransformerSeq2Seq hidden_dim=10, num_heads=4": (
+        lambda: _transformer_seq2seq(hidden_dim=10, num_heads=4),
+        r"`hidden_dim` of TransformerSeq2Seq must be divisible by `num_heads`.*"
+        r"hidden_dim=10, num_heads=4",
+    ),
+    "InverseSquareRootSchedule peak=inf": (
+        lambda: _schedule(float("inf")),
+        r"`peak_learning_rate` of InverseSquareRootSchedule must be a finite number > 0",
+    ),
+    "InverseSquareRootSchedule peak=nan": (
+        lambda: _schedule(float("nan")),
+        r"`peak_learning_rate` of InverseSquareRootSchedule must be a finite number > 0",
+    ),
+    "ScheduledSampling k=inf": (
+        lambda: _scheduled_sampling(schedule="inverse_sigmoid", k=float("inf")),
+        r"`k` of ScheduledSampling must be a finite number > 0",
+    ),
+    "ScheduledSampling probability='0.5'": (
+        lambda: _scheduled_sampling(probability="0.5"),
+        r"`probability` of ScheduledSampling must be in \[0, 1\]; received probability='0.5'",
+    ),
+    "beam_search alpha=nan": (
+        lambda: beam_search(_tiny(), np.array([[4, 2]]), 4, alpha=float("nan")),
+        r"`alpha` of beam_search must be a finite number >= 0; received alpha=nan",
+    ),
+    "beam_search coverage_penalty=inf": (
+        lambda: beam_search(_tiny(), np.array([[4, 2]]), 4, coverage_penalty=float("inf")),
+        r"`coverage_penalty` of beam_search must be a number >= 0",
+    ),
+    "beam_search repetition_penalty=nan": (
+        lambda: beam_search(_tiny(), np.array([[4, 2]]), 4, repetition_penalty=float("nan")),
+        r"`repetition_penalty` of beam_search must be a number > 0",
+    ),
+    "sample temperature=inf": (
+        lambda: sample(_tiny(), np.array([[4, 2]]), 4, temperature=float("inf")),
+        r"`temperature` of sample must be > 0 \(a finite number\); received temperature=inf",
+    ),
+    "sample top_p=nan": (
+        lambda: sample(_tiny(), np.array([[4, 2]]), 4, top_p=float("nan")),
+        r"`top_p` of sample must be in \(0, 1\]",
+    ),
+    "greedy_search min_length > max_length": (
+        lambda: greedy_search(_tiny(), np.array([[4, 2]]), 6, min_length=10),
+        r"`min_length` of greedy_search must be at most max_length=6",
+    ),
+    "beam_search coverage_penalty without attention": (
+        lambda: beam_search(_tiny(attention=None), np.array([[4, 2]]), 4, coverage_penalty=0.2),
+        r"`coverage_penalty` of beam_search needs a model with attention .* "
+        r"RecurrentSeq2Seq has none",
+    ),
+    # Wrong types: our message, not Python's.
+    "alpha='0.6'": (
+        lambda: beam_search(_tiny(), np.array([[4, 2]]), 4, alpha="0.6"),
+        r"`alpha` of beam_search must be a finite number >= 0; received alpha='0.6'",
+    ),
+    "suppress_tokens=5": (
+        lambda: greedy_search(_tiny(), np.array([[4, 2]]), 4, suppress_tokens=5),
+        r"`suppress_tokens` of greedy_search must be a list of token ids",
+    ),
+    # Shapes: our message, not TensorFlow's.
+    "greedy_search on an empty batch": (
+        lambda: greedy_search(_tiny(), np.zeros((0, 3), "int32"), 4),
+        r"`source` of greedy_search is an empty batch \(shape \(0, 3\)\)",
+    ),
+    "model((source, target)) with different batches": (
+        lambda: _tiny()((np.ones((2, 3), "int32"), np.ones((3, 4), "int32"))),
+        r"RecurrentSeq2Seq: source, target_in must have the same batch size .*source 2, "
+        r"target_in 3",
+    ),
+    "AttentionDecoder target and memory batches differ": (
+        lambda: AttentionDecoder(10, 4, 8, attention="dot")(
+            np.ones((2, 3), "int32"), np.ones((3, 5, 8), "float32"), [np.zeros((2, 8))] * 2
+        ),
+        r"AttentionDecoder: target_tokens, memory must have the same batch size .*"
+        r"target_tokens 2, memory 3",
+    ),
+    "BilinearSampler image and grid batches differ": (
+        lambda: BilinearSampler()(np.ones((2, 4, 4, 1), "float32"), np.zeros((3, 2, 2, 2))),
+        r"BilinearSampler: image, grid must have the same batch size .*image 2, grid 3",
+    ),
+    "MultiHead.init_cache(max_length=-1)": (
+        lambda: MultiHead(2, 2).init_cache(1, max_length=-1),
+        r"`max_length` of MultiHead.init_cache must be a positive integer; received .*=-1",
+    ),
+    # Token ids outside the vocabulary.
+    "source id >= vocabulary": (
+        lambda: greedy_search(_tiny(), np.array([[4, 50, 2]]), 4),
+        r"`source` of greedy_search must hold token ids in \[0, 10\) .*holding 50 at index "
+        r"\(0, 1\)",
+    ),
+    "negative source id": (
+        lambda: greedy_search(_tiny(), np.array([[4, -5, 2]]), 4),
+        r"`source` of greedy_search must hold token ids in \[0, 10\) .*holding -5",
+    ),
+    "prefix id >= vocabulary": (
+        lambda: beam_search(_tiny(), np.array([[4, 2]]), 4, prefix=np.array([[40]])),
+        r"`prefix` of beam_search must hold token ids in \[0, 10\) .*holding 40",
+    ),
+    "prefix holding <sos>": (
+        lambda: greedy_search(_tiny(), np.array([[4, 2]]), 4, prefix=np.array([[1, 4]])),
+        r"`prefix` of greedy_search must not hold 1 \(<sos>",
+    ),
+    "model call with target ids >= vocabulary": (
+        lambda: _tiny()((np.array([[4, 2]]), np.array([[1, 12]]))),
+        r"`target_in` of RecurrentSeq2Seq must hold token ids in \[0, 10\) .*holding 12",
+    ),
+}
+
+
+def _transformer_seq2seq(**kwargs):
+    from keras_attention.seq2seq import TransformerSeq2Seq
+
+    return TransformerSeq2Seq(10, 10, **kwargs)
+
+
+@pytest.mark.parametrize("family", ["recurrent", "transformer", "convolutional"])
+@pytest.mark.parametrize(
+    "ids, pattern",
+    [
+        ({"sos_id": 2, "eos_id": 2}, r"`sos_id` and `eos_id` of \w+ must differ"),
+        ({"eos_id": 0}, r"`eos_id` and `padding_id` of \w+ must differ"),
+        ({"eos_id": 10}, r"`eos_id` of \w+ must be a token id in \[0, 10\)"),
+        ({"padding_id": -1}, r"`padding_id` of \w+ must be a token id in \[0, 10\)"),
+        ({"sos_id": np.int64(11)}, r"`sos_id` of \w+ must be a token id in \[0, 10\)"),
+    ],
+)
+def test_every_family_refuses_special_ids_that_cannot_work(family, ids, pattern):
+    with pytest.raises(ValueError, match=pattern):
+        _tiny(family, **ids)
+
+
+@pytest.mark.parametrize("case", sorted(MEANINGLESS))
+def test_meaningless_values_wrong_types_and_ids_get_our_messages(case):
+    call, pattern = MEANINGLESS[case]
+    with pytest.raises((ValueError, TypeError), match=pattern):
+        call()
+
+
+@pytest.mark.tensorflow
+def test_target_ids_past_the_vocabulary_fail_in_the_graph_with_our_message():
+    import tensorflow as tf
+
+    import keras_attention.serving  # noqa: F401  (installs the run-time check)
+
+    model = _tiny()
+    model((np.array([[4, 2]]), np.array([[1, 4]])))
+    spec = tf.TensorSpec((None, None), tf.int32)
+    run = tf.function(lambda s, t: model((s, t)), input_signature=[spec, spec])
+    assert run(np.array([[4, 2]], "int32"), np.array([[1, 4]], "int32")).shape == (1, 2, 10)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"`target_in` of RecurrentSeq2Seq"):
+        run(np.array([[4, 2]], "int32"), np.array([[1, 12]], "int32"))
+
+
+def test_fit_with_target_ids_past_the_vocabulary_names_the_array():
+    model = _tiny()
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    source, target_in = np.array([[4, 2]]), np.array([[1, 4]])
+    with pytest.raises(ValueError, match=r"`y \(target_out\)` of RecurrentSeq2Seq.fit must hold"):
+        model.fit((source, target_in), np.array([[4, 12]]), epochs=1, verbose=0)
+    with pytest.raises(ValueError, match=r"`x\[0\] \(source\)` of RecurrentSeq2Seq.fit .*-1"):
+        model.fit((np.array([[-1, 2]]), target_in), np.array([[4, 2]]), epochs=1, verbose=0)

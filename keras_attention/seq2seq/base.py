@@ -29,12 +29,19 @@ with the ground truth (`teacher_forcing.py`).
 """
 
 import keras
+import numpy as np
 from keras import ops
 
 from keras_attention import compat
 from keras_attention.seq2seq.scheduled_sampling import ScheduledSampling, scheduled_sampling_logits
 from keras_attention.seq2seq.search import Search, get_search
-from keras_attention.validation import check_token_ids
+from keras_attention.validation import (
+    check_ids_in_range,
+    check_positive_int,
+    check_same_batch,
+    check_token_id,
+    check_token_ids,
+)
 
 TOKENS = (None, None)  # the shape of any token batch: (B, T)
 
@@ -82,6 +89,30 @@ class Seq2Seq(keras.Model):
             getattr(scheduled_sampling, "seed", None) or 0, name="sampling_seed"
         )
 
+    def check_special_ids(self):
+        """The special ids must be distinct where it matters, and target ids:
+        `<sos>` equal to `<eos>` would end every output at once, `<eos>`
+        equal to padding would read every output as empty. A family calls
+        this once its `target_vocab_size` is set."""
+        owner = type(self).__name__
+        for name in ("source_vocab_size", "target_vocab_size"):
+            setattr(self, name, check_positive_int(name, getattr(self, name), owner))
+        for name in ("sos_id", "eos_id", "padding_id"):
+            value = check_token_id(name, getattr(self, name), self.target_vocab_size, owner)
+            setattr(self, name, value)
+        for first, second in (("sos_id", "eos_id"), ("eos_id", "padding_id")):
+            if getattr(self, first) == getattr(self, second):
+                raise ValueError(
+                    f"`{first}` and `{second}` of {owner} must differ; received "
+                    f"{first}={getattr(self, first)}, {second}={getattr(self, second)}."
+                )
+
+    @property
+    def has_attention(self):
+        """Whether `decode_step`'s attention is a real alignment (a model
+        without attention returns zeros; coverage penalties need one)."""
+        return True
+
     # -- what a family implements -------------------------------------------
     def build_layers(self):
         """Build every sublayer from the token shapes (no data needed)."""
@@ -127,6 +158,23 @@ class Seq2Seq(keras.Model):
         if search is not None:
             self.search = get_search(search)
 
+    def fit(self, x=None, y=None, *args, **kwargs):
+        """Keras's `fit`; token ids given as NumPy arrays (`x = (source,
+        target_in)`, `y = target_out`) are checked against the vocabularies
+        first, so that an id past them is a `ValueError` naming the array
+        rather than a graph execution error from a gather inside the step.
+        (Datasets are checked in the graph, see `validation.assert_at_run_time`.)"""
+        owner = f"{type(self).__name__}.fit"
+        arrays = []
+        if isinstance(x, (tuple, list)) and len(x) == 2:
+            arrays += [("x[0] (source)", x[0], self.source_vocab_size)]
+            arrays += [("x[1] (target_in)", x[1], self.target_vocab_size)]
+        arrays.append(("y (target_out)", y, self.target_vocab_size))
+        for name, ids, vocab_size in arrays:
+            if isinstance(ids, np.ndarray) and np.issubdtype(ids.dtype, np.integer):
+                check_ids_in_range(name, ids, vocab_size, owner)
+        return super().fit(x, y, *args, **kwargs)
+
     def compile_from_config(self, config):
         # Keras's own skips (with a warning) a model whose `compile` is
         # overridden; ours only adds `search`, which the model's config
@@ -161,6 +209,10 @@ class Seq2Seq(keras.Model):
 
     def call(self, inputs, training=None):
         source, target_in = inputs
+        owner = type(self).__name__
+        check_same_batch(owner, source=source, target_in=target_in)
+        source = check_ids_in_range("source", source, self.source_vocab_size, owner)
+        target_in = check_ids_in_range("target_in", target_in, self.target_vocab_size, owner)
         if training and self.scheduled_sampling is not None:
             step = ops.convert_to_tensor(self.sampling_step)
             self.sampling_step.assign(step + 1)

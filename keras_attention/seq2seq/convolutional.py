@@ -65,6 +65,7 @@ class ConvS2SSeq2Seq(Seq2Seq):
         self.fairseq_compatible = bool(fairseq_compatible)
         self.output_embed_dim = output_embed_dim
         self.source_vocab_size, self.target_vocab_size = source_vocab_size, target_vocab_size
+        self.check_special_ids()
         self.embed_dim, self.max_length, self.dropout = embed_dim, max_length, dropout
         self.hidden_dim, self.num_layers, self.kernel_size = hidden_dim, num_layers, kernel_size
         default = ((hidden_dim, kernel_size),) * num_layers

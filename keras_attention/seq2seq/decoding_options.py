@@ -25,15 +25,46 @@ chosen):
 from keras import ops
 
 from keras_attention.masking import write_at
-from keras_attention.validation import check_positive_int, check_token_ids
+from keras_attention.validation import (
+    check_ids_in_range,
+    check_positive_int,
+    check_token_ids,
+    is_integer,
+)
 
 NEGATIVE = -1e9  # a dead hypothesis' score; finite, so arithmetic stays NaN-free
 UNK_ID = 3  # `[UNK]` in the reserved ids of serving/text.py, for models without `unk_id`
 
 
-def check_source(source, max_length, owner):
+def check_source(source, max_length, owner, model=None):
+    """`source`, checked: int ids `(B, S)`, a batch of at least one row, and
+    (with a `model` that has `source_vocab_size`) ids in its vocabulary."""
     check_positive_int("max_length", max_length, owner)
     check_token_ids("source", source, owner)
+    if source.shape[0] == 0:
+        raise ValueError(
+            f"`source` of {owner} is an empty batch (shape {tuple(source.shape)}); give at "
+            "least one row to decode."
+        )
+    vocab_size = getattr(model, "source_vocab_size", None)
+    return check_ids_in_range("source", source, vocab_size, owner)
+
+
+def check_prefix_ids(prefix, model, sos_id, owner):
+    """A forced prefix holds target ids of the model's vocabulary, and never
+    `<sos>` (outputs exclude it; forcing it would emit it)."""
+    if prefix is None:
+        return None
+    prefix = ops.convert_to_tensor(prefix)
+    if "int" not in str(prefix.dtype):
+        return prefix  # DecodingOptions refuses it with its message
+    return check_ids_in_range(
+        "prefix",
+        prefix,
+        getattr(model, "target_vocab_size", None),
+        owner,
+        banned={sos_id: "<sos>: outputs exclude it, so a prefix cannot force it"},
+    )
 
 
 def unk_id_of(model, unk_id):
@@ -73,7 +104,7 @@ class DecodingOptions:
                 f"`prefix` of {self.owner} must be int token ids of shape (B, P), padded with "
                 f"padding_id; received dtype {prefix.dtype} and shape {shape}."
             )
-        if shape[0] is not None and isinstance(batch, int) and shape[0] != batch:
+        if shape[0] is not None and is_integer(batch) and shape[0] != batch:
             raise ValueError(
                 f"`prefix` of {self.owner} must have one row per source row ({batch}); "
                 f"received prefix with shape {shape}."

@@ -240,7 +240,7 @@ def generate(
     `token_scores`, `replacements (B, L)` when asked for).
     """
     arguments = dict(locals())
-    check_positive_int("beam_width", beam_width, "generate")
+    beam_width = check_positive_int("beam_width", beam_width, "generate")
     if beam_width == 1 and not coverage_penalty and not return_token_scores:
         for name in ("beam_width", "alpha", "coverage_penalty", "return_token_scores"):
             del arguments[name]

@@ -56,7 +56,7 @@ class MaskedCrossEntropy(keras.losses.Loss):
         # must then only sum the scalar.
         kwargs.pop("reduction", None)
         super().__init__(name=name, reduction="sum", **kwargs)
-        check_rate("label_smoothing", label_smoothing, "MaskedCrossEntropy")
+        label_smoothing = check_rate("label_smoothing", label_smoothing, "MaskedCrossEntropy")
         self.padding_id = padding_id
         self.label_smoothing = label_smoothing
         self.global_count = None  # replica token count -> global batch count

@@ -3,6 +3,13 @@
 import keras
 import numpy as np
 
+# One labelled square cell per (target, source) pair, 0.45 inch at 100 dpi:
+# beyond these the image takes gigabytes to draw (2000 x 2000 tokens ask
+# for a 90,000-pixel square) and no label is readable anyway.
+MAX_TOKENS = 150  # per axis of a panel
+MAX_PIXELS = 100_000_000  # the whole figure (400 MB as RGBA)
+DPI = 100
+
 
 def _as_panels(weights):
     """`weights` as a list of (title, (T, S) matrix) panels."""
@@ -80,6 +87,11 @@ def plot_attention(
 
     Returns:
         `path`, or the `Figure` when `path` is None.
+
+    Raises:
+        ValueError: a panel of more than `MAX_TOKENS` (150) tokens on an axis
+            after trimming, or a figure of more than `MAX_PIXELS` (100
+            million) pixels: plot a slice, or fewer panels.
     """
     import matplotlib
 
@@ -98,11 +110,25 @@ def plot_attention(
     rows_drawn = _rows_to_draw(panels, target, eos)
     target = target[:rows_drawn]
     panels = [(name, matrix[:rows_drawn]) for name, matrix in panels]
+    if max(len(source), len(target)) > MAX_TOKENS:
+        raise ValueError(
+            f"plot_attention draws one labelled cell per token pair, at most {MAX_TOKENS} "
+            f"tokens per axis; received {len(target)} target x {len(source)} source tokens "
+            "(to draw). Plot a slice: weights[:T, :S] with target_tokens[:T] and "
+            "source_tokens[:S]."
+        )
     columns = columns or min(4, len(panels))
     rows = -(-len(panels) // columns)
     cell = 0.45
     width = max(3.0, cell * len(source) + 1.5)
     height = max(2.5, cell * len(target) + 1.2)
+    pixels = width * columns * DPI * height * rows * DPI
+    if pixels > MAX_PIXELS:
+        raise ValueError(
+            f"plot_attention: {len(panels)} panels of {len(target)} x {len(source)} tokens make "
+            f"a figure of {pixels / 1e6:.0f} million pixels, more than {MAX_PIXELS // 10**6} "
+            "million; draw fewer panels (or shorter slices) per call."
+        )
     figure, axes = plt.subplots(
         rows, columns, figsize=(width * columns, height * rows), squeeze=False
     )
@@ -126,6 +152,6 @@ def plot_attention(
     figure.tight_layout()
     if path is None:
         return figure
-    figure.savefig(path, dpi=100)
+    figure.savefig(path, dpi=DPI)
     plt.close(figure)
     return path

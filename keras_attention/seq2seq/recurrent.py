@@ -80,6 +80,7 @@ class RecurrentSeq2Seq(Seq2Seq):
                 f"attention layer, its config, or None; received attention={attention!r}."
             )
         self.source_vocab_size, self.target_vocab_size = source_vocab_size, target_vocab_size
+        self.check_special_ids()
         self.embed_dim, self.hidden_dim = embed_dim, hidden_dim
         self.attention_spec = (
             attention
@@ -144,6 +145,10 @@ class RecurrentSeq2Seq(Seq2Seq):
             target_in, memory, final_state, self.encoder.source_mask(source), training=training
         )
         return (logits, weights) if return_attention_scores else logits
+
+    @property
+    def has_attention(self):
+        return self.decoder.attention is not None
 
     def attention_weights(self, source, target_in):
         if self.decoder.attention is None:

@@ -16,7 +16,12 @@ from keras import ops
 
 from keras_attention.masking import write_at
 from keras_attention.seq2seq.decoding_options import never_generated
-from keras_attention.validation import check_choice, check_positive_int
+from keras_attention.validation import (
+    check_choice,
+    check_finite,
+    check_positive_int,
+    is_number,
+)
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -69,13 +74,13 @@ class ScheduledSampling:
         check_choice("schedule", schedule, ("constant", "linear", "inverse_sigmoid"), owner)
         check_choice("draw", draw, ("sample", "argmax"), owner)
         for name, value in (("probability", probability), ("start", start), ("end", end)):
-            if not 0.0 <= value <= 1.0:
+            if not is_number(value) or not 0.0 <= value <= 1.0:
                 raise ValueError(
                     f"`{name}` of ScheduledSampling must be in [0, 1]; received {name}={value!r}."
                 )
-        check_positive_int("steps", steps, owner)
-        if k <= 0:
-            raise ValueError(f"`k` of ScheduledSampling must be positive; received k={k!r}.")
+        probability, start, end = float(probability), float(start), float(end)
+        steps = check_positive_int("steps", steps, owner)
+        k = check_finite("k", k, owner, low=0.0, expected="a finite number > 0")
         self.schedule, self.probability, self.start, self.end = schedule, probability, start, end
         self.steps, self.k, self.draw, self.seed = steps, k, draw, seed
 

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from keras_attention.validation import check_positive_int
+from keras_attention.validation import check_finite, check_positive_int
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -24,12 +24,14 @@ class InverseSquareRootSchedule(keras.optimizers.schedules.LearningRateSchedule)
     """
 
     def __init__(self, peak_learning_rate, warmup_steps):
-        if not peak_learning_rate > 0:
-            raise ValueError(
-                f"InverseSquareRootSchedule: `peak_learning_rate` must be > 0; "
-                f"got {peak_learning_rate!r}."
-            )
-        check_positive_int("warmup_steps", warmup_steps, "InverseSquareRootSchedule")
+        check_finite(
+            "peak_learning_rate",
+            peak_learning_rate,
+            "InverseSquareRootSchedule",
+            low=0.0,
+            expected="a finite number > 0",
+        )
+        warmup_steps = check_positive_int("warmup_steps", warmup_steps, "InverseSquareRootSchedule")
         self.peak_learning_rate = float(peak_learning_rate)
         self.warmup_steps = int(warmup_steps)
 

@@ -66,6 +66,7 @@ from keras_attention.seq2seq.beam import beam_search_loop
 from keras_attention.seq2seq.decoding_options import (
     NEGATIVE,
     DecodingOptions,
+    check_prefix_ids,
     check_source,
     unk_id_of,
     unknown_replacements,
@@ -229,8 +230,16 @@ class Search:
         """`(source, max_length, DecodingOptions)` of one call, checked."""
         source = ops.convert_to_tensor(source)
         max_length = self.decode_length(source)
-        check_source(source, max_length, self.owner)
+        source = check_source(source, max_length, self.owner, model)
         self.check_min_length(max_length)
+        sos_id = model.sos_id if self.sos_id is None else self.sos_id
+        prefix = check_prefix_ids(prefix, model, sos_id, self.owner)
+        if getattr(self, "coverage_penalty", 0.0) and not getattr(model, "has_attention", True):
+            raise ValueError(
+                f"`coverage_penalty` of {self.owner} needs a model with attention (it sums the "
+                f"attention each source position received); {type(model).__name__} has none. "
+                "Use coverage_penalty=0."
+            )
         static = source.shape[0]
         options = DecodingOptions(
             self,

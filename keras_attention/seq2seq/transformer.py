@@ -8,7 +8,7 @@ from keras_attention.multi_head import POSITION_ENCODINGS
 from keras_attention.positional import TokenAndPositionEmbedding
 from keras_attention.seq2seq.base import TOKENS, Seq2Seq
 from keras_attention.transformer import TransformerDecoderLayer, TransformerEncoderLayer
-from keras_attention.validation import check_choice
+from keras_attention.validation import check_choice, check_positive_int
 
 ABSOLUTE = ("sinusoidal", "learned")  # added to the embeddings
 POSITIONS = ABSOLUTE + tuple(p for p in POSITION_ENCODINGS if p is not None)
@@ -82,6 +82,15 @@ class TransformerSeq2Seq(Seq2Seq):
     ):
         super().__init__(**kwargs)
         self.source_vocab_size, self.target_vocab_size = source_vocab_size, target_vocab_size
+        self.check_special_ids()
+        hidden_dim = check_positive_int("hidden_dim", hidden_dim, "TransformerSeq2Seq")
+        num_heads = check_positive_int("num_heads", num_heads, "TransformerSeq2Seq")
+        if hidden_dim % num_heads:
+            raise ValueError(
+                "`hidden_dim` of TransformerSeq2Seq must be divisible by `num_heads` (each head "
+                f"reads hidden_dim / num_heads features); received hidden_dim={hidden_dim}, "
+                f"num_heads={num_heads}."
+            )
         self.hidden_dim, self.num_heads, self.intermediate_dim = (
             hidden_dim,
             num_heads,
