@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from keras_attention import masking
+from keras_attention import compat, masking
 from keras_attention.multi_head import MultiHead, check_variants
 from keras_attention.validation import check_built, check_positive_int, check_rank, check_rate
 
@@ -78,6 +78,7 @@ class FeedForward(keras.layers.Layer):
         }
 
 
+@compat.keras_sliding_window
 class _TransformerLayer(keras.layers.Layer):
     """What the encoder and decoder layers share: arguments, config, and the
     residual blocks
