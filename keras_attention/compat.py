@@ -26,7 +26,10 @@ dict of `init_cache` in place of the memory, as 0.1.0's
 
 Names renamed after 0.2.0 (one name per idea across the tiers) keep their
 old spelling through `renamed_method` and `renamed_arguments`, which warn
-with the name to use.
+with the name to use. One meaning changed after 0.2.0: `sliding_window`
+(`MultiHead`, the Transformer layers, `TransformerSeq2Seq`) kept
+`|i - j| <= w` and now keeps Keras's `|i - j| < w`; `keras_sliding_window`
+reads a 0.2.x config as the same window, `w + 1`.
 """
 
 import functools
