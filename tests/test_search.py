@@ -459,5 +459,5 @@ def test_every_search_returns_finished_and_num_hypotheses_waits_for_n(seed):
             lengths = np.asarray(result["lengths"])
             assert (lengths[~finished] == search.max_length).all()
     # A search cut by max_length says so.
-    cut = GreedySearch(max_length=1, suppress_tokens=[2])(model, source)
+    cut = GreedySearch(max_length=2, suppress_tokens=[2])(model, source)
     assert np.asarray(cut["finished"]).tolist() == [False, False]
