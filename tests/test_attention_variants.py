@@ -177,16 +177,24 @@ def test_sliding_window_is_local_monotonic_window(rng, causal):
         np.testing.assert_array_equal(np.asarray(scores)[:, head] > 0, np.asarray(local_scores) > 0)
 
 
+@pytest.mark.parametrize("peer_name", ["MultiHeadAttention", "GroupQueryAttention"])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("window", [1, 2, 3])
-def test_sliding_window_matches_keras_multi_head_attention(rng, causal, window):
+def test_sliding_window_matches_keras(rng, causal, window, peer_name):
     """`sliding_window=s` keeps |i - j| < s, as Keras's MultiHeadAttention
-    (same weights, same outputs and weights); 0.2.x kept |i - j| <= s."""
+    and GroupQueryAttention (same weights, same outputs and weights); 0.2.x
+    kept |i - j| <= s."""
     x = random(rng, B, T, D)
-    peer = keras.layers.MultiHeadAttention(num_heads=2, key_dim=4, sliding_window=window)
+    if peer_name == "MultiHeadAttention":
+        peer = keras.layers.MultiHeadAttention(num_heads=2, key_dim=4, sliding_window=window)
+        ours = MultiHead(num_heads=2, key_dim=4, sliding_window=window)
+    else:
+        peer = keras.layers.GroupQueryAttention(
+            head_dim=4, num_query_heads=4, num_key_value_heads=2, sliding_window=window
+        )
+        ours = MultiHead(num_heads=4, key_dim=4, num_key_value_heads=2, sliding_window=window)
     peer(x, x)
     randomise(peer, rng)
-    ours = MultiHead(num_heads=2, key_dim=4, sliding_window=window)
     ours(x, x)
     ours.set_weights(peer.get_weights())
     want, want_scores = peer(x, x, use_causal_mask=causal, return_attention_scores=True)
