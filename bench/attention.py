@@ -6,8 +6,8 @@ projections are applied outside it with Dense layers):
     DotProductAttention  vs keras.layers.Attention
     AdditiveAttention    vs Dense projections + keras.layers.AdditiveAttention
     MultiHead GQA        vs keras.layers.GroupQueryAttention (`--kv-heads`)
-    MultiHead window     vs keras.layers.MultiHeadAttention(sliding_window=w + 1)
-                         (ours keeps |i - j| <= w, Keras |i - j| < its value)
+    MultiHead window     vs keras.layers.MultiHeadAttention(sliding_window=w)
+                         (both keep |i - j| < w)
 
 Each step is a `tf.function` (forward, or forward+backward with gradients
 for the inputs and every weight), causal self-attention at batch 16, length
@@ -35,7 +35,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from timing import alternate, median_ratio, time_call  # noqa: E402
 
 
-def cases(B, T, D, H, kv_heads=2, window=32):
+def cases(B, T, D, H, kv_heads=2, window=33):
     """name -> ((ours, ours_layers), (peer, peer_layers), forward FLOPs)."""
     multi_head = MultiHead(num_heads=H, key_dim=D // H)
     keras_multi_head = keras.layers.MultiHeadAttention(num_heads=H, key_dim=D // H)
@@ -55,7 +55,7 @@ def cases(B, T, D, H, kv_heads=2, window=32):
     )
     windowed = MultiHead(num_heads=H, key_dim=D // H, sliding_window=window)
     keras_windowed = keras.layers.MultiHeadAttention(
-        num_heads=H, key_dim=D // H, sliding_window=window + 1
+        num_heads=H, key_dim=D // H, sliding_window=window
     )
     projections = 4 * 2 * B * T * D * D  # W^Q, W^K, W^V, W^O
     attention = 2 * 2 * B * T * T * D  # QKᵀ and AV over all heads
@@ -133,7 +133,10 @@ def main(argv=None):
         "--kv-heads", type=int, default=2, help="key/value heads of the GQA pair (default 2)"
     )
     parser.add_argument(
-        "--window", type=int, default=32, help="our sliding_window w of the window pair"
+        "--window",
+        type=int,
+        default=33,
+        help="sliding_window w of the window pair, both sides (|i - j| < w; default 33)",
     )
     parser.add_argument(
         "--only",

@@ -26,7 +26,10 @@ dict of `init_cache` in place of the memory, as 0.1.0's
 
 Names renamed after 0.2.0 (one name per idea across the tiers) keep their
 old spelling through `renamed_method` and `renamed_arguments`, which warn
-with the name to use.
+with the name to use. One meaning changed after 0.2.0: `sliding_window`
+(`MultiHead`, the Transformer layers, `TransformerSeq2Seq`) kept
+`|i - j| <= w` and now keeps Keras's `|i - j| < w`; `keras_sliding_window`
+reads a 0.2.x config as the same window, `w + 1`.
 """
 
 import functools
@@ -241,3 +244,61 @@ def renamed_arguments(owner, **renames):
         return method
 
     return decorate
+
+
+# `sliding_window` kept |i - j| <= w up to keras_attention 0.2.x; it now keeps
+# |i - j| < w, as Keras's `MultiHeadAttention(sliding_window=w)`. A config
+# written since then with a window says so under this key.
+SLIDING_WINDOW_RULE = "sliding_window_rule"
+
+
+def keras_sliding_window(cls):
+    """Class decorator for the classes with a `sliding_window` argument
+    (`MultiHead`, the Transformer layers, `TransformerSeq2Seq`): `get_config`
+    writes `"sliding_window_rule": "keras"` beside a window (not beside None,
+    so configs without one are as before), and `from_config` reads a config
+    without that key, written by 0.2.x, as the same window: its `w` (keys with
+    |i - j| <= w) becomes `w + 1` (keys with |i - j| < w + 1). So an older
+    `.keras` file loads and computes as it did.
+
+    >>> class Layer:
+    ...     def __init__(self, sliding_window=None):
+    ...         self.sliding_window = sliding_window
+    ...     def get_config(self):
+    ...         return {"sliding_window": self.sliding_window}
+    ...     @classmethod
+    ...     def from_config(cls, config):
+    ...         return cls(**config)
+    >>> Layer = keras_sliding_window(Layer)
+    >>> Layer.from_config({"sliding_window": 2}).sliding_window  # written by 0.2.x
+    3
+    >>> Layer.from_config(Layer(2).get_config()).sliding_window
+    2
+    """
+    get_config = cls.get_config
+    from_config = cls.from_config.__func__
+
+    @functools.wraps(get_config)
+    def write_config(self):
+        config = get_config(self)
+        if config.get("sliding_window") is not None:
+            config[SLIDING_WINDOW_RULE] = "keras"
+        return config
+
+    def read_config(klass, config):
+        config = dict(config)
+        rule = config.pop(SLIDING_WINDOW_RULE, None)
+        if rule not in (None, "keras"):
+            raise ValueError(
+                f"`{SLIDING_WINDOW_RULE}` of a {klass.__name__} config must be 'keras'; "
+                f"received {rule!r} (a file from a newer keras_attention?)."
+            )
+        window = config.get("sliding_window")
+        if rule is None and window is not None:
+            config["sliding_window"] = window + 1  # 0.2.x's |i - j| <= w is |i - j| < w + 1
+        return from_config(klass, config)
+
+    read_config.__doc__ = from_config.__doc__
+    cls.get_config = write_config
+    cls.from_config = classmethod(read_config)
+    return cls

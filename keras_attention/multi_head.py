@@ -5,7 +5,7 @@ import math
 import keras
 from keras import ops
 
-from keras_attention import masking, registry
+from keras_attention import compat, masking, registry
 from keras_attention.relative_position import (
     RelativePositionEmbedding,
     alibi_bias,
@@ -55,6 +55,7 @@ def check_variants(
 
 @registry.register("multihead", num_heads=4)
 @register
+@compat.keras_sliding_window
 class MultiHead(keras.layers.Layer):
     """Multi-head attention of the Transformer.
 
@@ -85,11 +86,13 @@ class MultiHead(keras.layers.Layer):
       `h // (H/G)`, the order of `keras.layers.GroupQueryAttention`.
       `G = H` is the layer above, `G = 1` multi-query attention. The cache
       holds the `G` heads only.
-    - `sliding_window=w`: query `i` attends to keys `j` with `|i - j| <= w`
-      (with a causal mask: `i - w <= j <= i`, `w + 1` keys), the window of
-      `LocalAttention(mode="monotonic", window=w)`. Keras's
-      `MultiHeadAttention(sliding_window=s)` keeps `|i - j| < s`: our `w` is
-      its `s - 1`.
+    - `sliding_window=s`: query `i` attends to keys `j` with `|i - j| < s`
+      (with a causal mask: `i - s < j <= i`, `s` keys; `s = 1` is each
+      position alone), as Keras's `MultiHeadAttention(sliding_window=s)`
+      and `GroupQueryAttention(sliding_window=s)`. Up to keras_attention
+      0.2.x it kept `|i - j| <= s`; configs saved then are read as the same
+      window (`compat.keras_sliding_window`). `LocalAttention`'s half-width
+      `window=D` (`|i - j| <= D`) is this `s = D + 1`.
     - `position_encoding="rope"`: queries and keys rotated by their
       positions (`relative_position.rotary`, rotate-half pairs) before the
       product; keys enter the cache already rotated.
@@ -117,7 +120,7 @@ class MultiHead(keras.layers.Layer):
         num_key_value_heads: int dividing `num_heads`, the key/value heads
             `G` (default `num_heads`).
         position_encoding: None, "rope", "alibi" or "relative".
-        sliding_window: optional int >= 1, the `w` above.
+        sliding_window: optional int >= 1, the `s` above (Keras's meaning).
         max_relative_position: int `k` of "relative" (default 16).
         relative_values: bool, "relative" also adds `a^V` to the values.
         rope_max_wavelength: float, RoPE's base (default 10000).
@@ -367,7 +370,7 @@ class MultiHead(keras.layers.Layer):
         mask = None if attention_mask is None else ops.expand_dims(attention_mask, 1)
         if self.sliding_window is not None:
             distance = ops.abs(query_positions[:, None] - key_positions[None, :])  # (Tq, Tv)
-            window = ops.less_equal(distance, self.sliding_window)[None, None]  # (1, 1, Tq, Tv)
+            window = ops.less(distance, self.sliding_window)[None, None]  # (1, 1, Tq, Tv)
             mask = window if mask is None else ops.logical_and(mask, window)
         weights = masking.masked_softmax(scores, mask)  # (B, H, Tq, Tv)
         weights = ops.cast(weights, value.dtype)

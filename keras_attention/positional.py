@@ -43,7 +43,9 @@ class PositionalEmbedding(keras.layers.Layer):
       `PE(pos, 2i+1) = cos(pos / 10000^(2i/d))`; no weights, and any position
       works (`max_length` only documents the intended range).
     - `mode="learned"` (ConvS2S): `p_pos` is row `pos` of a learned
-      `(max_length, d)` matrix; positions `>= max_length` are an error.
+      `(max_length, d)` matrix; positions `>= max_length` are an error
+      (a `ValueError` when the length is static, a run-time error or, where
+      nothing can raise, as under XLA, NaN outputs: see `check_range`).
 
     The padding mask of the input (e.g. from `Embedding(mask_zero=True)`)
     is propagated unchanged.
@@ -113,10 +115,15 @@ class PositionalEmbedding(keras.layers.Layer):
         `keras_attention.serving` imported that is a graph `Assert` raising
         `InvalidArgumentError`, else TensorFlow's gather raises its own
         error. Under XLA (`jit_compile=True`) with an unknown length neither
-        holds: XLA drops asserts and clamps out-of-range gathers, so
-        positions past `max_length` get the last row. Give XLA functions a
-        static length (an `input_signature` with the length), or bound the
-        input length before the call.
+        holds: XLA drops asserts. There, and on every path no check stops
+        (a graph without `keras_attention.serving`, JAX with a traced
+        `start_index`), a position outside `0 .. max_length - 1` gets an
+        embedding of NaN (the sentinel), never a clamped row: the output is
+        NaN at those positions, so a loss turns NaN and
+        `keras.callbacks.TerminateOnNaN` (the recipes use it) stops training,
+        and decoding scores are NaN. Give XLA functions a static length
+        (an `input_signature` with the length) to get the `ValueError` at
+        trace time instead.
         """
         if self.mode != "learned" or length is None:
             return
@@ -147,7 +154,16 @@ class PositionalEmbedding(keras.layers.Layer):
             "`max_length` or shorten the input.",
             positions,
         )
-        return ops.take(self.position_embeddings, positions, axis=0)
+        # Where no check can stop the call (XLA drops asserts, and gathers
+        # clamp there, on JAX and on GPUs), a position with no row gets NaN,
+        # never another position's row: the NaN sentinel (see `check_range`).
+        exists = ops.logical_and(
+            ops.greater_equal(positions, 0), ops.less(positions, self.max_length)
+        )
+        rows = ops.take(
+            self.position_embeddings, ops.clip(positions, 0, self.max_length - 1), axis=0
+        )
+        return ops.where(exists[:, None], rows, ops.cast(float("nan"), rows.dtype))
 
     def call(self, inputs, start_index=0):
         check_float_input("inputs", inputs, "PositionalEmbedding")

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from keras_attention import masking
+from keras_attention import compat, masking
 from keras_attention.multi_head import MultiHead, check_variants
 from keras_attention.validation import (
     check_built,
@@ -86,6 +86,7 @@ class FeedForward(keras.layers.Layer):
         }
 
 
+@compat.keras_sliding_window
 class _TransformerLayer(keras.layers.Layer):
     """What the encoder and decoder layers share: arguments, config, and the
     residual blocks

@@ -294,8 +294,8 @@ def parser():
                 "--sliding-window",
                 type=int,
                 default=argparse.SUPPRESS,
-                help="sliding window w: each self-attention sees positions at most w away "
-                "(default: all; transformer only)",
+                help="sliding window w: each self-attention sees positions less than w away, "
+                "as Keras's sliding_window (default: all; transformer only)",
             )
             command.add_argument("--dropout", type=float, help="in [0, 1)")
             command.add_argument(

@@ -128,7 +128,8 @@ def multi_head_variant(
     reads key/value head h // (H / kv_heads); position "rope" rotates q and
     k, "alibi" adds -slopes[h]·|i - j|, "relative" (Shaw) adds q·a^K_ij to
     the score and a^V_ij to the values, the tables indexed by
-    clip(j - i, -k, k) + k; `window` keeps |i - j| <= window. Positions
+    clip(j - i, -k, k) + k; `window` keeps |i - j| < window (Keras's
+    `sliding_window`). Positions
     are 0..T-1. Returns (output, weights (B, H, Tq, Tv))."""
     H = w["query_kernel"].shape[1]
     groups = H // (kv_heads or H)
@@ -136,7 +137,7 @@ def multi_head_variant(
     i, j = np.arange(Tq)[:, None], np.arange(Tv)[None, :]
     full = np.ones((B, Tq, Tv), bool) if mask is None else np.broadcast_to(mask, (B, Tq, Tv))
     if window is not None:
-        full = full & (np.abs(i - j) <= window)[None]
+        full = full & (np.abs(i - j) < window)[None]
     heads, weights = [], []
     for h in range(H):
         g = h // groups

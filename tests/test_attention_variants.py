@@ -168,12 +168,83 @@ def test_gqa_equals_multi_head_with_repeated_key_value_heads(rng):
 @pytest.mark.parametrize("causal", [False, True])
 def test_sliding_window_is_local_monotonic_window(rng, causal):
     x = random(rng, B, T, D)
-    layer = built(rng, x, sliding_window=2)
+    # LocalAttention's half-width D keeps |i - j| <= D: sliding_window D + 1.
+    layer = built(rng, x, sliding_window=3)
     _, scores = layer(x, x, use_causal_mask=causal, return_attention_scores=True)
     local = LocalAttention("scaled_dot", window=2, mode="monotonic")
     _, local_scores = local(x, x, use_causal_mask=causal, return_attention_scores=True)
     for head in range(4):
         np.testing.assert_array_equal(np.asarray(scores)[:, head] > 0, np.asarray(local_scores) > 0)
+
+
+@pytest.mark.parametrize("peer_name", ["MultiHeadAttention", "GroupQueryAttention"])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("window", [1, 2, 3])
+def test_sliding_window_matches_keras(rng, causal, window, peer_name):
+    """`sliding_window=s` keeps |i - j| < s, as Keras's MultiHeadAttention
+    and GroupQueryAttention (same weights, same outputs and weights); 0.2.x
+    kept |i - j| <= s."""
+    x = random(rng, B, T, D)
+    if peer_name == "MultiHeadAttention":
+        peer = keras.layers.MultiHeadAttention(num_heads=2, key_dim=4, sliding_window=window)
+        ours = MultiHead(num_heads=2, key_dim=4, sliding_window=window)
+    else:
+        peer = keras.layers.GroupQueryAttention(
+            head_dim=4, num_query_heads=4, num_key_value_heads=2, sliding_window=window
+        )
+        ours = MultiHead(num_heads=4, key_dim=4, num_key_value_heads=2, sliding_window=window)
+    peer(x, x)
+    randomise(peer, rng)
+    ours(x, x)
+    ours.set_weights(peer.get_weights())
+    want, want_scores = peer(x, x, use_causal_mask=causal, return_attention_scores=True)
+    got, scores = ours(x, x, use_causal_mask=causal, return_attention_scores=True)
+    np.testing.assert_allclose(ops.convert_to_numpy(got), ops.convert_to_numpy(want), atol=1e-5)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(scores), ops.convert_to_numpy(want_scores), atol=1e-6
+    )
+    kept = ops.convert_to_numpy(scores)[0, 0] > 0
+    i, j = np.arange(T)[:, None], np.arange(T)[None, :]
+    np.testing.assert_array_equal(kept, (np.abs(i - j) < window) & ((j <= i) | (not causal)))
+
+
+def test_sliding_window_of_a_0_2_config_is_the_same_window(rng):
+    """A config written by 0.2.x (no `sliding_window_rule`) meant |i - j| <= w:
+    it is read as w + 1, for every class that takes the argument; configs
+    written now say `sliding_window_rule: keras` and round-trip."""
+    from keras_attention import TransformerDecoderLayer, TransformerEncoderLayer
+    from keras_attention.seq2seq import TransformerSeq2Seq
+
+    layer = MultiHead(num_heads=2, key_dim=4, sliding_window=2)
+    config = layer.get_config()
+    assert config["sliding_window_rule"] == "keras"
+    assert MultiHead.from_config(config).sliding_window == 2
+    assert "sliding_window_rule" not in MultiHead(2, 4).get_config()  # no window: as before
+    old = {k: v for k, v in config.items() if k != "sliding_window_rule"}
+    assert MultiHead.from_config(old).sliding_window == 3
+    assert MultiHead.from_config({**old, "sliding_window": None}).sliding_window is None
+    for cls in (TransformerEncoderLayer, TransformerDecoderLayer):
+        config = cls(2, 8, sliding_window=2).get_config()
+        assert cls.from_config(config).sliding_window == 2
+        config.pop("sliding_window_rule")
+        assert cls.from_config(config).sliding_window == 3
+    model = TransformerSeq2Seq(9, 9, 8, 2, 16, 1, max_length=8, sliding_window=1)
+    config = model.get_config()
+    assert TransformerSeq2Seq.from_config(config).sliding_window == 1
+    config.pop("sliding_window_rule")
+    restored = TransformerSeq2Seq.from_config(config)
+    assert restored.sliding_window == 2
+    assert restored.encoder_layers[0].sliding_window == 2
+    with pytest.raises(ValueError, match="`sliding_window_rule` of a MultiHead config must be"):
+        MultiHead.from_config({**old, "sliding_window_rule": "torch"})
+    # Same outputs: the 0.2.x window w, read now, keeps what w kept then.
+    x = random(rng, B, T, D)
+    old_layer = MultiHead.from_config(old)
+    old_layer(x, x)
+    randomise(old_layer, rng)
+    _, scores = old_layer(x, x, return_attention_scores=True)
+    i, j = np.arange(T)[:, None], np.arange(T)[None, :]
+    np.testing.assert_array_equal(ops.convert_to_numpy(scores)[0, 0] > 0, np.abs(i - j) <= 2)
 
 
 @pytest.mark.parametrize(

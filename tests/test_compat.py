@@ -107,3 +107,34 @@ def test_old_names_read_as_attributes_and_configs_load_quietly():
     with warnings.catch_warnings():
         warnings.simplefilter("error", DeprecationWarning)
         assert TransformerSeq2Seq.from_config(config).hidden_dim == 8
+
+
+def test_a_keras_file_with_a_0_2_window_loads_and_computes_as_before(tmp_path):
+    """A `.keras` file written by 0.2.x with `sliding_window=w` (keys
+    |i - j| <= w, no `sliding_window_rule` in its config) loads as the
+    window w + 1 of today and gives the outputs it gave."""
+    import json
+    import zipfile
+
+    from keras_attention.seq2seq import TransformerSeq2Seq
+
+    source, target = np.array([[3, 4, 5, 6, 7, 2]]), np.array([[1, 3, 4, 5, 6]])
+    model = TransformerSeq2Seq(9, 9, 8, 2, 16, 1, max_length=8, sliding_window=3)
+    expected = np.asarray(model((source, target)))
+    path = str(tmp_path / "new.keras")
+    model.save(path)
+    old = str(tmp_path / "old.keras")
+    with zipfile.ZipFile(path) as new_file, zipfile.ZipFile(old, "w") as old_file:
+        for item in new_file.infolist():
+            data = new_file.read(item.filename)
+            if item.filename == "config.json":  # as 0.2.x wrote it: w = 2 for |i - j| <= 2
+                config = json.loads(data)
+                assert config["config"].pop("sliding_window_rule") == "keras"
+                config["config"]["sliding_window"] = 2
+                data = json.dumps(config)
+            old_file.writestr(item, data)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)  # read quietly
+        restored = keras.saving.load_model(old)
+    assert restored.sliding_window == 3
+    np.testing.assert_allclose(np.asarray(restored((source, target))), expected, atol=1e-6)

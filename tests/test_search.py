@@ -98,7 +98,9 @@ def expected(outputs, case):
 
 
 def assert_same(result, reference):
-    assert sorted(result) == sorted(reference)
+    # `finished` is new since 0.2.0 (issue 24): every other key is 0.2.0's.
+    assert sorted(result) == sorted({*reference, "finished"})
+    assert_finished_means_eos(result)
     for name, value in reference.items():
         got = np.asarray(result[name])
         assert got.shape == value.shape, name
@@ -106,6 +108,14 @@ def assert_same(result, reference):
             np.testing.assert_array_equal(got, value, err_msg=name)
         else:
             np.testing.assert_allclose(got, value, rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+def assert_finished_means_eos(result, eos_id=2):
+    """`finished` is True exactly where the hypothesis holds `<eos>`."""
+    tokens = np.asarray(result["tokens"])
+    finished = np.asarray(result["finished"])
+    assert finished.dtype == bool and finished.shape == tokens.shape[:-1]
+    np.testing.assert_array_equal(finished, (tokens == eos_id).any(axis=-1))
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -368,3 +378,86 @@ def test_a_compiled_model_saves_and_loads_compiled_with_its_search(fixture_model
     assert_same(
         loaded.generate(SOURCE), {k: np.asarray(v) for k, v in model.generate(SOURCE).items()}
     )
+
+
+# -- issue 24, section 2: results say which hypotheses are outputs -------------
+
+
+def _tiny_transformer(seed):
+    """The issue's model: vocabulary 6, hidden_dim 8, one layer, random
+    weights, the output bias making padding (0) and <sos> (1) likeliest
+    (never generated, so the search wanders among 2..5)."""
+    keras.utils.set_random_seed(seed)
+    model = TransformerSeq2Seq(
+        6, 6, hidden_dim=8, num_heads=2, intermediate_dim=8, num_layers=1, max_length=8
+    )
+    model.build()
+    model.output_projection.bias.assign(np.array([5, 5, 0, 0, 0, 0], "float32"))
+    return model
+
+
+SEED_SOURCE = np.array([[3, 4, 5, 2]], "int32")
+
+
+@pytest.mark.tensorflow  # the seeds' weights are TensorFlow's draws
+def test_seed_examples_flag_the_live_prefixes_a_beam_returns():
+    """Seed 1 of the issue: without num_hypotheses the search stops once its
+    best finished hypothesis beats every live one, and returns two live
+    prefixes of length 2 (no <eos>) in the other slots: now flagged."""
+    expected = {  # seed: (tokens, finished) of beam_search(max_length=6, beam_width=3)
+        0: ([[2, 0, 0, 0, 0, 0], [4, 2, 0, 0, 0, 0], [5, 2, 0, 0, 0, 0]], [True] * 3),
+        1: ([[2, 0, 0, 0, 0, 0], [3, 4, 0, 0, 0, 0], [3, 3, 0, 0, 0, 0]], [True, False, False]),
+        2: ([[2, 0, 0, 0, 0, 0], [3, 2, 0, 0, 0, 0], [3, 3, 0, 0, 0, 0]], [True, True, False]),
+        3: ([[2, 0, 0, 0, 0, 0], [4, 2, 0, 0, 0, 0], [3, 2, 0, 0, 0, 0]], [True] * 3),
+    }
+    for seed, (tokens, finished) in expected.items():
+        model = _tiny_transformer(seed)
+        result = beam_search(model, SEED_SOURCE, max_length=6, beam_width=3)
+        np.testing.assert_array_equal(np.asarray(result["tokens"])[0], tokens, err_msg=seed)
+        assert np.asarray(result["finished"])[0].tolist() == finished, seed
+        # With num_hypotheses the search runs on until 3 have finished.
+        full = beam_search(model, SEED_SOURCE, max_length=6, beam_width=3, num_hypotheses=3)
+        assert np.asarray(full["finished"])[0].tolist() == [True] * 3, seed
+        assert_finished_means_eos(full)
+    full = beam_search(
+        _tiny_transformer(1), SEED_SOURCE, max_length=6, beam_width=3, num_hypotheses=3
+    )
+    np.testing.assert_array_equal(
+        np.asarray(full["tokens"])[0],
+        [[2, 0, 0, 0, 0, 0], [3, 4, 4, 4, 3, 2], [3, 4, 4, 3, 3, 2]],
+    )
+    # Greedy says the same: seed 1 never emits <eos> in 6 tokens, seed 3 does.
+    greedy = greedy_search(_tiny_transformer(1), SEED_SOURCE, 6)
+    assert np.asarray(greedy["tokens"]).tolist() == [[3, 4, 4, 3, 3, 3]]
+    assert np.asarray(greedy["finished"]).tolist() == [False]
+    assert np.asarray(greedy_search(_tiny_transformer(3), SEED_SOURCE, 6)["finished"]).tolist() == [
+        True
+    ]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_every_search_returns_finished_and_num_hypotheses_waits_for_n(seed):
+    """On every backend: `finished` (bool, True exactly where `<eos>` was
+    emitted) comes with greedy search, sampling, beam search and `best`;
+    with num_hypotheses N every unfinished hypothesis is cut at max_length
+    (a fragment shorter than that never comes back)."""
+    model = _tiny_transformer(seed)
+    source = np.array([[3, 4, 5, 2], [5, 5, 3, 2]], "int32")
+    for search in (
+        GreedySearch(max_length=6),
+        RandomSampling(max_length=6, seed=seed),
+        BeamSearch(beam_width=3, max_length=6),
+        BeamSearch(beam_width=3, max_length=4, num_hypotheses=3),
+    ):
+        result = search(model, source)
+        assert_finished_means_eos(result)
+        best = search.best(model, source)
+        assert_finished_means_eos(best)
+        assert np.asarray(best["finished"]).shape == (2,)
+        if getattr(search, "num_hypotheses", None):
+            finished = np.asarray(result["finished"])
+            lengths = np.asarray(result["lengths"])
+            assert (lengths[~finished] == search.max_length).all()
+    # A search cut by max_length says so.
+    cut = GreedySearch(max_length=2, suppress_tokens=[2])(model, source)
+    assert np.asarray(cut["finished"]).tolist() == [False, False]

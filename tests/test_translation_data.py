@@ -66,6 +66,39 @@ def test_a_run_recorded_before_the_position_flags_resumes_with_their_defaults(tm
             assert "num_key_value_heads: None in the run, 2 now" in str(refused.value)
 
 
+def test_a_window_recorded_by_0_2_is_read_as_the_same_window(tmp_path):
+    """0.2.x's `--sliding-window w` kept |i - j| <= w; the flag now means
+    Keras's |i - j| < w. A run recorded then (run.json, config.json) is read
+    as w + 1: it resumes with `--sliding-window 3`, is refused with 2, and
+    its model is rebuilt with the same window."""
+    from recipes import runs
+
+    def settings(*flags):
+        args = translate.parser().parse_args(["train", "--output", str(tmp_path), *flags])
+        return training.train_settings(translate.check(args))[0]
+
+    new = settings("--family", "transformer", "--sliding-window", "3")
+    assert (new["sliding_window"], new["sliding_window_rule"]) == (3, "keras")
+    old = {k: v for k, v in new.items() if k not in ("sliding_window", "sliding_window_rule")}
+    old["window"] = 2  # 0.2.0's name and meaning
+    output = str(tmp_path / "run")
+    os.makedirs(output)
+    with open(os.path.join(output, "run.json"), "w") as handle:
+        json.dump({"settings": old}, handle)
+    defaults = settings_module.recorded_defaults(new)
+    with pytest.raises(ValueError, match="sliding_window: 3 in the run, 2 now"):
+        narrower = settings("--family", "transformer", "--sliding-window", "2")
+        runs.claim(output, narrower, defaults=defaults, upgrade=settings_module.upgrade)
+    runs.claim(output, new, defaults=defaults, upgrade=settings_module.upgrade)  # resumes
+    assert json.load(open(os.path.join(output, "run.json")))["settings"]["sliding_window"] == 3
+    spec = settings_module.upgrade({**old, "hidden_dim": 8, "num_heads": 2})
+    model = training.build_model(spec, 9, 9)
+    assert model.sliding_window == 3
+    # A hyperparameters file is today's: its window is taken as written.
+    tuned = settings_module.model_settings(new, {"sliding_window": 2})
+    assert tuned["sliding_window"] == 2
+
+
 # -- issue 12 --------------------------------------------------------------------------
 def test_translate_reads_lines_from_a_file_or_stdin_and_keeps_every_line(
     trained, tmp_path, capsys, monkeypatch

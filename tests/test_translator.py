@@ -137,6 +137,34 @@ def test_nbest_equals_the_export_and_the_eager_beam(translator):
     assert [text for text, _ in blank] == ["", "", ""]
 
 
+def test_nbest_says_which_hypotheses_finished(translator):
+    """Issue 24: the `nbest` signature has `finished (B, N)`, the eager beam
+    search's flags (True for blank texts, whose "" is the answer), and
+    `Translator.nbest`'s pairs carry it as `.finished`, still unpacking as
+    `(translation, score)`."""
+    from keras_attention.seq2seq import BeamSearch
+
+    translator, loaded, tokenizer, model = translator
+    texts = sentences()
+    signature = loaded.signatures["nbest"]
+    assert signature.structured_outputs["finished"].dtype == tf.bool
+    served = signature(text=tf.constant(texts))
+    assert served["finished"].shape == (len(texts), 3)
+    source, _ = tokenizer.encode(tf.constant(texts), MAX_SOURCE)
+    search = BeamSearch(beam_width=3, alpha=1.1, coverage_penalty=0.2, num_hypotheses=3, **OPTIONS)
+    reference = np.asarray(search(model, source)["finished"])
+    blank = np.array([not text.strip() for text in texts])
+    np.testing.assert_array_equal(served["finished"].numpy(), reference | blank[:, None])
+    # With num_hypotheses, an unfinished hypothesis is one cut at max_length.
+    lengths = np.asarray(search(model, source)["lengths"])
+    assert (lengths[~reference] == MAX_SOURCE + 1).all()
+    got = translator.nbest(texts)
+    assert [[h.finished for h in row] for row in got] == served["finished"].numpy().tolist()
+    first = got[0][0]
+    text, score = first
+    assert (first.translation, first.score) == (text, score) and first == (text, score)
+
+
 def test_constrained_equals_the_export_and_starts_with_the_prefix(translator):
     translator, loaded, tokenizer, _ = translator
     texts = sentences()[:24]

@@ -71,12 +71,25 @@ def beam_search_loop(model, source, max_length, options, search, num_hypotheses)
     distribution), 0 at padding; they sum to the score before length and
     coverage penalties.
 
-    Returns a dict: `tokens (B, N, L)`, `scores (B, N)`, `lengths (B, N)`
-    and, with `return_attention_scores`, `attention (B, N, L, S)`, with
-    `return_token_scores` `token_scores (B, N, L)`, with `replace_unknown`
-    `replacements (B, N, L)`: the finished hypotheses best first, then,
-    where fewer than N finished, the best live ones (cut at `max_length`,
-    scored with lp(max_length) and their coverage so far).
+    Returns a dict: `tokens (B, N, L)`, `scores (B, N)`, `lengths (B, N)`,
+    `finished (B, N)` bool and, with `return_attention_scores`, `attention
+    (B, N, L, S)`, with `return_token_scores` `token_scores (B, N, L)`, with
+    `replace_unknown` `replacements (B, N, L)`: the finished hypotheses best
+    first, then, where fewer than N finished, the best live ones (scored
+    with lp(max_length) and their coverage so far), then empty slots.
+    `finished[b, n]` is True exactly when hypothesis n ends with `<eos>`.
+
+    When unfinished hypotheses (`finished` False) come back:
+    - with `num_hypotheses` N given, the search only stops early once N
+      hypotheses have finished, so an unfinished one is returned only when
+      `max_length` was reached first: it is cut there (L tokens, no
+      `<eos>`), a prefix of a longer output;
+    - without it (N = K, 0.2.0's rule), the search stops once the *best*
+      finished hypothesis beats every live one, so the slots after the
+      finished ones may hold live hypotheses shorter than `max_length`:
+      prefixes the search stopped extending, not outputs. Give
+      `num_hypotheses` when every returned hypothesis should be one;
+    - a slot no hypothesis reached (dead entries) is empty, as above.
 
     Finished hypotheses come first whatever the scores. tensorflow-addons'
     `BeamSearchDecoder` and KerasHub's `BeamSampler` rank the hypotheses
@@ -86,8 +99,9 @@ def beam_search_loop(model, source, max_length, options, search, num_hypotheses)
     which only falls as it grows, so ranking it with complete ones favours
     truncation (more so with a short `max_length` or small α). Cut-off
     hypotheses fill only the slots no finished one takes, so a source
-    always has N outputs. The layout is `(B, N, L)`, beams before time
-    (tensorflow-addons' `predicted_ids` was `(B, L, K)`:
+    always has N results, and `finished` says which are outputs. The
+    layout is `(B, N, L)`, beams before time (tensorflow-addons'
+    `predicted_ids` was `(B, L, K)`:
     `ops.transpose(tokens, (0, 2, 1))`).
     """
     beam_width, alpha = search.beam_width, search.alpha
@@ -215,10 +229,16 @@ def beam_search_loop(model, source, max_length, options, search, num_hypotheses)
     chosen = _gather_all(_concatenate(finished, alive), pick)
     scores = ops.take_along_axis(ops.concatenate([finished_scores, live], axis=1), pick, axis=1)
     tokens = ops.where(empty[:, :, None], padding_id, chosen["tokens"])
+    # Finished: picked from the finished buffer (its first K slots) with its
+    # flag set; live fragments and empty slots are not.
+    flags = ops.concatenate([finished_flags, ops.zeros_like(finished_flags)], axis=1)
     result = {
         "tokens": tokens,
         "scores": ops.where(empty, NEGATIVE, scores),
         "lengths": ops.sum(ops.cast(tokens != padding_id, "int32"), axis=2),
+        "finished": ops.logical_and(
+            ops.take_along_axis(flags, pick, axis=1), ops.logical_not(empty)
+        ),
     }
     if return_attention:
         result["attention"] = ops.where(empty[:, :, None, None], 0.0, chosen["attention"])

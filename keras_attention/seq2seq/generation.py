@@ -132,8 +132,9 @@ def greedy_search(
     `GreedySearch(max_length=max_length, **options)(model, source, prefix)`.
 
     Returns a dict: `tokens (B, L)`, `scores (B,)` (log-probability),
-    `lengths (B,)`, with `return_attention_scores` `attention (B, L, S)` and
-    with `replace_unknown` `replacements (B, L)`. Padding and `<sos>` are
+    `lengths (B,)`, `finished (B,)` (`<eos>` emitted before `max_length`),
+    with `return_attention_scores` `attention (B, L, S)` and with
+    `replace_unknown` `replacements (B, L)`. Padding and `<sos>` are
     never generated (`never_generated`). The decoding options are described
     in the module docstring; `unk_id` defaults to the model's `unk_id`,
     else 3.
@@ -203,8 +204,11 @@ def beam_search(
     prefix)`. See `BeamSearch` and `beam.beam_search_loop` for the scores,
     the stopping rule and the order of the results.
 
-    Returns a dict: `tokens (B, N, L)`, `scores (B, N)`, `lengths (B, N)`
-    and, with `return_attention_scores`, `attention (B, N, L, S)`, with
+    Returns a dict: `tokens (B, N, L)`, `scores (B, N)`, `lengths (B, N)`,
+    `finished (B, N)` (the hypothesis ends with `<eos>`; False for one cut at
+    `max_length` and, without `num_hypotheses`, for a live prefix the search
+    stopped extending: see `beam.beam_search_loop`) and, with
+    `return_attention_scores`, `attention (B, N, L, S)`, with
     `return_token_scores` `token_scores (B, N, L)`, with `replace_unknown`
     `replacements (B, N, L)`.
     """
@@ -235,8 +239,8 @@ def generate(
     option (`coverage_penalty`, `return_token_scores`) is set, and the first
     of a beam search with `num_hypotheses=1` otherwise.
 
-    Returns a dict: `tokens (B, L)`, `scores (B,)`, `lengths (B,)` and,
-    with `return_attention_scores`, `attention (B, L, S)` (and
+    Returns a dict: `tokens (B, L)`, `scores (B,)`, `lengths (B,)`,
+    `finished (B,)` and, with `return_attention_scores`, `attention (B, L, S)` (and
     `token_scores`, `replacements (B, L)` when asked for).
     """
     arguments = dict(locals())

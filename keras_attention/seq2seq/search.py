@@ -26,15 +26,20 @@ Contract: a search takes any object with the `Seq2Seq` decoding contract
 `padding_id`), `source (B, S)` int ids and an optional `prefix (B, P)` of
 target ids padded with `padding_id`, and returns a dict of tensors:
 
-    GreedySearch, RandomSampling:  tokens (B, L), scores (B,), lengths (B,)
-    BeamSearch:                    tokens (B, N, L), scores (B, N), lengths (B, N)
+    GreedySearch, RandomSampling:  tokens (B, L), scores (B,), lengths (B,),
+                                   finished (B,)
+    BeamSearch:                    tokens (B, N, L), scores (B, N), lengths (B, N),
+                                   finished (B, N)
 
 plus `attention` `(..., L, S)` with `return_attention_scores`,
 `replacements` `(..., L)` with `replace_unknown` and (beam only)
 `token_scores (B, N, L)` with `return_token_scores`. Outputs exclude
 `<sos>`, include `<eos>` and are padded with `padding_id` after it; `L` is
-`max_length`. `search.best(model, source, prefix)` gives the best
-hypothesis per source, `(B, L)` for every strategy.
+`max_length`. `finished` (bool) is True where the output ends with `<eos>`
+(emitted within the `L` tokens) and False for one cut at `max_length` or,
+for beam search, a live prefix or an empty slot (`beam.beam_search_loop`
+says exactly when those come back). `search.best(model, source, prefix)`
+gives the best hypothesis per source, `(B, L)` for every strategy.
 
 Serialisation: `get_config`/`from_config`, registered under the package
 `keras_attention`, so `keras.saving.serialize_keras_object(search)` and
@@ -343,13 +348,14 @@ def decode_loop(model, source, max_length, choose, options, search):
     def cond(t, tokens, state, output, scores, finished, attention, replacements):
         return ops.logical_and(t < max_length, ops.logical_not(ops.all(finished)))
 
-    _, _, _, output, scores, _, attention, replacements = ops.while_loop(
+    _, _, _, output, scores, finished, attention, replacements = ops.while_loop(
         cond, body, (0, tokens, state, output, scores, finished, attention, replacements)
     )
     result = {
         "tokens": output,
         "scores": scores,
         "lengths": ops.sum(ops.cast(output != padding_id, "int32"), axis=1),
+        "finished": finished,
     }
     if return_attention:
         result["attention"] = attention
@@ -370,8 +376,9 @@ class GreedySearch(Search):
         model, source, prefix: see `Search`.
 
     Returns:
-        `tokens (B, L)`, `scores (B,)`, `lengths (B,)`, and `attention
-        (B, L, S)` / `replacements (B, L)` when asked for.
+        `tokens (B, L)`, `scores (B,)`, `lengths (B,)`, `finished (B,)`
+        (`<eos>` emitted before `max_length` cut the output), and
+        `attention (B, L, S)` / `replacements (B, L)` when asked for.
 
     Example:
 
@@ -517,7 +524,10 @@ class BeamSearch(Search):
         alpha: α, a finite number >= 0 (GNMT's length penalty).
         coverage_penalty: β, a finite number >= 0 (0 disables it).
         num_hypotheses: N, None (= K) or an int from 1 to K: the hypotheses
-            returned, and the stopping rule waits for the N-th best.
+            returned, and the stopping rule waits for the N-th best, so
+            every one returned is finished unless `max_length` came first.
+            With None the search stops at the best finished one and the
+            other slots may hold unfinished prefixes (`finished` False).
         return_token_scores: bool; adds `token_scores (B, N, L)`, each
             token's log p̃ (0 at padding).
         **options: the shared options of `Search`.
@@ -526,12 +536,12 @@ class BeamSearch(Search):
         model, source, prefix: see `Search`.
 
     Returns:
-        `tokens (B, N, L)`, `scores (B, N)`, `lengths (B, N)`, and
-        `attention (B, N, L, S)`, `token_scores (B, N, L)`, `replacements
-        (B, N, L)` when asked for. `best()` gives `(B, L)`: the first of a
-        search with N = 1 or, for a beam of 1 without coverage penalty or
-        token scores, greedy search (0.2.0's `generate`; its score then has
-        no length penalty).
+        `tokens (B, N, L)`, `scores (B, N)`, `lengths (B, N)`, `finished
+        (B, N)` (ends with `<eos>`), and `attention (B, N, L, S)`,
+        `token_scores (B, N, L)`, `replacements (B, N, L)` when asked for.
+        `best()` gives `(B, L)`: the first of a search with N = 1 or, for a
+        beam of 1 without coverage penalty or token scores, greedy search
+        (0.2.0's `generate`; its score then has no length penalty).
     """
 
     def __init__(

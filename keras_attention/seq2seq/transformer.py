@@ -16,6 +16,7 @@ POSITIONS = ABSOLUTE + tuple(p for p in POSITION_ENCODINGS if p is not None)
 
 @compat.reads_0_1_0(renamed={"width": "hidden_dim"}, weights="token_tables")
 @keras.saving.register_keras_serializable(package="keras_attention")
+@compat.keras_sliding_window
 class TransformerSeq2Seq(Seq2Seq):
     """A Transformer encoder-decoder built from this library's layers.
 
@@ -45,8 +46,9 @@ class TransformerSeq2Seq(Seq2Seq):
             "relative" (see above).
         num_key_value_heads: optional int dividing `num_heads`: grouped-
             query attention in every attention layer (1: multi-query).
-        sliding_window: optional int `w`: each self-attention keeps
-            `|i - j| <= w` (see `MultiHead`).
+        sliding_window: optional int `s`: each self-attention keeps
+            `|i - j| < s`, Keras's meaning (see `MultiHead`; 0.2.x's
+            configs, which kept `|i - j| <= s`, are read as that window).
         tie_embeddings: bool (default False): the output projection is the
             target embedding table (plus its own bias).
         **kwargs: `Seq2Seq` arguments.

@@ -31,7 +31,9 @@ Signatures (inputs longer than S - 2 pieces are truncated and flagged):
   an `INVALID_ARGUMENT` unless there is one length per row, `1 <=
   lengths[b] <= S'` and those ids are in `[0, source vocabulary size)`.
 - `nbest`: `text` -> `translations` string `[batch, N]`, `scores` float
-  `[batch, N]` (best first), `truncated`.
+  `[batch, N]` (best first), `finished` bool `[batch, N]` (the hypothesis
+  ended with `<eos>`; False for one cut at the maximum length or an
+  unfilled slot), `truncated`.
 - `constrained`: `text` and `prefix` string `[batch]` -> what
   `serving_default` returns, each translation starting with its `prefix`
   (target-side text; "" = unconstrained). An `INVALID_ARGUMENT` unless both
@@ -340,8 +342,10 @@ class Translator:
     def nbest_function(self, text, search=None):
         """`nbest`: `text (B,)` -> `translations (B, N)` strings and `scores
         (B, N)`, best first (the finished hypotheses, then the best live
-        ones; a slot the search could not fill is "" with score -1e9), and
-        `truncated (B,)`. An empty or blank text gives N empty strings."""
+        ones; a slot the search could not fill is "" with score -1e9),
+        `finished (B, N)` (ended with `<eos>`: the live ones, cut at the
+        maximum length, and unfilled slots are False) and `truncated (B,)`.
+        An empty or blank text gives N empty strings, all finished."""
         search = self.nbest_search if search is None else search
         text = self.checked_text(text)
         source, truncated = self.encode(text)
@@ -361,7 +365,12 @@ class Translator:
         decoded = tf.reshape(decoded, shape[:2])  # (B, N)
         empty = tf.equal(tf.strings.length(self.source_tokenizer.clean(text)), 0)
         translations = tf.where(empty[:, None], tf.constant(""), decoded)
-        return {"translations": translations, "scores": result["scores"], "truncated": truncated}
+        return {
+            "translations": translations,
+            "scores": result["scores"],
+            "finished": tf.logical_or(empty[:, None], result["finished"]),
+            "truncated": truncated,
+        }
 
     def constrained_function(self, text, prefix):
         """`constrained`: `text (B,)` and `prefix (B,)` target-side strings
@@ -507,7 +516,11 @@ class Translator:
     def nbest(self, texts, n=None):
         """`list[list[(str, float)]]`: for each text its `n` best
         `(translation, score)` pairs, best first (`nbest`). `n` defaults to
-        the `nbest` signature's N; a larger `n` widens the beam to `n`."""
+        the `nbest` signature's N; a larger `n` widens the beam to `n`.
+        Each pair is a `Hypothesis`, a 2-tuple that also has `.translation`,
+        `.score` and `.finished` (the signature's `finished`: False for a
+        hypothesis cut at the maximum length or a slot the search could not
+        fill)."""
         texts = self._texts(texts, "texts")
         if n is None:
             n = self.nbest_search.num_hypotheses
@@ -521,8 +534,11 @@ class Translator:
         result = self._run(name, texts)
         translations = np.asarray(_strings(result["translations"])).reshape(len(texts), n)
         return [
-            [(str(text), float(score)) for text, score in zip(row, scores)]
-            for row, scores in zip(translations, result["scores"])
+            [
+                Hypothesis(str(text), float(score), bool(done))
+                for text, score, done in zip(row, scores, flags)
+            ]
+            for row, scores, flags in zip(translations, result["scores"], result["finished"])
         ]
 
     def constrained(self, texts, prefixes):
@@ -588,6 +604,27 @@ class Translator:
         )
 
 
+class Hypothesis(tuple):
+    """One of `Translator.nbest`'s results: the pair `(translation, score)`
+    (so `text, score = hypothesis` works as before), with the attributes
+    `translation`, `score` and `finished` (it ended with `<eos>`)."""
+
+    def __new__(cls, translation, score, finished):
+        hypothesis = super().__new__(cls, (translation, score))
+        hypothesis._finished = finished
+        return hypothesis
+
+    def __getnewargs__(self):  # copy and pickle
+        return (self[0], self[1], self._finished)
+
+    translation = property(lambda self: self[0])
+    score = property(lambda self: self[1])
+    finished = property(lambda self: self._finished)
+
+    def __repr__(self):
+        return f"Hypothesis({self[0]!r}, {self[1]!r}, finished={self._finished})"
+
+
 def _trailing(tokens, pad):
     """How many of the last `tokens` are the padding token `pad`."""
     count = 0
@@ -598,7 +635,7 @@ def _trailing(tokens, pad):
     return count
 
 
-__all__ = ["SIGNATURES", "Translator"]
+__all__ = ["SIGNATURES", "Hypothesis", "Translator"]
 
 
 def options_key(options):

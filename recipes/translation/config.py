@@ -63,6 +63,8 @@ RENAMED = {
     "kv_heads": "num_key_value_heads",
     "window": "sliding_window",
 }
+# Recorded beside a `sliding_window` since it means Keras's window (`upgrade`).
+WINDOW_RULE = "sliding_window_rule"
 # The settings only some families have: the transformer's embedding width is
 # its hidden_dim, and only the transformer has several heads (and their variants).
 TRANSFORMER_ONLY = (
@@ -191,12 +193,19 @@ def check_number(name, value, integer=False, low=None, high=None, low_included=T
         raise UsageError(f"{flag(name)} must be {'>=' if low_included else '>'} {low}; got {value}")
 
 
-def upgrade(record):
+def upgrade(record, window_rule=True):
     """A `run.json` settings, `config.json` or hyperparameters dict with
-    0.2.0's key names (`units`, `kv_heads`, ...) renamed to today's."""
+    0.2.0's key names (`units`, `kv_heads`, ...) renamed to today's. With
+    `window_rule` (a record the recipe wrote), a `sliding_window` recorded
+    without `sliding_window_rule` (0.2.x: `|i - j| <= w`) becomes today's
+    same window, `w + 1` (`|i - j| < w + 1`, Keras's meaning)."""
     if record is None:
         return None
-    return {RENAMED.get(key, key): value for key, value in record.items()}
+    record = {RENAMED.get(key, key): value for key, value in record.items()}
+    if window_rule and record.get("sliding_window") is not None and WINDOW_RULE not in record:
+        record["sliding_window"] = record["sliding_window"] + 1
+        record[WINDOW_RULE] = "keras"
+    return record
 
 
 @dataclasses.dataclass
@@ -385,7 +394,9 @@ def model_settings(config, hyperparameters=None):
     one the family does not have."""
     given = config if isinstance(config, dict) else dataclasses.asdict(config)
     settings = {key: given.get(key) for key in MODEL_KEYS}
-    hyperparameters = upgrade(hyperparameters) or {}
+    # A hyperparameters file is the user's (tune never searches the window):
+    # its `sliding_window` has today's meaning.
+    hyperparameters = upgrade(hyperparameters, window_rule=False) or {}
     family = hyperparameters.get("family", settings["family"])
     for key, families in FAMILY_ONLY.items():
         if settings[key] is not None and family not in families:
@@ -443,6 +454,8 @@ def model_settings(config, hyperparameters=None):
             f"--num-heads {heads} must divide --hidden-dim {settings['hidden_dim']} "
             "(each head gets hidden-dim/num-heads features)"
         )
+    if settings["sliding_window"] is not None:  # recorded as Keras's window (`upgrade`)
+        settings[WINDOW_RULE] = "keras"
     return settings
 
 
