@@ -291,10 +291,11 @@ print(json.dumps({{
     "forced": [t.decode() for t in forced["translation"].numpy()],
     "forced_scores": forced["score"].numpy().tolist(),
     "options": {{name: value.numpy().item() for name, value in options.items()
-                 if not name.startswith("options:") and name != "search"}},
+                 if name not in ("options", "summary", "search")}},
     "search": options["search"].numpy().decode(),
-    "json": [value.numpy().decode() for name, value in options.items()
-             if name.startswith("options:")],
+    "json": options["options"].numpy().decode(),
+    "summary": options["summary"].numpy().decode(),
+    "keys": sorted(options),
     "mismatch": mismatch,
     "unforced": [t.decode() for t in unforced["translation"].numpy()],
     "default": [t.decode() for t in default["translation"].numpy()],
@@ -328,7 +329,13 @@ print(json.dumps({{
         "num_hypotheses": 3,
         **{name: pytest.approx(value) for name, value in OPTIONS.items()},
     }
-    assert json.loads(got["json"][0]) == dict(beam_width=3, num_hypotheses=3, **OPTIONS)
+    # Plain keys: the JSON under `options`, the readable line under `summary`.
+    assert json.loads(got["json"]) == dict(beam_width=3, num_hypotheses=3, **OPTIONS)
+    assert got["summary"] == (
+        "beam_width=3, num_hypotheses=3, min_length=2, no_repeat_ngram_size=2, "
+        "repetition_penalty=1.3, coverage_penalty=0.2, alpha=1.1"
+    )
+    assert got["keys"] == sorted(["options", "summary", "search", *got["options"]])
     # The search itself, serialized: it rebuilds the BeamSearch the export ran.
     search = keras.saving.deserialize_keras_object(json.loads(got["search"]))
     assert search.get_config() == {
@@ -353,10 +360,8 @@ def test_saved_model_cli_shows_the_decoding_options(tiny_translator_with_options
         in shown
     )
     listed = shown.split("signature_def['decoding_options']")[1].split("signature_def")[0]
-    assert (
-        "outputs['options: beam_width=3, num_hypotheses=3, min_length=2, no_repeat_ngram_size=2, "
-        "repetition_penalty=1.3, coverage_penalty=0.2, alpha=1.1'] tensor_info" in listed
-    ), listed
+    for key in ("options", "summary", "search"):
+        assert f"outputs['{key}'] tensor_info:\n        dtype: DT_STRING" in listed, listed
     assert (
         "outputs['min_length'] tensor_info:\n        dtype: DT_INT32\n        shape: ()" in listed
     )

@@ -39,8 +39,8 @@ Signatures (inputs longer than S - 2 pieces are truncated and flagged):
 - `decoding_options`: no input -> `beam_width`, `num_hypotheses`,
   `min_length`, `no_repeat_ngram_size`, `repetition_penalty`,
   `coverage_penalty`, `alpha` as scalars, the same as JSON under the key
-  `options: beam_width=4, ...` (which `saved_model_cli show --all`
-  displays), and `search`: the JSON of
+  `options`, as one readable line under `summary` (`beam_width=4,
+  num_hypotheses=4, ..., alpha=0.6`), and `search`: the JSON of
   `keras.saving.serialize_keras_object(search)`.
 
 Contract of every text function: an empty or blank text translates to ""
@@ -396,16 +396,14 @@ class Translator:
 
     def options_function(self):
         """`decoding_options`: no input -> the options as named scalars, the
-        same as JSON under the key `options_key(...)` (which `saved_model_cli
-        show --all` displays), and `search`, the search's serialized config
+        same as JSON under the key `options`, as one line under `summary`
+        (`options_summary`), and `search`, the search's serialized config
         as JSON (`keras.saving.deserialize_keras_object(json.loads(...))`
         rebuilds it)."""
         chosen = self.decoding_options()
         outputs = {name: tf.constant(value) for name, value in chosen.items()}
-        # `saved_model_cli show` prints signatures' keys, dtypes and shapes,
-        # never values (and lists no functions of an export with TF Text
-        # ops), so one output's key carries them all.
         outputs[options_key(chosen)] = tf.constant(json.dumps(chosen))
+        outputs["summary"] = tf.constant(options_summary(chosen))
         outputs["search"] = tf.constant(self.search_config())
         return outputs
 
@@ -601,10 +599,20 @@ def _trailing(tokens, pad):
 __all__ = ["SIGNATURES", "Translator"]
 
 
-def options_key(options):
-    """The key of the `decoding_options` output that `saved_model_cli show`
-    displays: `options: beam_width=4, num_hypotheses=4, ...`."""
-    return "options: " + ", ".join(f"{name}={value}" for name, value in options.items())
+def options_key(options=None):
+    """The key of the `decoding_options` output holding the options as
+    JSON: `"options"`. (In 0.2.0 the key itself was the readable line
+    `options: beam_width=4, ...`, so that `saved_model_cli show` displayed
+    it, and `out["options"]` was a `KeyError`; that line is now the value of
+    the `summary` output, `options_summary`.) `options` is ignored, kept so
+    that 0.2.0's calls run."""
+    return "options"
+
+
+def options_summary(options):
+    """The options as one readable line, `beam_width=4, num_hypotheses=4,
+    ..., alpha=0.6`: the `summary` output of `decoding_options`."""
+    return ", ".join(f"{name}={value}" for name, value in options.items())
 
 
 def prefix_ids(target_tokenizer, prefix, max_length):
