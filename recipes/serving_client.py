@@ -119,8 +119,66 @@ def parse_rest_response(body):
     return {"output": _array(rows)}
 
 
+# The dtypes of the exports' inputs (translator, digits). A request of
+# another dtype is refused by TF Serving before the signature's graph runs,
+# with a message naming no input ("Type mismatch: actual int32 vs. expect
+# string" over gRPC; a JSON parse error over REST), so the client checks
+# and converts first.
+INPUT_KINDS = {
+    "text": "string",
+    "prefix": "string",
+    "image_bytes": "string",
+    "token_ids": "int32",
+    "lengths": "int32",
+    "image": "float32",
+}
+
+
+def checked_inputs(inputs):
+    """`inputs` as arrays of the dtypes the exports' signatures take
+    (strings as bytes, `token_ids`/`lengths` int32, `image` float32); a
+    `TypeError` naming the input when its values are of another kind
+    (e.g. numbers for `text`). Inputs of other names pass unchanged."""
+    checked = {}
+    for name, value in inputs.items():
+        kind = INPUT_KINDS.get(name)
+        array = np.asarray(value, dtype=object if kind == "string" else None)
+        flat = list(array.ravel())
+        if kind == "string":
+            if not all(isinstance(v, (str, bytes)) for v in flat):
+                other = next(type(v).__name__ for v in flat if not isinstance(v, (str, bytes)))
+                raise TypeError(f"{name} must hold strings; got a {other} value")
+            array = np.array(
+                [v.encode("utf-8", "surrogateescape") if isinstance(v, str) else v for v in flat],
+                dtype=object,
+            ).reshape(array.shape)
+        elif kind == "int32":
+            if array.size and not (
+                np.issubdtype(array.dtype, np.integer) and array.dtype != np.bool_
+            ):
+                raise TypeError(f"{name} must hold integers (int32); got {array.dtype} values")
+            if array.size and (array.min() < -(2**31) or array.max() >= 2**31):
+                raise ValueError(f"{name} must hold int32 values; got {array.max()}")
+            array = array.astype(np.int32)
+        elif kind == "float32":
+            if (
+                array.size
+                and not (
+                    np.issubdtype(array.dtype, np.floating)
+                    or np.issubdtype(array.dtype, np.integer)
+                )
+                or array.dtype == np.bool_
+            ):
+                raise TypeError(f"{name} must hold numbers (float32); got {array.dtype} values")
+            array = array.astype(np.float32)
+        checked[name] = array
+    return checked
+
+
 def predict_rest(host, port, model_name, inputs, signature, style="inputs", timeout=30):
     import requests
+
+    inputs = checked_inputs(inputs)
 
     url = f"http://{host}:{port}/v1/models/{model_name}:predict"
     response = requests.post(url, json=rest_body(inputs, signature, style), timeout=timeout)
@@ -136,7 +194,7 @@ def predict_grpc(host, port, model_name, inputs, signature, timeout=30):
 
     request = predict_pb2.PredictRequest()
     request.model_spec.name, request.model_spec.signature_name = model_name, signature
-    for name, value in inputs.items():
+    for name, value in checked_inputs(inputs).items():
         request.inputs[name].CopyFrom(tf.make_tensor_proto(value))
     with grpc.insecure_channel(f"{host}:{port}") as channel:
         response = prediction_service_pb2_grpc.PredictionServiceStub(channel).Predict(

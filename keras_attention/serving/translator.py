@@ -29,13 +29,15 @@ Signatures (inputs longer than S - 2 pieces are truncated and flagged):
 - `tokens`: `token_ids` int32 `[batch, S']` and `lengths` int32 `[batch]`
   -> `token_ids` int32 `[batch, L]`. Row b is `token_ids[b, :lengths[b]]`;
   an `INVALID_ARGUMENT` unless there is one length per row, `1 <=
-  lengths[b] <= S'` and those ids are in `[0, source vocabulary size)`.
+  lengths[b] <= min(S', S)` (a longer source is refused in every model
+  family, not cut) and those ids are in `[0, source vocabulary size)`.
 - `nbest`: `text` -> `translations` string `[batch, N]`, `scores` float
   `[batch, N]` (best first), `truncated`.
 - `constrained`: `text` and `prefix` string `[batch]` -> what
   `serving_default` returns, each translation starting with its `prefix`
   (target-side text; "" = unconstrained). An `INVALID_ARGUMENT` unless both
-  have one row each.
+  have one row each and each prefix has at most L pieces (a longer one is
+  refused, not cut).
 - `decoding_options`: no input -> `beam_width`, `num_hypotheses`,
   `min_length`, `no_repeat_ngram_size`, `repetition_penalty`,
   `coverage_penalty`, `alpha` as scalars, the same as JSON under the key
@@ -44,10 +46,13 @@ Signatures (inputs longer than S - 2 pieces are truncated and flagged):
   `keras.saving.serialize_keras_object(search)`.
 
 Contract of every text function: an empty or blank text translates to ""
-(its score is that of the search on an empty source); a request with 0
-rows answers 0 rows (`export.empty_batch_as_one_row`); a `text` that is not
-a vector is an `INVALID_ARGUMENT` also where the caller (TF Serving) does
-not check shapes.
+with score 0 (`nbest`: N of them; `attention`: weights 0, target tokens
+all padding); a request with 0 rows answers 0 rows
+(`export.empty_batch_as_one_row`). TF Serving checks neither shapes nor
+values, so every rule above is checked in the graph (`serving.requests`):
+a bad request is an `INVALID_ARGUMENT` whose first line names the input and
+the rule, `assertion failed: [text must be a vector of strings [batch]; got
+shape [2, 2]]`; in process the methods raise it as a `ValueError`.
 """
 
 import json
