@@ -161,14 +161,8 @@ def checked_inputs(inputs):
                 raise ValueError(f"{name} must hold int32 values; got {array.max()}")
             array = array.astype(np.int32)
         elif kind == "float32":
-            if (
-                array.size
-                and not (
-                    np.issubdtype(array.dtype, np.floating)
-                    or np.issubdtype(array.dtype, np.integer)
-                )
-                or array.dtype == np.bool_
-            ):
+            numeric = np.issubdtype(array.dtype, np.number) and array.dtype != np.bool_
+            if array.size and not numeric:
                 raise TypeError(f"{name} must hold numbers (float32); got {array.dtype} values")
             array = array.astype(np.float32)
         checked[name] = array
