@@ -147,7 +147,7 @@ def checked_inputs(inputs):
         if kind == "string":
             if not all(isinstance(v, (str, bytes)) for v in flat):
                 other = next(type(v).__name__ for v in flat if not isinstance(v, (str, bytes)))
-                raise TypeError(f"{name} must hold strings; got a {other} value")
+                raise TypeError(f"{name} must hold strings; got a value of type {other}")
             array = np.array(
                 [v.encode("utf-8", "surrogateescape") if isinstance(v, str) else v for v in flat],
                 dtype=object,

@@ -173,3 +173,44 @@ def test_help_shows_a_local_docker_command_and_every_flag(capsys):
     for flag in ("--signature SIGNATURE", "--protocol {rest,grpc}", "--host HOST", "--port PORT"):
         after = options.split(flag)[1].lstrip(" ")
         assert not after.startswith("\n  -"), f"{flag} has no help text"
+
+
+def test_inputs_of_another_dtype_are_refused_or_converted_before_sending(stub):
+    """TF Serving refuses a request of another dtype before the graph runs,
+    in a message naming no input; the client refuses it first, naming the
+    input, and converts what converts (int64 ids to int32, float64 pixels
+    to float32, str to UTF-8 bytes)."""
+    sent = len(stub.bodies)
+    port = stub.server_address[1]
+    for inputs, error, message in [
+        ({"text": np.array([1, 2], "int32")}, TypeError, "text must hold strings; got a value "),
+        ({"text": [0.5]}, TypeError, "text must hold strings; got a value of type float"),
+        ({"prefix": ["a", None]}, TypeError, "prefix must hold strings; got a value of type None"),
+        (
+            {"token_ids": np.array([[1.0, 2.0]]), "lengths": [2]},
+            TypeError,
+            "token_ids must hold integers (int32); got float64 values",
+        ),
+        ({"lengths": [True]}, TypeError, "lengths must hold integers (int32); got bool values"),
+        ({"lengths": [2**40]}, ValueError, "lengths must hold int32 values; got 1099511627776"),
+        ({"image": np.array(["x"])}, TypeError, "image must hold numbers (float32); got <U1"),
+    ]:
+        with pytest.raises(error) as raised:
+            serving_client.predict_rest("127.0.0.1", port, "translator", inputs, "x")
+        assert str(raised.value).splitlines()[0].startswith(message), raised.value
+    assert len(stub.bodies) == sent  # nothing was sent
+    converted = serving_client.checked_inputs(
+        {
+            "text": ["ä", b"\xff"],
+            "token_ids": np.array([[1, 2]], "int64"),
+            "image": np.zeros((1, 2), "float64"),
+            "other": np.array([1.5]),
+        }
+    )
+    assert converted["text"].dtype == object and converted["text"].tolist() == [
+        "ä".encode(),
+        b"\xff",
+    ]
+    assert converted["token_ids"].dtype == np.int32
+    assert converted["image"].dtype == np.float32
+    assert converted["other"].dtype == np.float64  # not an input of ours: unchanged
