@@ -457,3 +457,20 @@ def test_every_family_refuses_a_source_longer_than_max_source_length(family):
     )
     out = tokens(tf.constant(ids), tf.constant([8]))["token_ids"]
     assert out.shape == (1, 9)
+
+
+def test_a_python_caller_finds_the_rule_after_tensorflows_own_first_lines(translator):
+    """In Python, TensorFlow's function runtime (in the caller's process,
+    not the export) puts `Graph execution error:` and a `Detected at node`
+    line before the runtime's message; the rule is the first line that
+    starts with `assertion failed:`, which `rule_line` returns (docs/serving.md)."""
+    from keras_attention.serving.requests import rule_line
+
+    _, loaded, _, _ = translator
+    with pytest.raises(tf.errors.InvalidArgumentError) as error:
+        loaded.signatures["greedy"](text=tf.constant("ich habe zeit"))
+    lines = str(error.value).splitlines()
+    assert lines[0] == "Graph execution error:"
+    rule = "assertion failed: [text must be a vector of strings [batch]; got shape []]"
+    assert next(line for line in lines if line.startswith("assertion failed:")) == rule
+    assert rule_line(str(error.value)) == rule
