@@ -4,13 +4,17 @@
     keras-attention-serving-client --text "Wo ist der Bahnhof?" --protocol grpc
     keras-attention-serving-client --image digit.png --model-name digits --signature image_bytes
 
-Start the server first, e.g. with Docker:
+Start the server first, e.g. with Docker (its ports published on this
+machine only: TF Serving has no authentication):
 
-    docker run -p 8500:8500 -p 8501:8501 -v "$PWD/saved_models/translator:/models/translator" \
+    docker run -p 127.0.0.1:8500:8500 -p 127.0.0.1:8501:8501 \\
+        -v "$PWD/saved_models/translator:/models/translator" \\
         -e MODEL_NAME=translator tensorflow/serving
 
 REST bodies come in TF Serving's two formats: "instances" (a list of rows)
-and "inputs" (a dict of columns); bytes travel as {"b64": "..."}.
+and "inputs" (a dict of columns); bytes travel as {"b64": "..."}. The
+outputs are printed as JSON, each with its shape (the `nbest` signature's
+translations: one list of N per sentence).
 """
 
 import argparse
@@ -22,14 +26,32 @@ import numpy as np
 
 
 def _encode(value):
-    if isinstance(value, np.generic):
+    """`value` as JSON values: NumPy scalars and arrays (of any dtype: bool,
+    integers, floats, bytes) as Python ones, bytes as `{"b64": ...}`, at
+    any depth of lists, tuples and dicts."""
+    if isinstance(value, np.ndarray):
+        value = value.tolist()  # nested lists of Python scalars (bytes for object arrays)
+    elif isinstance(value, np.generic):
         value = value.item()
     if isinstance(value, bytes):
         return {"b64": base64.b64encode(value).decode("ascii")}
-    if isinstance(value, np.ndarray):
-        return [_encode(v) for v in value.tolist()] if value.dtype == object else value.tolist()
     if isinstance(value, (list, tuple)):
         return [_encode(v) for v in value]
+    if isinstance(value, dict):
+        return {key: _encode(v) for key, v in value.items()}
+    return value
+
+
+def _printable(value):
+    """An output as JSON for printing: its shape kept (a `[2, 4]` array is
+    2 lists of 4), strings as text (invalid UTF-8 replaced by U+FFFD)."""
+    value = value.tolist() if isinstance(value, np.ndarray) else value
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, (list, tuple)):
+        return [_printable(v) for v in value]
     return value
 
 
@@ -45,15 +67,7 @@ def rest_body(inputs, signature="serving_default", style="inputs"):
         rows = [dict(zip(names, values)) for values in zip(*(inputs[name] for name in names))]
         if len(names) == 1:  # a single input: bare values per row
             rows = [row[names[0]] for row in rows]
-        return {
-            "signature_name": signature,
-            "instances": [
-                _encode(row)
-                if not isinstance(row, dict)
-                else {k: _encode(v) for k, v in row.items()}
-                for row in rows
-            ],
-        }
+        return {"signature_name": signature, "instances": [_encode(row) for row in rows]}
     raise ValueError(f"`style` must be 'inputs' or 'instances'; received {style!r}.")
 
 
@@ -105,8 +119,60 @@ def parse_rest_response(body):
     return {"output": _array(rows)}
 
 
+# The dtypes of the exports' inputs (translator, digits). A request of
+# another dtype is refused by TF Serving before the signature's graph runs,
+# with a message naming no input ("Type mismatch: actual int32 vs. expect
+# string" over gRPC; a JSON parse error over REST), so the client checks
+# and converts first.
+INPUT_KINDS = {
+    "text": "string",
+    "prefix": "string",
+    "image_bytes": "string",
+    "token_ids": "int32",
+    "lengths": "int32",
+    "image": "float32",
+}
+
+
+def checked_inputs(inputs):
+    """`inputs` as arrays of the dtypes the exports' signatures take
+    (strings as bytes, `token_ids`/`lengths` int32, `image` float32); a
+    `TypeError` naming the input when its values are of another kind
+    (e.g. numbers for `text`). Inputs of other names pass unchanged."""
+    checked = {}
+    for name, value in inputs.items():
+        kind = INPUT_KINDS.get(name)
+        array = np.asarray(value, dtype=object if kind == "string" else None)
+        flat = list(array.ravel())
+        if kind == "string":
+            if not all(isinstance(v, (str, bytes)) for v in flat):
+                other = next(type(v).__name__ for v in flat if not isinstance(v, (str, bytes)))
+                raise TypeError(f"{name} must hold strings; got a value of type {other}")
+            array = np.array(
+                [v.encode("utf-8", "surrogateescape") if isinstance(v, str) else v for v in flat],
+                dtype=object,
+            ).reshape(array.shape)
+        elif kind == "int32":
+            if array.size and not (
+                np.issubdtype(array.dtype, np.integer) and array.dtype != np.bool_
+            ):
+                raise TypeError(f"{name} must hold integers (int32); got {array.dtype} values")
+            if array.size and (array.min() < -(2**31) or array.max() >= 2**31):
+                raise ValueError(f"{name} must hold int32 values; got {array.max()}")
+            array = array.astype(np.int32)
+        elif kind == "float32":
+            numeric = np.issubdtype(array.dtype, np.number) and array.dtype != np.bool_
+            if array.size and not numeric:
+                raise TypeError(f"{name} must hold numbers (float32); got {array.dtype} values")
+            array = array.astype(np.float32)
+        checked[name] = array
+    return checked
+
+
 def predict_rest(host, port, model_name, inputs, signature, style="inputs", timeout=30):
     import requests
+
+    inputs = checked_inputs(inputs)
 
     url = f"http://{host}:{port}/v1/models/{model_name}:predict"
     response = requests.post(url, json=rest_body(inputs, signature, style), timeout=timeout)
@@ -122,7 +188,7 @@ def predict_grpc(host, port, model_name, inputs, signature, timeout=30):
 
     request = predict_pb2.PredictRequest()
     request.model_spec.name, request.model_spec.signature_name = model_name, signature
-    for name, value in inputs.items():
+    for name, value in checked_inputs(inputs).items():
         request.inputs[name].CopyFrom(tf.make_tensor_proto(value))
     with grpc.insecure_channel(f"{host}:{port}") as channel:
         response = prediction_service_pb2_grpc.PredictionServiceStub(channel).Predict(
@@ -131,27 +197,60 @@ def predict_grpc(host, port, model_name, inputs, signature, timeout=30):
     return {name: tf.make_ndarray(proto) for name, proto in response.outputs.items()}
 
 
+def _port(value):
+    """`--port`: an integer in 1-65535 (0 would mean "pick one" to a server,
+    and is no port to connect to)."""
+    try:
+        port = int(value)
+    except ValueError:
+        port = None
+    if port is None or not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port number in 1-65535; received {value!r}")
+    return port
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="keras-attention-serving-client",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     what = parser.add_mutually_exclusive_group(required=True)
     what.add_argument("--text", nargs="+", help="sentences for a translator")
     what.add_argument("--image", nargs="+", help="PNG/JPEG files for the digits classifier")
     parser.add_argument("--model-name", help="served model name (default: translator or digits)")
-    parser.add_argument("--signature", default="serving_default")
-    parser.add_argument("--protocol", choices=["rest", "grpc"], default="rest")
-    parser.add_argument("--host", default="localhost")
-    parser.add_argument("--port", type=int, help="default 8501 (REST) or 8500 (gRPC)")
     parser.add_argument(
-        "--style", choices=["inputs", "instances"], default="inputs", help="REST body format"
+        "--signature",
+        default="serving_default",
+        help="the signature to call: serving_default, greedy, attention, nbest, ... "
+        "(default: serving_default; image_bytes with --image)",
+    )
+    parser.add_argument(
+        "--protocol",
+        choices=["rest", "grpc"],
+        default="rest",
+        help="REST (JSON over HTTP, needs requests) or gRPC (needs tensorflow-serving-api) "
+        "(default: rest)",
+    )
+    parser.add_argument(
+        "--host", default="localhost", help="the server's host name or address (default: localhost)"
+    )
+    parser.add_argument(
+        "--port", type=_port, help="the server's port, 1-65535 (default: 8501 REST, 8500 gRPC)"
+    )
+    parser.add_argument(
+        "--style",
+        choices=["inputs", "instances"],
+        default="inputs",
+        help="REST body format: inputs (columns) or instances (rows) (default: inputs)",
     )
     args = parser.parse_args(argv)
     if args.text:
-        inputs, model_name = (
-            {"text": np.array([t.encode() for t in args.text], dtype=object)},
-            "translator",
-        )
+        # Sent as the bytes given: an argument that is not UTF-8 (Python
+        # holds its bytes as surrogates) goes as it is, and the export
+        # replaces invalid UTF-8 with U+FFFD.
+        texts = [text.encode("utf-8", "surrogateescape") for text in args.text]
+        inputs, model_name = {"text": np.array(texts, dtype=object)}, "translator"
     else:
         try:
             images = [open(path, "rb").read() for path in args.image]
@@ -161,7 +260,7 @@ def main(argv=None):
         if args.signature == "serving_default":
             args.signature = "image_bytes"
     model_name = args.model_name or model_name
-    port = args.port or (8501 if args.protocol == "rest" else 8500)
+    port = args.port if args.port is not None else (8501 if args.protocol == "rest" else 8500)
     try:
         if args.protocol == "rest":
             outputs = predict_rest(args.host, port, model_name, inputs, args.signature, args.style)
@@ -171,18 +270,7 @@ def main(argv=None):
         Exception
     ) as error:  # a server that is down or refuses is the user's environment, not a bug
         sys.exit(f"error: {args.protocol} request to {args.host}:{port} failed: {error}")
-    print(
-        json.dumps(
-            {
-                k: _encode(v)
-                if isinstance(v, np.ndarray) and v.dtype != object
-                else [x.decode() if isinstance(x, bytes) else x for x in np.ravel(v)]
-                for k, v in outputs.items()
-            },
-            indent=2,
-            default=str,
-        )
-    )
+    print(json.dumps({k: _printable(v) for k, v in outputs.items()}, indent=2, default=str))
 
 
 if __name__ == "__main__":

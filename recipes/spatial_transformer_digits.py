@@ -304,6 +304,7 @@ def export(model, warp, args, examples):
         export_archive,
         write_warmup_requests,
     )
+    from keras_attention.serving.requests import has_shape, refuse_unless, shape_string
 
     archive = keras.export.ExportArchive()
     archive.track(model)
@@ -325,27 +326,13 @@ def export(model, warp, args, examples):
         """`image` once graph asserts have refused a wrong shape or channel
         count, NaN or infinite pixels, and pixels outside [0, 1]: TF Serving
         returns the assert's message, whose first line names the input."""
-        shape = tf.shape(image, out_type=tf.int64)
-        # Compared with [batch, 60, 60, 1, -1] after a -1 padding: no other
-        # rank passes. (The rank itself is no use: TensorFlow folds it to the
-        # signature's 4 before a request comes.)
-        padded = tf.concat([shape, tf.fill([4], tf.constant(-1, tf.int64))], 0)
-        shaped = tf.reduce_all(
-            tf.equal(padded[1:5], tf.constant([CANVAS, CANVAS, 1, -1], tf.int64))
-        )
-        got = tf.strings.reduce_join(tf.strings.as_string(shape), separator=", ")
-        shape_check = tf.debugging.Assert(
-            shaped,
-            [
-                tf.strings.join(
-                    [
-                        f"image must have shape [batch, {CANVAS}, {CANVAS}, 1] (gray pixels in "
-                        "[0, 1]; colour or encoded images go to the image_bytes signature); got [",
-                        got,
-                        "]",
-                    ]
-                )
-            ],
+        # `has_shape` compares the shape tensor itself: the rank would be
+        # folded to the signature's 4 before a request comes.
+        shape_check = refuse_unless(
+            has_shape(image, 4, (None, CANVAS, CANVAS, 1)),
+            f"image must have shape [batch, {CANVAS}, {CANVAS}, 1] (gray pixels in [0, 1]; "
+            "colour or encoded images go to the image_bytes signature); got ",
+            shape_string(tf.shape(image, out_type=tf.int64)),
         )
         with tf.control_dependencies([shape_check]):
             image = tf.identity(image)

@@ -158,6 +158,19 @@ def test_cli_prints_a_verdict_per_release_and_fails_on_problems(module_export, t
     assert "  unknown op FutureRelu (node 'future' in function __inference_" in printed
 
 
+def test_cli_serving_takes_one_release_and_repeats(module_export, capsys):
+    """`--serving 2.20 DIR`: the flag takes one value, so the directory is
+    not swallowed; repeated, it checks each release named once."""
+    assert check.main(["--serving", NEWEST, module_export]) == 0
+    printed = capsys.readouterr().out
+    assert printed.count("ok   TF Serving") == 1
+    assert f"TensorFlow {check.load_oplist(NEWEST)['tensorflow']}," in printed
+    argv = ["--serving", OLDEST, module_export, "--serving", NEWEST, "--serving", OLDEST]
+    assert check.main(argv) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("ok")]
+    assert len(lines) == 2 and check.load_oplist(OLDEST)["tensorflow"] in lines[0]
+
+
 def test_cli_errors_are_messages_not_tracebacks(module_export, tmp_path, capsys):
     (tmp_path / "saved_model.pb").write_bytes(b"not a protocol buffer")
     for argv, message in [

@@ -72,7 +72,9 @@ def test_translate_equals_the_export_and_the_eager_search(translator):
     assert got == ["" if empty else text for text, empty in zip(reference, blank)]
     assert [text for text, empty in zip(got, blank) if empty] == ["", ""]
     assert sum(t != "" for t in got) > 20  # the model says something
-    np.testing.assert_allclose(served["score"].numpy(), np.asarray(best["scores"]), rtol=1e-5)
+    # A blank text's score is 0, not the search's score of `[START] [END]`.
+    expected = np.where(blank, 0.0, np.asarray(best["scores"]))
+    np.testing.assert_allclose(served["score"].numpy(), expected, rtol=1e-5)
     assert served["truncated"].numpy().tolist() == truncated.numpy().tolist()
     assert truncated.numpy()[texts.index("ich habe keine zeit wir gehen nach hause")]
 
@@ -134,7 +136,7 @@ def test_nbest_equals_the_export_and_the_eager_beam(translator):
     # A wider n than the beam widens it; each row stays best first among finished.
     assert [len(row) for row in translator.nbest(texts[:2], 5)] == [5, 5]
     blank = got[texts.index("")]
-    assert [text for text, _ in blank] == ["", "", ""]
+    assert blank == [("", 0.0)] * 3
 
 
 def test_nbest_says_which_hypotheses_finished(translator):
@@ -217,7 +219,7 @@ def test_the_search_config_round_trips_through_the_export(translator):
     scalars = {
         name: value.numpy().item()
         for name, value in outputs.items()
-        if name != "search" and not name.startswith("options:")
+        if name not in ("search", "options", "summary")
     }
     assert scalars == {
         "beam_width": 3,
@@ -308,3 +310,195 @@ def test_replace_unknown_copies_the_source_piece_in_process(translator):
         model, tokenizer, tokenizer, plain, max_source_length=MAX_SOURCE
     ).translate(texts)
     assert [row[0][0] for row in copying.nbest(texts, 1)] == copying.translate(texts)
+
+
+def test_blank_texts_score_0_in_every_signature(translator):
+    """A blank text translates to "" with score 0 (documented), in every
+    signature; `attention` gives it no target pieces and weights 0."""
+    translator, loaded, _, model = translator
+    texts = ["ich habe zeit", "", "  \t"]
+    for name in ("serving_default", "greedy"):
+        served = loaded.signatures[name](text=tf.constant(texts))
+        assert [t.decode() for t in served["translation"].numpy()][1:] == ["", ""], name
+        assert served["score"].numpy()[1:].tolist() == [0.0, 0.0], name
+        assert served["score"].numpy()[0] < 0, name
+    forced = loaded.signatures["constrained"](
+        text=tf.constant(texts), prefix=tf.constant(["wir", "wir", ""])
+    )
+    assert forced["score"].numpy()[1:].tolist() == [0.0, 0.0]
+    assert forced["score"].numpy()[0] < 0
+    nbest = loaded.signatures["nbest"](text=tf.constant(texts))
+    assert nbest["scores"].numpy()[1:].tolist() == [[0.0] * 3] * 2
+    assert (nbest["scores"].numpy()[0] < 0).all()
+    attention = loaded.signatures["attention"](text=tf.constant(texts))
+    assert not attention["attention"].numpy()[1:].any()
+    assert attention["attention"].numpy()[0].any()
+    assert set(attention["target_tokens"].numpy()[1:].ravel()) == {b"[PAD]"}
+    assert translator.nbest([""]) == [[("", 0.0)] * 3]
+    assert translator.attention("")["target_tokens"] == []
+
+
+def first_line(signature, **inputs):
+    """The first line of the message a refused request gets, as TF Serving
+    returns it (the runtime's message, without TensorFlow's `{{node ...}}`
+    tags); `None` if the request was accepted."""
+    from keras_attention.serving.requests import rule_line
+
+    try:
+        signature(**{name: tf.constant(value) for name, value in inputs.items()})
+    except tf.errors.InvalidArgumentError as error:
+        return rule_line(error.message.splitlines()[0])
+    return None
+
+
+@pytest.fixture
+def runtime_messages(monkeypatch):
+    """TensorFlow's Python wrapper puts "Graph execution error:" and a
+    trace before the runtime's message; TF Serving does not. Switched off
+    here, so that `first_line` reads what a server's client reads."""
+    from tensorflow.python.eager.polymorphic_function import atomic_function
+
+    monkeypatch.setattr(
+        atomic_function.InterpolateRuntimeError, "__exit__", lambda self, *error: False
+    )
+
+
+def test_bad_requests_name_the_input_and_the_rule_in_the_first_line(translator, runtime_messages):
+    translator, loaded, _, model = translator
+    vocab = model.source_vocab_size
+    text_rule = "assertion failed: [text must be a vector of strings [batch]; got shape "
+    for name in ("serving_default", "greedy", "attention", "nbest"):
+        signature = loaded.signatures[name]
+        assert first_line(signature, text=[["a", "b"], ["c", "d"]]) == text_rule + "[2, 2]]", name
+        assert first_line(signature, text="ich habe zeit") == text_rule + "[]]", name
+        assert first_line(signature, text=[["a"]]) == text_rule + "[1, 1]]", name
+    constrained = loaded.signatures["constrained"]
+    assert first_line(constrained, text=[["a", "b"]], prefix=["x"]) == text_rule + "[1, 2]]"
+    assert first_line(constrained, text=["a"], prefix="x") == (
+        "assertion failed: [prefix must be a vector of strings [batch]; got shape []]"
+    )
+    assert first_line(constrained, text=["a", "b"], prefix=["x"]) == (
+        "assertion failed: [prefix must have one entry per text; got 1 prefixes for 2 texts]"
+    )
+    # A prefix longer than any translation (L = 8 pieces) is refused, not cut.
+    assert first_line(constrained, text=["a", "b"], prefix=["", "wir " * 200]) == (
+        "assertion failed: [prefix must have at most 8 pieces (the longest translation); "
+        "got 200 pieces in row 1]"
+    )
+    tokens = loaded.signatures["tokens"]
+    ids = np.array([[1, 5, 6, 2], [1, 7, 2, 0]], "int32")
+    good = np.array([4, 3], "int32")
+    lengths_rule = "assertion failed: [lengths must be "
+    for token_ids, lengths, expected in [
+        (
+            ids[0],
+            good[:1],
+            "assertion failed: [token_ids must be a matrix of int32 ids [batch, length]; "
+            "got shape [4]]",
+        ),
+        (ids, good[:, None], lengths_rule + "a vector of int32 lengths [batch]; got shape [2, 1]]"),
+        (
+            ids,
+            np.array([4, 3, 2], "int32"),
+            "assertion failed: [lengths must have one entry per row of token_ids; "
+            "got 3 lengths for 2 rows]",
+        ),
+        (
+            ids,
+            np.array([4, 0], "int32"),
+            lengths_rule + ">= 1 (a source of at least one id); got 0 in row 1]",
+        ),
+        (
+            ids,
+            np.array([-3, 3], "int32"),
+            lengths_rule + ">= 1 (a source of at least one id); got -3 in row 0]",
+        ),
+        (
+            ids,
+            np.array([4, 5], "int32"),
+            lengths_rule + "<= the width of token_ids (4); got 5 in row 1]",
+        ),
+        (
+            np.ones((1, 500), "int32"),
+            np.array([500], "int32"),
+            lengths_rule + "<= 7 (max_source_length: the longest source this export takes); "
+            "got 500 in row 0]",
+        ),
+        (
+            np.array([[1, 5, vocab, 2]], "int32"),
+            good[:1],
+            f"assertion failed: [token_ids must be in [0, {vocab}) (the source vocabulary) "
+            f"within the row lengths; got {vocab} in row 0 at position 2]",
+        ),
+        (
+            np.array([[1, 5, 2, 0], [1, -1, 2, 0]], "int32"),
+            np.array([3, 3], "int32"),
+            f"assertion failed: [token_ids must be in [0, {vocab}) (the source vocabulary) "
+            "within the row lengths; got -1 in row 1 at position 1]",
+        ),
+    ]:
+        line = first_line(tokens, token_ids=token_ids, lengths=lengths)
+        assert line == expected, (token_ids.shape, lengths, line)
+    # Ids past a row's length are not read; a wide matrix of short rows works.
+    wide = np.zeros((2, 500), "int32")
+    wide[:, :4] = ids
+    wide[1, 3:] = -7
+    assert first_line(tokens, token_ids=wide, lengths=good) is None
+    # In process, the same rules are a ValueError.
+    with pytest.raises(
+        ValueError, match=r"^Translator \(constrained\): prefix must have at most 8 "
+    ):
+        translator.constrained(["ich"], ["wir " * 20])
+
+
+@pytest.mark.parametrize("family", ["transformer", "convs2s"])
+def test_every_family_refuses_a_source_longer_than_max_source_length(family):
+    """The `tokens` signature of every model family refuses more than S
+    ids in a row (the Transformer used to cut them silently, ConvS2S to
+    fail inside its positional embedding), and takes S."""
+    import tempfile
+
+    from keras_attention.seq2seq import ConvS2SSeq2Seq, GreedySearch, TransformerSeq2Seq
+    from keras_attention.serving import Translator
+    from keras_attention.serving.requests import rule_line
+    from keras_attention.serving.text import RESERVED, SubwordTokenizer
+
+    with tempfile.TemporaryDirectory() as directory:
+        vocabulary = f"{directory}/vocab.txt"
+        with open(vocabulary, "w") as handle:
+            handle.write("\n".join(RESERVED + WORDS) + "\n")
+        tokenizer = SubwordTokenizer(vocabulary)
+    size = len(RESERVED) + len(WORDS)
+    if family == "transformer":
+        model = TransformerSeq2Seq(size, size, 8, 2, 16, 1, max_length=9)
+    else:
+        model = ConvS2SSeq2Seq(size, size, 8, hidden_dim=8, num_layers=1, max_length=9)
+    model.build()
+    translator = Translator(model, tokenizer, tokenizer, GreedySearch(), max_source_length=8)
+    tokens = translator.function("tokens")
+    ids = np.full((1, 500), 5, "int32")
+    with pytest.raises(tf.errors.InvalidArgumentError) as error:
+        tokens(tf.constant(ids), tf.constant([500]))
+    assert rule_line(error.value.message) == (
+        "assertion failed: [lengths must be <= 8 (max_source_length: the longest source this "
+        "export takes); got 500 in row 0]"
+    )
+    out = tokens(tf.constant(ids), tf.constant([8]))["token_ids"]
+    assert out.shape == (1, 9)
+
+
+def test_a_python_caller_finds_the_rule_after_tensorflows_own_first_lines(translator):
+    """In Python, TensorFlow's function runtime (in the caller's process,
+    not the export) puts `Graph execution error:` and a `Detected at node`
+    line before the runtime's message; the rule is the first line that
+    starts with `assertion failed:`, which `rule_line` returns (docs/serving.md)."""
+    from keras_attention.serving.requests import rule_line
+
+    _, loaded, _, _ = translator
+    with pytest.raises(tf.errors.InvalidArgumentError) as error:
+        loaded.signatures["greedy"](text=tf.constant("ich habe zeit"))
+    lines = str(error.value).splitlines()
+    assert lines[0] == "Graph execution error:"
+    rule = "assertion failed: [text must be a vector of strings [batch]; got shape []]"
+    assert next(line for line in lines if line.startswith("assertion failed:")) == rule
+    assert rule_line(str(error.value)) == rule

@@ -9,6 +9,7 @@ on TensorFlow. Install with `pip install keras_attention[tensorflow]`.
     numbers.py      NumberProtection: numbers protected before a model, restored after it
     distribute.py   MultiWorkerMirroredStrategy adaptations of a model
     check.py        an export's ops against TF Serving releases' op lists
+    requests.py     graph checks of a served request's inputs (first line: the input and the rule)
 """
 
 import importlib.util

@@ -16,7 +16,7 @@ TensorFlow added with a default does not appear unless a node sets it to
 another value. Nodes of the main graph and of every library function are
 checked; a node whose op is a library function (a call) is not an op.
 
-    python -m keras_attention.serving.check EXPORT_DIR [--serving 2.17 2.19 2.20]
+    python -m keras_attention.serving.check EXPORT_DIR [--serving 2.20 [--serving 2.19 ...]]
 
 prints a verdict per release and exits with status 1 if any fails.
 """
@@ -168,7 +168,9 @@ def report(export_dir, servings=None, log=print):
 
 
 def main(argv=None):
-    """`python -m keras_attention.serving.check EXPORT_DIR [--serving 2.20 ...]`:
+    """`python -m keras_attention.serving.check EXPORT_DIR [--serving 2.20 ...]`
+    (`--serving` takes one release and may be repeated, before or after the
+    directory; default: every release with an op list):
     prints `ok` or `FAIL` per TF Serving release and returns the exit status,
     0 when every release knows every op and attribute, else 1."""
     parser = argparse.ArgumentParser(
@@ -179,12 +181,15 @@ def main(argv=None):
     known = available_servings()
     parser.add_argument(
         "--serving",
-        nargs="+",
-        default=known,
+        action="append",
         metavar="VERSION",
-        help=f"release series to check against, of {known} (default: all)",
+        help=f"a release series to check against, one of {known}; repeat the flag "
+        "for several (default: all)",
     )
     args = parser.parse_args(argv)
+    # One value per flag (not nargs="+"), so that `--serving 2.20 DIR` leaves
+    # DIR to the positional argument.
+    args.serving = list(dict.fromkeys(args.serving)) if args.serving else known
     unknown = [serving for serving in args.serving if serving not in known]
     if unknown:
         parser.error(f"--serving must be among {known}; got {' '.join(unknown)}")

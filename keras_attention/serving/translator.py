@@ -29,7 +29,8 @@ Signatures (inputs longer than S - 2 pieces are truncated and flagged):
 - `tokens`: `token_ids` int32 `[batch, S']` and `lengths` int32 `[batch]`
   -> `token_ids` int32 `[batch, L]`. Row b is `token_ids[b, :lengths[b]]`;
   an `INVALID_ARGUMENT` unless there is one length per row, `1 <=
-  lengths[b] <= S'` and those ids are in `[0, source vocabulary size)`.
+  lengths[b] <= min(S', S)` (a longer source is refused in every model
+  family, not cut) and those ids are in `[0, source vocabulary size)`.
 - `nbest`: `text` -> `translations` string `[batch, N]`, `scores` float
   `[batch, N]` (best first), `finished` bool `[batch, N]` (the hypothesis
   ended with `<eos>`; False for one cut at the maximum length or an
@@ -37,19 +38,23 @@ Signatures (inputs longer than S - 2 pieces are truncated and flagged):
 - `constrained`: `text` and `prefix` string `[batch]` -> what
   `serving_default` returns, each translation starting with its `prefix`
   (target-side text; "" = unconstrained). An `INVALID_ARGUMENT` unless both
-  have one row each.
+  have one row each and each prefix has at most L pieces (a longer one is
+  refused, not cut).
 - `decoding_options`: no input -> `beam_width`, `num_hypotheses`,
   `min_length`, `no_repeat_ngram_size`, `repetition_penalty`,
   `coverage_penalty`, `alpha` as scalars, the same as JSON under the key
-  `options: beam_width=4, ...` (which `saved_model_cli show --all`
-  displays), and `search`: the JSON of
+  `options`, as one readable line under `summary` (`beam_width=4,
+  num_hypotheses=4, ..., alpha=0.6`), and `search`: the JSON of
   `keras.saving.serialize_keras_object(search)`.
 
 Contract of every text function: an empty or blank text translates to ""
-(its score is that of the search on an empty source); a request with 0
-rows answers 0 rows (`export.empty_batch_as_one_row`); a `text` that is not
-a vector is an `INVALID_ARGUMENT` also where the caller (TF Serving) does
-not check shapes.
+with score 0 (`nbest`: N of them; `attention`: weights 0, target tokens
+all padding); a request with 0 rows answers 0 rows
+(`export.empty_batch_as_one_row`). TF Serving checks neither shapes nor
+values, so every rule above is checked in the graph (`serving.requests`):
+a bad request is an `INVALID_ARGUMENT` whose first line names the input and
+the rule, `assertion failed: [text must be a vector of strings [batch]; got
+shape [2, 2]]`; in process the methods raise it as a `ValueError`.
 """
 
 import json
@@ -60,6 +65,11 @@ import tensorflow as tf
 
 from keras_attention.seq2seq.search import BeamSearch, GreedySearch, get_search
 from keras_attention.serving.numbers import NumberProtection
+from keras_attention.serving.requests import (
+    checked_shape,
+    refuse_unless,
+    rule_text,
+)
 from keras_attention.serving.versions import export_archive
 
 SIGNATURES = (
@@ -232,11 +242,19 @@ class Translator:
 
     # -- the graph functions: tensors in, a dict of tensors out ---------------
     @staticmethod
-    def checked_text(text):
+    def checked_text(text, name="text"):
         """`text`, checked at run time to be a vector: the TensorSpec stops
-        Python callers, but TF Serving feeds whatever a request holds, and a
-        matrix gave outputs of mismatched shapes."""
-        return tf.ensure_shape(text, [None])
+        Python callers, but TF Serving feeds whatever a request holds (a
+        matrix gave outputs of mismatched shapes, a scalar a raw "slice
+        index 0 of dimension 0 out of bounds"). The error's first line is
+        `assertion failed: [<name> must be a vector of strings [batch]; got
+        shape [2, 2]]`."""
+        return checked_shape(text, name, 1, "a vector of strings [batch]")
+
+    def blank(self, text):
+        """`(B,)` bool: the texts that are empty or all space (after
+        `clean`), which translate to "" with score 0 in every signature."""
+        return tf.equal(tf.strings.length(self.source_tokenizer.clean(text)), 0)
 
     def encode(self, text):
         """`(source (B, S) int32, truncated (B,) bool)`, numbers protected
@@ -268,7 +286,7 @@ class Translator:
         result = self._best(self.best_search, text, source)
         return {
             "translation": self.decode(text, result),
-            "score": result["scores"],
+            "score": self._blank_zero(text, result["scores"]),
             "truncated": truncated,
         }
 
@@ -278,7 +296,7 @@ class Translator:
         result = self.greedy_search(self.model, source)
         return {
             "translation": self.decode(text, result),
-            "score": result["scores"],
+            "score": self._blank_zero(text, result["scores"]),
             "truncated": truncated,
         }
 
@@ -288,55 +306,88 @@ class Translator:
         `target_tokens (B, L)` strings (padding included), `truncated`."""
         source, truncated = self.encode(text)
         result = self._best(self.attention_search, text, source)
+        # A blank text: no target pieces (padding) and attention 0.
+        generated = self._blank_zero(text, result["tokens"], self.model.padding_id)
         return {
             "translation": self.decode(text, result),
-            "attention": result["attention"],
+            "attention": self._blank_zero(text, result["attention"]),
             "source_tokens": self.source_tokenizer.tokens(source),
-            "target_tokens": self.target_tokenizer.tokens(result["tokens"]),
+            "target_tokens": self.target_tokenizer.tokens(generated),
             "truncated": truncated,
         }
 
     def tokens_function(self, token_ids, lengths):
         """`tokens`: `token_ids (B, S')` int32 and `lengths (B,)` ->
         `token_ids (B, L)`, the best hypothesis. Row b is `token_ids[b,
-        :lengths[b]]`; an `INVALID_ARGUMENT` unless there is one length per
-        row, 1 <= lengths[b] <= S' and those ids are in [0, source vocabulary
-        size)."""
+        :lengths[b]]` (`[START]` and `[END]` included); an `INVALID_ARGUMENT`
+        whose first line names the input and the rule unless `token_ids` is
+        a matrix, `lengths` a vector with one length per row, 1 <=
+        lengths[b] <= min(S', S) (S = `max_source_length`, in every model
+        family: longer sources are refused, not cut) and those ids are in
+        [0, source vocabulary size)."""
         # The caller may be TF Serving, which checks nothing: a wrong `lengths`
         # would silently change the batch, an id out of range would wrap
-        # around in the embedding. Core Assert ops make each an
-        # INVALID_ARGUMENT naming the problem and the values.
+        # around in the embedding, a source longer than S was cut by one
+        # family and failed inside another. Core Assert ops make each an
+        # INVALID_ARGUMENT naming the input, the rule and the value.
+        token_ids = checked_shape(
+            token_ids, "token_ids", 2, "a matrix of int32 ids [batch, length]"
+        )
+        lengths = checked_shape(lengths, "lengths", 1, "a vector of int32 lengths [batch]")
         batch, width = tf.shape(token_ids)[0], tf.shape(token_ids)[1]
-        checks = [
-            tf.debugging.assert_equal(
-                tf.shape(lengths)[0],
-                batch,
-                message="tokens: `lengths` needs one entry per row of `token_ids` "
-                "(number of lengths, then of rows)",
+        count = tf.shape(lengths)[0]
+        check = refuse_unless(
+            tf.equal(count, batch),
+            "lengths must have one entry per row of token_ids; got ",
+            tf.strings.as_string(count),
+            " lengths for ",
+            tf.strings.as_string(batch),
+            " rows",
+        )
+        with tf.control_dependencies([check]):
+            lengths = tf.identity(lengths)
+        longest = self.max_source_length
+        for bad, rule in [
+            (lengths < 1, "lengths must be >= 1 (a source of at least one id)"),
+            (lengths > width, "lengths must be <= the width of token_ids ("),
+            (
+                lengths > longest,
+                f"lengths must be <= {longest} (max_source_length: the longest source this "
+                "export takes)",
             ),
-            tf.debugging.assert_greater_equal(
-                lengths, 1, message="tokens: every `lengths` entry must be >= 1 (an empty source)"
-            ),
-            tf.debugging.assert_less_equal(
-                lengths,
-                width,
-                message="tokens: every `lengths` entry must be <= the width of `token_ids`",
-            ),
-        ]
-        with tf.control_dependencies(checks):
-            mask = tf.sequence_mask(lengths, width)
-        used = tf.boolean_mask(token_ids, mask)  # the ids within each row's length
+        ]:
+            row, value = _first_where(bad, lengths)
+            parts = [rule]
+            if rule.endswith("("):
+                parts += [tf.strings.as_string(width), ")"]
+            check = refuse_unless(
+                tf.logical_not(tf.reduce_any(bad)),
+                *parts,
+                "; got ",
+                tf.strings.as_string(value),
+                " in row ",
+                tf.strings.as_string(row),
+            )
+            with tf.control_dependencies([check]):
+                lengths = tf.identity(lengths)
+        mask = tf.sequence_mask(lengths, width)
         vocab = self.model.source_vocab_size
-        checks = [
-            tf.debugging.assert_non_negative(used, message="tokens: `token_ids` must be >= 0"),
-            tf.debugging.assert_less(
-                used,
-                tf.constant(vocab, tf.int32),
-                message=f"tokens: `token_ids` must be < the source vocabulary size {vocab}",
-            ),
-        ]
-        with tf.control_dependencies(checks):
+        bad = tf.logical_and(mask, tf.logical_or(token_ids < 0, token_ids >= vocab))
+        flat, value = _first_where(tf.reshape(bad, [-1]), tf.reshape(token_ids, [-1]))
+        columns = tf.maximum(width, 1)
+        check = refuse_unless(
+            tf.logical_not(tf.reduce_any(bad)),
+            f"token_ids must be in [0, {vocab}) (the source vocabulary) within the row lengths; "
+            "got ",
+            tf.strings.as_string(value),
+            " in row ",
+            tf.strings.as_string(flat // columns),
+            " at position ",
+            tf.strings.as_string(flat % columns),
+        )
+        with tf.control_dependencies([check]):
             source = tf.where(mask, token_ids, tf.zeros_like(token_ids))
+        source = source[:, :longest]  # only padding beyond S: every length is <= S
         return {"token_ids": self.best_search.best(self.model, source)["tokens"]}
 
     def nbest_function(self, text, search=None):
@@ -363,11 +414,12 @@ class Translator:
             numbers = tf.gather(self.numbers.numbers(text), rows)
             decoded = self.numbers.restore_numbers(decoded, numbers)
         decoded = tf.reshape(decoded, shape[:2])  # (B, N)
-        empty = tf.equal(tf.strings.length(self.source_tokenizer.clean(text)), 0)
+        empty = self.blank(text)
         translations = tf.where(empty[:, None], tf.constant(""), decoded)
+        scores = self._blank_zero(text, result["scores"])
         return {
             "translations": translations,
-            "scores": result["scores"],
+            "scores": scores,
             "finished": tf.logical_or(empty[:, None], result["finished"]),
             "truncated": truncated,
         }
@@ -377,10 +429,26 @@ class Translator:
         -> what `serving_default` returns, each translation starting with
         its prefix ("" = unconstrained; at most L pieces). An
         `INVALID_ARGUMENT` unless both have as many rows."""
-        check = tf.debugging.assert_equal(
-            tf.shape(self.checked_text(prefix))[0],
-            tf.shape(self.checked_text(text))[0],
-            message="constrained: `prefix` needs one entry per `text` (entries of each)",
+        text, prefix = self.checked_text(text), self.checked_text(prefix, "prefix")
+        rows, count = tf.shape(text)[0], tf.shape(prefix)[0]
+        check = refuse_unless(
+            tf.equal(rows, count),
+            "prefix must have one entry per text; got ",
+            tf.strings.as_string(count),
+            " prefixes for ",
+            tf.strings.as_string(rows),
+            " texts",
+        )
+        with tf.control_dependencies([check]):
+            pieces = self.target_tokenizer.pieces(prefix).row_lengths()
+        # A prefix longer than a translation can be is refused, not cut.
+        row, value = _first_where(pieces > self.max_length, pieces)
+        check = refuse_unless(
+            tf.reduce_all(pieces <= self.max_length),
+            f"prefix must have at most {self.max_length} pieces (the longest translation); got ",
+            tf.strings.as_string(value),
+            " pieces in row ",
+            tf.strings.as_string(row),
         )
         with tf.control_dependencies([check]):
             source, truncated = self.encode(text)
@@ -388,9 +456,16 @@ class Translator:
         result = self._best(self.best_search, text, source, prefix=forced)
         return {
             "translation": self.decode(text, result),
-            "score": result["scores"],
+            "score": self._blank_zero(text, result["scores"]),
             "truncated": truncated,
         }
+
+    def _blank_zero(self, text, values, fill=0):
+        """`values` (B, ...) with `fill` (0) in the rows of blank texts: a
+        blank text's score is 0 (nothing was translated), not the search's
+        score of `[START] [END]`."""
+        blank = tf.reshape(self.blank(text), [-1] + [1] * (len(values.shape) - 1))
+        return tf.where(blank, tf.fill(tf.shape(values), tf.cast(fill, values.dtype)), values)
 
     def decoding_options(self):
         """The 0.2.0 `decoding_options` outputs of the nbest search
@@ -405,16 +480,14 @@ class Translator:
 
     def options_function(self):
         """`decoding_options`: no input -> the options as named scalars, the
-        same as JSON under the key `options_key(...)` (which `saved_model_cli
-        show --all` displays), and `search`, the search's serialized config
+        same as JSON under the key `options`, as one line under `summary`
+        (`options_summary`), and `search`, the search's serialized config
         as JSON (`keras.saving.deserialize_keras_object(json.loads(...))`
         rebuilds it)."""
         chosen = self.decoding_options()
         outputs = {name: tf.constant(value) for name, value in chosen.items()}
-        # `saved_model_cli show` prints signatures' keys, dtypes and shapes,
-        # never values (and lists no functions of an export with TF Text
-        # ops), so one output's key carries them all.
         outputs[options_key(chosen)] = tf.constant(json.dumps(chosen))
+        outputs["summary"] = tf.constant(options_summary(chosen))
         outputs["search"] = tf.constant(self.search_config())
         return outputs
 
@@ -435,9 +508,16 @@ class Translator:
         elif name == "tokens":
             from keras_attention.serving.text import UNK
 
+            run = empty_batch_as_one_row(
+                self.tokens_function, tf.constant([[UNK]]), tf.constant([1])
+            )
             function = tf.function(
-                empty_batch_as_one_row(
-                    self.tokens_function, tf.constant([[UNK]]), tf.constant([1])
+                # The ranks checked before anything reads a dimension.
+                lambda token_ids, lengths: run(
+                    checked_shape(
+                        token_ids, "token_ids", 2, "a matrix of int32 ids [batch, length]"
+                    ),
+                    checked_shape(lengths, "lengths", 1, "a vector of int32 lengths [batch]"),
                 ),
                 input_signature=[
                     tf.TensorSpec((None, None), tf.int32, name="token_ids"),
@@ -446,8 +526,11 @@ class Translator:
                 autograph=False,
             )
         elif name == "constrained":
+            run = empty_batch_as_one_row(self.constrained_function, blank, blank)
             function = tf.function(
-                empty_batch_as_one_row(self.constrained_function, blank, blank),
+                lambda text, prefix: run(
+                    self.checked_text(text), self.checked_text(prefix, "prefix")
+                ),
                 input_signature=[text, tf.TensorSpec((None,), tf.string, name="prefix")],
                 autograph=False,
             )
@@ -466,8 +549,9 @@ class Translator:
                     "attention": self.attention_function,
                     "nbest": self.nbest_function,
                 }[name]
+            run = empty_batch_as_one_row(body, blank)
             function = tf.function(
-                empty_batch_as_one_row(body, blank), input_signature=[text], autograph=False
+                lambda text: run(self.checked_text(text)), input_signature=[text], autograph=False
             )
         function.get_concrete_function()  # the one trace
         return function
@@ -490,7 +574,11 @@ class Translator:
                 else tf.constant([], tf.string)
                 for column in columns
             ]
-            parts.append({key: value.numpy() for key, value in function(*batch).items()})
+            try:
+                outputs = function(*batch)
+            except tf.errors.InvalidArgumentError as error:  # a graph check refused the input
+                raise ValueError(f"Translator ({name}): {rule_text(error.message)}") from None
+            parts.append({key: value.numpy() for key, value in outputs.items()})
         return {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
 
     # -- in process ------------------------------------------------------------
@@ -625,6 +713,14 @@ class Hypothesis(tuple):
         return f"Hypothesis({self[0]!r}, {self[1]!r}, finished={self._finished})"
 
 
+def _first_where(bad, values):
+    """`(index, value)`: the first position where the vector `bad` holds
+    and `values` there; `(len(bad), 0)` when none does (also for 0 rows)."""
+    index = tf.argmax(tf.concat([tf.cast(bad, tf.int32), [1]], 0), output_type=tf.int32)
+    value = tf.gather(tf.concat([values, tf.zeros([1], values.dtype)], 0), index)
+    return index, value
+
+
 def _trailing(tokens, pad):
     """How many of the last `tokens` are the padding token `pad`."""
     count = 0
@@ -638,10 +734,20 @@ def _trailing(tokens, pad):
 __all__ = ["SIGNATURES", "Hypothesis", "Translator"]
 
 
-def options_key(options):
-    """The key of the `decoding_options` output that `saved_model_cli show`
-    displays: `options: beam_width=4, num_hypotheses=4, ...`."""
-    return "options: " + ", ".join(f"{name}={value}" for name, value in options.items())
+def options_key(options=None):
+    """The key of the `decoding_options` output holding the options as
+    JSON: `"options"`. (In 0.2.0 the key itself was the readable line
+    `options: beam_width=4, ...`, so that `saved_model_cli show` displayed
+    it, and `out["options"]` was a `KeyError`; that line is now the value of
+    the `summary` output, `options_summary`.) `options` is ignored, kept so
+    that 0.2.0's calls run."""
+    return "options"
+
+
+def options_summary(options):
+    """The options as one readable line, `beam_width=4, num_hypotheses=4,
+    ..., alpha=0.6`: the `summary` output of `decoding_options`."""
+    return ", ".join(f"{name}={value}" for name, value in options.items())
 
 
 def prefix_ids(target_tokenizer, prefix, max_length):
