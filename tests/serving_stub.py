@@ -259,8 +259,9 @@ class ServingStub:
         except (tf.errors.InvalidArgumentError, ValueError, TypeError) as error:
             raise RequestError(400, str(error)) from None
         outputs = {key: value.numpy() for key, value in outputs.items()}
-        if not rows:
-            return {"outputs": {key: _json_value(value, key) for key, value in outputs.items()}}
+        if not rows:  # one output: its bare value, as TF Serving answers
+            columns = {key: _json_value(value, key) for key, value in outputs.items()}
+            return {"outputs": next(iter(columns.values())) if len(columns) == 1 else columns}
         counts = {value.shape[0] if value.ndim else None for value in outputs.values()}
         if len(counts) != 1 or None in counts:
             raise RequestError(
