@@ -86,11 +86,14 @@ def warmup_words(export_dir):
 def memory():
     """`(VmRSS, VmHWM)` of this process in MiB, from /proc/self/status."""
     values = {}
-    with open("/proc/self/status") as status:
-        for line in status:
-            key, _, rest = line.partition(":")
-            if key in ("VmRSS", "VmHWM"):
-                values[key] = int(rest.split()[0]) / 1024  # kB
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                key, _, rest = line.partition(":")
+                if key in ("VmRSS", "VmHWM"):
+                    values[key] = int(rest.split()[0]) / 1024  # kB
+    except OSError:  # not Linux: no figures, NaN in the report
+        pass
     return values.get("VmRSS", float("nan")), values.get("VmHWM", float("nan"))
 
 
@@ -135,7 +138,10 @@ def drive(call, requests, threads, check, progress=None):
             except Exception as caught:  # every failure is counted, none stops the run
                 outputs, error = None, caught
             latency = time.perf_counter() - start
-            problems = check(requests[index], outputs, error) if check else []
+            try:
+                problems = check(requests[index], outputs, error) if check else []
+            except Exception as caught:  # a response the check cannot read is a problem too
+                problems = [f"unreadable response: {first_line(caught)}"]
             records[index] = (latency, error, problems)
             finished = next(done)
             if progress and len(requests) >= 100 and finished % step == 0:
