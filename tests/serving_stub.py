@@ -258,7 +258,12 @@ class ServingStub:
             )
         except (tf.errors.InvalidArgumentError, ValueError, TypeError) as error:
             raise RequestError(400, str(error)) from None
-        outputs = {key: value.numpy() for key, value in outputs.items()}
+        outputs = {  # a scalar string's numpy() is bytes: an object array of shape ()
+            key: np.array(value.numpy(), dtype=object)
+            if value.dtype == tf.string
+            else value.numpy()
+            for key, value in outputs.items()
+        }
         if not rows:  # one output: its bare value, as TF Serving answers
             columns = {key: _json_value(value, key) for key, value in outputs.items()}
             return {"outputs": next(iter(columns.values())) if len(columns) == 1 else columns}

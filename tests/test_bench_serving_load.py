@@ -188,6 +188,9 @@ def test_the_client_against_the_stub_in_both_rest_formats(tiny_export):
             np.testing.assert_array_equal(got["translation"], direct["translation"].numpy())
             np.testing.assert_allclose(got["score"], direct["score"].numpy(), atol=1e-6)
             assert got["truncated"].tolist() == [False, False, True]
+        # A signature without inputs: {"inputs": {}} gets its scalars.
+        options = predict_rest(stub.host, stub.port, "translator", {}, "decoding_options")
+        assert options["beam_width"] == 2 and options["search"].dtype == object
         base = f"http://{stub.host}:{stub.port}/v1/models"
         status = requests.get(f"{base}/translator", timeout=10).json()
         assert status["model_version_status"][0]["state"] == "AVAILABLE"
