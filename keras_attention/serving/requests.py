@@ -65,6 +65,22 @@ def checked_shape(value, name, rank, rule):
         return tf.ensure_shape(tf.identity(value), [None] * rank)
 
 
+def checked_count(value, rows, rule, counted, per):
+    """`value` once an `Assert` has refused a first dimension other than
+    `rows`: `<rule>; got <n> <counted> for <rows> <per>`."""
+    count = tf.shape(value)[0]
+    check = refuse_unless(
+        tf.equal(count, rows),
+        f"{rule}; got ",
+        tf.strings.as_string(count),
+        f" {counted} for ",
+        tf.strings.as_string(rows),
+        f" {per}",
+    )
+    with tf.control_dependencies([check]):
+        return tf.identity(value)
+
+
 def rule_line(message):
     """The first line of an `InvalidArgumentError`'s message that states a
     rule (the `Assert` line, without TensorFlow's `{{node ...}}` tags):

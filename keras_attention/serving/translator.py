@@ -66,6 +66,7 @@ import tensorflow as tf
 from keras_attention.seq2seq.search import BeamSearch, GreedySearch, get_search
 from keras_attention.serving.numbers import NumberProtection
 from keras_attention.serving.requests import (
+    checked_count,
     checked_shape,
     refuse_unless,
     rule_text,
@@ -335,17 +336,9 @@ class Translator:
         )
         lengths = checked_shape(lengths, "lengths", 1, "a vector of int32 lengths [batch]")
         batch, width = tf.shape(token_ids)[0], tf.shape(token_ids)[1]
-        count = tf.shape(lengths)[0]
-        check = refuse_unless(
-            tf.equal(count, batch),
-            "lengths must have one entry per row of token_ids; got ",
-            tf.strings.as_string(count),
-            " lengths for ",
-            tf.strings.as_string(batch),
-            " rows",
+        lengths = checked_count(
+            lengths, batch, "lengths must have one entry per row of token_ids", "lengths", "rows"
         )
-        with tf.control_dependencies([check]):
-            lengths = tf.identity(lengths)
         longest = self.max_source_length
         for bad, rule in [
             (lengths < 1, "lengths must be >= 1 (a source of at least one id)"),
@@ -430,17 +423,10 @@ class Translator:
         its prefix ("" = unconstrained; at most L pieces). An
         `INVALID_ARGUMENT` unless both have as many rows."""
         text, prefix = self.checked_text(text), self.checked_text(prefix, "prefix")
-        rows, count = tf.shape(text)[0], tf.shape(prefix)[0]
-        check = refuse_unless(
-            tf.equal(rows, count),
-            "prefix must have one entry per text; got ",
-            tf.strings.as_string(count),
-            " prefixes for ",
-            tf.strings.as_string(rows),
-            " texts",
+        prefix = checked_count(
+            prefix, tf.shape(text)[0], "prefix must have one entry per text", "prefixes", "texts"
         )
-        with tf.control_dependencies([check]):
-            pieces = self.target_tokenizer.pieces(prefix).row_lengths()
+        pieces = self.target_tokenizer.pieces(prefix).row_lengths()
         # A prefix longer than a translation can be is refused, not cut.
         row, value = _first_where(pieces > self.max_length, pieces)
         check = refuse_unless(
