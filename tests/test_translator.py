@@ -7,6 +7,7 @@ requests and blank strings."""
 
 import itertools
 import json
+import os
 
 import keras
 import numpy as np
@@ -30,18 +31,25 @@ def sentences():
     return texts
 
 
+def word_tokenizer(directory):
+    """A `SubwordTokenizer` whose pieces are the reserved tokens and WORDS,
+    its vocabulary file written into `directory`; and its size."""
+    from keras_attention.serving.text import RESERVED, SubwordTokenizer
+
+    path = os.path.join(str(directory), "vocab.txt")
+    with open(path, "w") as handle:
+        handle.write("\n".join(RESERVED + WORDS) + "\n")
+    return SubwordTokenizer(path), len(RESERVED) + len(WORDS)
+
+
 @pytest.fixture(scope="module")
 def translator(tmp_path_factory):
     """`(translator, reloaded export, tokenizer, model)` with a beam of 3."""
     from keras_attention.seq2seq import BeamSearch, RecurrentSeq2Seq
     from keras_attention.serving import Translator
-    from keras_attention.serving.text import RESERVED, SubwordTokenizer
 
     directory = tmp_path_factory.mktemp("translator")
-    vocabulary = directory / "vocab.txt"
-    vocabulary.write_text("\n".join(RESERVED + WORDS) + "\n")
-    tokenizer = SubwordTokenizer(str(vocabulary))
-    size = len(RESERVED) + len(WORDS)
+    tokenizer, size = word_tokenizer(directory)
     keras.utils.set_random_seed(3)
     model = RecurrentSeq2Seq(size, size, embed_dim=8, hidden_dim=16, attention="dot")
     model.build()
@@ -256,14 +264,9 @@ def test_a_greedy_translator_and_its_defaults():
 
     from keras_attention.seq2seq import GreedySearch, TransformerSeq2Seq, greedy_search
     from keras_attention.serving import Translator
-    from keras_attention.serving.text import RESERVED, SubwordTokenizer
 
     with tempfile.TemporaryDirectory() as directory:
-        path = f"{directory}/vocab.txt"
-        with open(path, "w") as stream:
-            stream.write("\n".join(RESERVED + WORDS) + "\n")
-        tokenizer = SubwordTokenizer(path)
-        size = len(RESERVED) + len(WORDS)
+        tokenizer, size = word_tokenizer(directory)
         model = TransformerSeq2Seq(size, size, 16, 2, 32, 1, max_length=9)
         model.build()
         translator = Translator(model, tokenizer, tokenizer, GreedySearch())
@@ -461,14 +464,9 @@ def test_every_family_refuses_a_source_longer_than_max_source_length(family):
     from keras_attention.seq2seq import ConvS2SSeq2Seq, GreedySearch, TransformerSeq2Seq
     from keras_attention.serving import Translator
     from keras_attention.serving.requests import rule_line
-    from keras_attention.serving.text import RESERVED, SubwordTokenizer
 
     with tempfile.TemporaryDirectory() as directory:
-        vocabulary = f"{directory}/vocab.txt"
-        with open(vocabulary, "w") as handle:
-            handle.write("\n".join(RESERVED + WORDS) + "\n")
-        tokenizer = SubwordTokenizer(vocabulary)
-    size = len(RESERVED) + len(WORDS)
+        tokenizer, size = word_tokenizer(directory)
     if family == "transformer":
         model = TransformerSeq2Seq(size, size, 8, 2, 16, 1, max_length=9)
     else:
