@@ -6,7 +6,12 @@ sets, through the SavedModel's `serving_default` in plain TensorFlow
         recipes/translation/testsets/everyday.tsv recipes/translation/testsets/numbers.tsv
 
 Prints one line per file and the sentences whose numbers did not all come
-through; `--json FILE` writes the scores.
+through; `--json FILE` writes the scores. `--compare OTHER` scores a second
+export (e.g. the int8 export of the same run) on the same files and prints
+its BLEU/chrF difference and how many translations are identical:
+
+    python bench/export_scores.py --export saved_models/translator/1 \\
+        --compare saved_models/translator/2 runs/demo/data/test.tsv
 """
 
 import argparse
@@ -22,6 +27,9 @@ def main(argv=None):
     parser.add_argument("--export", required=True, help="a translator's SavedModel folder")
     parser.add_argument("tests", nargs="+", help="TSV files of source<TAB>reference lines")
     parser.add_argument("--json", help="write the scores here")
+    parser.add_argument(
+        "--compare", help="a second SavedModel: its scores, differences and identical translations"
+    )
     args = parser.parse_args(argv)
 
     import tensorflow as tf
@@ -31,17 +39,40 @@ def main(argv=None):
     from recipes.translation.scores import corpus_scores, number_consistency
     from recipes.translation.text_io import read_pair_file
 
-    serve = tf.saved_model.load(args.export).signatures["serving_default"]
+    def translator(export):
+        serve = tf.saved_model.load(export).signatures["serving_default"]
+
+        def translate(sources):
+            translations = []
+            for start in range(0, len(sources), 64):
+                batch = tf.constant(sources[start : start + 64])
+                translations += [t.decode() for t in serve(text=batch)["translation"].numpy()]
+            return translations
+
+        return translate
+
+    translate = translator(args.export)
+    other = translator(args.compare) if args.compare else None
     results = {}
     for path in args.tests:
         pairs = read_pair_file(path, "test", log=print)
         sources = [source for source, _ in pairs]
-        translations = []
-        for start in range(0, len(sources), 64):
-            batch = tf.constant(sources[start : start + 64])
-            translations += [t.decode("utf-8") for t in serve(text=batch)["translation"].numpy()]
+        references = [reference for _, reference in pairs]
+        translations = translate(sources)
+        if other is not None:
+            others = other(sources)
+            base = corpus_scores(translations, references)
+            second = corpus_scores(others, references)
+            same = sum(a == b for a, b in zip(translations, others))
+            results[f"{path} (compare)"] = {**second, "identical": same, "sentences": len(pairs)}
+            print(
+                f"{path}: --compare BLEU {second['bleu']:.2f} "
+                f"({second['bleu'] - base['bleu']:+.2f}), "
+                f"chrF {second['chrf']:.2f} ({second['chrf'] - base['chrf']:+.2f}), identical "
+                f"translations {same}/{len(pairs)} ({100 * same / max(len(pairs), 1):.1f}%)"
+            )
         scores = {
-            **corpus_scores(translations, [reference for _, reference in pairs]),
+            **corpus_scores(translations, references),
             **number_consistency(sources, translations),
             "sentences": len(pairs),
         }
