@@ -364,6 +364,7 @@ def test_the_decoding_flags_become_one_search():
     [
         ("recipes.translate", ["--help"]),
         ("recipes.translate", ["translate", "--help"]),
+        ("recipes.translate", ["convert", "--help"]),
         ("recipes.translate", ["train", "--no-such-flag"]),
         ("recipes.attention_demo", ["--help"]),
         ("recipes.bottleneck", ["--help"]),
