@@ -294,3 +294,21 @@ def test_convert_cli_refuses_a_recurrent_run_naming_the_family(trained, tmp_path
         "(TransformerSeq2Seq); ConvS2S and the recurrent models have no CTranslate2 spec"
     )
     assert not os.path.exists(tmp_path / "ct2")
+
+
+def test_bench_deploying_smoke_prints_every_route(transformer_run, capsys):
+    """bench/deploying.py --smoke: every route translates the same test
+    sentences; CTranslate2 float32 greedy scores as our SavedModel greedy."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "bench", "deploying.py")
+    spec = importlib.util.spec_from_file_location("bench_deploying", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    rows = bench.main(["--output", transformer_run, "--smoke"])
+    table = {(route, search): (speed, bleu, chrf) for route, search, speed, bleu, chrf in rows}
+    routes = ("SavedModel float32", "CTranslate2 float32", "CTranslate2 int8")
+    assert set(table) == {(r, s) for r in routes for s in ("beam 4", "greedy")}
+    assert all(speed > 0 for speed, _, _ in table.values())
+    assert table["CTranslate2 float32", "greedy"][1:] == table["SavedModel float32", "greedy"][1:]
+    assert "| route | search | tokens/s | BLEU | chrF |" in capsys.readouterr().out

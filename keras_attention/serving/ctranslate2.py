@@ -41,6 +41,7 @@ relu or GELU, and a model quantized in place (convert the float model;
 CTranslate2 quantizes with `quantization`).
 """
 
+import functools
 import json
 import os
 import re
@@ -465,6 +466,15 @@ def restore_numbers(translation, source):
     return text
 
 
+@functools.lru_cache(maxsize=8)
+def _processors(sentencepiece, model_dir):
+    """The folder's two SentencePiece processors, loaded once."""
+    return tuple(
+        sentencepiece.SentencePieceProcessor(model_file=os.path.join(model_dir, f"{side}.spm"))
+        for side in ("source", "target")
+    )
+
+
 def translate_with_ctranslate2(model_dir, texts, translator=None, protect_numbers=None, **options):
     """Translate `texts` (strings) with a folder `convert_to_ctranslate2`
     wrote, as our `Translator.translate` does: SentencePiece pieces in
@@ -486,12 +496,7 @@ def translate_with_ctranslate2(model_dir, texts, translator=None, protect_number
         protect_numbers = bool(metadata.get("protect_numbers", False))
     options = {**metadata.get("translate_batch", {}), **options}
     translator = translator or ctranslate2.Translator(model_dir, device="cpu")
-    source_sp = sentencepiece.SentencePieceProcessor(
-        model_file=os.path.join(model_dir, "source.spm")
-    )
-    target_sp = sentencepiece.SentencePieceProcessor(
-        model_file=os.path.join(model_dir, "target.spm")
-    )
+    source_sp, target_sp = _processors(sentencepiece, os.path.abspath(model_dir))
     cleaned = [_clean(text) for text in texts]
     protected = [re.sub(NUMBER, PLACEHOLDER, text) if protect_numbers else text for text in cleaned]
     todo = [index for index, text in enumerate(protected) if text]
