@@ -7,6 +7,7 @@
     keras-attention-translate translate --output runs/translate < de.txt > en.txt  # a line each
     keras-attention-translate average --output runs/translate --last 5   # checkpoint averaging
     keras-attention-translate tune --output runs/tune            # KerasTuner (resumable)
+    keras-attention-translate convert --output runs/translate --to ctranslate2 --dir ct2_model
     keras-attention-translate demo                               # what `make demo` runs
 
 Data: the German-English sentences of Debian's `trans-de-en` by default
@@ -33,6 +34,8 @@ from .translation.config import (
     ALGORITHMS,
     ATTENTION,
     BEAM_DEFAULTS,
+    CONVERSIONS,
+    CT2_QUANTIZATIONS,
     DECAYS,
     DECODING,
     FAMILIES,
@@ -413,6 +416,29 @@ def parser():
         help="hypotheses the nbest signature returns (default: --beam-width; at most that)",
     )
     add_decoding_flags(export, "uses")
+    convert = add(
+        "convert",
+        "convert the trained model for another runtime: CTranslate2 (the Transformer family)",
+        data=False,
+        model=False,
+    )
+    convert.add_argument(
+        "--to", choices=CONVERSIONS, required=True, help="the runtime to convert for"
+    )
+    convert.add_argument(
+        "--dir",
+        metavar="OUT",
+        required=True,
+        help="the model folder to write (with the run's source.spm and target.spm)",
+    )
+    convert.add_argument(
+        "--quantization",
+        choices=CT2_QUANTIZATIONS,
+        help="CTranslate2's weight type (default: float32)",
+    )
+    convert.add_argument(
+        "--overwrite", action="store_true", help="replace OUT if it exists (atomically)"
+    )
     tune_command = add(
         "tune", "KerasTuner search (resumable; chief/worker distributed)", model=False
     )
@@ -459,6 +485,7 @@ INTERRUPTED = {
     "run the export again",
     "evaluate": "interrupted: run the command again",
     "translate": "interrupted",
+    "convert": "interrupted: nothing was written (the folder appears only when complete)",
 }
 
 

@@ -364,6 +364,7 @@ def test_the_decoding_flags_become_one_search():
     [
         ("recipes.translate", ["--help"]),
         ("recipes.translate", ["translate", "--help"]),
+        ("recipes.translate", ["convert", "--help"]),
         ("recipes.translate", ["train", "--no-such-flag"]),
         ("recipes.attention_demo", ["--help"]),
         ("recipes.bottleneck", ["--help"]),
@@ -400,9 +401,11 @@ def test_command_line_tables_are_the_librarys():
     from keras_attention.registry import names
     from keras_attention.seq2seq import BeamSearch
     from keras_attention.seq2seq.transformer import POSITIONS
+    from keras_attention.serving.ctranslate2 import QUANTIZATIONS
     from recipes.translation import config
 
     assert config.LIBRARY_ATTENTION == names()
     assert config.POSITIONS == POSITIONS
+    assert config.CT2_QUANTIZATIONS == QUANTIZATIONS
     beam = BeamSearch().get_config()
     assert config.BEAM_DEFAULTS == {key: beam[key] for key in config.BEAM_DEFAULTS}

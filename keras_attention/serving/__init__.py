@@ -10,6 +10,7 @@ on TensorFlow. Install with `pip install keras_attention[tensorflow]`.
     distribute.py   MultiWorkerMirroredStrategy adaptations of a model
     check.py        an export's ops against TF Serving releases' op lists
     requests.py     graph checks of a served request's inputs (first line: the input and the rule)
+    ctranslate2.py  a TransformerSeq2Seq converted to a CTranslate2 model (needs ctranslate2)
 """
 
 import importlib.util

@@ -336,6 +336,78 @@ def export_command(config, log=print):
     return path
 
 
+def convert_command(config, log=print):
+    """Write the trained model as a CTranslate2 model folder (`--to
+    ctranslate2`), with the run's SentencePiece models beside it; every
+    check runs before anything is written."""
+    import importlib.util
+
+    from .config import flag
+
+    if os.path.exists(config.dir) and not os.path.isdir(config.dir):
+        raise UsageError(f"--dir {config.dir} is a file; expected a folder to write")
+    if os.path.exists(config.dir) and not config.overwrite:
+        raise UsageError(f"--dir {config.dir} exists: choose another folder or add --overwrite")
+    if importlib.util.find_spec("ctranslate2") is None:
+        raise UsageError(
+            "convert --to ctranslate2 needs the ctranslate2 package: pip install ctranslate2 "
+            "(or keras_attention[recipes])"
+        )
+    spm = [os.path.join(config.output, f"{side}.spm") for side in ("source", "target")]
+    if not all(os.path.exists(path) for path in spm) and os.path.exists(
+        os.path.join(config.output, "source.vocab")
+    ):
+        raise UsageError(
+            f"{config.output} uses WordPiece vocabularies, which CTranslate2 users cannot "
+            "tokenize without TensorFlow Text; convert a run trained with "
+            "--tokenizer sentencepiece (the default)"
+        )
+    model, run_config, _, _ = load_run(config.output, config, compile=False)
+    config = run_decoding(config, run_config)
+    from keras_attention.serving.ctranslate2 import convert_to_ctranslate2
+
+    max_length = run_config["max_length"]
+    translate_options = {  # ctranslate2.Translator.translate_batch's names
+        "beam_size": config.beam_width,
+        "length_penalty": config.alpha,
+        "coverage_penalty": config.coverage_penalty,
+        "repetition_penalty": config.repetition_penalty,
+        "no_repeat_ngram_size": config.no_repeat_ngram,
+        "min_decoding_length": config.min_length,
+        "max_input_length": max_length,
+        "max_decoding_length": max_length + 1,
+    }
+    metadata = {
+        "converted_from": os.path.abspath(config.output),
+        "translate_batch": translate_options,
+        "length_penalty_note": (
+            "ours is GNMT's ((5 + |Y|) / 6)^alpha, CTranslate2's |Y|^length_penalty: "
+            "the same alpha is not the same penalty (docs/deploying.md)"
+        ),
+        "protect_numbers": bool(run_config.get("protect_numbers", False)),
+    }
+    path = convert_to_ctranslate2(
+        model,
+        config.dir,
+        quantization=config.quantization,
+        source_spm=spm[0],
+        target_spm=spm[1],
+        metadata=metadata,
+        overwrite=config.overwrite,
+    )
+    if metadata["protect_numbers"]:
+        log(
+            "note: this run protects numbers (digit groups become the placeholder U+E000 "
+            "before translation and are copied back after it): see docs/deploying.md"
+        )
+    files = ", ".join(sorted(os.listdir(path)))
+    log(
+        f"converted {config.output} to CTranslate2 ({config.quantization or 'float32'}, "
+        f"{flag('dir')} {config.dir}): {files}"
+    )
+    return path
+
+
 def record_decoding(config):
     """Record the demo's decoding settings in a run trained before runs
     recorded them, so that translate and evaluate on it decode as the demo
@@ -390,5 +462,6 @@ COMMANDS = {
     "tune": tune,
     "demo": demo,
     "export": export_command,
+    "convert": convert_command,
     "average": average_command,
 }

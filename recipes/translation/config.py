@@ -24,11 +24,14 @@ from ..tuning import ALGORITHMS  # noqa: F401  (the tuner's, offered by --algori
 FAMILIES = ("rnn", "convs2s", "transformer")
 # The command line is parsed before Keras and TensorFlow are imported (`--help`
 # and a mistyped flag answer at once), so this module imports no part of the
-# library: these three copy the library's tables (`keras_attention.registry.names()`,
-# `seq2seq.transformer.POSITIONS`, `BeamSearch()`'s defaults), and
+# library: these four copy the library's tables (`keras_attention.registry.names()`,
+# `seq2seq.transformer.POSITIONS`, `BeamSearch()`'s defaults,
+# `serving.ctranslate2.QUANTIZATIONS`), and
 # tests/test_translation_cli.py::test_command_line_tables_are_the_librarys checks that they do.
 LIBRARY_ATTENTION = ("dot", "scaled_dot", "general", "additive", "concat", "local", "multihead")
 POSITIONS = ("sinusoidal", "learned", "rope", "alibi", "relative")
+CT2_QUANTIZATIONS = ("int8", "int8_float32", "float16")
+CONVERSIONS = ("ctranslate2",)  # convert --to
 BEAM_DEFAULTS = {
     "beam_width": 4,
     "alpha": 0.6,
@@ -279,6 +282,10 @@ class TranslationConfig:
     export_dir: str = "saved_models"
     model_name: str = "translator"
     num_hypotheses: int = None
+    # convert
+    to: str = None
+    dir: str = None
+    quantization: str = None
     # tune
     algorithm: str = "hyperband"
     trials: int = 10

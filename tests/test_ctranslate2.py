@@ -1,0 +1,314 @@
+"""`keras_attention.serving.ctranslate2` and `keras-attention-translate
+convert --to ctranslate2`: every configuration CTranslate2's
+TransformerSpec expresses decodes to the same ids in CTranslate2 (float32)
+as in our searches; what it cannot express is refused in one line."""
+
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+ctranslate2 = pytest.importorskip(
+    "ctranslate2", reason="ctranslate2 is not installed (pip install 'keras_attention[recipes]')"
+)
+
+from keras_attention.seq2seq import ConvS2SSeq2Seq, RecurrentSeq2Seq
+from keras_attention.seq2seq.search import BeamSearch, GreedySearch
+from keras_attention.seq2seq.transformer import TransformerSeq2Seq
+from keras_attention.serving.ctranslate2 import (
+    QUANTIZATIONS,
+    convert_to_ctranslate2,
+    default_vocabulary,
+    restore_numbers,
+    translate_with_ctranslate2,
+)
+from tests.translation_helpers import TINY, cli, run
+
+V, L = 40, 10  # vocabulary, longest output (tokens, <eos> included)
+TOKENS = default_vocabulary(V, {0: "[PAD]", 1: "[START]", 2: "[END]", 3: "[UNK]"})
+CONFIGURATIONS = {
+    "sinusoidal, post-norm, separate embeddings": {},
+    "learned positions": {"position": "learned"},
+    "relative positions (Shaw)": {"position": "relative"},
+    "rotary": {"position": "rope"},
+    "pre-norm": {"norm_first": True},
+    "tied embeddings": {"tie_embeddings": True},
+    "grouped-query": {"num_key_value_heads": 2},
+    "multi-query, rotary": {"num_key_value_heads": 1, "position": "rope"},
+}
+
+
+def random_model(**settings):
+    """A tiny Transformer with random weights large enough that each step's
+    argmax is clear (no near-ties), `<eos>` likely enough that outputs
+    end at various lengths, and padding and `<sos>` (which our searches
+    never generate and whose mass they do not renormalise) improbable."""
+    model = TransformerSeq2Seq(
+        V,
+        V,
+        hidden_dim=16,
+        num_heads=4,
+        intermediate_dim=32,
+        num_layers=2,
+        max_length=L + 1,
+        **settings,
+    )
+    model.build()
+    rng = np.random.default_rng(1)
+    for weight in model.weights:
+        centre = 1.0 if "gamma" in weight.path else 0.0
+        weight.assign(rng.normal(centre, 0.4, weight.shape).astype("float32"))
+    bias = model.output_bias if model.tie_embeddings else model.output_projection.bias
+    values = np.asarray(bias)
+    values[2] += 3.0  # <eos>
+    values[:2] = -30.0  # padding, <sos>
+    bias.assign(values)
+    return model
+
+
+def sources():
+    rng = np.random.default_rng(5)
+    ids = np.zeros((8, 8), "int32")
+    for row in ids:
+        n = rng.integers(2, 7)
+        row[0], row[1 : n + 1], row[n + 1] = 1, rng.integers(4, V, n), 2
+    return ids
+
+
+def ours(result, beam=False):
+    """Our search's ids without `<eos>` and padding, and scores."""
+    tokens, scores = np.asarray(result["tokens"]), np.asarray(result["scores"])
+    if beam:
+        tokens, scores = tokens[:, 0], scores[:, 0]
+    rows = []
+    for row in tokens:
+        ids = [int(t) for t in row if t != 0]
+        rows.append(ids[:-1] if ids and ids[-1] == 2 else ids)
+    return rows, scores
+
+
+def theirs(translator, source, beam_size):
+    batch = [[TOKENS[t] for t in row if t > 2] for row in source]  # it adds [START], [END]
+    results = translator.translate_batch(
+        batch,
+        beam_size=beam_size,
+        length_penalty=0,  # no length penalty, as alpha=0 (see docs/deploying.md)
+        min_decoding_length=0,  # CTranslate2's default is 1, ours 0
+        max_decoding_length=L,
+        max_input_length=0,
+        return_scores=True,
+    )
+    rows = [[TOKENS.index(t) for t in result.hypotheses[0]] for result in results]
+    return rows, np.array([result.scores[0] for result in results])
+
+
+@pytest.mark.parametrize("name", list(CONFIGURATIONS))
+def test_converted_models_search_to_the_same_ids_and_scores(name, tmp_path):
+    """Greedy: the same ids and scores. Beam search (no length penalty:
+    GNMT's and CTranslate2's differ): the same ids and scores, except where
+    the documented rule differs: CTranslate2 finishes a hypothesis only when
+    its <eos> ranks among the beam_size best candidates of a step, ours
+    among the 2 * beam_size best, so ours may return a finished hypothesis
+    CTranslate2 never admitted, and then only one that scores higher."""
+    model = random_model(**CONFIGURATIONS[name])
+    folder = convert_to_ctranslate2(model, str(tmp_path / "ct2"))
+    translator = ctranslate2.Translator(folder, device="cpu", intra_threads=1)
+    source = sources()
+    greedy, greedy_scores = ours(GreedySearch(max_length=L)(model, source))
+    their_greedy, their_greedy_scores = theirs(translator, source, 1)
+    assert their_greedy == greedy
+    np.testing.assert_allclose(their_greedy_scores, greedy_scores, atol=2e-3)
+    assert any(greedy)  # not all empty
+    result = BeamSearch(beam_width=3, alpha=0.0, max_length=L)(model, source)
+    beam, beam_scores = ours(result, True)
+    their_beam, their_scores = theirs(translator, source, 3)
+    same = [a == b for a, b in zip(beam, their_beam)]
+    np.testing.assert_allclose(their_scores[same], beam_scores[same], atol=2e-3)
+    finished = np.asarray(result["finished"])[:, 0]
+    for index in np.flatnonzero(~np.array(same)):
+        assert finished[index] and beam_scores[index] > their_scores[index] + 0.1, index
+    assert any(same)
+
+
+def test_teacher_forced_log_probabilities_agree(tmp_path):
+    """CTranslate2's `score_batch` and our model give each target token the
+    same log-probability (the bans renormalise: padding and <sos> ~0)."""
+    from keras import ops
+
+    model = random_model(position="relative", norm_first=True)
+    folder = convert_to_ctranslate2(model, str(tmp_path / "ct2"))
+    translator = ctranslate2.Translator(folder, device="cpu")
+    source = sources()
+    target = np.array([[1, 5, 6, 7, 2]] * len(source))
+    log_probs = np.asarray(ops.log_softmax(model((source, target[:, :-1])), axis=-1))
+    expected = np.take_along_axis(log_probs, target[:, 1:, None], axis=-1)[..., 0]
+    batch = [[TOKENS[t] for t in row if t > 2] for row in source]
+    scored = translator.score_batch(batch, [["5", "6", "7"]] * len(source))
+    np.testing.assert_allclose([r.log_probs for r in scored], expected, atol=1e-4)
+
+
+def test_int8_quantization_is_smaller_and_still_decodes(tmp_path):
+    model = random_model()
+    # A short sinusoidal table: CTranslate2 keeps position tables in float32.
+    plain = convert_to_ctranslate2(model, str(tmp_path / "float32"), max_positions=L + 1)
+    small = convert_to_ctranslate2(
+        model, str(tmp_path / "int8"), quantization="int8", max_positions=L + 1
+    )
+    size = os.path.getsize
+    assert size(os.path.join(small, "model.bin")) < 0.5 * size(os.path.join(plain, "model.bin"))
+    translator = ctranslate2.Translator(small, device="cpu", compute_type="int8")
+    rows, _ = theirs(translator, sources(), 1)
+    assert len(rows) == 8 and all(0 <= t < V for row in rows for t in row)
+
+
+def test_output_is_published_whole_and_not_over_an_existing_folder(tmp_path):
+    model = random_model()
+    target = tmp_path / "ct2"
+    convert_to_ctranslate2(model, str(target), metadata={"note": "x"})
+    assert json.loads((target / "keras_attention.json").read_text()) == {"note": "x"}
+    with pytest.raises(ValueError, match="output_dir .* exists .*overwrite=True"):
+        convert_to_ctranslate2(model, str(target))
+    convert_to_ctranslate2(model, str(target), quantization="int8", overwrite=True)
+    assert not (target / "keras_attention.json").exists()  # the new folder, whole
+    assert sorted(os.listdir(tmp_path)) == ["ct2"]  # no temporaries left
+
+
+def test_what_ctranslate2_cannot_express_is_refused_in_one_line(tmp_path):
+    out = str(tmp_path / "ct2")
+    refusals = [
+        (ConvS2SSeq2Seq(20, 20, embed_dim=8, hidden_dim=8), "family='ConvS2SSeq2Seq'"),
+        (RecurrentSeq2Seq(20, 20, embed_dim=8, hidden_dim=8), "family='RecurrentSeq2Seq'"),
+        (TransformerSeq2Seq(20, 20, 8, 2, 16, position="alibi"), "position='alibi'"),
+        (TransformerSeq2Seq(20, 20, 8, 2, 16, sliding_window=3), "sliding_window=3"),
+    ]
+    for model, named in refusals:
+        with pytest.raises(ValueError) as error:
+            convert_to_ctranslate2(model, out)
+        message = str(error.value)
+        assert named in message and "not supported" in message and "\n" not in message
+    model = TransformerSeq2Seq(20, 20, 8, 2, 16)
+    with pytest.raises(ValueError, match="quantization must be None or one of"):
+        convert_to_ctranslate2(model, out, quantization="int4")
+    with pytest.raises(ValueError, match="source vocabulary has 3 tokens; .* 20"):
+        convert_to_ctranslate2(model, out, source_tokens=["a", "b", "c"])
+    assert not os.path.exists(out)
+    assert QUANTIZATIONS == ("int8", "int8_float32", "float16")
+
+
+def test_numbers_are_restored_as_our_number_protection_restores_them():
+    from keras_attention.serving.numbers import PLACEHOLDER, NumberProtection
+
+    sources = ["Das kostet 2,50 Euro, nicht 1.000.", "um 14:35 Uhr", "nichts"]
+    translations = [
+        f"It costs {PLACEHOLDER} euros, not {PLACEHOLDER}.",
+        f"at {PLACEHOLDER}",
+        f"nothing {PLACEHOLDER} here",
+    ]
+    expected = NumberProtection(swap_separators=True).restore(translations, sources).numpy()
+    assert [restore_numbers(t, s) for t, s in zip(translations, sources)] == [
+        text.decode() for text in expected
+    ]
+
+
+# -- the command line ------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def transformer_run(tmp_path_factory):
+    """A tiny Transformer run of the recipe (SentencePiece, numbers
+    protected), trained for two epochs in seconds."""
+    output = str(tmp_path_factory.mktemp("ct2") / "run")
+    run("train", "--output", output, "--family", "transformer", "--epochs", "2", *TINY)
+    return output
+
+
+def test_convert_cli_translates_a_test_file_as_our_translate_does(
+    transformer_run, tmp_path, capsys
+):
+    out = str(tmp_path / "ct2")
+    status, stdout, stderr = cli(
+        capsys, "convert", "--output", transformer_run, "--to", "ctranslate2", "--dir", out
+    )
+    assert status == 0, stderr
+    last = stdout.strip().splitlines()[-1]
+    assert last.startswith(f"converted {transformer_run} to CTranslate2 (float32, --dir {out})")
+    for name in ("model.bin", "config.json", "source.spm", "target.spm", "keras_attention.json"):
+        assert name in last and os.path.exists(os.path.join(out, name))
+    with open(os.path.join(transformer_run, "data", "test.tsv"), encoding="utf-8") as handle:
+        texts = [line.split("\t")[0] for line in handle.read().splitlines()]
+    texts += ["", "Es kostet 3,50 Euro."]  # nothing to translate; a protected number
+    test_file, ours_file = tmp_path / "test.txt", tmp_path / "ours.txt"
+    test_file.write_text("\n".join(texts) + "\n", encoding="utf-8")
+    run(
+        "translate", "--output", transformer_run, "--beam-width", "1",
+        "--input", str(test_file), "--output-file", str(ours_file),
+    )  # fmt: skip
+    expected = ours_file.read_text(encoding="utf-8").split("\n")[:-1]
+    assert len(expected) == len(texts) >= 5
+    assert translate_with_ctranslate2(out, texts, beam_size=1) == expected
+    # int8 passes through; the folder is replaced whole with --overwrite.
+    status, stdout, _ = cli(
+        capsys, "convert", "--output", transformer_run, "--to", "ctranslate2", "--dir", out,
+        "--quantization", "int8", "--overwrite",
+    )  # fmt: skip
+    assert status == 0 and "(int8, --dir" in stdout.splitlines()[-1]
+    assert len(translate_with_ctranslate2(out, texts, beam_size=1)) == len(texts)
+
+
+def test_convert_cli_mistakes_are_one_line_with_status_2(transformer_run, tmp_path, capsys):
+    def error(*argv):
+        status, stdout, stderr = cli(capsys, "convert", "--to", "ctranslate2", *argv)
+        assert status == 2 and len(stderr.strip().splitlines()) == 1, stderr
+        return stderr.strip()
+
+    existing = tmp_path / "exists"
+    existing.mkdir()
+    assert "--dir" in error("--output", transformer_run, "--dir", str(existing))
+    assert "--overwrite" in error("--output", transformer_run, "--dir", str(existing))
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    assert "is a file" in error("--output", transformer_run, "--dir", str(a_file))
+    assert "no trained model" in error("--output", str(tmp_path / "none"), "--dir", "x")
+    wordpiece = tmp_path / "wordpiece"
+    shutil.copytree(transformer_run, wordpiece)
+    os.replace(wordpiece / "source.spm", wordpiece / "source.vocab")
+    assert "WordPiece" in error("--output", str(wordpiece), "--dir", str(tmp_path / "w"))
+    status, _, stderr = cli(capsys, "convert", "--output", transformer_run, "--dir", "x")
+    assert status == 2 and "--to" in stderr.splitlines()[-1]  # argparse: usage, then one line
+    status, _, stderr = cli(
+        capsys, "convert", "--to", "ctranslate2", "--dir", "x", "--quantization", "int4"
+    )
+    assert status == 2 and "invalid choice: 'int4'" in stderr.splitlines()[-1]
+    assert not os.path.exists(tmp_path / "w") and not os.path.exists("x")
+
+
+def test_convert_cli_refuses_a_recurrent_run_naming_the_family(trained, tmp_path, capsys):
+    status, _, stderr = cli(
+        capsys, "convert", "--output", trained[0], "--to", "ctranslate2",
+        "--dir", str(tmp_path / "ct2"),
+    )  # fmt: skip
+    assert status == 2
+    assert stderr.strip() == (
+        "error: convert_to_ctranslate2: family='RecurrentSeq2Seq' is not supported: "
+        "CTranslate2's TransformerSpec expresses the Transformer family only "
+        "(TransformerSeq2Seq); ConvS2S and the recurrent models have no CTranslate2 spec"
+    )
+    assert not os.path.exists(tmp_path / "ct2")
+
+
+def test_bench_deploying_smoke_prints_every_route(transformer_run, capsys):
+    """bench/deploying.py --smoke: every route translates the same test
+    sentences; CTranslate2 float32 greedy scores as our SavedModel greedy."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "bench", "deploying.py")
+    spec = importlib.util.spec_from_file_location("bench_deploying", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    rows = bench.main(["--output", transformer_run, "--smoke"])
+    table = {(route, search): (speed, bleu, chrf) for route, search, speed, bleu, chrf in rows}
+    routes = ("SavedModel float32", "CTranslate2 float32", "CTranslate2 int8")
+    assert set(table) == {(r, s) for r in routes for s in ("beam 4", "greedy")}
+    assert all(speed > 0 for speed, _, _ in table.values())
+    assert table["CTranslate2 float32", "greedy"][1:] == table["SavedModel float32", "greedy"][1:]
+    assert "| route | search | tokens/s | BLEU | chrF |" in capsys.readouterr().out
