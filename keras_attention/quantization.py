@@ -145,6 +145,8 @@ class Int8Kernels:
             scale_variable.assign(scale)
             setattr(self, f"{name}_scale", scale_variable)
         self._is_quantized = True
+        if keras.backend.backend() == "torch" and self.built:
+            self._track_variables()  # the parameters torch holds changed
 
     def _int8_call(self, *args, **kwargs):
         return self.call(*args, **kwargs)
