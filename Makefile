@@ -33,8 +33,9 @@ export TF_CPP_MIN_LOG_LEVEL ?= 2
 PORTABLE := tests/test_portability.py tests/test_compatibility.py tests/test_registry.py tests/test_layout.py \
 	tests/test_score_attention.py tests/test_multi_head.py tests/test_attention_variants.py \
 	tests/test_positional.py tests/test_transformer.py tests/test_convs2s.py tests/test_rnn.py \
-	tests/test_spatial.py tests/test_cell.py tests/test_decoding_options.py tests/test_search.py
-PORTABLE_ARGS := -q -n 2 -p no:cacheprovider -m "not tensorflow" -k "harness or portability or compatibility or registry or layout or decoding_options or search"
+	tests/test_spatial.py tests/test_cell.py tests/test_decoding_options.py tests/test_search.py \
+	tests/test_quantization.py
+PORTABLE_ARGS := -q -n 2 -p no:cacheprovider -m "not tensorflow" -k "harness or portability or compatibility or registry or layout or decoding_options or search or quantization"
 DOCTESTS := -q -p no:cacheprovider --doctest-modules keras_attention --ignore=keras_attention/serving
 
 .PHONY: demo docs test test-torch lint bench bench-decoding bench-rnn bench-training results bottleneck setup clean serving-check serving-oplists serving-venv

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from keras_attention import registry
+from keras_attention import quantization, registry
 from keras_attention.base import ScoreAttention
 from keras_attention.validation import check_positive_int, is_integer
 
@@ -12,7 +12,7 @@ register = keras.saving.register_keras_serializable(package="keras_attention")
 
 @registry.register("additive")
 @register
-class AdditiveAttention(ScoreAttention):
+class AdditiveAttention(quantization.Int8Kernels, ScoreAttention):
     """Additive attention of Bahdanau et al., with its learned projections.
 
         e_ij = vᵀ tanh(W_q q_i + W_k k_j + b)
@@ -81,6 +81,11 @@ class AdditiveAttention(ScoreAttention):
             self.score_scale = weight(
                 "score_scale", (), keras.initializers.Constant((1.0 / units) ** 0.5)
             )
+        self.build_int8()
+
+    def int8_kernels(self):
+        # Per output channel (the U hidden units) of W_q and W_k; v stays float.
+        return {"query_kernel": (0,), "key_kernel": (0,)}
 
     def effective_score_vector(self):
         """`v`, or `g · v / ||v||` when `normalize=True`."""
@@ -95,11 +100,13 @@ class AdditiveAttention(ScoreAttention):
     def prepare_key(self, key):
         """`W_k k_j + b`, `(B, Tv, U)`."""
         dtype = key.dtype
-        return ops.matmul(key, ops.cast(self.key_kernel, dtype)) + ops.cast(self.bias, dtype)
+        weight, scale = quantization.kernel(self, "key_kernel", dtype)
+        return quantization.rescale(ops.matmul(key, weight), scale) + ops.cast(self.bias, dtype)
 
     def score_prepared(self, query, prepared_key):
         dtype = query.dtype
-        q = ops.matmul(query, ops.cast(self.query_kernel, dtype))  # (B, Tq, U)
+        weight, scale = quantization.kernel(self, "query_kernel", dtype)
+        q = quantization.rescale(ops.matmul(query, weight), scale)  # (B, Tq, U)
         k = ops.cast(prepared_key, dtype)  # (B, Tv, U)
         hidden = ops.tanh(ops.expand_dims(q, 2) + ops.expand_dims(k, 1))  # (B, Tq, Tv, U)
         return ops.matmul(hidden, ops.cast(self.effective_score_vector(), dtype))  # (B, Tq, Tv)

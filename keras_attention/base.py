@@ -17,7 +17,7 @@ memory at every step prepares it once (the `prepared_key` call argument).
 import keras
 from keras import ops
 
-from keras_attention import masking
+from keras_attention import masking, quantization
 from keras_attention.validation import (
     check_equal_dim,
     check_float_input,
@@ -78,7 +78,9 @@ class ScoreAttention(keras.layers.Layer):
         self.dropout = dropout
         self.seed = seed
         self.supports_masking = True
-        self._dropout_layer = keras.layers.Dropout(dropout, seed=seed, dtype=self.dtype_policy)
+        self._dropout_layer = keras.layers.Dropout(
+            dropout, seed=seed, dtype=quantization.float_policy(self.dtype_policy)
+        )
 
     def __call__(self, *args, **kwargs):
         check_not_a_list_call(type(self).__name__, args, kwargs)

@@ -7,7 +7,7 @@ import math
 import keras
 from keras import ops
 
-from keras_attention import compat, masking
+from keras_attention import compat, masking, quantization
 from keras_attention.positional import TokenAndPositionEmbedding
 from keras_attention.validation import (
     check_float_input,
@@ -57,7 +57,7 @@ def _check_convolutions(convolutions, owner):
 
 
 @register
-class GLUConv1D(keras.layers.Layer):
+class GLUConv1D(quantization.Int8Kernels, keras.layers.Layer):
     """A gated convolutional block of ConvS2S.
 
         [A B] = W [h_{i-k/2}, ..., h_{i+k/2}] + b_w      W ∈ R^{2d×kd}, [A B] ∈ R^{2d}
@@ -114,7 +114,9 @@ class GLUConv1D(keras.layers.Layer):
         self.dropout = dropout
         self.residual = bool(residual)
         self.supports_masking = True
-        self._dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+        self._dropout_layer = keras.layers.Dropout(
+            dropout, dtype=quantization.float_policy(self.dtype_policy)
+        )
 
     def build(self, inputs_shape):
         check_rank("inputs", inputs_shape, (3,), "GLUConv1D", "(B, T, d_in)")
@@ -137,7 +139,12 @@ class GLUConv1D(keras.layers.Layer):
             self.residual_bias = self.add_weight(
                 name="residual_bias", shape=(self.filters,), initializer="zeros"
             )
+        self.build_int8()
         self.built = True
+
+    def int8_kernels(self):
+        # Per output channel: the 2d of W (over window and input), d of W_r.
+        return {"kernel": (0, 1), "residual_kernel": (0,)}
 
     @property
     def padding(self):
@@ -153,7 +160,8 @@ class GLUConv1D(keras.layers.Layer):
             return gated
         residual = inputs
         if self.residual_kernel is not None:
-            residual = ops.matmul(inputs, ops.cast(self.residual_kernel, inputs.dtype))
+            weight, scale = quantization.kernel(self, "residual_kernel", inputs.dtype)
+            residual = quantization.rescale(ops.matmul(inputs, weight), scale)
             residual = residual + ops.cast(self.residual_bias, inputs.dtype)
         return (gated + residual) * ops.cast(SQRT_HALF, gated.dtype)
 
@@ -169,7 +177,8 @@ class GLUConv1D(keras.layers.Layer):
             inputs = inputs * ops.cast(mask, inputs.dtype)[..., None]
         left, right = self.padding
         x = ops.pad(self._dropout_layer(inputs, training=training), ((0, 0), (left, right), (0, 0)))
-        conv = ops.conv(x, ops.cast(self.kernel, x.dtype), padding="valid")  # (B, T, 2d)
+        weight, scale = quantization.kernel(self, "kernel", x.dtype)
+        conv = quantization.rescale(ops.conv(x, weight, padding="valid"), scale)  # (B, T, 2d)
         conv = conv + ops.cast(self.bias, conv.dtype)
         return self._gate_and_residual(conv, inputs)
 
@@ -191,8 +200,9 @@ class GLUConv1D(keras.layers.Layer):
         window = ops.concatenate(
             [buffer, self._dropout_layer(inputs, training=training)], axis=1
         )  # (B, k, d_in)
-        kernel = ops.cast(self.kernel, window.dtype)
-        conv = ops.einsum("bkd,kdf->bf", window, kernel) + ops.cast(self.bias, window.dtype)
+        weight, scale = quantization.kernel(self, "kernel", window.dtype)
+        conv = quantization.rescale(ops.einsum("bkd,kdf->bf", window, weight), scale)
+        conv = conv + ops.cast(self.bias, window.dtype)
         output = self._gate_and_residual(conv[:, None, :], inputs)  # (B, 1, d)
         return output, window[:, 1:]
 
@@ -214,7 +224,7 @@ class GLUConv1D(keras.layers.Layer):
 
 
 @register
-class MultiStepAttention(keras.layers.Layer):
+class MultiStepAttention(quantization.Int8Kernels, keras.layers.Layer):
     """The attention of one ConvS2S decoder layer.
 
         d_i = W_d h_i + b_d + g_i                      (decoder state summary)
@@ -308,7 +318,12 @@ class MultiStepAttention(keras.layers.Layer):
             self.context_bias = self.add_weight(
                 name="context_bias", shape=(width,), initializer="zeros"
             )
+        self.build_int8()
         self.built = True
+
+    def int8_kernels(self):
+        # Per output channel: E of W_d, C of W_c.
+        return {"state_kernel": (0,), "context_kernel": (0,)}
 
     def call(
         self,
@@ -328,7 +343,8 @@ class MultiStepAttention(keras.layers.Layer):
             check_float_input(name, tensor, "MultiStepAttention")
         h = decoder_state
         dtype = h.dtype
-        d = ops.matmul(h, ops.cast(self.state_kernel, dtype)) + ops.cast(self.state_bias, dtype)
+        weight, scale = quantization.kernel(self, "state_kernel", dtype)
+        d = quantization.rescale(ops.matmul(h, weight), scale) + ops.cast(self.state_bias, dtype)
         d = d + ops.cast(target_embedding, dtype)  # (B, T, E)
         if self.fairseq_compatible:
             d = d * ops.cast(SQRT_HALF, dtype)
@@ -355,7 +371,8 @@ class MultiStepAttention(keras.layers.Layer):
         length = ops.maximum(length, 1.0)
         context = context * ops.cast(length * ops.sqrt(1.0 / length), dtype)  # m sqrt(1/m)
         if self.context_kernel is not None:
-            context = ops.matmul(context, ops.cast(self.context_kernel, dtype))
+            weight, scale = quantization.kernel(self, "context_kernel", dtype)
+            context = quantization.rescale(ops.matmul(context, weight), scale)
             context = context + ops.cast(self.context_bias, dtype)
         output = (h + context) * ops.cast(SQRT_HALF, dtype)
         return (output, weights) if return_attention_scores else output

@@ -5,7 +5,7 @@ import math
 import keras
 from keras import ops
 
-from keras_attention import compat, masking, registry
+from keras_attention import compat, masking, quantization, registry
 from keras_attention.relative_position import (
     RelativePositionEmbedding,
     alibi_bias,
@@ -56,7 +56,7 @@ def check_variants(
 @registry.register("multihead", num_heads=4)
 @register
 @compat.keras_sliding_window
-class MultiHead(keras.layers.Layer):
+class MultiHead(quantization.Int8Kernels, keras.layers.Layer):
     """Multi-head attention of the Transformer.
 
         MultiHead(Q, K, V) = Concat(head_1, ..., head_H) W^O
@@ -209,7 +209,9 @@ class MultiHead(keras.layers.Layer):
         self.relative_values = bool(relative_values)
         self.rope_max_wavelength = check_wavelength(rope_max_wavelength, "MultiHead")
         self.supports_masking = True
-        self._dropout_layer = keras.layers.Dropout(dropout, seed=seed, dtype=self.dtype_policy)
+        self._dropout_layer = keras.layers.Dropout(
+            dropout, seed=seed, dtype=quantization.float_policy(self.dtype_policy)
+        )
 
     def __call__(self, *args, **kwargs):
         check_not_a_list_call("MultiHead", args, kwargs)
@@ -271,7 +273,7 @@ class MultiHead(keras.layers.Layer):
             self.relative_key = RelativePositionEmbedding(
                 self.max_relative_position,
                 self.key_dim,
-                dtype=self.dtype_policy,
+                dtype=quantization.float_policy(self.dtype_policy),
                 name="relative_key",
             )
             self.relative_key.build()
@@ -279,7 +281,7 @@ class MultiHead(keras.layers.Layer):
                 self.relative_value = RelativePositionEmbedding(
                     self.max_relative_position,
                     self.value_dim,
-                    dtype=self.dtype_policy,
+                    dtype=quantization.float_policy(self.dtype_policy),
                     name="relative_value",
                 )
                 self.relative_value.build()
@@ -293,13 +295,22 @@ class MultiHead(keras.layers.Layer):
             self.output_bias = self.add_weight(
                 name="output_bias", shape=(output_dim,), initializer=self.bias_initializer
             )
+        self.build_int8()
         self.built = True
 
+    def int8_kernels(self):
+        # Per output channel: (head, feature) of W^Q, W^K, W^V; Do of W^O.
+        kernels = {f"{name}_kernel": (0,) for name in ("query", "key", "value")}
+        return {**kernels, "output_kernel": (0, 1)}
+
     # -- building blocks ---------------------------------------------------
-    def _split_heads(self, x, kernel, bias):
-        """`(B, T, D) -> (B, H, T, d)`: x W_h (+ b_h) for every head h."""
-        d_in, heads, width = kernel.shape
-        x = ops.matmul(x, ops.reshape(ops.cast(kernel, x.dtype), (d_in, heads * width)))
+    def _split_heads(self, x, name):
+        """`(B, T, D) -> (B, H, T, d)`: x W_h (+ b_h) for every head h, W
+        and b the `name` ("query", "key", "value") projection."""
+        weight, scale = quantization.kernel(self, f"{name}_kernel", x.dtype)
+        bias = getattr(self, f"{name}_bias")
+        d_in, heads, width = weight.shape
+        x = quantization.rescale(ops.matmul(x, ops.reshape(weight, (d_in, heads * width))), scale)
         if bias is not None:
             x = x + ops.reshape(ops.cast(bias, x.dtype), (heads * width,))
         shape = ops.shape(x)
@@ -315,12 +326,12 @@ class MultiHead(keras.layers.Layer):
         key = value if key is None else key
         value = ops.cast(value, self.compute_dtype)
         key = ops.cast(key, self.compute_dtype)
-        key = self._split_heads(key, self.key_kernel, self.key_bias)  # (B, G, Tv, d_k)
+        key = self._split_heads(key, "key")  # (B, G, Tv, d_k)
         if self.position_encoding == "rope":
             if key_positions is None:
                 key_positions = ops.arange(ops.shape(key)[2])
             key = rotary(key, key_positions, self.rope_max_wavelength)
-        return key, self._split_heads(value, self.value_kernel, self.value_bias)
+        return key, self._split_heads(value, "value")
 
     def attend(
         self,
@@ -338,7 +349,7 @@ class MultiHead(keras.layers.Layer):
         `0 .. T-1`) place the queries and keys for the position encodings and
         the sliding window. Returns `(output (B, Tq, Do), weights (B, H, Tq, Tv))`."""
         query = ops.cast(query, self.compute_dtype)
-        q = self._split_heads(query, self.query_kernel, self.query_bias)  # (B, H, Tq, d_k)
+        q = self._split_heads(query, "query")  # (B, H, Tq, d_k)
         positional = self.position_encoding is not None or self.sliding_window is not None
         if positional:
             if query_positions is None:
@@ -384,8 +395,9 @@ class MultiHead(keras.layers.Layer):
         heads = ops.transpose(heads, (0, 2, 1, 3))  # (B, Tq, H, d_v)
         shape = ops.shape(heads)
         heads = ops.reshape(heads, (shape[0], shape[1], self.num_heads * self.value_dim))
-        kernel = ops.cast(self.output_kernel, heads.dtype)
-        output = ops.matmul(heads, ops.reshape(kernel, (self.num_heads * self.value_dim, -1)))
+        weight, scale = quantization.kernel(self, "output_kernel", heads.dtype)
+        output = ops.matmul(heads, ops.reshape(weight, (self.num_heads * self.value_dim, -1)))
+        output = quantization.rescale(output, scale)
         if self.output_bias is not None:
             output = output + ops.cast(self.output_bias, output.dtype)
         return output, weights  # (B, Tq, Do), (B, H, Tq, Tv)

@@ -5,7 +5,7 @@ import math
 import keras
 from keras import ops
 
-from keras_attention import registry
+from keras_attention import quantization, registry
 from keras_attention.base import ScoreAttention
 from keras_attention.masking import score_product
 from keras_attention.validation import check_equal_dim
@@ -78,7 +78,7 @@ class DotProductAttention(ScoreAttention):
 
 @registry.register("general")
 @register
-class GeneralAttention(ScoreAttention):
+class GeneralAttention(quantization.Int8Kernels, ScoreAttention):
     """General (bilinear) attention, Luong's "general" score.
 
         e_ij = q_iᵀ W k_j,     W ∈ R^{Dq×Dk} learned
@@ -128,9 +128,14 @@ class GeneralAttention(ScoreAttention):
             regularizer=self.kernel_regularizer,
             constraint=self.kernel_constraint,
         )
+        self.build_int8()
+
+    def int8_kernels(self):
+        return {"kernel": (0,)}  # per output channel: the Dk of W
 
     def score(self, query, key):
-        query = score_product(query, ops.cast(self.kernel, query.dtype))  # (B, Tq, Dk)
+        weight, scale = quantization.kernel(self, "kernel", query.dtype)
+        query = quantization.rescale(score_product(query, weight), scale)  # (B, Tq, Dk)
         return score_product(query, ops.swapaxes(key, -1, -2))  # (B, Tq, Tv)
 
     def get_config(self):

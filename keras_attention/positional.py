@@ -6,7 +6,7 @@ import math
 import keras
 from keras import ops
 
-from keras_attention import compat
+from keras_attention import compat, quantization
 from keras_attention.validation import (
     assert_at_run_time,
     check_choice,
@@ -188,7 +188,7 @@ class PositionalEmbedding(keras.layers.Layer):
 
 @compat.reads_0_1_0(weights="token_table")
 @register
-class TokenAndPositionEmbedding(keras.layers.Layer):
+class TokenAndPositionEmbedding(quantization.Int8Kernels, keras.layers.Layer):
     """Token embedding plus absolute position embedding, then dropout.
 
         e_t = s · W_x[x_t] + p_{t + start_index}
@@ -261,10 +261,12 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
                 max_length,
                 mode=position,
                 embeddings_initializer=self.embeddings_initializer,
-                dtype=self.dtype_policy,
+                dtype=quantization.float_policy(self.dtype_policy),
                 name="position_embedding",
             )
-        self.embedding_dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+        self.embedding_dropout = keras.layers.Dropout(
+            dropout, dtype=quantization.float_policy(self.dtype_policy)
+        )
 
     def build(self, tokens_shape):
         check_rank("tokens", tokens_shape, (2,), "TokenAndPositionEmbedding", "(B, T)")
@@ -278,11 +280,21 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         )
         if self.position_embedding is not None:
             self.position_embedding.build(tuple(tokens_shape) + (self.embed_dim,))
+        self.build_int8()
         self.built = True
+
+    def int8_kernels(self):
+        # One scale per token (row): the scale of a looked-up row, and of
+        # that token's logit when a tied output projection reads the table.
+        return {"embeddings": (1,)}
 
     def call(self, tokens, start_index=0, training=None):
         tokens = ops.cast(tokens, "int32")
-        x = ops.take(ops.cast(self.embeddings, self.compute_dtype), tokens, axis=0)  # (B, T, D)
+        # Rows first, then the cast (and, int8, each row's scale): never the whole table.
+        x = ops.cast(ops.take(self.embeddings, tokens, axis=0), self.compute_dtype)  # (B, T, D)
+        scale = getattr(self, "embeddings_scale", None)
+        if scale is not None:
+            x = x * ops.cast(ops.take(scale, tokens, axis=0), x.dtype)[..., None]
         if self.scale_embeddings:
             x = x * ops.cast(math.sqrt(self.embed_dim), x.dtype)
         if self.position_embedding is not None:

@@ -32,7 +32,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_attention import compat
+from keras_attention import compat, quantization
 from keras_attention.seq2seq.scheduled_sampling import ScheduledSampling, scheduled_sampling_logits
 from keras_attention.seq2seq.search import Search, get_search
 from keras_attention.validation import (
@@ -44,6 +44,28 @@ from keras_attention.validation import (
 )
 
 TOKENS = (None, None)  # the shape of any token batch: (B, T)
+
+
+def _check_quantization(value, owner):
+    """The constructor's `quantization`: None, "int8", or a serialized
+    int8 `QuantizationConfig` (what `get_config` writes)."""
+    if value is None or value == quantization.MODE:
+        return value
+    if isinstance(value, dict):
+        config = keras.saving.deserialize_keras_object(value)
+        if isinstance(config, keras.quantizers.QuantizationConfig):
+            quantization.check_mode(None, config, owner)
+            return value
+    raise ValueError(
+        f"`quantization` of {owner} must be None, {quantization.MODE!r} or a serialized "
+        f"Int8QuantizationConfig (set by quantize()); received quantization={value!r}."
+    )
+
+
+def _quantization_config(value):
+    """The `QuantizationConfig` for `quantize_layers` of a `quantization`
+    value (None for "int8": the default, weight-only)."""
+    return None if value == quantization.MODE else keras.saving.deserialize_keras_object(value)
 
 
 @compat.reads_0_1_0(weights="no_step_counter")
@@ -59,6 +81,11 @@ class Seq2Seq(keras.Model):
         search: the default decoding strategy of `generate`: a `Search`,
             its config or a name (`get_search`); None = greedy search.
             Saved in the config only when set.
+        quantization: None, or the quantization `quantize` applied, as the
+            config records it ("int8", or the serialized
+            `Int8QuantizationConfig` given to `quantize`): building the
+            model then makes its projections int8 (what a saved quantized
+            model loads into). Set by `quantize`; saved only when set.
 
     Call arguments:
         inputs: `(source (B, S), target_in (B, T))` int token ids.
@@ -68,10 +95,26 @@ class Seq2Seq(keras.Model):
         logits `(B, T, target_vocab_size)`.
     """
 
+    def __new__(cls, *args, **kwargs):
+        obj = super().__new__(cls, *args, **kwargs)
+        # Keras wraps every layer's `quantize` per instance (its own checks,
+        # then a tracker unlock); the model's `quantize` checks its arguments
+        # itself and each layer's own `quantize` unlocks that layer.
+        vars(obj).pop("quantize", None)
+        return obj
+
     def __init__(
-        self, sos_id=1, eos_id=2, padding_id=0, scheduled_sampling=None, search=None, **kwargs
+        self,
+        sos_id=1,
+        eos_id=2,
+        padding_id=0,
+        scheduled_sampling=None,
+        search=None,
+        quantization=None,
+        **kwargs,
     ):
         super().__init__(**kwargs)
+        self._quantization = _check_quantization(quantization, type(self).__name__)
         self.search = None if search is None else get_search(search)
         self.sos_id, self.eos_id, self.padding_id = sos_id, eos_id, padding_id
         if isinstance(scheduled_sampling, dict):
@@ -148,7 +191,78 @@ class Seq2Seq(keras.Model):
                 trainable=False,
                 aggregation="only_first_replica",
             )
+        if self._quantization is not None:  # a quantized model being loaded
+            quantization.quantize_layers(self, _quantization_config(self._quantization))
         self.built = True
+
+    # -- quantization ------------------------------------------------------
+    def quantize(self, mode="int8", config=None, **kwargs):
+        """Quantize the model in place: weight-only int8 with one scale per
+        output channel, for every projection that has an int8 path.
+
+        Quantized (an int8 kernel and a float32 scale per output channel,
+        the product computed in float): this library's `MultiHead` (W^Q,
+        W^K, W^V, W^O), `TokenAndPositionEmbedding` (the token table, one
+        scale per token, which the Transformer's tied output projection
+        reads too), `GLUConv1D`, `MultiStepAttention`, `AdditiveAttention`
+        and `GeneralAttention`, and Keras's `Dense`, `EinsumDense` and
+        `Embedding` (feed-forward layers, output projections, RNN
+        embeddings and bridges). Left float: RNN cells, position and
+        relative-position tables, the other attention scores' weights,
+        biases and norms (see docs/models.md, "Quantization").
+
+        Args:
+            mode: "int8", the only mode.
+            config: optional `keras.quantizers.Int8QuantizationConfig` for
+                Keras's `Dense`/`EinsumDense` layers; default weight-only
+                (`activation_quantizer=None`), unlike Keras's own default,
+                which also quantizes their inputs. This library's layers and
+                all embeddings are weight-only whatever the config.
+            **kwargs: `type_check` (Keras's layer protocol) is accepted and
+                ignored.
+
+        Raises:
+            ValueError: for another mode or a config of another mode, an
+                unbuilt model, or a model already quantized.
+        """
+        owner = f"{type(self).__name__}.quantize"
+        kwargs.pop("type_check", None)
+        if kwargs:
+            raise TypeError(
+                f"{owner} got unexpected keyword arguments {sorted(kwargs)}; it takes mode "
+                "and config."
+            )
+        quantization.check_mode(mode, config, owner)
+        if not self.built:
+            raise ValueError(
+                f"{owner}: the model is not built, so it has no weights to quantize; build it "
+                "first (call it on a batch, or model.build()), or load its weights."
+            )
+        if self._quantization is not None:
+            raise ValueError(
+                f"{owner}: the model is already quantized (quantization="
+                f"{self._quantization!r}); quantize a float model once."
+            )
+        quantization.quantize_layers(self, config)
+        self._quantization = (
+            quantization.MODE if config is None else keras.saving.serialize_keras_object(config)
+        )
+        # Keras's Model.quantize does the same: the compiled steps held
+        # the float variables.
+        self.train_function = self.test_function = self.predict_function = None
+        if keras.backend.backend() == "torch":  # the parameters torch tracks changed
+            for layer in self._flatten_layers():
+                layer._track_variables()
+
+    @property
+    def quantization_mode(self):
+        """ "int8" once `quantize` ran (or a quantized model was loaded),
+        else None."""
+        return None if self._quantization is None else quantization.MODE
+
+    def _int8_call(self, *args, **kwargs):
+        # Keras routes a quantized layer's __call__ here.
+        return self.call(*args, **kwargs)
 
     def compile(self, *args, search=None, **kwargs):
         """Keras's `compile`, plus `search`: the default decoding strategy of
@@ -237,6 +351,8 @@ class Seq2Seq(keras.Model):
             config["scheduled_sampling"] = self.scheduled_sampling.get_config()
         if self.search is not None:  # only when set: 0.2.0 configs stay as they were
             config["search"] = keras.saving.serialize_keras_object(self.search)
+        if self._quantization is not None:  # only when set, as `search`
+            config["quantization"] = self._quantization
         return config
 
     @classmethod

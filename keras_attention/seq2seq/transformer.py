@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from keras_attention import compat
+from keras_attention import compat, quantization
 from keras_attention.multi_head import POSITION_ENCODINGS
 from keras_attention.positional import TokenAndPositionEmbedding
 from keras_attention.seq2seq.base import TOKENS, Seq2Seq
@@ -185,8 +185,9 @@ class TransformerSeq2Seq(Seq2Seq):
         if self.final_norm is not None:
             x = self.final_norm(x)
         if self.tie_embeddings:
-            table = ops.cast(self.target_embedding.embeddings, x.dtype)
-            return ops.matmul(x, ops.transpose(table)) + ops.cast(self.output_bias, x.dtype)
+            table, scale = quantization.kernel(self.target_embedding, "embeddings", x.dtype)
+            logits = quantization.rescale(ops.matmul(x, ops.transpose(table)), scale)
+            return logits + ops.cast(self.output_bias, x.dtype)
         return self.output_projection(x)
 
     def encode(self, source, max_length=None, training=None):
