@@ -85,6 +85,9 @@ class ForcedLength:
     def reorder_state(self, state, indices):
         return self.model.reorder_state(state, indices)
 
+    def reorder_beams(self, state, indices):
+        return self.model.reorder_beams(state, indices)
+
 
 def searches(model, length):
     """`{"greedy": fn, "beam4": fn}`: source (B, S) -> tokens (B, L)."""
@@ -203,7 +206,7 @@ def profile(model, source, length, repeats):
         return t + 1, tokens + tf.cast(x[0, 0, 0] > 1e30, tf.int32), new
 
     def reorder(t, tokens, state):
-        return t + 1, tokens, model.reorder_state(state, order)
+        return t + 1, tokens, model.reorder_beams(state, order)
 
     vocab = model.target_vocab_size
     logits = tf.random.normal((rows, vocab))

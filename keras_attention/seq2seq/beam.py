@@ -33,6 +33,15 @@ def _gather_beams(x, indices):
     return ops.take_along_axis(x, indices, axis=1)
 
 
+def reorder_beams(model, state, indices):
+    """The state of the hypotheses `indices (B·K,)` picked among the beams
+    of their own source: `model.reorder_beams`, which leaves what every beam
+    of a source shares as it is (`Seq2Seq.beam_invariant_state`), or, for a
+    model without it, `model.reorder_state`."""
+    reorder = getattr(model, "reorder_beams", None)
+    return model.reorder_state(state, indices) if reorder is None else reorder(state, indices)
+
+
 def _gather_all(buffers, indices):
     return {name: _gather_beams(value, indices) for name, value in buffers.items()}
 
@@ -142,6 +151,7 @@ def beam_search_loop(model, source, max_length, options, search, num_hypotheses)
     finished_scores = ops.full((batch, K), NEGATIVE, "float32")
     finished_flags = ops.zeros((batch, K), "bool")
     tokens = ops.full((batch * K,), sos_id, "int32")
+    offsets = ops.arange(batch)[:, None] * K  # the first row of each source's beams
 
     def coverage_term(coverage):
         return coverage_penalty_of(coverage, source_mask, beta) if beta else 0.0
@@ -186,9 +196,7 @@ def beam_search_loop(model, source, max_length, options, search, num_hypotheses)
         alive_scores, pick = ops.top_k(ops.where(ended, 2 * NEGATIVE, top_scores), K)
         alive = _gather_all(grown, pick)
         beam = ops.take_along_axis(origin, pick, axis=1)  # (B, K)
-        state = model.reorder_state(
-            state, ops.reshape(beam + ops.arange(batch)[:, None] * K, (-1,))
-        )
+        state = reorder_beams(model, state, ops.reshape(beam + offsets, (-1,)))
         tokens = ops.reshape(ops.take_along_axis(token, pick, axis=1), (-1,))
         # Finished: the K best of those already finished and those ending now.
         normalised = top_scores / length_penalty(t + 1, alpha) + coverage_term(grown["coverage"])
