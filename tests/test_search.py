@@ -14,6 +14,7 @@ import keras
 import numpy as np
 import pytest
 
+from keras_attention.masking import write_at
 from keras_attention.seq2seq import (
     BeamSearch,
     ConvS2SSeq2Seq,
@@ -594,3 +595,30 @@ def test_reorder_beams_keeps_0_2_0_behaviour_without_invariants_and_names_bad_pa
     model.paths = [("layer_0", "cross_kee")]
     with pytest.raises(ValueError, match=r"beam_invariant_state\(\)` of Mine .*'cross_kee'"):
         model.reorder_beams(state, order)
+
+
+@pytest.mark.parametrize("axis", [1, 2])
+@pytest.mark.parametrize("index", [0, 2, 4, 5, -1])
+def test_write_at_a_single_slot_writes_there_and_nowhere_else(axis, index):
+    """`masking.write_at` with a one-slot update (every decoding step of the
+    searches and caches; a broadcast select since issue 23) writes exactly
+    slot `index` of `axis`, and nothing for an index outside the buffer, as
+    for a wider update."""
+    buffer = np.arange(2 * 5 * 3, dtype="float32").reshape(2, 5, 3)
+    if axis == 2:
+        buffer = buffer.reshape(2, 3, 5)
+    shape = list(buffer.shape)
+    shape[axis] = 1
+    update = -np.arange(np.prod(shape), dtype="float32").reshape(shape) - 1
+    expected = buffer.copy()
+    if 0 <= index < buffer.shape[axis]:
+        np.put_along_axis(expected, np.full(shape, index), update, axis=axis)
+    got = write_at(
+        keras.ops.convert_to_tensor(buffer), update, keras.ops.convert_to_tensor(index), axis
+    )
+    np.testing.assert_array_equal(np.asarray(got), expected)
+    wider = np.concatenate([update, update - 100], axis=axis)  # the general path agrees
+    general = np.asarray(write_at(buffer, wider, index, axis))
+    inside = np.take(general, [index], axis=axis) if 0 <= index < buffer.shape[axis] else None
+    if inside is not None:
+        np.testing.assert_array_equal(inside, update)
