@@ -14,6 +14,10 @@ row (greedy: per row; beam: per hypothesis returned). Systems:
   `keras_attention.serving.export.export_archive` and called after
   `tf.saved_model.load` (the translator archive's text signatures need
   tokenizers, which would add tokenisation to the timing);
+- ours int8, `tf.function` and SavedModel: the same two, on a copy of
+  the model (same weights) after `model.quantize("int8")`: weight-only
+  int8 with per-output-channel scales, dequantized in the graph and
+  multiplied in float32 (`quantize_int8`);
 - Hugging Face `transformers` `MarianMTModel.generate` (PyTorch, CPU), built
   from a `MarianConfig` with the same dimensions;
 - CTranslate2 converted from that Hugging Face model, fp32 and int8.
@@ -30,12 +34,16 @@ The peers run in a worker process of the virtualenv `--peers-python`
 (`bench/decoding_peers.py`, one JSON request per line) and are skipped when
 it is missing. Within each cell, the systems are timed in turn, ours and the
 peers alternating, `--repeats` rounds; tokens/s and ratios are medians.
-`--profile` adds where one step's time goes.
+`--profile` adds where one step's time goes, and the number of ops
+(graph nodes) in the while-loop body of the exported beam search
+(`loop_body_ops`), the per-step op overhead. `--smoke` (the tests) runs a
+tiny model, ours only (the int8 rows included), one repeat.
 
     python bench/decoding.py [--repeats 5] [--profile] [--smoke]
 """
 
 import argparse
+import collections
 import functools
 import os
 import shutil
@@ -85,6 +93,32 @@ class ForcedLength:
     def reorder_state(self, state, indices):
         return self.model.reorder_state(state, indices)
 
+    def reorder_beams(self, state, indices):
+        return self.model.reorder_beams(state, indices)
+
+
+def quantize_int8(model):
+    """`model`, quantized in place: `model.quantize("int8")` (weight-only
+    int8, per-output-channel scales, computed in float32)."""
+    model.quantize("int8")
+    return model
+
+
+def loop_body_ops(fn, *args):
+    """`(nodes, Counter of op types)` of the while-loop body of the graph
+    `fn` (a `tf.function`) traces for `args`: what one step runs, before
+    Grappler's rewrites (constants included). The largest while loop's, if
+    there are several."""
+    graph = fn.get_concrete_function(*args).graph.as_graph_def()
+    library = {function.signature.name: function for function in graph.library.function}
+    bodies = [
+        library[node.attr["body"].func.name]
+        for node in graph.node
+        if node.op in ("While", "StatelessWhile")
+    ]
+    body = max(bodies, key=lambda function: len(function.node_def))
+    return len(body.node_def), collections.Counter(node.op for node in body.node_def)
+
 
 def searches(model, length):
     """`{"greedy": fn, "beam4": fn}`: source (B, S) -> tokens (B, L)."""
@@ -104,7 +138,12 @@ def export_searches(model, length, directory):
     for name, search in searches(model, length).items():
         archive.add_endpoint(name, search, input_signature=spec)
     path = export_archive(archive, directory, "decoding_bench")
-    return tf.saved_model.load(path)
+    loaded = tf.saved_model.load(path)
+    variables = os.path.join(path, "variables")
+    loaded.variables_bytes = sum(
+        os.path.getsize(os.path.join(variables, name)) for name in os.listdir(variables)
+    )
+    return loaded
 
 
 def check_lengths(name, tokens, batch, length, model):
@@ -175,7 +214,8 @@ def profile(model, source, length, repeats):
     rows = batch * K
     state = model.encode(tf.repeat(source, K, axis=0), max_length=length)
     tokens = tf.fill((rows,), model.sos_id)
-    order = tf.random.shuffle(tf.range(rows))
+    # A reorder among each source's beams (beam search's): the beams reversed.
+    order = tf.reshape(tf.reverse(tf.reshape(tf.range(rows), (batch, K)), [1]), (-1,))
 
     def loop(step):
         def run(state):
@@ -203,7 +243,7 @@ def profile(model, source, length, repeats):
         return t + 1, tokens + tf.cast(x[0, 0, 0] > 1e30, tf.int32), new
 
     def reorder(t, tokens, state):
-        return t + 1, tokens, model.reorder_state(state, order)
+        return t + 1, tokens, model.reorder_beams(state, order)
 
     vocab = model.target_vocab_size
     logits = tf.random.normal((rows, vocab))
@@ -221,7 +261,7 @@ def profile(model, source, length, repeats):
         "beam search (whole)": functools.partial(run, search, source),
         "decode_step x L": functools.partial(run, loop(full_step), state),
         "decoder layers x L": functools.partial(run, loop(layers_only), state),
-        "reorder_state x L": functools.partial(run, loop(reorder), state),
+        "reorder_beams x L": functools.partial(run, loop(reorder), state),
         "log_softmax + top_k x L": functools.partial(run, loop(choose), state),
     }
     times = {name: [] for name in parts}
@@ -243,11 +283,17 @@ def profile(model, source, length, repeats):
     print(f"  decode_step                     {step:7.2f}")
     print(f"    decoder layers + embedding    {layers:7.2f}")
     print(f"    output projection (to {vocab})  {step - layers:7.2f}  (by difference)")
-    print(f"  reorder_state (cache gather)    {gather:7.2f}")
+    print(f"  reorder_beams (cache gather)    {gather:7.2f}")
     print(f"  log_softmax + top_k(2K of K.V)  {choice:7.2f}")
     rest = whole - encode_ms / length - step - gather - choice
     # Parts overlap in the whole search (two threads), so this can be < 0.
     print(f"  other search bookkeeping        {rest:7.2f}  (by difference)")
+    nodes, ops = loop_body_ops(search, tf.TensorSpec((None, None), tf.int32))
+    print(
+        f"ops in the while-loop body of the beam search graph (one step, before Grappler): "
+        f"{nodes}, {nodes - ops['Const']} besides constants; most: "
+        + ", ".join(f"{op} {count}" for op, count in ops.most_common(6))
+    )
 
 
 def main(argv=None):
@@ -312,14 +358,18 @@ def main(argv=None):
         max_length=args.length,
     )
     model.build()
+    int8 = TransformerSeq2Seq.from_config(model.get_config())  # the same weights, quantized
+    int8.build()
+    int8.set_weights(model.get_weights())
+    quantize_int8(int8)
     workdir = tempfile.mkdtemp(prefix="bench-decoding-")
     try:
-        measure(args, model, source, batches, search_names, workdir)
+        measure(args, model, int8, source, batches, search_names, workdir)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def measure(args, model, source, batches, search_names, workdir):
+def measure(args, model, int8, source, batches, search_names, workdir):
     ours = {"ours tf.function": {}, "ours XLA": {}}
     for name, search in searches(model, args.length).items():
         ours["ours tf.function"][name] = tf.function(search, autograph=False)
@@ -327,8 +377,17 @@ def measure(args, model, source, batches, search_names, workdir):
             ours["ours XLA"][name] = tf.function(search, autograph=False, jit_compile=True)
     if args.no_xla:
         del ours["ours XLA"]
-    loaded = export_searches(model, args.length, workdir)
+    # The loaded SavedModels stay referenced: their functions hold their
+    # variables only weakly.
+    loaded = export_searches(model, args.length, os.path.join(workdir, "float32"))
     ours["ours SavedModel"] = {name: getattr(loaded, name) for name in search_names}
+    ours["ours int8 tf.function"] = {
+        name: tf.function(search, autograph=False)
+        for name, search in searches(int8, args.length).items()
+    }
+    loaded_int8 = export_searches(int8, args.length, os.path.join(workdir, "int8"))
+    ours["ours int8 SavedModel"] = {name: getattr(loaded_int8, name) for name in search_names}
+    sizes = [loaded.variables_bytes, loaded_int8.variables_bytes]
 
     peer_names = [p for p in args.peers.split(",") if p]
     peers = None
@@ -347,10 +406,14 @@ def measure(args, model, source, batches, search_names, workdir):
         f"Transformer {args.layers}+{args.layers} layers, width {args.width}, {args.heads} heads, "
         f"feed-forward {args.ffn}, vocabulary {args.vocab}; source length {args.source_length}, "
         f"{args.length} tokens generated per row; {args.repeats} repeats, medians; "
-        "tok/s = batch x length / time\n"
+        "tok/s = batch x length / time"
+    )
+    print(
+        f"SavedModel variables: float32 {sizes[0] / 2**20:.2f} MiB, int8 {sizes[1] / 2**20:.2f} "
+        f"MiB ({sizes[0] / sizes[1]:.2f}x smaller)\n"
     )
     systems = list(ours) + peer_names
-    header = f"{'search':<7s} {'batch':>5s} " + "".join(f"{LABELS.get(s, s):>17s}" for s in systems)
+    header = f"{'search':<7s} {'batch':>5s} " + "".join(f"{LABELS.get(s, s):>22s}" for s in systems)
     rows = []
     for search in search_names:
         for batch in batches:
@@ -378,15 +441,16 @@ def measure(args, model, source, batches, search_names, workdir):
     for search, batch, times in rows:
         line = f"{search:<7s} {batch:5d} "
         for name in systems:
-            line += f"{batch * args.length / statistics.median(times[name]):17.0f}"
+            line += f"{batch * args.length / statistics.median(times[name]):22.0f}"
         print(line)
     if peer_names:
         print(
             "\nspeed ratios ours/peer (> 1: ours faster), medians of same-round ratios; "
-            "tf = tf.function, SM = SavedModel, HF = Hugging Face, CT2 = CTranslate2 fp32, "
-            "i8 = CTranslate2 int8:"
+            "tf = tf.function, SM = SavedModel, tf8 / SM8 = the same int8, HF = Hugging Face, "
+            "CT2 = CTranslate2 fp32, i8 = CTranslate2 int8:"
         )
         short = {"ours tf.function": "tf", "ours XLA": "XLA", "ours SavedModel": "SM"}
+        short.update({"ours int8 tf.function": "tf8", "ours int8 SavedModel": "SM8"})
         short.update({"hf": "HF", "ct2-fp32": "CT2", "ct2-int8": "i8"})
         pairs = [(o, p) for o in ours for p in peer_names]
         print(

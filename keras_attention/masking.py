@@ -220,12 +220,15 @@ def write_at(buffer, update, index, axis):
     a core serving op: this stays differentiable and exportable.
     """
     size = ops.shape(buffer)[axis]
+    shape = [1] * len(buffer.shape)
+    shape[axis] = -1
+    if update.shape[axis] == 1:  # one slot (a decoding step): the update broadcasts
+        inside = ops.reshape(ops.arange(size) == index, shape)
+        return ops.where(inside, ops.cast(update, buffer.dtype), buffer)
     count = ops.shape(update)[axis]
     positions = ops.arange(size) - index  # position in `update` of each slot
     inside = ops.logical_and(positions >= 0, positions < count)
     gathered = ops.take(update, ops.clip(positions, 0, count - 1), axis=axis)
-    shape = [1] * len(buffer.shape)
-    shape[axis] = -1
     return ops.where(ops.reshape(inside, shape), ops.cast(gathered, buffer.dtype), buffer)
 
 

@@ -1,6 +1,6 @@
 """`bench/decoding.py --smoke` runs: ours only (tf.function and the exported
-SavedModel) on a tiny Transformer, with the forced-length check; no peers'
-virtualenv needed."""
+SavedModel, float32 and int8) on a tiny Transformer, with the forced-length
+check; no peers' virtualenv needed."""
 
 import importlib.util
 import os
@@ -19,6 +19,36 @@ def test_decoding_bench_smoke(capsys):
     spec.loader.exec_module(bench)
     bench.main(["--smoke"])
     lines = capsys.readouterr().out.splitlines()
+    header = next(line for line in lines if line.startswith("search"))
+    columns = ["tf.function", "SavedModel", "int8 tf.function", "int8 SavedModel"]
+    assert [c for c in columns if c in header] == columns
     table = [line.split() for line in lines if line.startswith(("greedy", "beam4"))]
     assert [row[:2] for row in table] == [["greedy", "2"], ["beam4", "2"]]
+    assert all(len(row) == 2 + len(columns) for row in table)
     assert all(float(value) > 0 for row in table for value in row[2:])
+    assert any(line.startswith("SavedModel variables: float32") for line in lines)
+
+
+@pytest.mark.tensorflow
+def test_int8_copy_is_quantized_and_loop_ops_are_counted():
+    """The int8 rows run a quantized copy with the float model's weights, and
+    `loop_body_ops` counts the nodes of a search's while-loop body."""
+    import tensorflow as tf
+
+    from keras_attention.seq2seq import TransformerSeq2Seq
+
+    spec = importlib.util.spec_from_file_location("bench_decoding", BENCH)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    model = TransformerSeq2Seq(20, 20, hidden_dim=8, num_heads=2, intermediate_dim=16, num_layers=1)
+    model.build()
+    int8 = TransformerSeq2Seq.from_config(model.get_config())
+    int8.build()
+    bench.quantize_int8(int8)
+    assert int8.output_projection.quantization_mode == "int8"
+    assert int8.output_projection._kernel.dtype == "int8"
+    source = tf.constant([[3, 4, 5]])
+    nodes, ops = bench.loop_body_ops(
+        tf.function(bench.searches(model, 4)["beam4"], autograph=False), source
+    )
+    assert nodes == sum(ops.values()) > 0 and ops["TopKV2"] >= 2

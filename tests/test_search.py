@@ -14,6 +14,7 @@ import keras
 import numpy as np
 import pytest
 
+from keras_attention.masking import write_at
 from keras_attention.seq2seq import (
     BeamSearch,
     ConvS2SSeq2Seq,
@@ -461,3 +462,163 @@ def test_every_search_returns_finished_and_num_hypotheses_waits_for_n(seed):
     # A search cut by max_length says so.
     cut = GreedySearch(max_length=2, suppress_tokens=[2])(model, source)
     assert np.asarray(cut["finished"]).tolist() == [False, False]
+
+
+class GatherEverything:
+    """`model` seen through the 0.2.0 contract alone (no `reorder_beams`):
+    beam search then gathers the whole state at every step."""
+
+    def __init__(self, model):
+        self.model = model
+        self.sos_id, self.eos_id, self.padding_id = model.sos_id, model.eos_id, model.padding_id
+        self.has_attention = model.has_attention
+
+    def encode(self, source, max_length=None):
+        return self.model.encode(source, max_length=max_length)
+
+    def decode_step(self, tokens, state):
+        return self.model.decode_step(tokens, state)
+
+    def reorder_state(self, state, indices):
+        return self.model.reorder_state(state, indices)
+
+
+REORDER_MODELS = {
+    "rnn-bahdanau-context": lambda: RecurrentSeq2Seq(
+        12, 12, 8, 16, attention="additive", style="bahdanau", context_input=True
+    ),
+    "rnn-luong-general": lambda: RecurrentSeq2Seq(12, 12, 8, 16, attention="general"),
+    "rnn-none": lambda: RecurrentSeq2Seq(12, 12, 8, 16, attention=None),
+    "convs2s": lambda: ConvS2SSeq2Seq(12, 12, 8, max_length=10, hidden_dim=8, num_layers=2),
+    "transformer": lambda: TransformerSeq2Seq(12, 12, 16, 2, 32, 2, max_length=10),
+    "transformer-gqa-rope": lambda: TransformerSeq2Seq(
+        12, 12, 16, 4, 32, 2, max_length=10, position="rope", num_key_value_heads=2
+    ),
+}
+# What each family's beam search leaves as it is after the first expansion.
+INVARIANT = {
+    "rnn-bahdanau-context": {"memory", "memory_mask", "keys", "context", "step"},
+    "rnn-luong-general": {"memory", "memory_mask", "step"},
+    "rnn-none": {"memory", "memory_mask", "step"},
+    "convs2s": {"encoder_keys", "encoder_values", "source_mask", "step"},
+    "transformer": {"source_mask", "step"}
+    | {f"layer_{i}/cross_{kv}" for i in range(2) for kv in ("key", "value")},
+}
+INVARIANT["transformer-gqa-rope"] = INVARIANT["transformer"]
+
+
+def _leaf_paths(state):
+    return {
+        "/".join(str(key) for key in path[:2] if isinstance(key, str))
+        for path, _ in keras.tree.flatten_with_path(state)
+    }
+
+
+@pytest.mark.parametrize("family", sorted(REORDER_MODELS))
+def test_beam_search_reorders_only_the_step_dependent_state(family, monkeypatch):
+    """Beam search gathers at each step only what differs between the beams
+    of a source (issue 23): the results equal, token for token and score for
+    score, those of the same model gathering its whole state (the 0.2.0
+    contract); the first expansion gathers everything, each step afterwards
+    none of the `beam_invariant_state` entries, which stay the very tensors
+    they were."""
+    keras.utils.set_random_seed(1)
+    model = REORDER_MODELS[family]()
+    model.build()
+    source = np.array([[1, 4, 5, 6, 2, 0], [1, 7, 8, 9, 10, 2]], "int32")
+    search = BeamSearch(
+        beam_width=3,
+        max_length=7,
+        coverage_penalty=0.2 if model.has_attention else 0.0,
+        return_attention_scores=True,
+        return_token_scores=True,
+    )
+    reference = search(GatherEverything(model), source)
+    gathered = []
+    reorder_state = model.reorder_state
+
+    def spy(state, indices):
+        gathered.append(_leaf_paths(state))
+        return reorder_state(state, indices)
+
+    monkeypatch.setattr(model, "reorder_state", spy)
+    result = search(model, source)
+    assert sorted(result) == sorted(reference)
+    for name, value in reference.items():
+        np.testing.assert_array_equal(np.asarray(result[name]), np.asarray(value), err_msg=name)
+
+    everything = _leaf_paths(model.encode(source, max_length=7))
+    invariant = {"/".join(path) for path in model.beam_invariant_state()}
+    assert invariant == INVARIANT[family]
+    assert gathered[0] == everything  # the expansion to the beams
+    assert len(gathered) > 1
+    for paths in gathered[1:]:  # the steps
+        assert paths == {
+            p for p in everything if p.split("/")[0] not in invariant and p not in invariant
+        }
+
+    state = model.encode(np.repeat(source, 3, axis=0), max_length=7)
+    order = np.array([2, 2, 0, 4, 3, 3], "int32")
+    reordered = model.reorder_beams(state, order)
+    flat = dict(keras.tree.flatten_with_path(state))
+    for path, value in keras.tree.flatten_with_path(reordered):
+        name = "/".join(str(key) for key in path[:2] if isinstance(key, str))
+        if name in invariant:
+            assert value is flat[path], name
+        else:
+            np.testing.assert_array_equal(np.asarray(value), np.asarray(flat[path])[order])
+
+
+def test_reorder_beams_keeps_0_2_0_behaviour_without_invariants_and_names_bad_paths():
+    """A Seq2Seq that does not name invariant entries gathers everything,
+    through its own `reorder_state`; one naming an entry its state lacks
+    gets a ValueError naming the path."""
+
+    class Mine(TransformerSeq2Seq):
+        def reorder_state(self, state, indices):
+            self.calls = getattr(self, "calls", 0) + 1
+            return super().reorder_state(state, indices)
+
+        def beam_invariant_state(self):
+            return getattr(self, "paths", ())
+
+    model = Mine(12, 12, 16, 2, 32, 1, max_length=10)
+    model.build()
+    state = model.encode(np.array([[1, 4, 2], [1, 5, 2]], "int32"), max_length=4)
+    order = np.array([1, 0], "int32")
+    reordered = model.reorder_beams(state, order)
+    assert model.calls == 1
+    for (path, new), (_, old) in zip(
+        keras.tree.flatten_with_path(reordered), keras.tree.flatten_with_path(state)
+    ):
+        np.testing.assert_array_equal(np.asarray(new), np.asarray(old)[order], err_msg=str(path))
+    model.paths = [("layer_0", "cross_kee")]
+    with pytest.raises(ValueError, match=r"beam_invariant_state\(\)` of Mine .*'cross_kee'"):
+        model.reorder_beams(state, order)
+
+
+@pytest.mark.parametrize("axis", [1, 2])
+@pytest.mark.parametrize("index", [0, 2, 4, 5, -1])
+def test_write_at_a_single_slot_writes_there_and_nowhere_else(axis, index):
+    """`masking.write_at` with a one-slot update (every decoding step of the
+    searches and caches; a broadcast select since issue 23) writes exactly
+    slot `index` of `axis`, and nothing for an index outside the buffer, as
+    for a wider update."""
+    buffer = np.arange(2 * 5 * 3, dtype="float32").reshape(2, 5, 3)
+    if axis == 2:
+        buffer = buffer.reshape(2, 3, 5)
+    shape = list(buffer.shape)
+    shape[axis] = 1
+    update = -np.arange(np.prod(shape), dtype="float32").reshape(shape) - 1
+    expected = buffer.copy()
+    if 0 <= index < buffer.shape[axis]:
+        np.put_along_axis(expected, np.full(shape, index), update, axis=axis)
+    got = write_at(
+        keras.ops.convert_to_tensor(buffer), update, keras.ops.convert_to_tensor(index), axis
+    )
+    np.testing.assert_array_equal(np.asarray(got), expected)
+    wider = np.concatenate([update, update - 100], axis=axis)  # the general path agrees
+    general = np.asarray(write_at(buffer, wider, index, axis))
+    inside = np.take(general, [index], axis=axis) if 0 <= index < buffer.shape[axis] else None
+    if inside is not None:
+        np.testing.assert_array_equal(inside, update)

@@ -10,6 +10,9 @@ Every `Seq2Seq` implements:
                                                          state, and this step's source
                                                          attention (B, S)
     state = model.reorder_state(state, indices)          gather along the batch (beams)
+    state = model.reorder_beams(state, indices)          the same for beam search's step,
+                                                         leaving `beam_invariant_state()`
+                                                         as it is
     weights = model.attention_weights(source, target_in) {name: (B, [H,] T, S)}
 
 Generation: `model.generate(source, search=None, prefix=None)` runs a
@@ -66,6 +69,46 @@ def _quantization_config(value):
     """The `QuantizationConfig` for `quantize_layers` of a `quantization`
     value (None for "int8": the default, weight-only)."""
     return None if value == quantization.MODE else keras.saving.deserialize_keras_object(value)
+
+
+def _pop(state, path, owner):
+    """`(state without path, the value at path)`; the dicts along `path`
+    are copied, never changed."""
+    head, rest = path[0], path[1:]
+    if not isinstance(state, dict) or head not in state:
+        raise ValueError(
+            f"`beam_invariant_state()` of {owner} must name entries of its decoding state; "
+            f"received the path {tuple(path)!r}, which the state does not hold."
+        )
+    copy = dict(state)
+    if rest:
+        copy[head], value = _pop(state[head], rest, owner)
+    else:
+        value = copy.pop(head)
+    return copy, value
+
+
+def _put(state, path, value):
+    head, rest = path[0], path[1:]
+    copy = dict(state)
+    copy[head] = _put(state[head], rest, value) if rest else value
+    return copy
+
+
+def reorder_except(model, state, indices, paths):
+    """`model.reorder_state` of `state` with the entries at `paths` (key
+    tuples) taken out first and put back as they were."""
+    if not paths:
+        return model.reorder_state(state, indices)
+    kept = []
+    for path in paths:
+        path = (path,) if isinstance(path, str) else tuple(path)
+        state, value = _pop(state, path, type(model).__name__)
+        kept.append((path, value))
+    state = model.reorder_state(state, indices)
+    for path, value in kept:
+        state = _put(state, path, value)
+    return state
 
 
 @compat.reads_0_1_0(weights="no_step_counter")
@@ -320,6 +363,24 @@ class Seq2Seq(keras.Model):
     def reorder_state(self, state, indices):
         """Gather every tensor of `state` along the batch axis."""
         return keras.tree.map_structure(lambda t: ops.take(t, indices, axis=0), state)
+
+    def beam_invariant_state(self):
+        """The entries of the decoding state that every beam of a source
+        holds equal (what the encoder made of the source, the step counter),
+        as key paths into the state's dicts, e.g. `("layer_0", "cross_key")`.
+        `reorder_beams` leaves them as they are. Default: none, so a family
+        that does not say keeps 0.2.0's behaviour (everything gathered)."""
+        return ()
+
+    def reorder_beams(self, state, indices):
+        """`reorder_state` for beam search's step, whose `indices` only move
+        hypotheses among the beams of their own source: the entries named by
+        `beam_invariant_state()` are the same in every row such `indices`
+        pick from, so they are returned as they are, and only the rest goes
+        through `reorder_state` (a model that overrides it keeps its own
+        gather for those). The first expansion of a source to its beams is
+        a `reorder_state` of everything."""
+        return reorder_except(self, state, indices, self.beam_invariant_state())
 
     def call(self, inputs, training=None):
         source, target_in = inputs

@@ -25,20 +25,34 @@ def coverage_penalty_of(coverage, source_mask, beta):
     return beta * ops.sum(ops.where(source_mask, ops.log(clipped), 0.0), axis=-1)
 
 
-def _gather_beams(x, indices):
-    """`x (B, K, ...)`, `indices (B, N)` -> `(B, N, ...)`: hypothesis
-    `indices[b, n]` of source b, for every n."""
-    for _ in range(len(x.shape) - 2):
-        indices = ops.expand_dims(indices, -1)  # broadcast over the trailing axes
-    return ops.take_along_axis(x, indices, axis=1)
+def reorder_beams(model, state, indices):
+    """The state of the hypotheses `indices (B·K,)` picked among the beams
+    of their own source: `model.reorder_beams`, which leaves what every beam
+    of a source shares as it is (`Seq2Seq.beam_invariant_state`), or, for a
+    model without it, `model.reorder_state`."""
+    reorder = getattr(model, "reorder_beams", None)
+    return model.reorder_state(state, indices) if reorder is None else reorder(state, indices)
 
 
-def _gather_all(buffers, indices):
-    return {name: _gather_beams(value, indices) for name, value in buffers.items()}
+def _rows(buffers, indices):
+    """Every buffer's rows `indices (R,)`: the per-hypothesis buffers are
+    kept flat, `(B·K, ...)` source-major, so picking hypotheses is one
+    gather along axis 0 however many trailing axes a buffer has."""
+    return {name: ops.take(value, indices, axis=0) for name, value in buffers.items()}
 
 
-def _concatenate(first, second):
-    return {name: ops.concatenate([first[name], second[name]], axis=1) for name in first}
+def _stack(first, second):
+    return {name: ops.concatenate([first[name], second[name]], axis=0) for name in first}
+
+
+def _merged_rows(pick, sources, batch, K, width):
+    """Rows, in `concatenate([first, second], axis=0)` of a first block of
+    K rows per source (`B·K`) and a second of `width` per source, of the
+    slots `pick (B, N)` of each source's `[its K first | its width second]`;
+    `sources (B, 1)` is `0 .. B-1`. Returns `(B·N,)`."""
+    first = sources * K + pick
+    second = batch * K + sources * width + (pick - K)
+    return ops.reshape(ops.where(pick < K, first, second), (-1,))
 
 
 def beam_search_loop(model, source, max_length, options, search, num_hypotheses):
@@ -117,7 +131,6 @@ def beam_search_loop(model, source, max_length, options, search, num_hypotheses)
     last = 0 if num_hypotheses is None else N - 1
     batch = ops.shape(source)[0]
     source_length = ops.shape(source)[1]
-    source_mask = (ops.cast(source, "int32") != padding_id)[:, None, :]  # (B, 1, S)
     beta = float(coverage_penalty)
     options.repeat(K)  # prefix rows follow the (B·K,) hypotheses
 
@@ -128,77 +141,80 @@ def beam_search_loop(model, source, max_length, options, search, num_hypotheses)
     alive_scores = ops.tile(
         ops.concatenate([ops.zeros((1,)), ops.full((K - 1,), NEGATIVE)])[None], (batch, 1)
     )
-    # Per-hypothesis buffers; those not asked for are carried at size 1.
-    alive = {
-        "tokens": ops.full((batch, K, L), padding_id, "int32"),
-        "attention": ops.zeros(
-            (batch, K, L, source_length) if return_attention else (batch, K, 1, 1), "float32"
-        ),
-        "coverage": ops.zeros((batch, K, source_length if beta else 1), "float32"),
-        "token_scores": ops.zeros((batch, K, L if return_token_scores else 1), "float32"),
-        "replacements": ops.full((batch, K, L if replace_unknown else 1), -1, "int32"),
-    }
+    # Per-hypothesis buffers, flat and source-major: row b·K + k is
+    # hypothesis k of source b (b·2K + k among the 2K candidates of a step),
+    # so that picking hypotheses is one gather of rows. Only those asked for.
+    alive = {"tokens": ops.full((batch * K, L), padding_id, "int32")}
+    if return_attention:
+        alive["attention"] = ops.zeros((batch * K, L, source_length), "float32")
+    if beta:
+        alive["coverage"] = ops.zeros((batch * K, source_length), "float32")
+    if return_token_scores:
+        alive["token_scores"] = ops.zeros((batch * K, L), "float32")
+    if replace_unknown:
+        alive["replacements"] = ops.full((batch * K, L), -1, "int32")
     finished = dict(alive)
     finished_scores = ops.full((batch, K), NEGATIVE, "float32")
     finished_flags = ops.zeros((batch, K), "bool")
     tokens = ops.full((batch * K,), sos_id, "int32")
-
-    def coverage_term(coverage):
-        return coverage_penalty_of(coverage, source_mask, beta) if beta else 0.0
+    # What the steps share, made once: each source's first row among its
+    # K hypotheses, its 2K candidates and its K·V scores, and the source
+    # repeated for the candidates.
+    sources = ops.arange(batch)[:, None]  # (B, 1)
+    source_mask = (ops.cast(source, "int32") != padding_id)[:, None, :]  # (B, 1, S)
+    candidate_source = ops.repeat(source, 2 * K, axis=0) if replace_unknown else None
 
     def body(t, tokens, state, alive_scores, alive, finished, finished_scores, finished_flags):
         logits, state, step_attention = model.decode_step(tokens, state)
-        history = ops.reshape(alive["tokens"], (batch * K, L))
-        log_probs, allowed = options.step(logits, history, t)  # (B·K, V)
+        log_probs, allowed = options.step(logits, alive["tokens"], t)  # (B·K, V)
         vocab = ops.shape(allowed)[-1]
         candidates = alive_scores[:, :, None] + ops.reshape(allowed, (batch, K, vocab))
         top_scores, top_index = ops.top_k(
             ops.reshape(candidates, (batch, K * vocab)), 2 * K
         )  # (B, 2K)
-        origin = top_index // vocab  # the beam each candidate extends
+        origin = sources * K + top_index // vocab  # the row (hypothesis) each extends
+        origin = ops.reshape(origin, (-1,))  # (B·2K,)
         token = ops.cast(top_index % vocab, "int32")
         # A candidate of a dead beam or of a banned token is dead: it never finishes.
         ended = ops.logical_and(token == eos_id, top_scores > NEGATIVE / 2)
-        step_attention = ops.reshape(ops.cast(step_attention, "float32"), (batch, K, -1))
-        grown = _gather_all(alive, origin)  # (B, 2K, ...)
-        grown["tokens"] = write_at(grown["tokens"], token[:, :, None], t, axis=2)
-        attended = _gather_beams(step_attention, origin)  # (B, 2K, S)
+        grown = _rows(alive, origin)  # (B·2K, ...)
+        flat_token = ops.reshape(token, (-1,))
+        grown["tokens"] = write_at(grown["tokens"], flat_token[:, None], t, axis=1)
+        if return_attention or beta or replace_unknown:
+            attended = ops.take(ops.cast(step_attention, "float32"), origin, axis=0)  # (B·2K, S)
         if return_attention:
-            grown["attention"] = write_at(grown["attention"], attended[:, :, None], t, axis=2)
+            grown["attention"] = write_at(grown["attention"], attended[:, None], t, axis=1)
         if beta:
             grown["coverage"] = grown["coverage"] + attended
         if return_token_scores:
-            gained = ops.take_along_axis(
-                ops.reshape(log_probs, (batch, K * vocab)), top_index, axis=1
+            gained = ops.take(
+                ops.reshape(log_probs, (-1,)),
+                ops.reshape(sources * (K * vocab) + top_index, (-1,)),
+                axis=0,
             )
-            grown["token_scores"] = write_at(grown["token_scores"], gained[:, :, None], t, axis=2)
+            grown["token_scores"] = write_at(grown["token_scores"], gained[:, None], t, axis=1)
         if replace_unknown:
-            flat = unknown_replacements(
-                ops.repeat(source, 2 * K, axis=0),
-                ops.reshape(attended, (batch * 2 * K, -1)),
-                ops.reshape(token, (-1,)),
-                unk_id,
-                ops.reshape(grown["replacements"], (batch * 2 * K, L)),
-                t,
+            grown["replacements"] = unknown_replacements(
+                candidate_source, attended, flat_token, unk_id, grown["replacements"], t
             )
-            grown["replacements"] = ops.reshape(flat, (batch, 2 * K, L))
         # Live beams: the K best candidates that did not just end.
         alive_scores, pick = ops.top_k(ops.where(ended, 2 * NEGATIVE, top_scores), K)
-        alive = _gather_all(grown, pick)
-        beam = ops.take_along_axis(origin, pick, axis=1)  # (B, K)
-        state = model.reorder_state(
-            state, ops.reshape(beam + ops.arange(batch)[:, None] * K, (-1,))
-        )
-        tokens = ops.reshape(ops.take_along_axis(token, pick, axis=1), (-1,))
+        picked = ops.reshape(sources * (2 * K) + pick, (-1,))  # (B·K,) rows of grown
+        alive = _rows(grown, picked)
+        state = reorder_beams(model, state, ops.take(origin, picked, axis=0))
+        tokens = ops.take(flat_token, picked, axis=0)
         # Finished: the K best of those already finished and those ending now.
-        normalised = top_scores / length_penalty(t + 1, alpha) + coverage_term(grown["coverage"])
+        normalised = top_scores / length_penalty(t + 1, alpha)
+        if beta:
+            coverage = ops.reshape(grown["coverage"], (batch, 2 * K, source_length))
+            normalised = normalised + coverage_penalty_of(coverage, source_mask, beta)
         normalised = ops.where(ended, normalised, NEGATIVE)
         merged_scores = ops.concatenate([finished_scores, normalised], axis=1)  # (B, 3K)
         finished_scores, keep = ops.top_k(merged_scores, K)
-        finished = _gather_all(_concatenate(finished, grown), keep)
-        finished_flags = ops.take_along_axis(
-            ops.concatenate([finished_flags, ended], axis=1), keep, axis=1
-        )
+        kept = _merged_rows(keep, sources, batch, K, 2 * K)  # (B·K,)
+        finished = _rows(_stack(finished, grown), kept)
+        flags = ops.concatenate([ops.reshape(finished_flags, (-1,)), ops.reshape(ended, (-1,))], 0)
+        finished_flags = ops.reshape(ops.take(flags, kept, axis=0), (batch, K))
         return t + 1, tokens, state, alive_scores, alive, finished, finished_scores, finished_flags
 
     def cond(t, tokens, state, alive_scores, alive, finished, finished_scores, finished_flags):
@@ -216,7 +232,10 @@ def beam_search_loop(model, source, max_length, options, search, num_hypotheses)
     # nothing finished for, the best live hypotheses (cut at max_length),
     # then dead entries, emptied.
     real = alive_scores > NEGATIVE / 2
-    live = alive_scores / length_penalty(L, alpha) + coverage_term(alive["coverage"])
+    live = alive_scores / length_penalty(L, alpha)
+    if beta:
+        coverage = ops.reshape(alive["coverage"], (batch, K, source_length))
+        live = live + coverage_penalty_of(coverage, source_mask, beta)
     rank = ops.concatenate(
         [
             ops.where(finished_flags, finished_scores, 3 * NEGATIVE),
@@ -226,9 +245,17 @@ def beam_search_loop(model, source, max_length, options, search, num_hypotheses)
     )
     rank, pick = ops.top_k(rank, N)
     empty = rank < 2.5 * NEGATIVE  # (B, N)
-    chosen = _gather_all(_concatenate(finished, alive), pick)
+    rows = _merged_rows(pick, sources, batch, K, K)
+    chosen = _rows(_stack(finished, alive), rows)  # (B·N, ...)
+
+    def per_source(value, fill):  # (B·N, L, ...) -> (B, N, L, ...), empty slots filled
+        value = ops.reshape(value, (batch, N) + tuple(ops.shape(value)[1:]))
+        return ops.where(
+            ops.reshape(empty, (batch, N) + (1,) * (len(value.shape) - 2)), fill, value
+        )
+
     scores = ops.take_along_axis(ops.concatenate([finished_scores, live], axis=1), pick, axis=1)
-    tokens = ops.where(empty[:, :, None], padding_id, chosen["tokens"])
+    tokens = per_source(chosen["tokens"], padding_id)
     # Finished: picked from the finished buffer (its first K slots) with its
     # flag set; live fragments and empty slots are not.
     flags = ops.concatenate([finished_flags, ops.zeros_like(finished_flags)], axis=1)
@@ -241,9 +268,9 @@ def beam_search_loop(model, source, max_length, options, search, num_hypotheses)
         ),
     }
     if return_attention:
-        result["attention"] = ops.where(empty[:, :, None, None], 0.0, chosen["attention"])
+        result["attention"] = per_source(chosen["attention"], 0.0)
     if return_token_scores:
-        result["token_scores"] = ops.where(empty[:, :, None], 0.0, chosen["token_scores"])
+        result["token_scores"] = per_source(chosen["token_scores"], 0.0)
     if replace_unknown:
-        result["replacements"] = ops.where(empty[:, :, None], -1, chosen["replacements"])
+        result["replacements"] = per_source(chosen["replacements"], -1)
     return result

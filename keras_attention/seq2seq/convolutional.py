@@ -129,6 +129,11 @@ class ConvS2SSeq2Seq(Seq2Seq):
         state["step"] = ops.zeros((ops.shape(source)[0],), "int32")
         return state
 
+    def beam_invariant_state(self):
+        """The encoder's outputs z and z + e, the source mask and the step
+        counter (the convolution buffers are each beam's own)."""
+        return [("encoder_keys",), ("encoder_values",), ("source_mask",), ("step",)]
+
     def decode_step(self, tokens, state, training=None):
         cache = {k: v for k, v in state.items() if k != "step"}
         logits, scores, cache = self.decoder.step(

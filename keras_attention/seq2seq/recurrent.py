@@ -129,6 +129,18 @@ class RecurrentSeq2Seq(Seq2Seq):
         memory, final_state = self.encoder(source, training=training)
         return self.decoder.init_cache(memory, final_state, self.encoder.source_mask(source))
 
+    def beam_invariant_state(self):
+        """The attention's memory (the encoder's outputs), its mask and
+        prepared keys, the encoder's summary fed at every step
+        (`context_input`) and the step counter; the cells' states and the
+        fed context are each beam's own."""
+        paths = [("memory",), ("memory_mask",), ("step",)]
+        if self.decoder._prepares_key():
+            paths.append(("keys",))
+        if self.context_input:
+            paths.append(("context",))
+        return paths
+
     def decode_step(self, tokens, state, training=None):
         logits, weights, state = self.decoder.step(
             ops.cast(tokens, "int32"), state, training=training

@@ -23,7 +23,8 @@ lp(Y) = ((5 + |Y|) / 6)^α and cp(X; Y) = β Σ_j log(min(Σ_t a_{t,j}, 1))
 
 Contract: a search takes any object with the `Seq2Seq` decoding contract
 (`base.py`: `encode`, `decode_step`, `reorder_state`, `sos_id`/`eos_id`/
-`padding_id`), `source (B, S)` int ids and an optional `prefix (B, P)` of
+`padding_id`; beam search's step calls `reorder_beams` instead where the
+model has it), `source (B, S)` int ids and an optional `prefix (B, P)` of
 target ids padded with `padding_id`, and returns a dict of tensors:
 
     GreedySearch, RandomSampling:  tokens (B, L), scores (B,), lengths (B,),

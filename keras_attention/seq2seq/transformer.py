@@ -12,6 +12,7 @@ from keras_attention.validation import check_choice, check_positive_int
 
 ABSOLUTE = ("sinusoidal", "learned")  # added to the embeddings
 POSITIONS = ABSOLUTE + tuple(p for p in POSITION_ENCODINGS if p is not None)
+CROSS = ("cross_key", "cross_value")  # a decoder layer's cache of the encoder's keys, values
 
 
 @compat.reads_0_1_0(renamed={"width": "hidden_dim"}, weights="token_tables")
@@ -206,6 +207,12 @@ class TransformerSeq2Seq(Seq2Seq):
         }
         state.update(source_mask=mask, step=ops.zeros((batch,), "int32"))
         return state
+
+    def beam_invariant_state(self):
+        """The source mask, the step counter and every layer's cross-attention
+        keys and values (projections of the encoder's output)."""
+        cross = [(f"layer_{i}", name) for i in range(self.num_layers) for name in CROSS]
+        return [("source_mask",), ("step",)] + cross
 
     def decode_step(self, tokens, state, training=None):
         index = state["step"][0]
