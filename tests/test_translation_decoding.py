@@ -326,6 +326,7 @@ def test_export_says_each_step_on_stderr(trained, tmp_path, capsys, monkeypatch)
 
     traced = []
     monkeypatch.setattr(Translator, "function", lambda self, name: traced.append(name))
+
     def export(self, *args, **kwargs):  # a version holding only the record the line reads
         path = tmp_path / "translator" / "1"
         (path / "variables").mkdir(parents=True)
