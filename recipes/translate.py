@@ -42,6 +42,7 @@ from .translation.config import (
     FAMILY_DEFAULTS,
     POSITIONS,
     PRECISIONS,
+    QUANTIZATIONS,
     RENAMED,
     STYLES,
     TOKENIZERS,
@@ -416,6 +417,13 @@ def parser():
         help="hypotheses the nbest signature returns (default: --beam-width; at most that)",
     )
     add_decoding_flags(export, "uses")
+    export.add_argument(
+        "--quantize",
+        metavar="{" + ",".join(QUANTIZATIONS) + "}",
+        help="export a weight-only int8 copy of the model: int8 weights with per-channel "
+        "float scales, computed in float32 (variables/ about 4x smaller for the quantized "
+        "layers; the run's model is not changed; default: float32)",
+    )
     convert = add(
         "convert",
         "convert the trained model for another runtime: CTranslate2 (the Transformer family)",

@@ -4,9 +4,9 @@ Serving release (`make serving-check`).
     python tests/serving_runtime.py --runtime .venv-serving/bin/python
 
 trains tiny models with the recipes (this interpreter: the TensorFlow that
-writes exports), exports a translator of each family and the digits
-classifier, checks their ops against the committed op lists
-(`keras_attention.serving.check`), then runs every signature of every
+writes exports), exports a translator of each family, float32 and int8
+(`export --quantize int8`), and the digits classifier, checks their ops
+against the committed op lists (`keras_attention.serving.check`), then runs every signature of every
 export on the same inputs (the export's warm-up requests, plus an empty
 and an over-long sentence for text inputs) in this interpreter and in
 `--runtime`, and compares: strings, integers and booleans equal, floats
@@ -94,6 +94,27 @@ def build_exports(work):
             name,
             "--beam-width",
             "2",
+        )
+    for family in FAMILIES:  # the int8 exports of the same runs (`export --quantize int8`)
+        name = f"translator-{family}-int8"
+        paths[name] = os.path.join(exports, name, "1")
+        if os.path.exists(paths[name]):
+            continue
+        sh(
+            sys.executable,
+            "-m",
+            "recipes.translate",
+            "export",
+            "--output",
+            os.path.join(work, f"run-{family}"),
+            "--export-dir",
+            exports,
+            "--model-name",
+            name,
+            "--beam-width",
+            "2",
+            "--quantize",
+            "int8",
         )
     paths["digits"] = os.path.join(exports, "digits", "1")
     if not os.path.exists(paths["digits"]):

@@ -381,3 +381,153 @@ def test_saved_model_cli_shows_the_decoding_options(tiny_translator_with_options
         "outputs['min_length'] tensor_info:\n        dtype: DT_INT32\n        shape: ()" in listed
     )
     assert check.check_export(path) == {s: [] for s in check.available_servings()}
+
+
+# -- issue 23: int8 exports ----------------------------------------------------------------
+# float32 / int8 bytes of variables/ the tiny Transformer's int8 export must reach. With
+# Keras's own quantization (its Dense leaves only) it is about 1.6; once `Seq2Seq.quantize`
+# covers every projection, tighten this to 3.0.
+MIN_SHRINK = 1.4
+TEXT_SIGNATURES = ("serving_default", "greedy", "nbest")
+
+
+def tiny_quantizable(family, size):
+    """A built tiny model of `family` over a vocabulary of `size`."""
+    import keras
+
+    from keras_attention.seq2seq import ConvS2SSeq2Seq, RecurrentSeq2Seq, TransformerSeq2Seq
+
+    keras.utils.set_random_seed(2)
+    model = {
+        "transformer": lambda: TransformerSeq2Seq(
+            size, size, hidden_dim=32, num_layers=1, num_heads=2, max_length=10
+        ),
+        "convs2s": lambda: ConvS2SSeq2Seq(
+            size, size, embed_dim=16, hidden_dim=32, num_layers=1, max_length=10
+        ),
+        "rnn": lambda: RecurrentSeq2Seq(size, size, embed_dim=16, hidden_dim=32, attention="dot"),
+    }[family]()
+    model.build()
+    return model
+
+
+def tiny_translator_of(family, directory):
+    from keras_attention.seq2seq import BeamSearch
+    from keras_attention.serving import Translator
+    from tests.test_translator import word_tokenizer
+
+    tokenizer, size = word_tokenizer(directory)
+    model = tiny_quantizable(family, size)
+    return Translator(model, tokenizer, tokenizer, BeamSearch(beam_width=2), max_source_length=7)
+
+
+@pytest.fixture(scope="module")
+def int8_transformer(tmp_path_factory):
+    """`(translator, float export, int8 export, the model's weights before)`
+    of an untrained tiny Transformer."""
+    directory = tmp_path_factory.mktemp("int8")
+    translator = tiny_translator_of("transformer", directory)
+    before = [np.array(weight) for weight in translator.model.get_weights()]
+    float_path = translator.export(str(directory / "exports"), "float")
+    int8_path = translator.export(str(directory / "exports"), "int8", quantize="int8")
+    return translator, float_path, int8_path, before
+
+
+def test_an_int8_export_translates_as_the_quantized_model_in_process(int8_transformer):
+    """The text signatures of the int8 export (plain TensorFlow) answer what
+    `Translator.quantized("int8")` answers in process; the Translator's own
+    model stays float, its weights untouched."""
+    import tensorflow as tf
+
+    from tests.test_translator import sentences
+
+    translator, _, path, before = int8_transformer
+    assert translator.quantization is None
+    for weight, kept in zip(translator.model.get_weights(), before):
+        np.testing.assert_array_equal(weight, kept)
+    quantized = translator.quantized("int8")
+    assert quantized.quantization == "int8" and quantized.model is not translator.model
+    texts = sentences()[:12] + [""]
+    loaded = tf.saved_model.load(path)
+    served = {name: loaded.signatures[name](text=tf.constant(texts)) for name in TEXT_SIGNATURES}
+    decoded = {
+        name: [
+            t.decode()
+            for t in np.asarray(out["translation" if name != "nbest" else "translations"]).ravel()
+        ]
+        for name, out in served.items()
+    }
+    assert decoded["serving_default"] == quantized.translate(texts)
+    assert decoded["greedy"] == quantized.greedy(texts)
+    assert decoded["nbest"] == [text for row in quantized.nbest(texts) for text, _ in row]
+    forced = loaded.signatures["constrained"](
+        text=tf.constant(texts[:3]), prefix=tf.constant(["ich", "", "zeit"])
+    )
+    assert [t.decode() for t in forced["translation"].numpy()] == quantized.constrained(
+        texts[:3], ["ich", "", "zeit"]
+    )
+
+
+def test_an_int8_export_stores_int8_weights_and_records_both_sizes(int8_transformer):
+    import tensorflow as tf
+
+    from keras_attention.serving.translator import export_record, variables_bytes
+
+    translator, float_path, int8_path, _ = int8_transformer
+    reader = tf.train.load_checkpoint(os.path.join(int8_path, "variables", "variables"))
+    dtypes = reader.get_variable_to_dtype_map()
+    int8 = sorted(name for name, dtype in dtypes.items() if dtype == tf.int8)
+    assert int8, dtypes  # the quantized kernels
+    assert (
+        tf.int8
+        not in tf.train.load_checkpoint(os.path.join(float_path, "variables", "variables"))
+        .get_variable_to_dtype_map()
+        .values()
+    )
+    float_record, int8_record = export_record(float_path), export_record(int8_path)
+    assert float_record["quantization"] is None and int8_record["quantization"] == "int8"
+    assert float_record["variables_bytes"] == variables_bytes(float_path)
+    assert float_record["float32_variables_bytes"] == float_record["variables_bytes"]
+    assert int8_record["variables_bytes"] == variables_bytes(int8_path)
+    # The int8 export's float32 figure is the float export's size, to its names' bytes.
+    assert int8_record["float32_variables_bytes"] == pytest.approx(
+        float_record["variables_bytes"], rel=0.01
+    )
+    assert variables_bytes(float_path) / variables_bytes(int8_path) >= MIN_SHRINK
+    # Each weight is saved once (tracking the model too saved every one twice).
+    weights = sum(np.asarray(w).nbytes for w in translator.model.get_weights())
+    assert weights <= variables_bytes(float_path) < 1.1 * weights
+
+
+@pytest.mark.parametrize("family", ["convs2s", "rnn"])  # the transformer: the fixture above
+def test_int8_exports_pass_the_op_check_of_every_tf_serving_release(
+    family, int8_transformer, tmp_path
+):
+    from keras_attention.serving import check
+    from keras_attention.serving.translator import export_record
+
+    path = tiny_translator_of(family, tmp_path).export(str(tmp_path), family, quantize="int8")
+    assert export_record(path)["quantization"] == "int8"
+    every = {serving: [] for serving in check.available_servings()}
+    assert check.check_export(path) == every
+    assert check.check_export(int8_transformer[2]) == every
+
+
+def test_quantize_refuses_other_modes_and_a_quantized_model(tmp_path):
+    from keras_attention.serving.translator import quantize_model
+
+    translator = tiny_translator_of("rnn", tmp_path)
+    for bad in ("int4", "INT8", True, 8):
+        with pytest.raises(ValueError, match=r"`quantize` of Translator.export must be one of "):
+            translator.export(str(tmp_path), "m", quantize=bad)
+        with pytest.raises(ValueError, match=r"`mode` of Translator.quantized must be one of "):
+            translator.quantized(bad)
+    with pytest.raises(ValueError, match=r"\[None, 'int8'\]; received quantize='int4'"):
+        translator.export(str(tmp_path), "m", quantize="int4")
+    assert not os.path.exists(tmp_path / "m")  # refused before anything was written
+    quantize_model(translator.model, "int8")  # the user's own quantized model
+    assert translator.quantization == "int8"
+    with pytest.raises(ValueError, match="the model is quantized already"):
+        translator.export(str(tmp_path), "m", quantize="int8")
+    with pytest.raises(ValueError, match="the model is quantized already"):
+        translator.quantized("int8")

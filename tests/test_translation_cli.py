@@ -77,6 +77,10 @@ def test_too_small_corpus_stops_with_a_message(tmp_path, capsys):
             "error: no trained model in /nonexistent-run",
         ),
         (["translate", "--output", "/nonexistent-run"], "error: give the text to translate"),
+        (
+            ["export", "--quantize", "int4"],
+            "error: --quantize must be one of ['int8'] (weight-only int8); got 'int4'",
+        ),
     ],
 )
 def test_cli_errors_are_messages_not_tracebacks(tmp_path, argv, message):
@@ -409,3 +413,6 @@ def test_command_line_tables_are_the_librarys():
     assert config.CT2_QUANTIZATIONS == QUANTIZATIONS
     beam = BeamSearch().get_config()
     assert config.BEAM_DEFAULTS == {key: beam[key] for key in config.BEAM_DEFAULTS}
+    from keras_attention.serving.translator import QUANTIZATIONS
+
+    assert config.QUANTIZATIONS == QUANTIZATIONS

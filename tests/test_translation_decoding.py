@@ -322,13 +322,18 @@ def test_export_says_each_step_on_stderr(trained, tmp_path, capsys, monkeypatch)
     """`export` ran 48 s in silence: it now names each step on stderr
     (stdout keeps only the result)."""
     from keras_attention.serving import Translator
-    from keras_attention.serving.translator import SIGNATURES
+    from keras_attention.serving.translator import SIGNATURES, write_export_record
 
     traced = []
     monkeypatch.setattr(Translator, "function", lambda self, name: traced.append(name))
-    monkeypatch.setattr(
-        Translator, "export", lambda self, *args, **kwargs: str(tmp_path / "translator" / "1")
-    )
+
+    def export(self, *args, **kwargs):  # a version holding only the record the line reads
+        path = tmp_path / "translator" / "1"
+        (path / "variables").mkdir(parents=True)
+        write_export_record(str(path), self)
+        return str(path)
+
+    monkeypatch.setattr(Translator, "export", export)
     status, out, err = cli(capsys, "export", "--output", trained[0], "--export-dir", str(tmp_path))
     assert status == 0, err
     assert traced == list(SIGNATURES)
@@ -339,6 +344,7 @@ def test_export_says_each_step_on_stderr(trained, tmp_path, capsys, monkeypatch)
     ] + ["export: writing the SavedModel and its warm-up requests ..."]
     assert re.fullmatch(r"export: done in \d+s", lines[len(SIGNATURES) + 1])
     assert out.startswith("exported ") and "tracing" not in out
+    assert out.rstrip().endswith("; variables/ 0 bytes")  # float32: no second size
 
 
 def test_the_demo_records_its_decoding_on_a_run_trained_before_runs_did(trained, tmp_path):

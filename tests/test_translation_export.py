@@ -14,6 +14,7 @@ import time
 import numpy as np
 import pytest
 
+from recipes import translate
 from recipes.translation.data import DING
 from tests.translation_helpers import (
     TINY,
@@ -281,3 +282,46 @@ def test_an_export_copies_numbers_it_never_saw(tmp_path):
     assert number_consistency(sources, translations)["number_consistency"] == 100.0, translations
     assert translations[0] == "Room 4711." and "3.5" in translations[1], translations
     assert check.check_export(export) == {s: [] for s in check.available_servings()}
+
+
+def test_export_quantize_int8_reports_both_sizes_and_translates_as_in_process(trained, tmp_path):
+    """`export --quantize int8`: the last line gives the variables' bytes
+    and the float32 model's, the export records int8, its
+    `serving_default` answers what the quantized Translator answers in
+    process, and it passes the op check."""
+    import re
+
+    import tensorflow as tf
+
+    from keras_attention.serving import check
+    from keras_attention.serving.translator import export_record
+    from recipes.translation.decoding import search_from_config, translator_for
+    from recipes.translation.training import load_run
+
+    exports = str(tmp_path / "exports")
+    log = run(
+        "export", "--output", trained[0], "--export-dir", exports, "--beam-width", "2",
+        "--quantize", "int8",
+    )  # fmt: skip
+    path = os.path.join(exports, "translator", "1")
+    record = export_record(path)
+    assert record["quantization"] == "int8"
+    size, float32 = record["variables_bytes"], record["float32_variables_bytes"]
+    assert log.splitlines()[-1].endswith(
+        f"; variables/ {size:,} bytes (int8; float32: {float32:,} bytes, "
+        f"{float32 / size:.2f}x smaller)"
+    )
+    assert re.search(r"\(int8; float32: [\d,]+ bytes, \d+\.\d\dx smaller\)$", log)
+    assert float32 > size
+    model, config, source_tokenizer, target_tokenizer = load_run(trained[0], compile=False)
+    search = search_from_config(
+        translate.check(translate.parser().parse_args(["export", "--output", trained[0],
+                                                       "--beam-width", "2"]))
+    )  # fmt: skip
+    texts = ["Ich habe keine Zeit.", "Wo ist der Bahnhof?", ""]
+    in_process = translator_for(
+        model, source_tokenizer, target_tokenizer, config["max_length"], search
+    ).quantized("int8")
+    served = tf.saved_model.load(path).signatures["serving_default"](text=tf.constant(texts))
+    assert [t.decode() for t in served["translation"].numpy()] == in_process.translate(texts)
+    assert check.check_export(path) == {s: [] for s in check.available_servings()}

@@ -58,6 +58,8 @@ shape [2, 2]]`; in process the methods raise it as a `ValueError`.
 """
 
 import json
+import math
+import os
 from numbers import Integral
 
 import numpy as np
@@ -72,6 +74,13 @@ from keras_attention.serving.requests import (
     rule_text,
 )
 from keras_attention.serving.versions import export_archive
+from keras_attention.validation import check_choice
+
+# `Translator.export(quantize=...)`: weight-only int8 (`quantize_model`).
+QUANTIZATIONS = ("int8",)
+# What an export writes about itself, beside the warm-up requests
+# (`assets.extra/` is not loaded by TF Serving): `export_record`.
+EXPORT_RECORD = os.path.join("assets.extra", "keras_attention.json")
 
 SIGNATURES = (
     "serving_default",
@@ -199,6 +208,7 @@ class Translator:
             **shared,
         )
         self._functions = {}  # signature name (or ("nbest", n)) -> tf.function
+        self.float_model = None  # the model a quantized copy was made of (`quantized`)
         self._placeholder = None if numbers is None else self._placeholder_id()
         pad = tf.constant([[self.model.padding_id]], tf.int32)
         self._source_pad = _strings(source_tokenizer.tokens(pad))[0]
@@ -657,25 +667,78 @@ class Translator:
     # -- export ----------------------------------------------------------------
     def archive(self):
         """A `keras.export.ExportArchive` with the seven signatures (the
-        `tf.function`s of `function`), tracking the model and tokenizers."""
+        `tf.function`s of `function`), tracking the tokenizers (their
+        vocabularies). The model's variables are those the signatures use,
+        saved once: tracking the model as well saved each weight twice (the
+        Keras variable and the TensorFlow variable it wraps), so
+        `variables/` was twice the model's size."""
         import keras
 
         archive = keras.export.ExportArchive()
-        archive.track(self.model)
         archive.track(self.source_tokenizer)
         archive.track(self.target_tokenizer)
         for name in SIGNATURES:
             archive.add_endpoint(name, self.function(name))
         return archive
 
-    def export(self, base_dir, model_name, version=None, before_publish=None):
+    def export(self, base_dir, model_name, version=None, before_publish=None, quantize=None):
         """Write the SavedModel as version `version` (default the next free
         number) of `<base_dir>/<model_name>`, atomically
         (`export.export_archive`); returns its path. `before_publish(path)`
-        may add files (warm-up requests) to the staged version."""
+        may add files (warm-up requests) to the staged version.
+
+        `quantize="int8"` exports the same signatures over a weight-only
+        int8 copy of the model (`quantized`; the Translator's own model is
+        left as it is). Every export records what it is in
+        `assets.extra/keras_attention.json` (`export_record`): its
+        quantization and the bytes of its `variables/`, and the float32
+        model's beside them."""
+        check_choice("quantize", quantize, (None, *QUANTIZATIONS), "Translator.export")
+        if quantize is not None:
+            translator = self._quantized(quantize, "`quantize` of Translator.export")
+            return translator.export(base_dir, model_name, version, before_publish)
+
+        def publish(staging):
+            write_export_record(staging, self)
+            if before_publish is not None:
+                before_publish(staging)
+
         return export_archive(
-            self.archive(), base_dir, model_name, version=version, before_publish=before_publish
+            self.archive(), base_dir, model_name, version=version, before_publish=publish
         )
+
+    # -- quantization ------------------------------------------------------------
+    @property
+    def quantization(self):
+        """The model's quantization mode ("int8"), None for a float model."""
+        return quantization_of(self.model)
+
+    def quantized(self, mode="int8"):
+        """A new `Translator` with the same tokenizers, search and options
+        over a quantized copy of the model (`quantize_model`; the model
+        itself is not changed): what `export(..., quantize=mode)` writes,
+        in process. `ValueError` for a mode other than "int8" or a model
+        that is quantized already."""
+        check_choice("mode", mode, QUANTIZATIONS, "Translator.quantized")
+        return self._quantized(mode, "`mode` of Translator.quantized")
+
+    def _quantized(self, mode, what):
+        if self.quantization is not None:
+            raise ValueError(
+                f"{what}: the model is quantized already ({self.quantization}); export it "
+                "with quantize=None, or quantize a float model."
+            )
+        translator = Translator(
+            quantized_copy(self.model, mode),
+            self.source_tokenizer,
+            self.target_tokenizer,
+            self.search,
+            max_source_length=self.max_source_length,
+            batch_size=self.batch_size,
+            numbers=self.numbers,
+        )
+        translator.float_model = self.model  # for the float32 size of its export
+        return translator
 
 
 class Hypothesis(tuple):
@@ -718,6 +781,100 @@ def _trailing(tokens, pad):
 
 
 __all__ = ["SIGNATURES", "Hypothesis", "Translator"]
+
+
+def quantize_model(model, mode):
+    """Quantize `model` in place: weight-only `mode` ("int8"), the one call
+    every quantized export goes through."""
+    model.quantize(mode)
+
+
+def quantization_of(model):
+    """The quantization mode of `model` or of any of its layers ("int8"),
+    None when every layer is float."""
+    modes = {getattr(model, "quantization_mode", None)}
+    modes |= {getattr(layer, "quantization_mode", None) for layer in model._flatten_layers()}
+    modes.discard(None)
+    return ", ".join(sorted(modes)) or None
+
+
+def quantized_copy(model, mode):
+    """A copy of the built `model` (its config, built, its weights), then
+    quantized (`quantize_model`); `model` is not changed."""
+    copy = type(model).from_config(model.get_config())
+    copy.build()
+    copy.set_weights(model.get_weights())
+    quantize_model(copy, mode)
+    return copy
+
+
+def variables_bytes(version_dir):
+    """The bytes of a SavedModel's `variables/` on disk (its checkpoint:
+    every weight of the model, and the tokenizers' few)."""
+    folder = os.path.join(version_dir, "variables")
+    return sum(
+        os.path.getsize(os.path.join(root, name))
+        for root, _, names in os.walk(folder)
+        for name in names
+    )
+
+
+def _nbytes(model):
+    return sum(math.prod(v.shape) * np.dtype(v.dtype).itemsize for v in model.variables)
+
+
+def float32_variables_bytes(version_dir, translator):
+    """The bytes `variables/` would take in the float32 export of the
+    model a quantized `translator` was made from (`Translator.quantized`):
+    the export's, each variable of the quantized copy taken out and each of
+    the float model put in (a checkpoint stores them raw, so this is the
+    float export's size within a few hundred bytes of names)."""
+    return (
+        variables_bytes(version_dir) - _nbytes(translator.model) + _nbytes(translator.float_model)
+    )
+
+
+def write_export_record(version_dir, translator):
+    """Write `assets.extra/keras_attention.json` into an export of
+    `translator`: `keras_attention` and `tensorflow` (the versions that
+    wrote it), `quantization` ("int8" or None), `variables_bytes` (its
+    `variables/` on disk) and `float32_variables_bytes` (the same model's
+    float32 export's; None for a model quantized before the Translator
+    was made). Returns the record."""
+    import keras_attention
+
+    size = variables_bytes(version_dir)
+    quantization = translator.quantization
+    if quantization is None:
+        float32 = size
+    elif translator.float_model is not None:
+        float32 = float32_variables_bytes(version_dir, translator)
+    else:
+        float32 = None
+    record = {
+        "keras_attention": keras_attention.__version__,
+        "tensorflow": tf.__version__,
+        "quantization": quantization,
+        "variables_bytes": size,
+        "float32_variables_bytes": float32,
+    }
+    path = os.path.join(version_dir, EXPORT_RECORD)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(record, handle, indent=2, sort_keys=True)
+        handle.write("\n")
+    return record
+
+
+def export_record(version_dir):
+    """The record `Translator.export` wrote about a version
+    (`write_export_record`): a dict, None for an export without one
+    (one written before exports recorded themselves)."""
+    path = os.path.join(version_dir, EXPORT_RECORD)
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle)
 
 
 def options_key(options=None):

@@ -328,10 +328,11 @@ def export_command(config, log=print):
         config.model_name,
         warmup,
         number_protection(run_config),
+        config.quantize,
     )
     log(
         f"exported {path} (signatures: serving_default, greedy, attention, tokens, nbest, "
-        "constrained, decoding_options)"
+        f"constrained, decoding_options); {export_sizes(path)}"
     )
     return path
 
@@ -406,6 +407,22 @@ def convert_command(config, log=print):
         f"{flag('dir')} {config.dir}): {files}"
     )
     return path
+
+
+def export_sizes(path):
+    """What the export's last line says of its size, from the record it
+    wrote (`serving.translator.export_record`): `variables/ 1,234,567
+    bytes`, and for a quantized export `variables/ 345,678 bytes (int8;
+    float32: 1,234,567 bytes, 3.57x smaller)`."""
+    from keras_attention.serving.translator import export_record
+
+    record = export_record(path)
+    line = f"variables/ {record['variables_bytes']:,} bytes"
+    if record["quantization"] is None:
+        return line
+    float32 = record["float32_variables_bytes"]
+    ratio = float32 / max(record["variables_bytes"], 1)
+    return line + (f" ({record['quantization']}; float32: {float32:,} bytes, {ratio:.2f}x smaller)")
 
 
 def record_decoding(config):

@@ -26,7 +26,7 @@ FAMILIES = ("rnn", "convs2s", "transformer")
 # and a mistyped flag answer at once), so this module imports no part of the
 # library: these four copy the library's tables (`keras_attention.registry.names()`,
 # `seq2seq.transformer.POSITIONS`, `BeamSearch()`'s defaults,
-# `serving.ctranslate2.QUANTIZATIONS`), and
+# `serving.translator.QUANTIZATIONS`, `serving.ctranslate2.QUANTIZATIONS`), and
 # tests/test_translation_cli.py::test_command_line_tables_are_the_librarys checks that they do.
 LIBRARY_ATTENTION = ("dot", "scaled_dot", "general", "additive", "concat", "local", "multihead")
 POSITIONS = ("sinusoidal", "learned", "rope", "alibi", "relative")
@@ -51,6 +51,7 @@ DECODING = {
     "repetition_penalty": "repetition_penalty",
     "coverage_penalty": "coverage_penalty",
 }
+QUANTIZATIONS = ("int8",)  # export --quantize: weight-only int8 (Translator.export)
 ATTENTION = LIBRARY_ATTENTION + ("none",)  # the RNN's attention, by the library's own names
 DECAYS = ("rsqrt", "cosine")  # --decay
 STYLES = ("luong", "bahdanau")
@@ -286,6 +287,7 @@ class TranslationConfig:
     to: str = None
     dir: str = None
     quantization: str = None
+    quantize: str = None  # export: None (float32) or one of QUANTIZATIONS
     # tune
     algorithm: str = "hyperband"
     trials: int = 10
@@ -343,6 +345,11 @@ class TranslationConfig:
         for name in ("coverage_penalty", "alpha"):
             if getattr(self, name) is not None:
                 check_number(name, getattr(self, name), low=0)
+        if self.quantize is not None and self.quantize not in QUANTIZATIONS:
+            raise UsageError(
+                f"--quantize must be one of {list(QUANTIZATIONS)} (weight-only int8); "
+                f"got {self.quantize!r}"
+            )
         beam_width = BEAM_DEFAULTS["beam_width"] if self.beam_width is None else self.beam_width
         for name in ("nbest", "num_hypotheses"):
             value = getattr(self, name)

@@ -160,10 +160,12 @@ def export_translator(
     model_name,
     warmup,
     numbers=None,
+    quantize=None,
 ):
     """Write the model as the next version `<export_dir>/<model_name>/<n>/`
     of a TF Serving model (`Translator.export` with `search`, published
-    atomically with its `warmup` requests); returns its path."""
+    atomically with its `warmup` requests); returns its path. `quantize`
+    ("int8"): export a quantized copy of the model (`Translator.quantized`)."""
     import time
 
     from keras_attention.serving.translator import SIGNATURES
@@ -175,6 +177,9 @@ def export_translator(
     # Most of an export is tracing each signature's search, then TensorFlow
     # tracing them again as it saves: say which step is running (stderr).
     started = time.perf_counter()
+    if quantize is not None:
+        progress(f"export: quantizing a copy of the model ({quantize}) ...")
+        translator = translator.quantized(quantize)
     for index, name in enumerate(SIGNATURES, 1):
         progress(f"export: tracing signature {index}/{len(SIGNATURES)} ({name}) ...")
         translator.function(name)  # traced once; `export` reuses it
