@@ -384,10 +384,10 @@ def test_saved_model_cli_shows_the_decoding_options(tiny_translator_with_options
 
 
 # -- issue 23: int8 exports ----------------------------------------------------------------
-# float32 / int8 bytes of variables/ the tiny Transformer's int8 export must reach. With
-# Keras's own quantization (its Dense leaves only) it is about 1.6; once `Seq2Seq.quantize`
-# covers every projection, tighten this to 3.0.
-MIN_SHRINK = 1.4
+# float32 / int8 bytes of variables/ the tiny Transformer's int8 export must reach
+# (2.7 measured): every projection is int8 (4n / (n + 4)x smaller for fan-in n), while
+# biases, norms and position tables stay float32 and weigh more at tiny widths.
+MIN_SHRINK = 2.5
 TEXT_SIGNATURES = ("serving_default", "greedy", "nbest")
 
 
@@ -489,9 +489,11 @@ def test_an_int8_export_stores_int8_weights_and_records_both_sizes(int8_transfor
     assert float_record["variables_bytes"] == variables_bytes(float_path)
     assert float_record["float32_variables_bytes"] == float_record["variables_bytes"]
     assert int8_record["variables_bytes"] == variables_bytes(int8_path)
-    # The int8 export's float32 figure is the float export's size, to its names' bytes.
+    # The int8 export's float32 figure is the float export's size up to the
+    # checkpoint index's entries of the scales (tens of bytes each: 2% of this
+    # tiny model, well under 0.1% of the demo's).
     assert int8_record["float32_variables_bytes"] == pytest.approx(
-        float_record["variables_bytes"], rel=0.01
+        float_record["variables_bytes"], rel=0.03
     )
     assert variables_bytes(float_path) / variables_bytes(int8_path) >= MIN_SHRINK
     # Each weight is saved once (tracking the model too saved every one twice).

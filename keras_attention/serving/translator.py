@@ -828,7 +828,8 @@ def float32_variables_bytes(version_dir, translator):
     model a quantized `translator` was made from (`Translator.quantized`):
     the export's, each variable of the quantized copy taken out and each of
     the float model put in (a checkpoint stores them raw, so this is the
-    float export's size within a few hundred bytes of names)."""
+    float export's size but for the index entries of the quantized copy's
+    extra variables, the scales: tens of bytes each)."""
     return (
         variables_bytes(version_dir) - _nbytes(translator.model) + _nbytes(translator.float_model)
     )
