@@ -14,8 +14,8 @@ row (greedy: per row; beam: per hypothesis returned). Systems:
   `keras_attention.serving.export.export_archive` and called after
   `tf.saved_model.load` (the translator archive's text signatures need
   tokenizers, which would add tokenisation to the timing);
-- ours int8, `tf.function` and SavedModel: the same two, on a copy of
-  the model (same weights) after `model.quantize("int8")`: weight-only
+- ours int8, `tf.function` (without and with XLA) and SavedModel: the
+  same, on a copy of the model (same weights) after `model.quantize("int8")`: weight-only
   int8 with per-output-channel scales, dequantized in the graph and
   multiplied in float32 (`quantize_int8`);
 - Hugging Face `transformers` `MarianMTModel.generate` (PyTorch, CPU), built
@@ -381,10 +381,13 @@ def measure(args, model, int8, source, batches, search_names, workdir):
     # variables only weakly.
     loaded = export_searches(model, args.length, os.path.join(workdir, "float32"))
     ours["ours SavedModel"] = {name: getattr(loaded, name) for name in search_names}
-    ours["ours int8 tf.function"] = {
-        name: tf.function(search, autograph=False)
-        for name, search in searches(int8, args.length).items()
-    }
+    ours["ours int8 tf.function"], ours["ours int8 XLA"] = {}, {}
+    for name, search in searches(int8, args.length).items():
+        ours["ours int8 tf.function"][name] = tf.function(search, autograph=False)
+        if not args.no_xla:
+            ours["ours int8 XLA"][name] = tf.function(search, autograph=False, jit_compile=True)
+    if args.no_xla:
+        del ours["ours int8 XLA"]
     loaded_int8 = export_searches(int8, args.length, os.path.join(workdir, "int8"))
     ours["ours int8 SavedModel"] = {name: getattr(loaded_int8, name) for name in search_names}
     sizes = [loaded.variables_bytes, loaded_int8.variables_bytes]
@@ -446,11 +449,12 @@ def measure(args, model, int8, source, batches, search_names, workdir):
     if peer_names:
         print(
             "\nspeed ratios ours/peer (> 1: ours faster), medians of same-round ratios; "
-            "tf = tf.function, SM = SavedModel, tf8 / SM8 = the same int8, HF = Hugging Face, "
-            "CT2 = CTranslate2 fp32, i8 = CTranslate2 int8:"
+            "tf = tf.function, SM = SavedModel, tf8 / XLA8 / SM8 = the same int8, "
+            "HF = Hugging Face, CT2 = CTranslate2 fp32, i8 = CTranslate2 int8:"
         )
         short = {"ours tf.function": "tf", "ours XLA": "XLA", "ours SavedModel": "SM"}
-        short.update({"ours int8 tf.function": "tf8", "ours int8 SavedModel": "SM8"})
+        short.update({"ours int8 tf.function": "tf8", "ours int8 XLA": "XLA8"})
+        short["ours int8 SavedModel"] = "SM8"
         short.update({"hf": "HF", "ct2-fp32": "CT2", "ct2-int8": "i8"})
         pairs = [(o, p) for o in ours for p in peer_names]
         print(
