@@ -52,3 +52,19 @@ def test_int8_copy_is_quantized_and_loop_ops_are_counted():
         tf.function(bench.searches(model, 4)["beam4"], autograph=False), source
     )
     assert nodes == sum(ops.values()) > 0 and ops["TopKV2"] >= 2
+
+
+@pytest.mark.tensorflow
+def test_int8_matmul_bench_times_every_product_against_float32(capsys):
+    """bench/int8_matmul.py (why the int8 exports are weight-only) runs each
+    product of each shape and sets float32 at 1.00x its own time."""
+    path = os.path.join(os.path.dirname(BENCH), "int8_matmul.py")
+    spec = importlib.util.spec_from_file_location("bench_int8_matmul", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    bench.main(["--repeats", "1", "--calls", "1"])
+    lines = capsys.readouterr().out.splitlines()
+    products = [line.split("  ")[1].strip() for line in lines if line.startswith("  ")]
+    names = ["float32", "weight-only int8", "int8 x int8", "int8 x int8, activations quantized"]
+    assert products == (names + ["QuantizedMatMul"]) * len(bench.SHAPES)
+    assert all(line.endswith("1.00x float32's time") for line in lines if "  float32 " in line)
