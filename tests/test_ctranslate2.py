@@ -3,8 +3,11 @@ convert --to ctranslate2`: every configuration CTranslate2's
 TransformerSpec expresses decodes to the same ids in CTranslate2 (float32)
 as in our searches; what it cannot express is refused in one line."""
 
+import ast
 import json
 import os
+import pathlib
+import re
 import shutil
 
 import numpy as np
@@ -223,7 +226,7 @@ def transformer_run(tmp_path_factory):
 
 
 def test_convert_cli_translates_a_test_file_as_our_translate_does(
-    transformer_run, tmp_path, capsys
+    transformer_run, tmp_path, capsys, monkeypatch
 ):
     out = str(tmp_path / "ct2")
     status, stdout, stderr = cli(
@@ -253,6 +256,16 @@ def test_convert_cli_translates_a_test_file_as_our_translate_does(
     )  # fmt: skip
     assert status == 0 and "(int8, --dir" in stdout.splitlines()[-1]
     assert len(translate_with_ctranslate2(out, texts, beam_size=1)) == len(texts)
+    # docs/deploying.md's snippet (marked not run there: it needs a converted
+    # model) runs on this one, from a folder where it is `ct2_model`.
+    page = pathlib.Path(__file__).resolve().parents[1] / "docs" / "deploying.md"
+    snippet = re.search(r"<!-- not run -->\n```python\n(.*?)^```", page.read_text(), re.S | re.M)
+    os.symlink(out, tmp_path / "ct2_model")
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    exec(compile(snippet.group(1), "deploying.md", "exec"), {})
+    printed = ast.literal_eval(capsys.readouterr().out.strip())
+    assert len(printed) == 2 and all(isinstance(text, str) for text in printed)
 
 
 def test_convert_cli_mistakes_are_one_line_with_status_2(transformer_run, tmp_path, capsys):
