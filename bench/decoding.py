@@ -370,27 +370,23 @@ def main(argv=None):
 
 
 def measure(args, model, int8, source, batches, search_names, workdir):
-    ours = {"ours tf.function": {}, "ours XLA": {}}
-    for name, search in searches(model, args.length).items():
-        ours["ours tf.function"][name] = tf.function(search, autograph=False)
-        if not args.no_xla:
-            ours["ours XLA"][name] = tf.function(search, autograph=False, jit_compile=True)
-    if args.no_xla:
-        del ours["ours XLA"]
-    # The loaded SavedModels stay referenced: their functions hold their
-    # variables only weakly.
-    loaded = export_searches(model, args.length, os.path.join(workdir, "float32"))
-    ours["ours SavedModel"] = {name: getattr(loaded, name) for name in search_names}
-    ours["ours int8 tf.function"], ours["ours int8 XLA"] = {}, {}
-    for name, search in searches(int8, args.length).items():
-        ours["ours int8 tf.function"][name] = tf.function(search, autograph=False)
-        if not args.no_xla:
-            ours["ours int8 XLA"][name] = tf.function(search, autograph=False, jit_compile=True)
-    if args.no_xla:
-        del ours["ours int8 XLA"]
-    loaded_int8 = export_searches(int8, args.length, os.path.join(workdir, "int8"))
-    ours["ours int8 SavedModel"] = {name: getattr(loaded_int8, name) for name in search_names}
-    sizes = [loaded.variables_bytes, loaded_int8.variables_bytes]
+    ours, loaded = {}, []
+    for label, ours_model in (("ours", model), ("ours int8", int8)):
+        compiled = {f"{label} tf.function": {}, f"{label} XLA": {}}
+        for name, search in searches(ours_model, args.length).items():
+            compiled[f"{label} tf.function"][name] = tf.function(search, autograph=False)
+            if not args.no_xla:
+                xla = tf.function(search, autograph=False, jit_compile=True)
+                compiled[f"{label} XLA"][name] = xla
+        if args.no_xla:
+            del compiled[f"{label} XLA"]
+        ours.update(compiled)
+        # The loaded SavedModels stay referenced: their functions hold their
+        # variables only weakly.
+        folder = os.path.join(workdir, "int8" if ours_model is int8 else "float32")
+        loaded.append(export_searches(ours_model, args.length, folder))
+        ours[f"{label} SavedModel"] = {name: getattr(loaded[-1], name) for name in search_names}
+    sizes = [export.variables_bytes for export in loaded]
 
     peer_names = [p for p in args.peers.split(",") if p]
     peers = None
