@@ -17,7 +17,7 @@ row (greedy: per row; beam: per hypothesis returned). Systems:
 - ours int8, `tf.function` (without and with XLA) and SavedModel: the
   same, on a copy of the model (same weights) after `model.quantize("int8")`: weight-only
   int8 with per-output-channel scales, dequantized in the graph and
-  multiplied in float32 (`quantize_int8`);
+  multiplied in float32 (`serving.translator.quantized_copy`);
 - Hugging Face `transformers` `MarianMTModel.generate` (PyTorch, CPU), built
   from a `MarianConfig` with the same dimensions;
 - CTranslate2 converted from that Hugging Face model, fp32 and int8.
@@ -61,6 +61,7 @@ import tensorflow as tf  # noqa: E402
 from keras_attention.seq2seq import TransformerSeq2Seq  # noqa: E402
 from keras_attention.seq2seq.generation import beam_search, greedy_search  # noqa: E402
 from keras_attention.serving.export import export_archive  # noqa: E402
+from keras_attention.serving.translator import quantized_copy, variables_bytes  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -97,13 +98,6 @@ class ForcedLength:
         return self.model.reorder_beams(state, indices)
 
 
-def quantize_int8(model):
-    """`model`, quantized in place: `model.quantize("int8")` (weight-only
-    int8, per-output-channel scales, computed in float32)."""
-    model.quantize("int8")
-    return model
-
-
 def loop_body_ops(fn, *args):
     """`(nodes, Counter of op types)` of the while-loop body of the graph
     `fn` (a `tf.function`) traces for `args`: what one step runs, before
@@ -133,16 +127,12 @@ def export_searches(model, length, directory):
     """Write the two searches as SavedModel endpoints with the library's
     exporter; returns the loaded SavedModel."""
     archive = keras.export.ExportArchive()
-    archive.track(model)
     spec = [tf.TensorSpec((None, None), tf.int32, name="token_ids")]
     for name, search in searches(model, length).items():
         archive.add_endpoint(name, search, input_signature=spec)
     path = export_archive(archive, directory, "decoding_bench")
     loaded = tf.saved_model.load(path)
-    variables = os.path.join(path, "variables")
-    loaded.variables_bytes = sum(
-        os.path.getsize(os.path.join(variables, name)) for name in os.listdir(variables)
-    )
+    loaded.variables_bytes = variables_bytes(path)
     return loaded
 
 
@@ -358,10 +348,7 @@ def main(argv=None):
         max_length=args.length,
     )
     model.build()
-    int8 = TransformerSeq2Seq.from_config(model.get_config())  # the same weights, quantized
-    int8.build()
-    int8.set_weights(model.get_weights())
-    quantize_int8(int8)
+    int8 = quantized_copy(model, "int8")  # the same weights, quantized
     workdir = tempfile.mkdtemp(prefix="bench-decoding-")
     try:
         measure(args, model, int8, source, batches, search_names, workdir)

@@ -36,15 +36,14 @@ def test_int8_copy_is_quantized_and_loop_ops_are_counted():
     import tensorflow as tf
 
     from keras_attention.seq2seq import TransformerSeq2Seq
+    from keras_attention.serving.translator import quantized_copy
 
     spec = importlib.util.spec_from_file_location("bench_decoding", BENCH)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     model = TransformerSeq2Seq(20, 20, hidden_dim=8, num_heads=2, intermediate_dim=16, num_layers=1)
     model.build()
-    int8 = TransformerSeq2Seq.from_config(model.get_config())
-    int8.build()
-    bench.quantize_int8(int8)
+    int8 = quantized_copy(model, "int8")
     assert int8.output_projection.quantization_mode == "int8"
     assert int8.output_projection._kernel.dtype == "int8"
     source = tf.constant([[3, 4, 5]])

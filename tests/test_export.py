@@ -516,8 +516,6 @@ def test_int8_exports_pass_the_op_check_of_every_tf_serving_release(
 
 
 def test_quantize_refuses_other_modes_and_a_quantized_model(tmp_path):
-    from keras_attention.serving.translator import quantize_model
-
     translator = tiny_translator_of("rnn", tmp_path)
     for bad in ("int4", "INT8", True, 8):
         with pytest.raises(ValueError, match=r"`quantize` of Translator.export must be one of "):
@@ -527,7 +525,7 @@ def test_quantize_refuses_other_modes_and_a_quantized_model(tmp_path):
     with pytest.raises(ValueError, match=r"\[None, 'int8'\]; received quantize='int4'"):
         translator.export(str(tmp_path), "m", quantize="int4")
     assert not os.path.exists(tmp_path / "m")  # refused before anything was written
-    quantize_model(translator.model, "int8")  # the user's own quantized model
+    translator.model.quantize("int8")  # the user's own quantized model
     assert translator.quantization == "int8"
     with pytest.raises(ValueError, match="the model is quantized already"):
         translator.export(str(tmp_path), "m", quantize="int8")

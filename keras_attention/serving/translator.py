@@ -76,7 +76,7 @@ from keras_attention.serving.requests import (
 from keras_attention.serving.versions import export_archive
 from keras_attention.validation import check_choice
 
-# `Translator.export(quantize=...)`: weight-only int8 (`quantize_model`).
+# `Translator.export(quantize=...)`: weight-only int8 (`Seq2Seq.quantize`).
 QUANTIZATIONS = ("int8",)
 # What an export writes about itself, beside the warm-up requests
 # (`assets.extra/` is not loaded by TF Serving): `export_record`.
@@ -715,7 +715,7 @@ class Translator:
 
     def quantized(self, mode="int8"):
         """A new `Translator` with the same tokenizers, search and options
-        over a quantized copy of the model (`quantize_model`; the model
+        over a quantized copy of the model (`quantized_copy`; the model
         itself is not changed): what `export(..., quantize=mode)` writes,
         in process. `ValueError` for a mode other than "int8" or a model
         that is quantized already."""
@@ -783,12 +783,6 @@ def _trailing(tokens, pad):
 __all__ = ["SIGNATURES", "Hypothesis", "Translator"]
 
 
-def quantize_model(model, mode):
-    """Quantize `model` in place: weight-only `mode` ("int8"), the one call
-    every quantized export goes through."""
-    model.quantize(mode)
-
-
 def quantization_of(model):
     """The quantization mode of `model` or of any of its layers ("int8"),
     None when every layer is float."""
@@ -800,11 +794,12 @@ def quantization_of(model):
 
 def quantized_copy(model, mode):
     """A copy of the built `model` (its config, built, its weights), then
-    quantized (`quantize_model`); `model` is not changed."""
+    quantized in place (`model.quantize(mode)`: weight-only int8); `model`
+    is not changed."""
     copy = type(model).from_config(model.get_config())
     copy.build()
     copy.set_weights(model.get_weights())
-    quantize_model(copy, mode)
+    copy.quantize(mode)
     return copy
 
 
