@@ -28,7 +28,9 @@ import tempfile
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)  # export_scores
 
 
 def parse(argv=None):
@@ -49,19 +51,15 @@ def parse(argv=None):
 
 
 def saved_model_route(path, batch_size):
-    import tensorflow as tf
+    """`translate(texts, beam)` through the export's `serving_default`
+    (beam) or `greedy` signature."""
+    from export_scores import saved_model_translator
 
-    loaded = tf.saved_model.load(path)
-
-    def translate(texts, beam):
-        signature = loaded.signatures["serving_default" if beam else "greedy"]
-        out = []
-        for start in range(0, len(texts), batch_size):
-            batch = tf.constant(texts[start : start + batch_size])
-            out += [t.decode("utf-8") for t in signature(text=batch)["translation"].numpy()]
-        return out
-
-    return translate
+    searches = {
+        True: saved_model_translator(path, "serving_default", batch_size),
+        False: saved_model_translator(path, "greedy", batch_size),
+    }
+    return lambda texts, beam: searches[beam](texts)
 
 
 def ct2_route(folder, compute_type, alpha, batch_size, threads):
@@ -87,11 +85,12 @@ def ct2_route(folder, compute_type, alpha, batch_size, threads):
 
 def main(argv=None):
     args = parse(argv)
-    import sacrebleu
     import sentencepiece
 
     from recipes import translate as cli
+    from recipes.translation.config import BEAM_DEFAULTS
     from recipes.translation.data import read_pairs
+    from recipes.translation.scores import corpus_scores
 
     pairs = read_pairs(args.test or os.path.join(args.output, "data", "test.tsv"))
     if args.smoke:
@@ -120,7 +119,7 @@ def main(argv=None):
     from recipes.runs import read_json
 
     alpha = read_json(os.path.join(args.output, "config.json"), "settings").get("decoding", {})
-    alpha = alpha.get("alpha", 0.6)
+    alpha = alpha.get("alpha", BEAM_DEFAULTS["alpha"])
     routes = [("SavedModel float32", saved_model_route(export, args.batch_size))]
     if args.int8_export:
         routes.append(("SavedModel int8", saved_model_route(args.int8_export, args.batch_size)))
@@ -133,6 +132,7 @@ def main(argv=None):
     for name, translate in routes:
         for beam in (True, False):
             translations = translate(sources, beam)  # warm-up, and the scored output
+            scores = corpus_scores(translations, references)
             tokens = sum(len(p) + 1 for p in pieces.encode(translations))  # + <eos>
             seconds = []
             for _ in range(args.repeats):
@@ -144,8 +144,8 @@ def main(argv=None):
                     name,
                     "beam 4" if beam else "greedy",
                     tokens / statistics.median(seconds),
-                    sacrebleu.corpus_bleu(translations, [references]).score,
-                    sacrebleu.corpus_chrf(translations, [references]).score,
+                    scores["bleu"],
+                    scores["chrf"],
                 )
             )
     print(f"{len(sources)} sentences, batch {args.batch_size}, median of {args.repeats}:")

@@ -22,6 +22,24 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+def saved_model_translator(export, signature="serving_default", batch_size=64):
+    """`translate(texts) -> translations` through a translator export's
+    text `signature` (loaded with `tf.saved_model.load`), in batches."""
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
+
+    serve = tf.saved_model.load(export).signatures[signature]
+
+    def translate(texts):
+        translations = []
+        for start in range(0, len(texts), batch_size):
+            batch = tf.constant(texts[start : start + batch_size])
+            translations += [t.decode() for t in serve(text=batch)["translation"].numpy()]
+        return translations
+
+    return translate
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--export", required=True, help="a translator's SavedModel folder")
@@ -32,27 +50,12 @@ def main(argv=None):
     )
     args = parser.parse_args(argv)
 
-    import tensorflow as tf
-    import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
-
     from keras_attention.serving.numbers import numbers_in
     from recipes.translation.scores import corpus_scores, number_consistency
     from recipes.translation.text_io import read_pair_file
 
-    def translator(export):
-        serve = tf.saved_model.load(export).signatures["serving_default"]
-
-        def translate(sources):
-            translations = []
-            for start in range(0, len(sources), 64):
-                batch = tf.constant(sources[start : start + 64])
-                translations += [t.decode() for t in serve(text=batch)["translation"].numpy()]
-            return translations
-
-        return translate
-
-    translate = translator(args.export)
-    other = translator(args.compare) if args.compare else None
+    translate = saved_model_translator(args.export)
+    other = saved_model_translator(args.compare) if args.compare else None
     results = {}
     for path in args.tests:
         pairs = read_pair_file(path, "test", log=print)
