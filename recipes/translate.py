@@ -312,7 +312,16 @@ def parser():
                 type=float,
                 help="in [0, 1)",
             )
-            command.add_argument("--epochs", type=int, help="epochs to train")
+            command.add_argument(
+                "--epochs", type=int, help="epochs to train (with --time-budget: the most)"
+            )
+            command.add_argument(
+                "--time-budget",
+                type=float,
+                metavar="MINUTES",
+                help="train for at most this many minutes: the epochs, the cosine decay's end "
+                "and averaging follow the clock (the run records how many epochs fit)",
+            )
             command.add_argument(
                 "--warmup",
                 type=int,

@@ -12,12 +12,14 @@
     search.py               GreedySearch, BeamSearch, RandomSampling, get_search: the strategies
     generation.py           greedy_search, sample, beam_search, generate: 0.2.0's wrappers
     beam.py                 beam search's loop, GNMT length and coverage penalties
+    ensemble.py             Ensemble: several models decoding as one
     decoding_options.py     min length, n-gram bans, repetition penalty, prefixes, <unk> copies
     plotting.py             attention heatmaps (matplotlib)
 """
 
 from keras_attention.seq2seq.base import Seq2Seq
 from keras_attention.seq2seq.convolutional import ConvS2SSeq2Seq
+from keras_attention.seq2seq.ensemble import Ensemble
 from keras_attention.seq2seq.generation import beam_search, generate, greedy_search, sample
 from keras_attention.seq2seq.losses import MaskedAccuracy, MaskedCrossEntropy, MaskedPerplexity
 from keras_attention.seq2seq.recurrent import RecurrentSeq2Seq
@@ -36,6 +38,7 @@ from keras_attention.seq2seq.transformer import TransformerSeq2Seq
 __all__ = [
     "BeamSearch",
     "ConvS2SSeq2Seq",
+    "Ensemble",
     "GreedySearch",
     "InverseSquareRootSchedule",
     "MaskedAccuracy",

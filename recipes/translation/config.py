@@ -150,7 +150,11 @@ COMMAND_DEFAULTS = {
         "output": "runs/demo",
         "family": "convs2s",
         "average_last": 3,
-        "epochs": 14,
+        # Training ends on the clock (`budget.py`): 6 minutes of it, so that
+        # evaluation and export end within ten minutes of its first step;
+        # the epochs are a ceiling that a fast machine may reach.
+        "time_budget": 6.0,
+        "epochs": 40,
         "hidden_dim": 128,
         "vocab_size": 4000,
         "batch_tokens": 1536,
@@ -251,7 +255,8 @@ class TranslationConfig:
     learning_rate: float = 1e-3
     label_smoothing: float = 0.1
     # training
-    epochs: int = 10
+    epochs: int = 10  # with time_budget: the most epochs
+    time_budget: float = None  # minutes of training (`budget.py`); None: --epochs decide
     warmup: int = 0  # steps of learning-rate warm-up (0: a constant rate)
     decay: str = "rsqrt"  # after the warm-up: 1/sqrt(step), or a cosine to 0 at the last step
     patience: int = None
@@ -342,6 +347,8 @@ class TranslationConfig:
         if self.repetition_penalty is not None:
             check_number("repetition_penalty", self.repetition_penalty, low=0, low_included=False)
         check_number("dictionary", self.dictionary, low=0)
+        if self.time_budget is not None:
+            check_number("time_budget", self.time_budget, low=0, low_included=False)
         for name in ("coverage_penalty", "alpha"):
             if getattr(self, name) is not None:
                 check_number(name, getattr(self, name), low=0)

@@ -110,6 +110,10 @@ def learning_rate(config):
     from keras_attention.seq2seq import InverseSquareRootSchedule
 
     peak, warmup = float(config["learning_rate"]), int(config.get("warmup") or 0)
+    if config.get("decay") == "cosine" and config.get("time_budget"):
+        from .budget import PlannedCosineDecay  # its end moves with the clock
+
+        return PlannedCosineDecay(peak, warmup, config["total_steps"])
     if config.get("decay") == "cosine":
         decay_steps = int(config["total_steps"]) - warmup
         if decay_steps < 1:
@@ -270,6 +274,8 @@ def load_run(output, decoding=None, compile=True):
     import keras
 
     import keras_attention  # noqa: F401  (registers the model classes for loading)
+
+    from . import budget  # noqa: F401  (registers PlannedCosineDecay for loading)
 
     config_path, model_path = (
         os.path.join(output, "config.json"),
@@ -482,10 +488,12 @@ def _train(config, log, settings, spec, starting=None):
     from keras_attention.serving.distribute import adapt_for_distribution
 
     from .averaging import average_last_epochs
+    from .budget import TimeBudget, planned_schedule, spent_seconds
     from .scores import monitoring_callbacks
     from .text_io import validation_file
 
     spec["jit"] = config.jit
+    spec["time_budget"] = config.time_budget
     strategy = choose_strategy()  # first: collective ops must be set up before any other TF op
     if config.mixed_precision:
         keras.mixed_precision.set_global_policy(f"mixed_{config.mixed_precision}")
@@ -553,10 +561,27 @@ def _train(config, log, settings, spec, starting=None):
         callbacks.append(
             keras.callbacks.EarlyStopping("val_loss", patience=config.patience, verbose=1)
         )
+    budget = None
+    if config.time_budget:  # last: an epoch's time includes the other callbacks'
+        budget = TimeBudget(
+            config.time_budget * 60,
+            int(train_data.cardinality()),
+            config.epochs,
+            work,
+            spent_seconds(work, done),
+            planned_schedule(model),
+            log if is_chief() else None,
+        )
+        callbacks.append(budget)
     log(
         f"training {spec['family']}"
         + (f" with {spec['attention']} attention" if spec["family"] == "rnn" else "")
-        + f" for {config.epochs} epochs on {strategy.num_replicas_in_sync} replica(s)"
+        + (
+            f" for {config.time_budget:g} minutes (at most {config.epochs} epochs)"
+            if config.time_budget
+            else f" for {config.epochs} epochs"
+        )
+        + f" on {strategy.num_replicas_in_sync} replica(s)"
     )
     started = time.perf_counter()
     if starting is not None:
@@ -601,6 +626,7 @@ def _train(config, log, settings, spec, starting=None):
                 "train_seconds": round(seconds, 1),
                 "val_loss": round(val_loss, 4),
                 **({"averaged": averaged} if averaged else {}),
+                **({"time_budget": budget.record(config.time_budget)} if budget else {}),
                 # what evaluate, translate and export decode with unless told otherwise
                 "decoding": decoding_settings(config),
             },

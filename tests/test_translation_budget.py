@@ -1,0 +1,132 @@
+"""`train --time-budget` (`recipes/translation/budget.py`): on a scripted
+clock, training ends at the last epoch end from which another epoch would
+overrun the budget, or mid-epoch at the step that overruns it; the cosine's
+end follows the plan; the planned cosine equals Keras's `CosineDecay` for
+the same end; an interrupted run resumes with the time it had spent; and a
+real tiny run records what fit."""
+
+import json
+import os
+import re
+
+import keras
+import numpy as np
+import pytest
+
+from recipes.translation import budget
+from recipes.translation.data import DING
+from tests.translation_helpers import TINY, run
+
+
+class Clock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+class FakeModel:
+    stop_training = False
+
+
+def drive(callback, clock, epoch_seconds, steps_per_epoch):
+    """Run `callback` through `fit`'s calls, each step taking its epoch's
+    seconds / steps, until it stops training (or the epochs run out)."""
+    model = FakeModel()
+    callback.set_model(model)
+    callback.on_train_begin()
+    for epoch, seconds in enumerate(epoch_seconds):
+        callback.on_epoch_begin(epoch)
+        for step in range(steps_per_epoch):
+            clock.now += seconds / steps_per_epoch
+            callback.on_train_batch_end(step)
+            if model.stop_training:
+                break
+        callback.on_epoch_end(epoch)
+        if model.stop_training:
+            break
+    return callback
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    clock = Clock()
+    monkeypatch.setattr(budget.time, "perf_counter", clock)
+    return clock
+
+
+def test_training_ends_at_the_last_epoch_that_fits_and_plans_the_cosine(tmp_path, clock):
+    schedule = budget.PlannedCosineDecay(1e-3, 5, total_steps=500)
+    lines = []
+    callback = budget.TimeBudget(100, 10, 50, str(tmp_path), schedule=schedule, log=lines.append)
+    drive(callback, clock, [30.0] * 50, 10)
+    # After 30 s: 1 + 70 // 30 = 3 epochs fit; after 90 s another 30 would overrun.
+    assert callback.record(100 / 60) == {
+        "minutes": 100 / 60,
+        "epochs": 3,
+        "steps": 30,
+        "seconds": 90.0,
+        "ended_by": "time budget",
+    }
+    assert float(keras.ops.convert_to_numpy(schedule.total_steps)) == 30.0
+    assert lines == ["time budget 1.7 min: an epoch takes 30s, so 3 of at most 50 epochs fit"]
+    saved = json.load(open(tmp_path / budget.RECORD))
+    assert saved == {"epoch_seconds": [30.0, 30.0, 30.0]}
+
+
+def test_an_epoch_longer_than_the_budget_ends_at_the_step_that_overruns_it(tmp_path, clock):
+    callback = drive(budget.TimeBudget(100, 10, 50, str(tmp_path)), clock, [150.0], 10)
+    record = callback.record(100 / 60)
+    assert record["epochs"] == 1 and record["steps"] == 7  # 7 steps of 15 s pass 100 s
+    assert record["ended_by"] == "time budget (mid-epoch)"
+
+
+def test_the_epochs_ceiling_and_a_resumed_run_s_spent_time(tmp_path, clock):
+    fast = drive(budget.TimeBudget(100, 4, 3, str(tmp_path)), clock, [10.0] * 3, 4)
+    assert fast.record(1)["epochs"] == 3 and fast.record(1)["ended_by"] == "--epochs"
+    # A run interrupted after 2 epochs of 40 s resumes with 80 s spent: one more fits? No.
+    (tmp_path / budget.RECORD).write_text(json.dumps({"epoch_seconds": [40.0, 40.0, 40.0]}))
+    spent = budget.spent_seconds(str(tmp_path), 2)
+    assert spent == [40.0, 40.0]
+    resumed = drive(budget.TimeBudget(100, 4, 50, str(tmp_path), spent), clock, [15.0] * 5, 4)
+    assert resumed.record(1)["epochs"] == 3  # 80 + 15 = 95; another 15 would overrun
+    assert budget.spent_seconds(str(tmp_path / "none"), 2) == []
+
+
+def test_the_planned_cosine_is_keras_s_cosine_decay_for_the_same_end():
+    planned = budget.PlannedCosineDecay(2e-3, 10, total_steps=1000)
+    reference = keras.optimizers.schedules.CosineDecay(
+        0.0, 990, warmup_target=2e-3, warmup_steps=10
+    )
+    steps = [0, 1, 5, 10, 11, 200, 500, 989, 1000, 1200]
+    got = [float(keras.ops.convert_to_numpy(planned(s))) for s in steps]
+    expected = [float(keras.ops.convert_to_numpy(reference(s))) for s in steps]
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-9)
+    planned.total_steps.assign(500.0)  # the plan moved: the cosine ends at step 500
+    assert float(keras.ops.convert_to_numpy(planned(500))) == pytest.approx(0.0, abs=1e-9)
+    restored = budget.PlannedCosineDecay.from_config(planned.get_config())
+    moved = float(keras.ops.convert_to_numpy(planned(250)))
+    assert moved == pytest.approx(1e-3 * (1 + np.cos(np.pi * 240 / 490)), rel=1e-5)
+    assert float(keras.ops.convert_to_numpy(restored(250))) == pytest.approx(moved, rel=1e-6)
+
+
+@pytest.mark.skipif(not os.path.exists(DING), reason=f"{DING} missing")
+def test_a_run_with_a_time_budget_records_what_fit(tmp_path):
+    flags = ("--family", "rnn", "--epochs", "200", "--time-budget", "0.15")
+    log = run("train", "--output", str(tmp_path), *flags, "--decay", "cosine", *TINY)
+    record = json.load(open(tmp_path / "config.json"))["time_budget"]
+    assert 1 <= record["epochs"] < 200 and record["ended_by"].startswith("time budget")
+    assert record["seconds"] <= 9 + 5  # the budget, and at most a step and a validation more
+    # The first plan counts the first epoch's tracing: later epochs are faster.
+    assert re.search(r"an epoch takes \d+s, so \d+ of at most 200 epochs fit", log)
+    assert "for 0.15 minutes (at most 200 epochs)" in log
+
+
+def test_a_time_budget_must_be_positive(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        from recipes import translate
+
+        translate.main(["train", "--time-budget", "0", "--output", "unused"])
+    assert exit_info.value.code == 2
+    assert "--time-budget must be > 0; got 0.0" in capsys.readouterr().err
