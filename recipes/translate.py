@@ -364,6 +364,7 @@ def parser():
         ("translate", "translate sentences with a trained model"),
     ):
         command = add(name, help_text, data=False, model=False)
+        add_ensemble_flag(command)
         add_beam_width_flag(command, "uses")
         if name == "evaluate":
             add_alpha_flag(command, "uses")
@@ -419,6 +420,7 @@ def parser():
     )
     export.add_argument("--export-dir", help="base directory: <dir>/<name>/<version>/")
     export.add_argument("--model-name", help="the served model's name")
+    add_ensemble_flag(export)
     add_beam_width_flag(export, "uses", "beam width of serving_default and nbest")
     export.add_argument(
         "--num-hypotheses",
@@ -488,6 +490,17 @@ def check(args):
     settings = {key: value for key, value in vars(args).items() if key != "command"}
     config = TranslationConfig.for_command(args.command, **settings).validate()
     return with_recorded_decoding(config)  # a decoding flag not given: the run's
+
+
+def add_ensemble_flag(command):
+    command.add_argument(
+        "--ensemble",
+        nargs="+",
+        metavar="RUN",
+        help="decode with these runs' models and --output's as one: each step's next-piece "
+        "probabilities averaged (seq2seq.Ensemble); every run needs --output's vocabulary "
+        "files (train them with the same data settings)",
+    )
 
 
 def run(args, log=print):

@@ -43,7 +43,7 @@ def drive(callback, clock, epoch_seconds, steps_per_epoch):
             callback.on_train_batch_end(step)
             if model.stop_training:
                 break
-        callback.on_epoch_end(epoch)
+        callback.on_epoch_end(epoch, {"val_loss": 3.0})
         if model.stop_training:
             break
     return callback
@@ -72,7 +72,7 @@ def test_training_ends_at_the_last_epoch_that_fits_and_plans_the_cosine(tmp_path
     assert float(keras.ops.convert_to_numpy(schedule.total_steps)) == 30.0
     assert lines == ["time budget 1.7 min: an epoch takes 30s, so 3 of at most 50 epochs fit"]
     saved = json.load(open(tmp_path / budget.RECORD))
-    assert saved == {"epoch_seconds": [30.0, 30.0, 30.0]}
+    assert saved == {"epoch_seconds": [30.0, 30.0, 30.0], "epochs": [{"val_loss": 3.0}] * 3}
 
 
 def test_an_epoch_longer_than_the_budget_ends_at_the_step_that_overruns_it(tmp_path, clock):
@@ -85,13 +85,14 @@ def test_an_epoch_longer_than_the_budget_ends_at_the_step_that_overruns_it(tmp_p
 def test_the_epochs_ceiling_and_a_resumed_run_s_spent_time(tmp_path, clock):
     fast = drive(budget.TimeBudget(100, 4, 3, str(tmp_path)), clock, [10.0] * 3, 4)
     assert fast.record(1)["epochs"] == 3 and fast.record(1)["ended_by"] == "--epochs"
-    # A run interrupted after 2 epochs of 40 s resumes with 80 s spent: one more fits? No.
+    # A run interrupted after 2 epochs of 40 s (its record has a third) resumes with 80 s spent.
     (tmp_path / budget.RECORD).write_text(json.dumps({"epoch_seconds": [40.0, 40.0, 40.0]}))
-    spent = budget.spent_seconds(str(tmp_path), 2)
-    assert spent == [40.0, 40.0]
+    spent = budget.spent(str(tmp_path), 2)
+    assert spent == {"epoch_seconds": [40.0, 40.0], "epochs": [{}, {}]}
     resumed = drive(budget.TimeBudget(100, 4, 50, str(tmp_path), spent), clock, [15.0] * 5, 4)
     assert resumed.record(1)["epochs"] == 3  # 80 + 15 = 95; another 15 would overrun
-    assert budget.spent_seconds(str(tmp_path / "none"), 2) == []
+    assert json.load(open(tmp_path / budget.RECORD))["epochs"] == [{}, {}, {"val_loss": 3.0}]
+    assert budget.spent(str(tmp_path / "none"), 2) == {"epoch_seconds": [], "epochs": []}
 
 
 def test_the_planned_cosine_is_keras_s_cosine_decay_for_the_same_end():
@@ -130,3 +131,13 @@ def test_a_time_budget_must_be_positive(capsys):
         translate.main(["train", "--time-budget", "0", "--output", "unused"])
     assert exit_info.value.code == 2
     assert "--time-budget must be > 0; got 0.0" in capsys.readouterr().err
+
+
+def test_a_time_budget_is_refused_for_a_cluster_s_workers(monkeypatch, capsys):
+    from recipes import translate
+
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"worker": ["a:1", "b:2"]}}))
+    with pytest.raises(SystemExit) as exit_info:
+        translate.main(["train", "--time-budget", "5", "--output", "unused"])
+    assert exit_info.value.code == 2
+    assert "--time-budget trains in one process" in capsys.readouterr().err

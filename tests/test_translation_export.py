@@ -325,3 +325,25 @@ def test_export_quantize_int8_reports_both_sizes_and_translates_as_in_process(tr
     served = tf.saved_model.load(path).signatures["serving_default"](text=tf.constant(texts))
     assert [t.decode() for t in served["translation"].numpy()] == in_process.translate(texts)
     assert check.check_export(path) == {s: [] for s in check.available_servings()}
+
+
+def test_the_demo_s_everyday_scores_are_sacrebleu_s_on_the_export_s_translations(trained, exported):
+    """`commands.everyday_scores` (the demo's last lines): the hand-written
+    everyday set through the export, scored as sacrebleu scores the
+    translations that `translate` prints with the export's beam of 2."""
+    import sacrebleu
+
+    from recipes.translation import commands
+    from recipes.translation.text_io import read_pair_file
+
+    lines = []
+    scores = commands.everyday_scores(exported, lines.append)
+    pairs = read_pair_file(commands.EVERYDAY, "--test", print)
+    assert len(pairs) >= 60
+    log = run("translate", *[s for s, _ in pairs], "--output", trained[0], "--beam-width", "2")
+    translations = [line.split("-> ", 1)[1] for line in log.splitlines() if "-> " in line]
+    references = [[reference for _, reference in pairs]]
+    assert scores["bleu"] == pytest.approx(sacrebleu.corpus_bleu(translations, references).score)
+    assert scores["chrf"] == pytest.approx(sacrebleu.corpus_chrf(translations, references).score)
+    assert lines[0].startswith(f"everyday set ({len(pairs)} hand-written sentences, through the")
+    assert lines[1] == f"  {pairs[0][0]} -> {translations[0]}"

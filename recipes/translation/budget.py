@@ -18,8 +18,10 @@ a ceiling. Three things follow the clock:
 - averaging and early stopping: `--average-last N` averages the last N
   epochs that ran, `--patience` may end the run earlier still.
 
-The epochs' durations are kept in `<run>/budget.json` beside the backup, so
-an interrupted run resumes with what it had spent. The run record
+The epochs' durations (and their losses and validation BLEU: a curve
+against the clock, `bench/bleu_minutes.py`) are kept in
+`<run>/budget.json` beside the backup, so an interrupted run resumes with
+what it had spent. The run record
 (`config.json`) says what fit: epochs, steps, seconds, and what ended it.
 """
 
@@ -68,18 +70,22 @@ def planned_schedule(model):
     return schedule if isinstance(schedule, PlannedCosineDecay) else None
 
 
-def spent_seconds(work, epochs_done):
-    """The durations of the first `epochs_done` epochs of an interrupted run
-    (its `budget.json`), or [] for a new run."""
+def spent(work, epochs_done):
+    """What the first `epochs_done` epochs of an interrupted run recorded
+    (its `budget.json`: `epoch_seconds`, and each epoch's validation loss
+    and BLEU in `epochs`), or empty lists for a new run."""
     path = os.path.join(work, RECORD)
+    empty = {"epoch_seconds": [], "epochs": []}
     if not epochs_done or not os.path.exists(path):
-        return []
+        return empty
     try:
         with open(path) as handle:
-            seconds = json.load(handle)["epoch_seconds"]
+            record = json.load(handle)
+        seconds = [float(s) for s in record["epoch_seconds"][:epochs_done]]
+        epochs = list(record.get("epochs", []))[:epochs_done]
     except (OSError, ValueError, KeyError, TypeError):
-        return []  # a damaged record: the budget starts again
-    return [float(s) for s in seconds[:epochs_done]]
+        return empty  # a damaged record: the budget starts again
+    return {"epoch_seconds": seconds, "epochs": epochs + [{}] * (len(seconds) - len(epochs))}
 
 
 class TimeBudget(keras.callbacks.Callback):
@@ -91,18 +97,19 @@ class TimeBudget(keras.callbacks.Callback):
         steps_per_epoch: the training batches of an epoch.
         max_epochs: `--epochs`, the ceiling.
         work: the run's folder for `budget.json`.
-        spent: the durations of the epochs done before a resume.
+        spent: what the epochs done before a resume recorded (`spent`).
         schedule: a `PlannedCosineDecay` to plan, or None.
         log: where the plan is reported (None: nowhere).
     """
 
     def __init__(
-        self, seconds, steps_per_epoch, max_epochs, work, spent=(), schedule=None, log=None
+        self, seconds, steps_per_epoch, max_epochs, work, spent=None, schedule=None, log=None
     ):
         super().__init__()
         self.seconds, self.steps_per_epoch, self.max_epochs = seconds, steps_per_epoch, max_epochs
         self.work, self.schedule, self.log = work, schedule, log
-        self.epoch_seconds = list(spent)
+        spent = spent or {"epoch_seconds": [], "epochs": []}
+        self.epoch_seconds, self.epochs = list(spent["epoch_seconds"]), list(spent["epochs"])
         self.steps = len(self.epoch_seconds) * steps_per_epoch
         self.stopped_by = None
 
@@ -121,6 +128,10 @@ class TimeBudget(keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         now = time.perf_counter()
         self.epoch_seconds.append(now - self._mark)
+        logs = logs or {}
+        self.epochs.append(
+            {key: float(logs[key]) for key in ("loss", "val_loss", "val_bleu") if key in logs}
+        )
         self._mark = now
         spent, last = sum(self.epoch_seconds), self.epoch_seconds[-1]
         done = len(self.epoch_seconds)
@@ -137,7 +148,8 @@ class TimeBudget(keras.callbacks.Callback):
             self.model.stop_training = True
             self.stopped_by = "time budget"
         runs.write_json_atomically(
-            os.path.join(self.work, RECORD), {"epoch_seconds": self.epoch_seconds}
+            os.path.join(self.work, RECORD),
+            {"epoch_seconds": self.epoch_seconds, "epochs": self.epochs},
         )
 
     def record(self, minutes):

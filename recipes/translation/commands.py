@@ -21,7 +21,7 @@ from .decoding import (
     search_from_config,
     translate_texts,
 )
-from .training import finished, load_run, prepared_run, train, train_settings
+from .training import finished, load_decoder, load_run, prepared_run, train, train_settings
 
 DEMO_SENTENCES = (
     "Ich habe keine Zeit.",
@@ -42,9 +42,7 @@ def evaluate(config, log=print):
 
     test_file = config.test  # the user's test file, read before the model
     pairs = read_pair_file(test_file, "--test", log) if test_file else None
-    model, run_config, source_tokenizer, target_tokenizer = load_run(
-        config.output, config, compile=False
-    )
+    model, run_config, source_tokenizer, target_tokenizer = load_decoder(config)
     config = run_decoding(config, run_config)
     if not test_file:
         test_file = os.path.join(config.output, "data", "test.tsv")
@@ -52,6 +50,8 @@ def evaluate(config, log=print):
     if config.limit_test:
         pairs = pairs[: config.limit_test]
     sources, references = [p[0] for p in pairs], [p[1] for p in pairs]
+    if "ensemble" in run_config:
+        log(f"ensemble: {config.output} and {', '.join(run_config['ensemble'])}")
     log(f"translating the {len(pairs)} test sentences (beam search, width {config.beam_width}) ...")
     started = time.perf_counter()
     common = (model, source_tokenizer, target_tokenizer)
@@ -99,6 +99,7 @@ def evaluate(config, log=print):
         "alpha": config.alpha,
         "bleu_by_source_length": bleu_by_length(sources, hypotheses, references),
         "test": os.path.abspath(test_file),
+        **({"ensemble": run_config["ensemble"]} if "ensemble" in run_config else {}),
     }
     log(
         "BLEU by source length (words): "
@@ -117,9 +118,7 @@ def translate_command(config, log=print):
     from .text_io import reads_lines, translate_file
 
     def translator():
-        model, run_config, source_tokenizer, target_tokenizer = load_run(
-            config.output, config, compile=False
-        )
+        model, run_config, source_tokenizer, target_tokenizer = load_decoder(config)
         return line_translator(
             model,
             source_tokenizer,
@@ -137,9 +136,7 @@ def translate_command(config, log=print):
             "give the text to translate, e.g. "
             'translate --output runs/translate "Ich habe keine Zeit."'
         )
-    model, run_config, source_tokenizer, target_tokenizer = load_run(
-        config.output, config, compile=False
-    )
+    model, run_config, source_tokenizer, target_tokenizer = load_decoder(config)
     config = run_decoding(config, run_config)
     common = (model, source_tokenizer, target_tokenizer, config.text, run_config["max_length"])
     numbers = number_protection(run_config)
@@ -301,9 +298,7 @@ def export_command(config, log=print):
 
     if os.path.exists(config.export_dir) and not os.path.isdir(config.export_dir):
         raise UsageError(f"--export-dir {config.export_dir} is a file; expected a folder")
-    model, run_config, source_tokenizer, target_tokenizer = load_run(
-        config.output, config, compile=False
-    )
+    model, run_config, source_tokenizer, target_tokenizer = load_decoder(config)
     config = run_decoding(config, run_config)
     max_length = run_config["max_length"]
     # Warm-up requests: real test sentences, for every signature.
@@ -443,7 +438,13 @@ def demo(config, log=print):
     translate a sentence, export it. Each step runs on its own copy of
     `config` (`TranslationConfig.replace`)."""
     log("== keras_attention demo: German -> English on the Ding dictionary's example sentences")
-    started = time.perf_counter()
+    started, marks = time.perf_counter(), {}
+
+    def log_and_mark(line):  # the time of train's "training ..." line: its first step
+        if str(line).startswith("training ") and "training" not in marks:
+            marks["training"] = time.perf_counter()
+        log(line)
+
     settings, _ = train_settings(config)
     if finished(config.output) and not config.overwrite:
         # refuses other settings
@@ -451,7 +452,7 @@ def demo(config, log=print):
         log(f"{config.output} holds the trained demo model: evaluating it (--overwrite retrains)")
         record_decoding(config)
     else:
-        train(config, log)
+        train(config, log_and_mark)
     scores = evaluate(config.replace(command="evaluate"), log)
     translate_command(config.replace(command="translate", text=list(DEMO_SENTENCES)), log)
     path = export_command(
@@ -466,10 +467,42 @@ def demo(config, log=print):
         f"through the exported model: {DEMO_SENTENCES[0]} -> "
         f"{served['translation'].numpy()[0].decode()}"
     )
-    log(
-        f"== done in {(time.perf_counter() - started) / 60:.1f} minutes: test BLEU "
-        f"{scores['bleu']:.2f}, chrF {scores['chrf']:.2f} on {scores['sentences']} sentences"
+    everyday = everyday_scores(path, log)
+    now = time.perf_counter()
+    since_training = (
+        f" ({(now - marks['training']) / 60:.1f} from the first training step)" if marks else ""
     )
+    log(
+        f"== done in {(now - started) / 60:.1f} minutes{since_training}: test BLEU "
+        f"{scores['bleu']:.2f}, chrF {scores['chrf']:.2f} on {scores['sentences']} sentences; "
+        f"everyday set BLEU {everyday['bleu']:.2f}, chrF {everyday['chrf']:.2f}"
+    )
+
+
+EVERYDAY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "testsets", "everyday.tsv")
+
+
+def everyday_scores(export, log=print):
+    """BLEU and chrF of an export's `serving_default` on the hand-written
+    everyday set (`testsets/everyday.tsv`, written for this project, none of
+    it from Ding), with a few of its translations."""
+    import tensorflow as tf
+
+    from .scores import corpus_scores
+    from .text_io import read_pair_file
+
+    pairs = read_pair_file(EVERYDAY, "--test", log)
+    sources = [source for source, _ in pairs]
+    serve = tf.saved_model.load(export).signatures["serving_default"]
+    translations = [t.decode() for t in serve(text=tf.constant(sources))["translation"].numpy()]
+    scores = corpus_scores(translations, [reference for _, reference in pairs])
+    log(
+        f"everyday set ({len(pairs)} hand-written sentences, through the export): "
+        f"BLEU {scores['bleu']:.2f}, chrF {scores['chrf']:.2f}"
+    )
+    for source, translation in list(zip(sources, translations))[:3]:
+        log(f"  {source} -> {translation}")
+    return scores
 
 
 COMMANDS = {

@@ -315,6 +315,51 @@ def load_run(output, decoding=None, compile=True):
     return model, config, source, target
 
 
+def load_decoder(config):
+    """`load_run(config.output)` for decoding, and with `config.ensemble`
+    (`--ensemble RUN ...`) an `Ensemble` of that run's model and theirs:
+    every run must hold `--output`'s vocabulary files (byte for byte: one
+    vocabulary, one segmentation) and protect numbers as it does. The
+    ensemble's longest translation is its members' shortest `max_length`."""
+    from keras_attention.seq2seq import Ensemble
+
+    from .data import vocabulary_paths
+
+    model, run_config, source, target = load_run(config.output, config, compile=False)
+    if not config.ensemble:
+        return model, run_config, source, target
+    members, lengths = [model], [run_config["max_length"]]
+    for other in config.ensemble:
+        if os.path.realpath(other) == os.path.realpath(config.output):
+            raise UsageError(
+                f"--ensemble {other} is --output itself: name the other runs "
+                "(the --output run is always a member)"
+            )
+        for mine, theirs in zip(vocabulary_paths(config.output), vocabulary_paths(other)):
+            if not os.path.exists(theirs) or _bytes(mine) != _bytes(theirs):
+                raise UsageError(
+                    f"--ensemble {other}: its vocabulary {theirs} is not --output's ({mine}); "
+                    "an ensemble decodes with one vocabulary: train its runs with the same "
+                    "data settings (--vocab-size, --tokenizer, --limit, --dictionary)"
+                )
+        member, member_config, _, _ = load_run(other, config, compile=False)
+        if bool(member_config.get("protect_numbers")) != bool(run_config.get("protect_numbers")):
+            raise UsageError(
+                f"--ensemble {other} protects numbers "
+                f"{'' if member_config.get('protect_numbers') else 'not '}as --output's run "
+                "does not: train both with the same --protect-numbers setting"
+            )
+        members.append(member)
+        lengths.append(member_config["max_length"])
+    run_config = {**run_config, "max_length": min(lengths), "ensemble": list(config.ensemble)}
+    return Ensemble(members), run_config, source, target
+
+
+def _bytes(path):
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
 SIDES = ("source", "target")
 # What `load_run` reads from config.json, and of which JSON kind.
 CONFIG_FIELDS = {
@@ -434,6 +479,11 @@ def check_inputs(config):
         check_file(config.valid, "--valid", UsageError)
     if config.dictionary and config.corpus:
         raise UsageError("the dictionary entries are the Ding corpus's: leave out --corpus")
+    if config.time_budget and os.environ.get("TF_CONFIG"):
+        raise UsageError(
+            "--time-budget trains in one process: the workers of a TF_CONFIG cluster could "
+            "each read the clock differently and stop at different steps; give --epochs instead"
+        )
     if os.path.exists(config.output) and not os.path.isdir(config.output):
         raise UsageError(f"--output {config.output} is a file; expected a folder for the run")
 
@@ -488,7 +538,7 @@ def _train(config, log, settings, spec, starting=None):
     from keras_attention.serving.distribute import adapt_for_distribution
 
     from .averaging import average_last_epochs
-    from .budget import TimeBudget, planned_schedule, spent_seconds
+    from .budget import TimeBudget, planned_schedule, spent
     from .scores import monitoring_callbacks
     from .text_io import validation_file
 
@@ -568,7 +618,7 @@ def _train(config, log, settings, spec, starting=None):
             int(train_data.cardinality()),
             config.epochs,
             work,
-            spent_seconds(work, done),
+            spent(work, done),
             planned_schedule(model),
             log if is_chief() else None,
         )

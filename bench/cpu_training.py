@@ -1,0 +1,356 @@
+"""Where the demo's training time goes on a CPU, and what takes it back:
+the same training steps of the demo's model under each setting that a user
+can change without changing the model, each in its own process.
+
+Cells (rows of the table; `--cells` picks some):
+
+- `tf` — TensorFlow as the recipe runs it (oneDNN on, TensorFlow's default
+  threads): the baseline;
+- `tf onednn off` — `TF_ENABLE_ONEDNN_OPTS=0` (Eigen kernels);
+- `tf threads 1/1`, `tf threads 2/1`, `tf threads 2/2` — intra-/inter-op
+  thread pools (`tf.config.threading`);
+- `tf xla` — `compile(jit_compile=True)`;
+- `tf bf16` — the `mixed_bfloat16` policy;
+- `jax`, `torch` — the same model on Keras's JAX and PyTorch backends
+  (the virtualenvs of `make test` and `make test-torch`; a backend whose
+  virtualenv is missing is skipped, and said so);
+- `tf 2 procs x 1 thread` — two processes at once, one thread each, on the
+  same batches: the sum of their throughputs is what data parallelism over
+  the two cores could reach at most (it leaves out the gradient exchange);
+- `transformer` — the Transformer of the demo's width (`--family`'s other
+  family), for ConvS2S against the Transformer per second;
+- `tf gather loss` — `tf` with the loss and perplexity of before issue 22
+  (the target's log-probability gathered from `log_softmax`), against
+  today's (TensorFlow's fused sparse cross-entropy).
+
+Method. The parent (TensorFlow) draws `--steps` batches of the run's
+bucketed training epoch at the demo's `--batch-tokens 1536` (the 3 most
+frequent batch shapes, as `bench/training.py` does) and writes them to a
+temporary `.npz`; each cell is a fresh process that builds the demo's
+model (`recipes.translation.training.build_model`, the demo's settings),
+warms up with `train_on_batch` on each shape twice, then times one
+`train_on_batch` per batch. Tokens/s count real target tokens. Cells take
+turns within each of `--repeats` rounds; the table holds medians of
+same-round ratios to `tf` (and the range), and tokens per CPU-second.
+`ONEDNN_MAX_CPU_ISA=AVX2` in the environment approximates an AVX2
+machine on an AVX-512 one (oneDNN's kernels only; Eigen's and XLA's keep
+the wider instructions).
+
+    python bench/cpu_training.py --run runs/demo [--steps 16] [--repeats 3]
+        [--cells tf jax ...] [--profile]
+
+`--profile` instead traces 10 steps of `tf` with TensorFlow's profiler
+and prints the op types that took the most time (the events of
+TensorFlow's compute threads in the profile's `.xplane.pb`, summed by op
+type).
+"""
+
+import argparse
+import glob
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, ROOT)
+
+VENVS = {"tf": ".venv", "jax": ".venv-jax", "torch": ".venv-torch"}
+CELLS = {  # name -> (backend, environment, options of the child)
+    "tf": ("tf", {}, {}),
+    "tf onednn off": ("tf", {"TF_ENABLE_ONEDNN_OPTS": "0"}, {}),
+    "tf threads 1/1": ("tf", {}, {"threads": [1, 1]}),
+    "tf threads 2/1": ("tf", {}, {"threads": [2, 1]}),
+    "tf threads 2/2": ("tf", {}, {"threads": [2, 2]}),
+    "tf xla": ("tf", {}, {"jit": True}),
+    "tf bf16": ("tf", {}, {"bf16": True}),
+    "jax": ("jax", {"KERAS_BACKEND": "jax"}, {}),
+    "torch": ("torch", {"KERAS_BACKEND": "torch"}, {}),
+    "tf 2 procs x 1 thread": ("tf", {}, {"threads": [1, 1], "processes": 2}),
+    "transformer": ("tf", {}, {"family": "transformer"}),
+    "tf gather loss": ("tf", {}, {"gather_loss": True}),
+}
+BASELINE = "tf"
+DEMO = {  # the demo's model (recipes/translation/config.py, COMMAND_DEFAULTS["demo"])
+    "attention": None,
+    "embed_dim": 128,
+    "hidden_dim": 128,
+    "num_layers": 2,
+    "num_heads": 4,
+    "position": "sinusoidal",
+    "dropout": 0.1,
+    "learning_rate": 3e-3,
+    "label_smoothing": 0.1,
+    "max_length": 32,
+    "style": "luong",
+    "warmup": 400,
+}
+
+
+def draw_batches(run, steps, path, seed=0):
+    """`steps` batches of the run's bucketed epoch (`--batch-tokens 1536`),
+    the 3 most frequent shapes, into `path`; returns the vocabulary sizes."""
+    import numpy as np
+
+    sys.path.insert(0, HERE)
+    from training import bucketed_sample  # bench/training.py
+
+    from recipes.translation.data import load_tokenizers, make_dataset
+
+    source_tokenizer, target_tokenizer = load_tokenizers(run)
+    data, _, _ = make_dataset(
+        os.path.join(run, "data", "train.tsv"),
+        source_tokenizer,
+        target_tokenizer,
+        DEMO["max_length"],
+        64,
+        shuffle=True,
+        seed=seed,
+        batch_tokens=1536,
+    )
+    epoch = [((s, t), o) for (s, t), o in data.as_numpy_iterator()]
+    batches, _, _ = bucketed_sample(epoch, steps, 3, seed)
+    arrays = {}
+    for i, ((source, target_in), target_out) in enumerate(batches):
+        arrays[f"source_{i}"], arrays[f"target_in_{i}"] = source, target_in
+        arrays[f"target_out_{i}"] = target_out
+    np.savez(path, **arrays)
+    return source_tokenizer.vocab_size, target_tokenizer.vocab_size
+
+
+def child(args):
+    """One cell's measurement, printed as a JSON line."""
+    import numpy as np
+
+    options = json.loads(args.options)
+    if "threads" in options:
+        import tensorflow as tf
+
+        tf.config.threading.set_intra_op_parallelism_threads(options["threads"][0])
+        tf.config.threading.set_inter_op_parallelism_threads(options["threads"][1])
+    import keras
+
+    from recipes.translation.training import build_model
+
+    stored = np.load(args.batches)
+    count = len([k for k in stored.files if k.startswith("source_")])
+    batches = [
+        ((stored[f"source_{i}"], stored[f"target_in_{i}"]), stored[f"target_out_{i}"])
+        for i in range(count)
+    ]
+    if options.get("bf16"):
+        keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    keras.utils.set_random_seed(0)
+    config = {**DEMO, "family": options.get("family", "convs2s"), "jit": options.get("jit", False)}
+    model = build_model(config, args.source_vocab, args.target_vocab)
+    if options.get("gather_loss"):
+        recompile_with_gather_loss(model)
+    shapes = {}
+    for batch in batches:
+        shapes.setdefault((batch[0][0].shape, batch[0][1].shape), batch)
+    for _ in range(2):
+        for (source, target_in), target_out in shapes.values():
+            model.train_on_batch((source, target_in), target_out)
+    tokens = sum(int(np.count_nonzero(target_out)) for _, target_out in batches)
+    wall, cpu = time.perf_counter(), time.process_time()
+    for (source, target_in), target_out in batches:
+        model.train_on_batch((source, target_in), target_out)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    print(json.dumps({"tokens": tokens, "wall": wall, "cpu": cpu}))
+
+
+def recompile_with_gather_loss(model):
+    """The loss and perplexity as they were before issue 22: the target's
+    log-probability gathered from `log_softmax` (whose gradient is a
+    segment sum over every (B, T, V) entry), for the before/after cell."""
+    import keras
+    from keras import ops
+
+    from keras_attention.seq2seq import MaskedAccuracy, MaskedCrossEntropy, MaskedPerplexity
+
+    def picked(y_true, logits):
+        log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
+        gathered = ops.take_along_axis(log_probs, ops.cast(y_true, "int32")[..., None], axis=-1)
+        return gathered[..., 0], log_probs
+
+    class GatherCrossEntropy(MaskedCrossEntropy):
+        def call(self, y_true, y_pred):
+            target, log_probs = picked(y_true, y_pred)
+            token_loss = -(1 - self.label_smoothing) * target - self.label_smoothing * ops.mean(
+                log_probs, axis=-1
+            )
+            mask = ops.cast(ops.not_equal(ops.cast(y_true, "int32"), self.padding_id), "float32")
+            return ops.sum(token_loss * mask) / ops.maximum(ops.sum(mask), 1.0)
+
+    class GatherPerplexity(MaskedPerplexity):
+        def token_values(self, y_true, logits):
+            return -picked(y_true, logits)[0]
+
+    model.compile(
+        keras.optimizers.Adam(model.optimizer._learning_rate, global_clipnorm=1.0),  # the schedule
+        GatherCrossEntropy(label_smoothing=0.1),
+        metrics=[MaskedAccuracy(), GatherPerplexity()],
+    )
+
+
+def launch(cell, args, vocab, batches):
+    backend, env, options = CELLS[cell]
+    python = os.path.join(ROOT, VENVS[backend], "bin", "python")
+    command = [python, os.path.abspath(__file__), "--child", "--batches", batches]
+    command += ["--options", json.dumps(options)]
+    command += ["--source-vocab", str(vocab[0]), "--target-vocab", str(vocab[1])]
+    environment = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", **env}
+    environment["PYTHONPATH"] = ROOT
+    return subprocess.Popen(
+        command, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def measure(cell, args, vocab, batches):
+    """Tokens/s and tokens per CPU-second of one run of `cell` (the sum over
+    its processes)."""
+    count = CELLS[cell][2].get("processes", 1)
+    processes = [launch(cell, args, vocab, batches) for _ in range(count)]
+    results, failures = [], []
+    for process in processes:
+        out, err = process.communicate()
+        if process.returncode:
+            failures.append(
+                next((line for line in err.splitlines() if "what()" in line), err[-300:])
+            )
+        else:
+            results.append(json.loads(out.strip().splitlines()[-1]))
+    if failures:  # e.g. bfloat16 where oneDNN has no kernel for this ISA
+        print(f"cell {cell!r} failed: {failures[0].strip()}", flush=True)
+        return None
+    return (
+        sum(r["tokens"] / r["wall"] for r in results),
+        sum(r["tokens"] for r in results) / sum(r["cpu"] for r in results),
+    )
+
+
+def profile(args, vocab, batches):
+    """Op types by total time over 10 traced steps of the `tf` cell."""
+    import numpy as np
+    import tensorflow as tf
+
+    from recipes.translation.training import build_model
+
+    stored = np.load(batches)
+    batch = ((stored["source_0"], stored["target_in_0"]), stored["target_out_0"])
+    model = build_model({**DEMO, "family": args.family, "jit": False}, *vocab)
+    for _ in range(3):
+        model.train_on_batch(*batch)
+    folder = tempfile.mkdtemp(prefix="cpu-profile-")
+    tf.profiler.experimental.start(folder)
+    for _ in range(10):
+        model.train_on_batch(*batch)
+    tf.profiler.experimental.stop()
+    totals = op_type_seconds(glob.glob(os.path.join(folder, "**", "*.xplane.pb"), recursive=True))
+    everything = sum(totals.values())
+    print(
+        f"{args.family}, one batch of shape {batch[0][1].shape}, 10 steps: op time by type "
+        f"(summed over TensorFlow's compute threads: {everything * 100:.0f} ms a step in all)"
+    )
+    for kind, seconds in sorted(totals.items(), key=lambda item: -item[1])[:15]:
+        print(f"  {kind:32s} {seconds * 100:8.1f} ms/step  {100 * seconds / everything:5.1f}%")
+
+
+WRAPPERS = ("Process", "ParallelFor", "StartRegion", "StopRegion", "Record")
+
+
+def op_type_seconds(paths):
+    """Seconds by op type in TensorFlow profiles (`.xplane.pb`): the events
+    of the host's `tf_Compute` threads, named `scope/name:Type`, without the
+    executor's own wrapping regions."""
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    totals = {}
+    for path in paths:
+        space = xplane_pb2.XSpace()
+        with open(path, "rb") as handle:
+            space.ParseFromString(handle.read())
+        for plane in space.planes:
+            for line in plane.lines:
+                if not line.name.startswith("tf_Compute"):
+                    continue
+                for event in line.events:
+                    kind = plane.event_metadata[event.metadata_id].name.split(":")[-1]
+                    if kind not in WRAPPERS:
+                        totals[kind] = totals.get(kind, 0.0) + event.duration_ps * 1e-12
+    return totals
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--run", default="runs/demo", help="a run's folder (data and vocabularies)")
+    parser.add_argument("--steps", type=int, default=16)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--cells", nargs="+", choices=list(CELLS), default=list(CELLS))
+    parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--family", default="convs2s", help="--profile's model")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--batches", help=argparse.SUPPRESS)
+    parser.add_argument("--options", default="{}", help=argparse.SUPPRESS)
+    parser.add_argument("--source-vocab", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--target-vocab", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        return child(args)
+    from recipes.runs import import_tensorflow_quietly
+
+    import_tensorflow_quietly()
+    folder = tempfile.mkdtemp(prefix="cpu-training-")
+    batches = os.path.join(folder, "batches.npz")
+    vocab = draw_batches(args.run, args.steps, batches)
+    if args.profile:
+        return profile(args, vocab, batches)
+    cells = [c for c in args.cells if os.path.exists(os.path.join(ROOT, VENVS[CELLS[c][0]]))]
+    for cell in sorted(set(args.cells) - set(cells)):
+        print(f"skipped {cell!r}: no {VENVS[CELLS[cell][0]]} (make test / make test-torch)")
+    if BASELINE not in cells:
+        cells.insert(0, BASELINE)
+    flags = open("/proc/cpuinfo").read()
+    isa = "avx512f" if " avx512f" in flags else "avx2" if " avx2" in flags else "neither"
+    print(
+        f"CPU flags: {isa}; ONEDNN_MAX_CPU_ISA={os.environ.get('ONEDNN_MAX_CPU_ISA', '(unset)')}; "
+        f"{os.cpu_count()} cores; {args.steps} steps x {args.repeats} rounds",
+        flush=True,
+    )
+    rounds = []
+    for index in range(args.repeats):
+        results = {}
+        for cell in cells:
+            if all(cell in r for r in rounds):  # not failed before
+                measured = measure(cell, args, vocab, batches)
+                if measured is not None:
+                    results[cell] = measured
+        rounds.append(results)
+        print(
+            f"round {index + 1}: "
+            + ", ".join(f"{cell} {wall:.0f}" for cell, (wall, _) in results.items()),
+            flush=True,
+        )
+    print("\n| cell | tokens/s | x tf (range) | tokens/CPU-s | x tf, CPU |")
+    print("|---|---|---|---|---|")
+    for cell in cells:
+        if not all(cell in r for r in rounds):
+            print(f"| {cell} | failed | | | |")
+            continue
+        walls = [r[cell][0] for r in rounds]
+        ratios = [r[cell][0] / r[BASELINE][0] for r in rounds]
+        cpus = [r[cell][1] / r[BASELINE][1] for r in rounds]
+        print(
+            f"| {cell} | {statistics.median(walls):.0f} | {statistics.median(ratios):.2f} "
+            f"({min(ratios):.2f}-{max(ratios):.2f}) | "
+            f"{statistics.median([r[cell][1] for r in rounds]):.0f} | "
+            f"{statistics.median(cpus):.2f} |"
+        )
+
+
+if __name__ == "__main__":
+    main()

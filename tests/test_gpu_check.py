@@ -1,0 +1,23 @@
+"""`make gpu-check` (`recipes/gpu_check.py`): without a GPU it says so in
+one line and exits 0; its training command is the demo's model, and every
+command it would run parses."""
+
+from recipes import gpu_check, translate
+from recipes.translation.config import COMMAND_DEFAULTS
+
+
+def test_without_a_gpu_it_says_so_in_one_line(monkeypatch, capsys):
+    monkeypatch.setattr(gpu_check, "gpu_count", lambda: 0)
+    assert gpu_check.main([]) == 0
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and out.startswith("gpu-check: no NVIDIA GPU on this machine")
+
+
+def test_its_training_flags_are_the_demo_s_model():
+    argv = ["train", "--output", "x", *gpu_check.demo_flags(), "--mixed-precision", "float16"]
+    config = translate.check(translate.parser().parse_args(argv + ["--jit", "--time-budget", "5"]))
+    demo = COMMAND_DEFAULTS["demo"]
+    for name in ("family", "hidden_dim", "vocab_size", "batch_tokens", "warmup", "average_last"):
+        assert getattr(config, name) == demo[name], name
+    assert config.learning_rate == demo["learning_rate"] and config.dictionary == demo["dictionary"]
+    assert config.mixed_precision == "float16" and config.jit and config.time_budget == 5
