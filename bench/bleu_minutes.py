@@ -42,7 +42,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     curves = []
     for item in args.runs:
-        label, _, run = item.rpartition("=")
+        label, _, run = item.partition("=") if "=" in item else ("", "", item)
         points = curve(run)
         curves.append((label or run, points))
         print(f"{label or run}: " + ", ".join(f"{m:.1f} min {b:.2f}" for m, b in points))

@@ -21,7 +21,7 @@ Cells (rows of the table; `--cells` picks some):
   family), for ConvS2S against the Transformer per second;
 - `tf gather loss` — `tf` with the loss and perplexity of before issue 22
   (the target's log-probability gathered from `log_softmax`), against
-  today's (TensorFlow's fused sparse cross-entropy).
+  today's (the target logit selected, and `logsumexp`).
 
 Method. The parent (TensorFlow) draws `--steps` batches of the run's
 bucketed training epoch at the demo's `--batch-tokens 1536` (the 3 most

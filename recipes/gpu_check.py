@@ -44,9 +44,23 @@ def demo_flags():
     return flags
 
 
+def check_commands(output, minutes, gpus):
+    """The `keras-attention-translate` arguments of each step, by command."""
+    run = os.path.join(output, "train")
+    return {
+        "train": ["train", "--output", run, *demo_flags(), "--mixed-precision", "float16"]
+        + ["--jit", "--epochs", "200", "--time-budget", str(minutes), "--verbose", "0"],
+        "evaluate": ["evaluate", "--output", run],
+        "tune": ["tune", "--output", os.path.join(output, "tune"), "--algorithm", "random"]
+        + ["--trials", str(gpus), "--epochs", "1", "--families", "transformer"],
+        "export": ["export", "--output", run, "--export-dir", os.path.join(output, "export")],
+    }
+
+
 def step(name, command, env=None):
     """Run `command` (a list); print `name`, its seconds and status; return
-    its output (the command's own lines go to the log)."""
+    its output. A failed command's last lines go to standard error, and the
+    check stops there."""
     started = time.perf_counter()
     result = subprocess.run(
         command, capture_output=True, text=True, env={**os.environ, **(env or {})}
@@ -81,32 +95,24 @@ def main(argv=None):
             '(pip install "tensorflow[and-cuda]"), as make gpu-check does'
         )
     shutil.rmtree(args.output, ignore_errors=True)
-    run, tune = os.path.join(args.output, "train"), os.path.join(args.output, "tune")
+    commands = check_commands(args.output, args.minutes, gpus)
     translate = [sys.executable, "-m", "recipes.translate"]
-    fast = ["--mixed-precision", "float16", "--jit"]
+    run = os.path.join(args.output, "train")
     step(
         f"train (demo model, mixed float16 + XLA, {args.minutes:g} min budget)",
-        translate
-        + ["train", "--output", run, *demo_flags(), *fast, "--epochs", "200"]
-        + ["--time-budget", str(args.minutes), "--verbose", "0"],
+        translate + commands["train"],
     )
     record = json.load(open(os.path.join(run, "config.json")))["time_budget"]
     print(f"gpu-check: training fit {record['epochs']} epochs, {record['steps']} steps", flush=True)
-    step("evaluate (Ding test, beam 4)", translate + ["evaluate", "--output", run])
+    step("evaluate (Ding test, beam 4)", translate + commands["evaluate"])
     scores = json.load(open(os.path.join(run, "scores.json")))
     step(
         f"tune (KerasTuner distributed, {gpus} worker(s), one trial per GPU)",
         [sys.executable, "-m", "recipes.distributed_tuning", "--workers", str(gpus)]
-        + ["--logs", os.path.join(args.output, "tune-logs"), "--"]
-        + ["--output", tune, "--algorithm", "random", "--trials", str(gpus), "--epochs", "1"]
-        + ["--families", "transformer"],
+        + ["--logs", os.path.join(args.output, "tune-logs"), "--", *commands["tune"]],
         env={"KERAS_ATTENTION_SEARCH_SPACE": json.dumps(SMALL_SEARCH)},
     )
-    step(
-        "export (SavedModel)",
-        translate
-        + ["export", "--output", run, "--export-dir", os.path.join(args.output, "export")],
-    )
+    step("export (SavedModel)", translate + commands["export"])
     print(
         f"gpu-check: BLEU {scores['bleu']:.2f}, chrF {scores['chrf']:.2f} on "
         f"{scores['sentences']} test sentences ({args.output})"

@@ -320,7 +320,8 @@ def parser():
                 type=float,
                 metavar="MINUTES",
                 help="train for at most this many minutes: the epochs, the cosine decay's end "
-                "and averaging follow the clock (the run records how many epochs fit)",
+                "and averaging follow the clock (the run records how many epochs fit); "
+                "0: no budget, --epochs decide (the demo's default is 8)",
             )
             command.add_argument(
                 "--warmup",

@@ -1,6 +1,7 @@
 """`make gpu-check` (`recipes/gpu_check.py`): without a GPU it says so in
 one line and exits 0; its training command is the demo's model, and every
-command it would run parses."""
+command it would run (train, evaluate, tune, export) parses and passes the
+command line's checks."""
 
 from recipes import gpu_check, translate
 from recipes.translation.config import COMMAND_DEFAULTS
@@ -11,6 +12,14 @@ def test_without_a_gpu_it_says_so_in_one_line(monkeypatch, capsys):
     assert gpu_check.main([]) == 0
     out = capsys.readouterr().out
     assert out.count("\n") == 1 and out.startswith("gpu-check: no NVIDIA GPU on this machine")
+
+
+def test_every_command_it_runs_parses_and_passes_the_checks():
+    commands = gpu_check.check_commands("runs/gpu-check", 5.0, gpus=2)
+    for name, argv in commands.items():
+        assert argv[0] == name
+        translate.check(translate.parser().parse_args(argv))
+    assert commands["tune"][commands["tune"].index("--trials") + 1] == "2"  # a trial per GPU
 
 
 def test_its_training_flags_are_the_demo_s_model():

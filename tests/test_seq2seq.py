@@ -237,8 +237,9 @@ def test_masked_cross_entropy_matches_reference(rng, smoothing):
 @pytest.mark.parametrize("smoothing", [0.0, 0.1])
 def test_masked_cross_entropy_gradient_matches_the_closed_form(rng, smoothing):
     """d L / d z = ((1 - ε)(p - onehot(y)) + ε (p - 1/V)) / N on real tokens, 0 on
-    padding: the fused sparse cross-entropy plus logsumexp form gives
-    the label-smoothed gradient exactly."""
+    padding: the logsumexp form (the target logit selected, not gathered)
+    gives the label-smoothed gradient exactly; a -inf logit (a banned
+    token) leaves the loss finite."""
     import tensorflow as tf
 
     logits = tf.constant(rng.normal(size=(2, 4, 6)).astype("float32"))
@@ -251,6 +252,9 @@ def test_masked_cross_entropy_gradient_matches_the_closed_form(rng, smoothing):
     mask = (labels != 0)[..., None]
     expected = (1 - smoothing) * (probs - np.eye(6)[labels]) + smoothing * (probs - 1 / 6)
     np.testing.assert_allclose(gradient, expected * mask / mask.sum(), atol=1e-6)
+    banned = logits.numpy().copy()
+    banned[..., 1] = -np.inf  # never a target here
+    assert np.isfinite(float(MaskedCrossEntropy()(labels, banned)))
 
 
 def test_masked_token_metrics_match_reference_over_several_batches(rng):

@@ -13,6 +13,7 @@ import keras
 import numpy as np
 import pytest
 
+from keras_attention.seq2seq import PlannedCosineDecay
 from recipes.translation import budget
 from recipes.translation.data import DING
 from tests.translation_helpers import TINY, run
@@ -57,7 +58,7 @@ def clock(monkeypatch):
 
 
 def test_training_ends_at_the_last_epoch_that_fits_and_plans_the_cosine(tmp_path, clock):
-    schedule = budget.PlannedCosineDecay(1e-3, 5, total_steps=500)
+    schedule = PlannedCosineDecay(1e-3, 5, total_steps=500)
     lines = []
     callback = budget.TimeBudget(100, 10, 50, str(tmp_path), schedule=schedule, log=lines.append)
     drive(callback, clock, [30.0] * 50, 10)
@@ -89,14 +90,27 @@ def test_the_epochs_ceiling_and_a_resumed_run_s_spent_time(tmp_path, clock):
     (tmp_path / budget.RECORD).write_text(json.dumps({"epoch_seconds": [40.0, 40.0, 40.0]}))
     spent = budget.spent(str(tmp_path), 2)
     assert spent == {"epoch_seconds": [40.0, 40.0], "epochs": [{}, {}]}
-    resumed = drive(budget.TimeBudget(100, 4, 50, str(tmp_path), spent), clock, [15.0] * 5, 4)
+    schedule = PlannedCosineDecay(1e-3, 0, total_steps=200)  # as build_model makes it
+    resumed = budget.TimeBudget(100, 4, 50, str(tmp_path), spent, schedule=schedule)
+    assert not resumed.exhausted()
+    resumed.set_model(FakeModel())
+    resumed.on_train_begin()  # resumed: the plan of the epochs done, 2 + 20 // 40 = 2
+    assert float(keras.ops.convert_to_numpy(schedule.total_steps)) == 8.0
+    drive(resumed, clock, [15.0] * 5, 4)
     assert resumed.record(1)["epochs"] == 3  # 80 + 15 = 95; another 15 would overrun
+    assert float(keras.ops.convert_to_numpy(schedule.total_steps)) == 12.0
     assert json.load(open(tmp_path / budget.RECORD))["epochs"] == [{}, {}, {"val_loss": 3.0}]
     assert budget.spent(str(tmp_path / "none"), 2) == {"epoch_seconds": [], "epochs": []}
+    # A run stopped by its budget, then killed while saving: no more training.
+    done = budget.spent(str(tmp_path), 3)
+    assert budget.TimeBudget(100, 4, 50, str(tmp_path), done).exhausted()
+    # A kill between the backup and the record lost the last epoch's entry.
+    lost = budget.spent(str(tmp_path), 4)
+    assert lost["epoch_seconds"] == [40.0, 40.0, 15.0, 15.0] and len(lost["epochs"]) == 4
 
 
 def test_the_planned_cosine_is_keras_s_cosine_decay_for_the_same_end():
-    planned = budget.PlannedCosineDecay(2e-3, 10, total_steps=1000)
+    planned = PlannedCosineDecay(2e-3, 10, total_steps=1000)
     reference = keras.optimizers.schedules.CosineDecay(
         0.0, 990, warmup_target=2e-3, warmup_steps=10
     )
@@ -106,7 +120,7 @@ def test_the_planned_cosine_is_keras_s_cosine_decay_for_the_same_end():
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-9)
     planned.total_steps.assign(500.0)  # the plan moved: the cosine ends at step 500
     assert float(keras.ops.convert_to_numpy(planned(500))) == pytest.approx(0.0, abs=1e-9)
-    restored = budget.PlannedCosineDecay.from_config(planned.get_config())
+    restored = PlannedCosineDecay.from_config(planned.get_config())
     moved = float(keras.ops.convert_to_numpy(planned(250)))
     assert moved == pytest.approx(1e-3 * (1 + np.cos(np.pi * 240 / 490)), rel=1e-5)
     assert float(keras.ops.convert_to_numpy(restored(250))) == pytest.approx(moved, rel=1e-6)
@@ -124,13 +138,15 @@ def test_a_run_with_a_time_budget_records_what_fit(tmp_path):
     assert "for 0.15 minutes (at most 200 epochs)" in log
 
 
-def test_a_time_budget_must_be_positive(capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        from recipes import translate
+def test_a_time_budget_must_be_0_or_more_and_0_turns_it_off(capsys):
+    from recipes import translate
 
-        translate.main(["train", "--time-budget", "0", "--output", "unused"])
+    with pytest.raises(SystemExit) as exit_info:
+        translate.main(["train", "--time-budget", "-1", "--output", "unused"])
     assert exit_info.value.code == 2
-    assert "--time-budget must be > 0; got 0.0" in capsys.readouterr().err
+    assert "--time-budget must be >= 0; got -1.0" in capsys.readouterr().err
+    demo = translate.check(translate.parser().parse_args(["demo", "--time-budget", "0"]))
+    assert demo.time_budget == 0 and demo.epochs == 40  # --epochs decide, the demo's 40
 
 
 def test_a_time_budget_is_refused_for_a_cluster_s_workers(monkeypatch, capsys):

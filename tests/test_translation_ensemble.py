@@ -1,9 +1,11 @@
 """`--ensemble RUN ...` of evaluate, translate and export: a run ensembled
-with a copy of itself translates as the run alone; a run ensembled with
+with a copy of itself translates and scores as the run alone (and
+`scores.json` names the members); a run ensembled with
 another model of its vocabulary (the run's weights, perturbed) is exported
 as one SavedModel whose translations are those of `translate --ensemble`;
 runs of another vocabulary, or `--output` itself, are refused in one line."""
 
+import json
 import os
 import shutil
 
@@ -46,6 +48,15 @@ def test_a_run_ensembled_with_its_copy_translates_as_the_run(trained, tmp_path):
     alone = translations(run("translate", "--output", output, *TEXTS))
     together = translations(run("translate", "--output", output, *TEXTS, "--ensemble", copy))
     assert together == alone and len(alone) == len(TEXTS)
+    # evaluate: the same scores, and scores.json names the members.
+    flags = ("--limit-test", "6", "--samples", "1")
+    run("evaluate", "--output", copy, *flags)
+    alone = json.load(open(os.path.join(copy, "scores.json")))
+    log = run("evaluate", "--output", copy, "--ensemble", output, *flags)
+    together = json.load(open(os.path.join(copy, "scores.json")))
+    assert f"ensemble: {copy} and {output}" in log
+    assert together["ensemble"] == [output] and "ensemble" not in alone
+    assert (together["bleu"], together["chrf"]) == (alone["bleu"], alone["chrf"])
 
 
 def test_an_ensemble_export_serves_what_translate_ensemble_prints(trained, tmp_path):

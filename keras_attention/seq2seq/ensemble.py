@@ -26,7 +26,7 @@ Example:
 ... ]
 >>> ensemble = Ensemble(members)
 >>> result = ensemble.generate(np.array([[1, 5, 6, 2]]), search="greedy")
->>> result["tokens"].shape
+>>> tuple(result["tokens"].shape)
 (1, 5)
 """
 
@@ -36,6 +36,7 @@ import keras
 from keras import ops
 
 from keras_attention.seq2seq.base import Seq2Seq
+from keras_attention.validation import is_number
 
 COMBINATIONS = ("probabilities", "log_probabilities")
 SHARED = ("source_vocab_size", "target_vocab_size", "sos_id", "eos_id", "padding_id")
@@ -140,12 +141,7 @@ class Ensemble(Seq2Seq):
                 f"received weights={weights!r}."
             )
         for weight in weights:
-            if (
-                isinstance(weight, bool)
-                or not isinstance(weight, (int, float))
-                or not math.isfinite(weight)
-                or weight <= 0
-            ):
+            if not is_number(weight) or not math.isfinite(weight) or weight <= 0:
                 raise ValueError(
                     "`weights` of Ensemble must be positive finite numbers; received "
                     f"weights={list(weights)!r}."
@@ -198,8 +194,9 @@ class Ensemble(Seq2Seq):
     def teacher_forced(self, source, target_in, training=None, return_attention_scores=False):
         if return_attention_scores:
             raise ValueError(
-                "Ensemble has no single attention map to return; read each member's "
-                "(`attention_weights` names them by member)."
+                "`return_attention_scores` of Ensemble.teacher_forced must be False (an "
+                "ensemble has no single attention map; `attention_weights` gives each "
+                "member's); received return_attention_scores=True."
             )
         logits = [
             model.teacher_forced(source, target_in, training=training) for model in self.models
@@ -232,6 +229,8 @@ class Ensemble(Seq2Seq):
         for model in self.models:
             model.quantize(mode, config, **kwargs)
         self.train_function = self.test_function = self.predict_function = None
+        if keras.backend.backend() == "torch":  # the parameters torch tracks changed
+            self._track_variables()
 
     @property
     def quantization_mode(self):

@@ -66,13 +66,14 @@ class MaskedCrossEntropy(keras.losses.Loss):
         logits = ops.cast(y_pred, "float32")  # (B, T, V)
         # -log p(v) = logsumexp(z) - z_v, so with q = (1 - ε) onehot(y) + ε / V
         #   -Σ_v q(v) log p(v) = logsumexp(z) - (1 - ε) z_y - ε mean_v(z).
-        # z_y is taken as Σ_v z_v onehot(y)_v: its gradient is a product, where
+        # z_y is taken as Σ_v [v = y] z_v: its gradient is a select, where
         # a gather's would be a segment sum over all (B, T, V) entries, and
         # no (B, T, V) log-probabilities are kept (together 18% of a CPU
         # training step; TensorFlow's fused sparse cross-entropy was slower
         # still: BENCHMARKS.md, "Where the demo's training time goes").
         vocab = ops.shape(logits)[-1]
-        target = ops.sum(logits * ops.one_hot(y_true, vocab, dtype=logits.dtype), axis=-1)
+        is_target = ops.equal(ops.arange(vocab, dtype="int32"), y_true[..., None])  # (B, T, V)
+        target = ops.sum(ops.where(is_target, logits, 0.0), axis=-1)  # finite for -inf logits
         token_loss = ops.logsumexp(logits, axis=-1) - (1.0 - self.label_smoothing) * target
         if self.label_smoothing:
             token_loss = token_loss - self.label_smoothing * ops.mean(logits, axis=-1)  # (B, T)

@@ -1,9 +1,11 @@
 """Learning-rate schedules of the encoder-decoders."""
 
+import math
+
 import keras
 from keras import ops
 
-from keras_attention.validation import check_finite, check_positive_int
+from keras_attention.validation import check_finite, check_positive_int, is_integer
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -42,3 +44,58 @@ class InverseSquareRootSchedule(keras.optimizers.schedules.LearningRateSchedule)
 
     def get_config(self):
         return {"peak_learning_rate": self.peak_learning_rate, "warmup_steps": self.warmup_steps}
+
+
+@keras.saving.register_keras_serializable(package="keras_attention")
+class PlannedCosineDecay(keras.optimizers.schedules.LearningRateSchedule):
+    """Linear warm-up, then half a cosine to 0 at a last step that can move.
+
+        lr(s) = peak · s / w                                    s < w
+        lr(s) = peak · (1 + cos(π · min(1, (s - w) / (S - w)))) / 2    s >= w
+
+    Keras's `CosineDecay` with `warmup_steps=w` and `decay_steps=S - w`,
+    except that S, `total_steps`, is a variable: a training run that learns
+    only as it goes how many steps it has (a time budget, see the recipe's
+    `train --time-budget`) assigns it, and the rest of the cosine follows.
+    The rate of steps already taken is not recomputed. Saved with the value
+    S has at the time.
+
+    >>> schedule = PlannedCosineDecay(1e-3, warmup_steps=10, total_steps=110)
+    >>> [round(float(schedule(s)), 6) for s in (5, 10, 60, 110)]
+    [0.0005, 0.001, 0.0005, 0.0]
+    >>> _ = schedule.total_steps.assign(60.0)  # fewer steps fit than planned
+    >>> round(float(schedule(35)), 6)
+    0.0005
+    """
+
+    def __init__(self, peak_learning_rate, warmup_steps, total_steps):
+        owner = "PlannedCosineDecay"
+        self.peak_learning_rate = check_finite(
+            "peak_learning_rate", peak_learning_rate, owner, low=0.0, expected="a number > 0"
+        )
+        if not is_integer(warmup_steps) or warmup_steps < 0:
+            raise ValueError(
+                f"`warmup_steps` of {owner} must be an integer >= 0; received "
+                f"warmup_steps={warmup_steps!r}."
+            )
+        self.warmup_steps = int(warmup_steps)
+        total = check_finite("total_steps", total_steps, owner, low=0.0, expected="a number > 0")
+        self.total_steps = keras.Variable(
+            total, dtype="float32", trainable=False, name="planned_total_steps"
+        )
+
+    def __call__(self, step):
+        step = ops.cast(step, "float32")
+        warmup = float(self.warmup_steps)
+        rising = self.peak_learning_rate * step / max(warmup, 1.0)
+        span = ops.maximum(self.total_steps - warmup, 1.0)
+        progress = ops.clip((step - warmup) / span, 0.0, 1.0)
+        falling = 0.5 * self.peak_learning_rate * (1.0 + ops.cos(math.pi * progress))
+        return ops.where(step < warmup, rising, falling)
+
+    def get_config(self):
+        return {
+            "peak_learning_rate": self.peak_learning_rate,
+            "warmup_steps": self.warmup_steps,
+            "total_steps": float(ops.convert_to_numpy(self.total_steps)),
+        }

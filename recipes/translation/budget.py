@@ -21,52 +21,30 @@ a ceiling. Three things follow the clock:
 The epochs' durations (and their losses and validation BLEU: a curve
 against the clock, `bench/bleu_minutes.py`) are kept in
 `<run>/budget.json` beside the backup, so an interrupted run resumes with
-what it had spent. The run record
+the time its completed epochs took (the interrupted epoch's is lost; an
+epoch whose entry a kill lost counts as long as the one before), its
+cosine planned as it was, and trains no more if no epoch fits. The run record
 (`config.json`) says what fit: epochs, steps, seconds, and what ended it.
 """
 
 import json
-import math
 import os
 import time
 
 import keras
+
+from keras_attention.seq2seq import PlannedCosineDecay
 
 from .. import runs
 
 RECORD = "budget.json"
 
 
-@keras.saving.register_keras_serializable(package="keras_attention_recipes")
-class PlannedCosineDecay(keras.optimizers.schedules.LearningRateSchedule):
-    """A linear warm-up to `peak` over `warmup` steps, then a cosine to 0 at
-    `total_steps`, where `total_steps` is a variable the time budget moves
-    as it learns how many steps fit (the rate of a step before a move is
-    never recomputed). Saved with the value it has at the time."""
-
-    def __init__(self, peak, warmup, total_steps):
-        self.peak, self.warmup = float(peak), int(warmup)
-        self.total_steps = keras.Variable(
-            float(total_steps), dtype="float32", trainable=False, name="planned_total_steps"
-        )
-
-    def __call__(self, step):
-        step = keras.ops.cast(step, "float32")
-        warmup = float(max(self.warmup, 1))
-        rising = self.peak * step / warmup
-        span = keras.ops.maximum(self.total_steps - self.warmup, 1.0)
-        progress = keras.ops.clip((step - self.warmup) / span, 0.0, 1.0)
-        falling = 0.5 * self.peak * (1.0 + keras.ops.cos(math.pi * progress))
-        return keras.ops.where(step < self.warmup, rising, falling)
-
-    def get_config(self):
-        total = float(keras.ops.convert_to_numpy(self.total_steps))
-        return {"peak": self.peak, "warmup": self.warmup, "total_steps": total}
-
-
 def planned_schedule(model):
-    """The model's `PlannedCosineDecay`, if its optimizer runs one."""
-    schedule = getattr(model.optimizer, "_learning_rate", None)  # Keras keeps the schedule here
+    """The model's `PlannedCosineDecay`, if its optimizer runs one (the inner
+    optimizer's, under mixed float16's loss scaling)."""
+    optimizer = getattr(model.optimizer, "inner_optimizer", model.optimizer)
+    schedule = getattr(optimizer, "_learning_rate", None)  # Keras keeps the schedule here
     return schedule if isinstance(schedule, PlannedCosineDecay) else None
 
 
@@ -85,6 +63,10 @@ def spent(work, epochs_done):
         epochs = list(record.get("epochs", []))[:epochs_done]
     except (OSError, ValueError, KeyError, TypeError):
         return empty  # a damaged record: the budget starts again
+    if seconds and len(seconds) < epochs_done:
+        # A kill between the backup and this record lost an epoch's entry:
+        # count it as long as the one before.
+        seconds += [seconds[-1]] * (epochs_done - len(seconds))
     return {"epoch_seconds": seconds, "epochs": epochs + [{}] * (len(seconds) - len(epochs))}
 
 
@@ -116,8 +98,22 @@ class TimeBudget(keras.callbacks.Callback):
     def elapsed(self):
         return sum(self.epoch_seconds) + time.perf_counter() - self._mark
 
+    def planned_epochs(self):
+        """The epochs that fit: those done, and as many more of the last
+        one's length as the budget has time for, within `max_epochs`."""
+        done, spent = len(self.epoch_seconds), sum(self.epoch_seconds)
+        last = self.epoch_seconds[-1]
+        return min(self.max_epochs, done + max(0, int((self.seconds - spent) // last)))
+
+    def exhausted(self):
+        """True when the epochs done (before a resume) leave no time for
+        another: the resumed run trains no more."""
+        return bool(self.epoch_seconds) and self.planned_epochs() <= len(self.epoch_seconds)
+
     def on_train_begin(self, logs=None):
         self._mark, self._reported = time.perf_counter(), False
+        if self.epoch_seconds and self.schedule is not None:  # resumed: the plan as it was
+            self.schedule.total_steps.assign(float(self.planned_epochs() * self.steps_per_epoch))
 
     def on_train_batch_end(self, batch, logs=None):
         self.steps += 1
@@ -133,9 +129,7 @@ class TimeBudget(keras.callbacks.Callback):
             {key: float(logs[key]) for key in ("loss", "val_loss", "val_bleu") if key in logs}
         )
         self._mark = now
-        spent, last = sum(self.epoch_seconds), self.epoch_seconds[-1]
-        done = len(self.epoch_seconds)
-        fit = min(self.max_epochs, done + max(0, int((self.seconds - spent) // last)))
+        last, done, fit = self.epoch_seconds[-1], len(self.epoch_seconds), self.planned_epochs()
         if self.schedule is not None:
             self.schedule.total_steps.assign(float(fit * self.steps_per_epoch))
         if self.log is not None and not self._reported:

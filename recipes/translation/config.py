@@ -256,7 +256,7 @@ class TranslationConfig:
     label_smoothing: float = 0.1
     # training
     epochs: int = 10  # with time_budget: the most epochs
-    time_budget: float = None  # minutes of training (`budget.py`); None: --epochs decide
+    time_budget: float = None  # minutes of training (`budget.py`); None or 0: --epochs decide
     warmup: int = 0  # steps of learning-rate warm-up (0: a constant rate)
     decay: str = "rsqrt"  # after the warm-up: 1/sqrt(step), or a cosine to 0 at the last step
     patience: int = None
@@ -354,8 +354,8 @@ class TranslationConfig:
                     f"--ensemble {run}: no run folder there (--ensemble takes every word after "
                     "it: give the texts to translate before it, or after --)"
                 )
-        if self.time_budget is not None:
-            check_number("time_budget", self.time_budget, low=0, low_included=False)
+        if self.time_budget is not None:  # 0: no budget (the demo's --time-budget 0)
+            check_number("time_budget", self.time_budget, low=0)
         for name in ("coverage_penalty", "alpha"):
             if getattr(self, name) is not None:
                 check_number(name, getattr(self, name), low=0)

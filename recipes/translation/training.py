@@ -111,7 +111,7 @@ def learning_rate(config):
 
     peak, warmup = float(config["learning_rate"]), int(config.get("warmup") or 0)
     if config.get("decay") == "cosine" and config.get("time_budget"):
-        from .budget import PlannedCosineDecay  # its end moves with the clock
+        from keras_attention.seq2seq import PlannedCosineDecay  # its end moves with the clock
 
         return PlannedCosineDecay(peak, warmup, config["total_steps"])
     if config.get("decay") == "cosine":
@@ -274,8 +274,6 @@ def load_run(output, decoding=None, compile=True):
     import keras
 
     import keras_attention  # noqa: F401  (registers the model classes for loading)
-
-    from . import budget  # noqa: F401  (registers PlannedCosineDecay for loading)
 
     config_path, model_path = (
         os.path.join(output, "config.json"),
@@ -639,7 +637,8 @@ def _train(config, log, settings, spec, starting=None):
     history = model.fit(
         train_data,
         validation_data=valid_data,
-        epochs=config.epochs,
+        # A resumed run whose budget is spent trains no more (the backup's epochs).
+        epochs=done if budget is not None and budget.exhausted() else config.epochs,
         callbacks=callbacks,
         shuffle=False,  # the training dataset shuffles itself
         verbose=fit_verbosity(config.verbose),
