@@ -86,27 +86,30 @@ def test_an_epoch_longer_than_the_budget_ends_at_the_step_that_overruns_it(tmp_p
 def test_the_epochs_ceiling_and_a_resumed_run_s_spent_time(tmp_path, clock):
     fast = drive(budget.TimeBudget(100, 4, 3, str(tmp_path)), clock, [10.0] * 3, 4)
     assert fast.record(1)["epochs"] == 3 and fast.record(1)["ended_by"] == "--epochs"
-    # A run interrupted after 2 epochs of 40 s (its record has a third) resumes with 80 s spent.
+    # A run interrupted after 2 epochs of 40 s (its record has a third) resumes
+    # with 80 s of its 130 spent: one more epoch of 40 s fits.
     (tmp_path / budget.RECORD).write_text(json.dumps({"epoch_seconds": [40.0, 40.0, 40.0]}))
     spent = budget.spent(str(tmp_path), 2)
     assert spent == {"epoch_seconds": [40.0, 40.0], "epochs": [{}, {}]}
     schedule = PlannedCosineDecay(1e-3, 0, total_steps=200)  # as build_model makes it
-    resumed = budget.TimeBudget(100, 4, 50, str(tmp_path), spent, schedule=schedule)
+    resumed = budget.TimeBudget(130, 4, 50, str(tmp_path), spent, schedule=schedule)
     assert not resumed.exhausted()
     resumed.set_model(FakeModel())
-    resumed.on_train_begin()  # resumed: the plan of the epochs done, 2 + 20 // 40 = 2
-    assert float(keras.ops.convert_to_numpy(schedule.total_steps)) == 8.0
-    drive(resumed, clock, [15.0] * 5, 4)
-    assert resumed.record(1)["epochs"] == 3  # 80 + 15 = 95; another 15 would overrun
+    resumed.on_train_begin()  # resumed: the plan of the epochs done, 2 + 50 // 40 = 3
     assert float(keras.ops.convert_to_numpy(schedule.total_steps)) == 12.0
-    assert json.load(open(tmp_path / budget.RECORD))["epochs"] == [{}, {}, {"val_loss": 3.0}]
+    drive(resumed, clock, [15.0] * 10, 4)
+    # 80 + 3 x 15 = 125; another 15 would overrun.
+    assert resumed.record(1)["epochs"] == 5
+    assert float(keras.ops.convert_to_numpy(schedule.total_steps)) == 20.0
+    record = json.load(open(tmp_path / budget.RECORD))
+    assert record["epochs"] == [{}, {}] + [{"val_loss": 3.0}] * 3
     assert budget.spent(str(tmp_path / "none"), 2) == {"epoch_seconds": [], "epochs": []}
-    # A run stopped by its budget, then killed while saving: no more training.
-    done = budget.spent(str(tmp_path), 3)
-    assert budget.TimeBudget(100, 4, 50, str(tmp_path), done).exhausted()
+    # A run stopped by its budget (100 s), then killed while saving: no more training.
+    assert budget.TimeBudget(100, 4, 50, str(tmp_path), budget.spent(str(tmp_path), 3)).exhausted()
     # A kill between the backup and the record lost the last epoch's entry.
-    lost = budget.spent(str(tmp_path), 4)
-    assert lost["epoch_seconds"] == [40.0, 40.0, 15.0, 15.0] and len(lost["epochs"]) == 4
+    lost = budget.spent(str(tmp_path), 6)
+    assert lost["epoch_seconds"] == [40.0, 40.0, 15.0, 15.0, 15.0, 15.0]
+    assert len(lost["epochs"]) == 6
 
 
 def test_the_planned_cosine_is_keras_s_cosine_decay_for_the_same_end():
