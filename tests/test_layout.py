@@ -202,6 +202,7 @@ def test_every_folder_of_the_package_is_packaged_without_deprecated_metadata():
     import glob
 
     for package, patterns in setuptools["package-data"].items():
-        folder = os.path.join(root, *package.split("."))
+        top, *rest = package.split(".")
+        folder = os.path.join(root, setuptools["package-dir"].get(top, top), *rest)
         for pattern in patterns:
             assert glob.glob(os.path.join(folder, pattern)), (package, pattern)
