@@ -337,7 +337,10 @@ def test_the_demo_s_everyday_scores_are_sacrebleu_s_on_the_export_s_translations
     from recipes.translation.text_io import read_pair_file
 
     lines = []
-    scores = commands.everyday_scores(exported, lines.append)
+    import tensorflow as tf
+
+    serve = tf.saved_model.load(exported).signatures["serving_default"]
+    scores = commands.everyday_scores(serve, lines.append)
     pairs = read_pair_file(commands.EVERYDAY, "--test", print)
     assert len(pairs) >= 60
     log = run("translate", *[s for s, _ in pairs], "--output", trained[0], "--beam-width", "2")

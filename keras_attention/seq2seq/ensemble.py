@@ -157,8 +157,10 @@ class Ensemble(Seq2Seq):
             if not model.built:
                 model.build()
 
-    def _member_log_probs(self, logits):
-        return [ops.log_softmax(ops.cast(x, "float32"), axis=-1) for x in logits]
+    def _combine(self, logits):
+        """The ensemble's log-probabilities from the members' logits."""
+        log_probs = [ops.log_softmax(ops.cast(x, "float32"), axis=-1) for x in logits]
+        return combine_log_probs(log_probs, self.model_weights, self.combine)
 
     def encode(self, source, max_length=None, training=None):
         return {
@@ -175,10 +177,7 @@ class Ensemble(Seq2Seq):
             )
             logits.append(step_logits)
             attention.append(ops.cast(step_attention, "float32"))
-        combined = combine_log_probs(
-            self._member_log_probs(logits), self.model_weights, self.combine
-        )
-        return combined, states, self._mean_attention(attention)
+        return self._combine(logits), states, self._mean_attention(attention)
 
     def _mean_attention(self, attention):
         real = [
@@ -201,7 +200,7 @@ class Ensemble(Seq2Seq):
         logits = [
             model.teacher_forced(source, target_in, training=training) for model in self.models
         ]
-        return combine_log_probs(self._member_log_probs(logits), self.model_weights, self.combine)
+        return self._combine(logits)
 
     def reorder_state(self, state, indices):
         return {

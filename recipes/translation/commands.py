@@ -460,14 +460,13 @@ def demo(config, log=print):
     )
     import tensorflow as tf
 
-    served = tf.saved_model.load(path).signatures["serving_default"](
-        text=tf.constant(DEMO_SENTENCES[:1])
-    )
+    serve = tf.saved_model.load(path).signatures["serving_default"]
+    served = serve(text=tf.constant(DEMO_SENTENCES[:1]))
     log(
         f"through the exported model: {DEMO_SENTENCES[0]} -> "
         f"{served['translation'].numpy()[0].decode()}"
     )
-    everyday = everyday_scores(path, log)
+    everyday = everyday_scores(serve, log)
     now = time.perf_counter()
     since_training = (
         f" ({(now - marks['training']) / 60:.1f} from the first training step)" if marks else ""
@@ -482,10 +481,11 @@ def demo(config, log=print):
 EVERYDAY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "testsets", "everyday.tsv")
 
 
-def everyday_scores(export, log=print):
-    """BLEU and chrF of an export's `serving_default` on the hand-written
-    everyday set (`testsets/everyday.tsv`, written for this project, none of
-    it from Ding), with a few of its translations."""
+def everyday_scores(serve, log=print):
+    """BLEU and chrF of an export's `serve` (its loaded `serving_default`
+    signature) on the hand-written everyday set (`testsets/everyday.tsv`,
+    written for this project, none of it from Ding), with a few of its
+    translations."""
     import tensorflow as tf
 
     from .scores import corpus_scores
@@ -493,7 +493,6 @@ def everyday_scores(export, log=print):
 
     pairs = read_pair_file(EVERYDAY, "--test", log)
     sources = [source for source, _ in pairs]
-    serve = tf.saved_model.load(export).signatures["serving_default"]
     translations = [t.decode() for t in serve(text=tf.constant(sources))["translation"].numpy()]
     scores = corpus_scores(translations, [reference for _, reference in pairs])
     log(

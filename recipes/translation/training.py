@@ -7,6 +7,7 @@ Functions take a `TranslationConfig` (`config.py`) or the model's settings
 dict (`model_settings`), never the command line's arguments.
 """
 
+import filecmp
 import json
 import math
 import os
@@ -334,7 +335,7 @@ def load_decoder(config):
                 "(the --output run is always a member)"
             )
         for mine, theirs in zip(vocabulary_paths(config.output), vocabulary_paths(other)):
-            if not os.path.exists(theirs) or _bytes(mine) != _bytes(theirs):
+            if not os.path.exists(theirs) or not filecmp.cmp(mine, theirs, shallow=False):
                 raise UsageError(
                     f"--ensemble {other}: its vocabulary {theirs} is not --output's ({mine}); "
                     "an ensemble decodes with one vocabulary: train its runs with the same "
@@ -351,11 +352,6 @@ def load_decoder(config):
         lengths.append(member_config["max_length"])
     run_config = {**run_config, "max_length": min(lengths), "ensemble": list(config.ensemble)}
     return Ensemble(members), run_config, source, target
-
-
-def _bytes(path):
-    with open(path, "rb") as handle:
-        return handle.read()
 
 
 SIDES = ("source", "target")
