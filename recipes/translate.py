@@ -313,6 +313,12 @@ def parser():
                 help="in [0, 1)",
             )
             command.add_argument(
+                "--word-dropout",
+                type=float,
+                help="training only: replace each source piece and each piece of the "
+                "decoder's input by [UNK] with this probability, in [0, 1) (default: 0)",
+            )
+            command.add_argument(
                 "--epochs", type=int, help="epochs to train (with --time-budget: the most)"
             )
             command.add_argument(

@@ -192,6 +192,42 @@ def test_batches_are_bucketed_by_length_and_hold_every_pair_once(trained):
     assert sum(s[0] * s[1] for s, _, _ in shapes) == sum(bucket_width) < len(fits) * 48
 
 
+def test_word_dropout_replaces_input_pieces_by_unk_and_never_the_scored_targets(trained):
+    from keras_attention.serving.text import UNK
+    from recipes.translation.data import make_dataset
+
+    output, _ = trained
+    tokenizers = data_module.load_tokenizers(output)
+    path = os.path.join(output, "data", "train.tsv")
+
+    def batches(rate, seed=0):
+        data, _, _ = make_dataset(path, *tokenizers, 48, 16, seed=seed, word_dropout=rate)
+        return [
+            (source, target_in, target_out)
+            for (source, target_in), target_out in data.as_numpy_iterator()
+        ]
+
+    clean, noisy = batches(0.0), batches(0.3)
+    assert len(clean) == len(noisy) > 5
+    counts = {"pieces": 0, "dropped": 0}
+    for batch, noisy_batch in zip(clean, noisy):
+        for ids, noisy_ids in zip(batch[:2], noisy_batch[:2]):
+            changed = ids != noisy_ids
+            assert (noisy_ids[changed] == UNK).all()  # a dropped piece becomes [UNK]
+            assert (ids[changed] > UNK).all()  # [PAD], [START], [END] stay
+            counts["pieces"] += int((ids > UNK).sum())
+            counts["dropped"] += int(changed.sum())
+        np.testing.assert_array_equal(batch[2], noisy_batch[2])  # the scored targets
+    assert counts["pieces"] > 2000
+    assert abs(counts["dropped"] / counts["pieces"] - 0.3) < 0.03
+    # Source and decoder input draw apart; a run's seed gives its noise again.
+    source, target_in, _ = noisy[0]
+    assert not np.array_equal(source[:, :5] == UNK, target_in[:, :5] == UNK)
+    again = batches(0.3)
+    assert all(np.array_equal(a[0], b[0]) for a, b in zip(noisy, again))
+    assert not all(np.array_equal(a[0], b[0]) for a, b in zip(noisy, batches(0.3, seed=1)))
+
+
 def test_dictionary_entries_are_extra_pairs_and_never_a_held_out_sentence(tmp_path, trained):
     from recipes.translation.data import _words, make_dataset, prepare, read_pairs
 

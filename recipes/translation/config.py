@@ -104,6 +104,7 @@ MODEL_KEYS = (
     "dropout",
     "learning_rate",
     "label_smoothing",
+    "word_dropout",
     "max_length",
     "style",
     "warmup",
@@ -139,7 +140,7 @@ POSITIVE = (  # integers >= 1
 COUNTS = ("samples", "bleu_trials", "min_length", "no_repeat_ngram", "bleu_every")  # >= 0
 MODEL_POSITIVE = ("embed_dim", "hidden_dim", "num_layers", "num_heads", "num_key_value_heads")
 MODEL_POSITIVE += ("sliding_window", "max_length")
-FRACTIONS = ("dropout", "label_smoothing")  # in [0, 1)
+FRACTIONS = ("dropout", "label_smoothing", "word_dropout")  # in [0, 1)
 # The demo's own defaults, sized for ten minutes on a quiet 2-core CPU for the
 # whole job (`train`'s are larger); what each did to BLEU: RESULTS.md, "The
 # demo's settings". Its alpha was chosen on the validation split: 0.6 left
@@ -254,6 +255,7 @@ class TranslationConfig:
     dropout: float = 0.1
     learning_rate: float = 1e-3
     label_smoothing: float = 0.1
+    word_dropout: float = 0.0  # training only: pieces replaced by [UNK] (`data.make_dataset`)
     # training
     epochs: int = 10  # with time_budget: the most epochs
     time_budget: float = None  # minutes of training (`budget.py`); None or 0: --epochs decide
@@ -460,6 +462,7 @@ def model_settings(config, hyperparameters=None):
         if settings[key] is not None:
             check_number(key, settings[key], integer=True, low=1)
     check_number("learning_rate", settings["learning_rate"], low=0, low_included=False)
+    settings["word_dropout"] = settings["word_dropout"] or 0.0  # records made before the flag
     for key in FRACTIONS:
         check_number(key, settings[key], low=0, high=1)
     settings["warmup"] = 0 if settings["warmup"] is None else settings["warmup"]
@@ -498,4 +501,5 @@ def recorded_defaults(settings):
         "decay": "rsqrt",
         "dictionary": 0.0,
         "protect_numbers": False,
+        "word_dropout": 0.0,
     }

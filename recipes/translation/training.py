@@ -562,6 +562,7 @@ def _train(config, log, settings, spec, starting=None):
         batch_tokens=config.batch_tokens,
         dictionary=config.dictionary,
         numbers=numbers,
+        word_dropout=spec["word_dropout"],
     )
     spec["total_steps"] = config.epochs * int(train_data.cardinality())  # --decay cosine's end
     with strategy.scope():
