@@ -133,7 +133,7 @@ docs: $(STAMP) $(MATHJAX)
 
 test-torch: $(TORCH_STAMP)
 	KERAS_BACKEND=torch $(VENV_TORCH)/bin/python -m pytest $(DOCTESTS)
-	KERAS_BACKEND=torch $(VENV_TORCH)/bin/python -m pytest $(PORTABLE_ARGS) $(PORTABLE)
+	KERAS_BACKEND=torch KERAS_ATTENTION_EVERY_CASE=1 $(VENV_TORCH)/bin/python -m pytest $(PORTABLE_ARGS) $(PORTABLE)
 
 bench: $(STAMP)
 	$(PY) -m pip install --quiet -e ".[bench]"

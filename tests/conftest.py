@@ -7,6 +7,31 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
+# On JAX and PyTorch a test that sweeps configurations (`parametrize`) runs
+# its first case only, except the layer harnesses and the portability and
+# compatibility tests, which check every layer and family on the backend:
+# the other sweeps run the same `keras.ops` code, which TensorFlow's run
+# checks case by case. KERAS_ATTENTION_EVERY_CASE=1 runs every case
+# (`make test-torch` does); `make test`'s JAX run keeps the suite in time.
+EVERY_CASE_ON_EVERY_BACKEND = ("test_portability.py", "test_compatibility.py", "harness")
+
+
+def pytest_collection_modifyitems(config, items):
+    if keras.backend.backend() == "tensorflow" or os.environ.get("KERAS_ATTENTION_EVERY_CASE"):
+        return
+    seen, kept, left_out = set(), [], []
+    for item in items:
+        test = (str(item.path), getattr(item, "originalname", item.name))
+        every_case = any(name in item.nodeid for name in EVERY_CASE_ON_EVERY_BACKEND)
+        if hasattr(item, "callspec") and test in seen and not every_case:
+            left_out.append(item)
+        else:
+            kept.append(item)
+            seen.add(test)
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = kept
+
 
 @pytest.fixture(autouse=True)
 def _fresh_keras_state():
