@@ -17,6 +17,11 @@ Cells (rows of the table; `--cells` picks some):
 - `tf 2 procs x 1 thread` — two processes at once, one thread each, on the
   same batches: the sum of their throughputs is what data parallelism over
   the two cores could reach at most (it leaves out the gradient exchange);
+- `tf 2 workers x 1 thread` — real data parallelism over the two cores:
+  two worker processes of one thread each in a `TF_CONFIG` cluster on
+  localhost (`MultiWorkerMirroredStrategy`, the recipe's multi-worker
+  path), each training on its own batch, the gradients summed over gRPC
+  every step; its tokens/s count both workers' batches;
 - `transformer` — the Transformer of the demo's width (`--family`'s other
   family), for ConvS2S against the Transformer per second;
 - `tf gather loss` — `tf` with the loss and perplexity of before issue 22
@@ -71,6 +76,7 @@ CELLS = {  # name -> (backend, environment, options of the child)
     "jax": ("jax", {"KERAS_BACKEND": "jax"}, {}),
     "torch": ("torch", {"KERAS_BACKEND": "torch"}, {}),
     "tf 2 procs x 1 thread": ("tf", {}, {"threads": [1, 1], "processes": 2}),
+    "tf 2 workers x 1 thread": ("tf", {}, {"threads": [1, 1], "processes": 2, "workers": True}),
     "transformer": ("tf", {}, {"family": "transformer"}),
     "tf gather loss": ("tf", {}, {"gather_loss": True}),
 }
@@ -132,6 +138,11 @@ def child(args):
 
         tf.config.threading.set_intra_op_parallelism_threads(options["threads"][0])
         tf.config.threading.set_inter_op_parallelism_threads(options["threads"][1])
+    strategy = None
+    if options.get("workers"):  # TF_CONFIG from `launch`: collectives before any other op
+        import tensorflow as tf
+
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()
     import keras
 
     from recipes.translation.training import build_model
@@ -146,7 +157,15 @@ def child(args):
         keras.mixed_precision.set_global_policy("mixed_bfloat16")
     keras.utils.set_random_seed(0)
     config = {**DEMO, "family": options.get("family", "convs2s"), "jit": options.get("jit", False)}
-    model = build_model(config, args.source_vocab, args.target_vocab)
+    if strategy is not None:
+        from keras_attention.serving.distribute import adapt_for_distribution
+
+        with strategy.scope():
+            model = adapt_for_distribution(
+                build_model(config, args.source_vocab, args.target_vocab)
+            )
+    else:
+        model = build_model(config, args.source_vocab, args.target_vocab)
     if options.get("gather_loss"):
         recompile_with_gather_loss(model)
     shapes = {}
@@ -197,7 +216,19 @@ def recompile_with_gather_loss(model):
     )
 
 
-def launch(cell, args, vocab, batches):
+def free_ports(count):
+    import socket
+
+    sockets = [socket.socket() for _ in range(count)]
+    for handle in sockets:
+        handle.bind(("localhost", 0))
+    ports = [handle.getsockname()[1] for handle in sockets]
+    for handle in sockets:
+        handle.close()
+    return ports
+
+
+def launch(cell, args, vocab, batches, tf_config=None):
     backend, env, options = CELLS[cell]
     python = os.path.join(ROOT, VENVS[backend], "bin", "python")
     command = [python, os.path.abspath(__file__), "--child", "--batches", batches]
@@ -205,6 +236,8 @@ def launch(cell, args, vocab, batches):
     command += ["--source-vocab", str(vocab[0]), "--target-vocab", str(vocab[1])]
     environment = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", **env}
     environment["PYTHONPATH"] = ROOT
+    if tf_config is not None:
+        environment["TF_CONFIG"] = json.dumps(tf_config)
     return subprocess.Popen(
         command, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
@@ -214,7 +247,14 @@ def measure(cell, args, vocab, batches):
     """Tokens/s and tokens per CPU-second of one run of `cell` (the sum over
     its processes)."""
     count = CELLS[cell][2].get("processes", 1)
-    processes = [launch(cell, args, vocab, batches) for _ in range(count)]
+    configs = [None] * count
+    if CELLS[cell][2].get("workers"):  # one cluster of `count` workers
+        workers = [f"localhost:{port}" for port in free_ports(count)]
+        configs = [
+            {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
+            for index in range(count)
+        ]
+    processes = [launch(cell, args, vocab, batches, config) for config in configs]
     results, failures = [], []
     for process in processes:
         out, err = process.communicate()
