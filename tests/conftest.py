@@ -3,9 +3,18 @@ import os
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import signal  # noqa: E402
+
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+
+# Tests interrupt recipe processes with SIGINT (Ctrl-C). A shell that starts
+# the suite in the background without job control (`nohup make test &`)
+# ignores SIGINT, and the recipes' processes would inherit that and never
+# see the signal; a handler here gives them the default back at exec.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # On JAX and PyTorch a test that sweeps configurations (`parametrize`) runs
 # its first case only, except the layer harnesses and the portability and
