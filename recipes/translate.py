@@ -319,6 +319,14 @@ def parser():
                 "decoder's input by [UNK] with this probability, in [0, 1) (default: 0)",
             )
             command.add_argument(
+                "--subword-sampling",
+                type=float,
+                metavar="ALPHA",
+                help="training only (SentencePiece): segment each training sentence anew "
+                "every epoch, drawing a segmentation with probability proportional to "
+                "P(segmentation)^ALPHA (subword regularization; e.g. 0.3; default 0: the best)",
+            )
+            command.add_argument(
                 "--epochs", type=int, help="epochs to train (with --time-budget: the most)"
             )
             command.add_argument(

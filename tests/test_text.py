@@ -217,6 +217,61 @@ def test_sentencepiece_ids_and_text_equal_the_sentencepiece_processor(
         assert [t.decode() for t in decoded] == [processor.decode(row) for row in rows]
 
 
+def segmentations(text, scores):
+    """Every segmentation of `text` into pieces of `scores` (piece -> log
+    probability), with its log probability: the unigram model's lattice."""
+    if not text:
+        return [((), 0.0)]
+    return [
+        ((text[:end],) + rest, scores[text[:end]] + score)
+        for end in range(1, len(text) + 1)
+        if text[:end] in scores
+        for rest, score in segmentations(text[end:], scores)
+    ]
+
+
+@pytest.mark.parametrize("alpha", [0.3, 1.0])
+def test_subword_sampling_draws_segmentations_with_probability_p_to_the_alpha(
+    sentencepiece_model, sentencepiece_tokenizer, alpha
+):
+    """Kudo's subword regularization: a segmentation s of a word is drawn
+    with probability P(s)^alpha / sum_s' P(s')^alpha, where log P(s) sums the
+    model's piece scores; checked against every segmentation enumerated
+    from the `sentencepiece` package's scores, over 4,000 draws. Every draw
+    decodes to the text, and sampling 0 gives the best segmentation."""
+    import sentencepiece
+
+    processor = sentencepiece.SentencePieceProcessor(model_file=sentencepiece_model)
+    scores = {
+        processor.id_to_piece(i): processor.get_score(i)
+        for i in range(processor.get_piece_size())
+        if i > UNK and not processor.is_byte(i)
+    }
+    found = segmentations("\u2581time", scores)
+    weights = np.exp(alpha * np.array([score for _, score in found]))
+    expected = dict(zip([pieces for pieces, _ in found], weights / weights.sum()))
+    assert len(expected) > 5
+
+    draws = 4000
+    ids, _ = sentencepiece_tokenizer.encode(tf.constant(["time"] * draws), 16, sampling=alpha)
+    assert [t.decode() for t in sentencepiece_tokenizer.decode(ids).numpy()] == ["time"] * draws
+    drawn = [tuple(processor.id_to_piece(row)) for row in ids_of(ids)]
+    assert set(drawn) <= set(expected)
+    for pieces, probability in expected.items():  # 4 standard errors at most
+        assert abs(drawn.count(pieces) / draws - probability) < 4 * (0.25 / draws) ** 0.5
+
+    best, _ = sentencepiece_tokenizer.encode(tf.constant(["time"] * 50), 16)
+    assert ids_of(best) == [processor.encode("time")] * 50
+    assert max(expected, key=expected.get) == tuple(processor.encode("time", out_type=str))
+    with pytest.raises(ValueError, match="sampling must be >= 0; got -0.5"):
+        sentencepiece_tokenizer.pieces(tf.constant(["time"]), sampling=-0.5)
+
+
+def test_wordpiece_refuses_subword_sampling(tokenizer):
+    with pytest.raises(ValueError, match="sampling needs a SentencePiece model"):
+        tokenizer.encode(tf.constant(["I have no time."]), 8, sampling=0.3)
+
+
 def test_sentencepiece_training_is_deterministic_and_writes_atomically(
     sentencepiece_model, tmp_path
 ):

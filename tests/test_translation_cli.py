@@ -137,6 +137,11 @@ def test_a_run_refuses_other_data_settings_and_overwrite_rebuilds(tmp_path):
         (["--dropout", "1.5"], "error: --dropout must be in [0, 1); got 1.5"),
         (["--label-smoothing", "1.0"], "error: --label-smoothing must be in [0, 1); got 1.0"),
         (["--word-dropout", "-0.1"], "error: --word-dropout must be in [0, 1); got -0.1"),
+        (["--subword-sampling", "-1"], "error: --subword-sampling must be >= 0; got -1.0"),
+        (
+            ["--tokenizer", "wordpiece", "--subword-sampling", "0.3"],
+            "error: --subword-sampling needs --tokenizer sentencepiece",
+        ),
         (["--family", "transformer", "--embed-dim", "8"], "error: --embed-dim does not apply"),
         (
             ["--family", "rnn", "--num-heads", "2"],

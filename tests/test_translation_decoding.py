@@ -228,6 +228,45 @@ def test_word_dropout_replaces_input_pieces_by_unk_and_never_the_scored_targets(
     assert not all(np.array_equal(a[0], b[0]) for a, b in zip(noisy, batches(0.3, seed=1)))
 
 
+def test_subword_sampling_segments_each_epoch_anew_into_the_same_sentences(trained):
+    """`subword_sampling`: the training batches hold other segmentations of
+    the same sentences each epoch, which decode to the same texts (a pair
+    whose draw is longer than `max_length` sits the epoch out); the decoder's
+    input and the scored targets stay one piece apart."""
+    from recipes.translation.data import make_dataset
+
+    output, _ = trained
+    tokenizers = data_module.load_tokenizers(output)
+    path = os.path.join(output, "data", "train.tsv")
+
+    def epoch(data):
+        """(source text, target text, source pieces) of every pair of an epoch."""
+        found = []
+        for (source, target_in), target_out in data.as_numpy_iterator():
+            np.testing.assert_array_equal(target_in[:, 1:], target_out[:, :-1])
+            texts = [
+                tokenizer.decode(ids).numpy()
+                for tokenizer, ids in zip(tokenizers, (source, target_out))
+            ]
+            found += [(s, t, tuple(row[row > 0])) for s, t, row in zip(*texts, source)]
+        return sorted(found)
+
+    best = epoch(make_dataset(path, *tokenizers, 48, 16, shuffle=True)[0])
+    sampled = make_dataset(path, *tokenizers, 48, 16, shuffle=True, subword_sampling=0.3)[0]
+    first, second = epoch(sampled), epoch(sampled)
+    assert len(best) > 100
+    # The same sentences, less the few whose drawn segmentation is too long.
+    for drawn in (first, second):
+        assert {(s, t) for s, t, _ in drawn} <= {(s, t) for s, t, _ in best}
+        assert len(drawn) > 0.9 * len(best)
+    best, first, second = (
+        {(s, t): pieces for s, t, pieces in found} for found in (best, first, second)
+    )
+    shared = best.keys() & first.keys() & second.keys()
+    assert np.mean([best[k] != first[k] for k in shared]) > 0.2  # other than the best
+    assert np.mean([first[k] != second[k] for k in shared]) > 0.2  # and drawn anew
+
+
 def test_dictionary_entries_are_extra_pairs_and_never_a_held_out_sentence(tmp_path, trained):
     from recipes.translation.data import _words, make_dataset, prepare, read_pairs
 

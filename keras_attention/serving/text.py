@@ -136,12 +136,12 @@ class _InGraphTokenizer(tf.Module):
         empty = tf.equal(tf.strings.length(cls.clean(strings)), 0)
         return tf.where(empty, tf.constant(""), translations)
 
-    def encode(self, strings, max_length):
+    def encode(self, strings, max_length, sampling=0.0):
         """`(ids (B, max_length) int32, truncated (B,) bool)`: `[START]
         pieces... [END]`, padded with `[PAD]`; a text of more than
         `max_length - 2` pieces keeps its first ones, still ends with
-        `[END]`, and is flagged."""
-        pieces = self.pieces(strings)
+        `[END]`, and is flagged. `sampling` is `pieces`'."""
+        pieces = self.pieces(strings, sampling)
         room = max_length - 2
         truncated = pieces.row_lengths() > room
         pieces = pieces[:, :room]
@@ -196,8 +196,14 @@ class SubwordTokenizer(_InGraphTokenizer):
             self._ids, lower_case=lower_case, unknown_token="[UNK]"
         )
 
-    def pieces(self, strings):
-        """Ragged `(B, None)` int64 piece ids, without `[START]`/`[END]`."""
+    def pieces(self, strings, sampling=0.0):
+        """Ragged `(B, None)` int64 piece ids, without `[START]`/`[END]`.
+        WordPiece has one segmentation: `sampling` must be 0."""
+        if sampling:
+            raise ValueError(
+                f"sampling needs a SentencePiece model (WordPiece has one segmentation); "
+                f"got sampling={sampling}"
+            )
         return self._tokenizer.tokenize(self.clean(strings)).merge_dims(-2, -1)
 
     def tokens(self, ids):
@@ -504,14 +510,23 @@ class SentencePieceTokenizer(_InGraphTokenizer):
         strings = tf.strings.regex_replace(strings, WORD_BOUNDARY, " ")
         return tf.strings.regex_replace(tf.strings.strip(strings), " +", " ")
 
-    def pieces(self, strings):
-        """Ragged `(B, None)` int64 piece ids, without `[START]`/`[END]`."""
+    def pieces(self, strings, sampling=0.0):
+        """Ragged `(B, None)` int64 piece ids, without `[START]`/`[END]`.
+
+        `sampling` 0: the most likely segmentation. `sampling` a > 0
+        (for training batches): a segmentation drawn from all of them,
+        with probability proportional to P(segmentation)^a (Kudo's subword
+        regularization, 2018); the smaller a, the flatter the draw, and 1
+        draws by the model's own probabilities. The draws are not seeded
+        (SentencePiece's generator): every run sees other ones."""
+        if sampling < 0:
+            raise ValueError(f"sampling must be >= 0; got {sampling}")
         ops = _sentencepiece_ops()
         ids, row_splits = ops.sentencepiece_tokenize_op(
             self._model.resource_handle,
             self.clean(strings),
-            nbest_size=0,  # no sampling: the best segmentation
-            alpha=1.0,
+            nbest_size=-1 if sampling else 0,  # -1: every segmentation may be drawn
+            alpha=sampling or 1.0,
             add_bos=False,
             add_eos=False,
             reverse=False,

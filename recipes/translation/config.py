@@ -105,6 +105,7 @@ MODEL_KEYS = (
     "learning_rate",
     "label_smoothing",
     "word_dropout",
+    "subword_sampling",
     "max_length",
     "style",
     "warmup",
@@ -256,6 +257,7 @@ class TranslationConfig:
     learning_rate: float = 1e-3
     label_smoothing: float = 0.1
     word_dropout: float = 0.0  # training only: pieces replaced by [UNK] (`data.make_dataset`)
+    subword_sampling: float = 0.0  # training only: SentencePiece's sampling alpha (0: off)
     # training
     epochs: int = 10  # with time_budget: the most epochs
     time_budget: float = None  # minutes of training (`budget.py`); None or 0: --epochs decide
@@ -350,6 +352,11 @@ class TranslationConfig:
         if self.repetition_penalty is not None:
             check_number("repetition_penalty", self.repetition_penalty, low=0, low_included=False)
         check_number("dictionary", self.dictionary, low=0)
+        if self.subword_sampling and self.tokenizer != "sentencepiece":
+            raise UsageError(
+                "--subword-sampling needs --tokenizer sentencepiece (WordPiece has one "
+                f"segmentation); got --tokenizer {self.tokenizer}"
+            )
         for run in self.ensemble or ():
             if not os.path.isdir(run):  # before stdin is read for texts
                 raise UsageError(
@@ -462,7 +469,9 @@ def model_settings(config, hyperparameters=None):
         if settings[key] is not None:
             check_number(key, settings[key], integer=True, low=1)
     check_number("learning_rate", settings["learning_rate"], low=0, low_included=False)
-    settings["word_dropout"] = settings["word_dropout"] or 0.0  # records made before the flag
+    for key in ("word_dropout", "subword_sampling"):  # records made before the flags
+        settings[key] = settings[key] or 0.0
+    check_number("subword_sampling", settings["subword_sampling"], low=0)
     for key in FRACTIONS:
         check_number(key, settings[key], low=0, high=1)
     settings["warmup"] = 0 if settings["warmup"] is None else settings["warmup"]
@@ -502,4 +511,5 @@ def recorded_defaults(settings):
         "dictionary": 0.0,
         "protect_numbers": False,
         "word_dropout": 0.0,
+        "subword_sampling": 0.0,
     }

@@ -365,6 +365,7 @@ def make_dataset(
     extra_ratio=0.0,
     numbers=None,
     word_dropout=0.0,
+    subword_sampling=0.0,
 ):
     """`((source, target_in), target_out)` batches from a split file,
     tokenised in the graph: `target_in = [START] y`, `target_out = y [END]`.
@@ -391,6 +392,13 @@ def make_dataset(
     Zhang found worth several BLEU on small data); `[PAD]`, `[START]` and
     `[END]` stay, and `target_out`, what the loss scores, is never changed.
 
+    `subword_sampling` a > 0 (for training, SentencePiece tokenizers):
+    each epoch segments every sentence anew, drawing a segmentation with
+    probability proportional to P(segmentation)^a (Kudo's subword
+    regularization; `SentencePieceTokenizer.pieces`). A pair whose drawn
+    segmentation does not fit `max_length` sits that epoch out; `kept`
+    counts the pairs whose best segmentation fits.
+
     Returns `(dataset, kept, total)`: the pairs of `path` that fit, counted
     first, and all of them. The dataset knows its length in batches (Keras
     then knows an epoch's length): exact without `extra_path`; with it, the
@@ -398,13 +406,13 @@ def make_dataset(
     import numpy as np
     import tensorflow as tf
 
-    def encode(lines):
+    def encode(lines, sampling=0.0):
         parts = tf.strings.split(lines, "\t", maxsplit=1).to_tensor("", shape=[None, 2])
         sources, targets = parts[:, 0], parts[:, 1]
         if numbers is not None:
             sources, targets = numbers.protect_pairs(sources, targets)
-        source, source_cut = source_tokenizer.encode(sources, max_length)
-        target, target_cut = target_tokenizer.encode(targets, max_length + 1)
+        source, source_cut = source_tokenizer.encode(sources, max_length, sampling)
+        target, target_cut = target_tokenizer.encode(targets, max_length + 1, sampling)
         return source, target, tf.logical_not(tf.logical_or(source_cut, target_cut))
 
     def lengths(lines):
@@ -447,7 +455,7 @@ def make_dataset(
         )
 
     def fitting(lines):
-        source, target, keep = encode(lines)
+        source, target, keep = encode(lines, subword_sampling)
         return tf.boolean_mask(source, keep), tf.boolean_mask(target, keep)
 
     def unpadded(source, target):  # bucketing pads again, less
@@ -555,13 +563,14 @@ def datasets(
     dictionary=0.0,
     numbers=None,
     word_dropout=0.0,
+    subword_sampling=0.0,
 ):
     """The training and validation datasets; each split's pairs are counted
     after the `max_length` filter, reported, and an empty split stops the
     run with a message. With `dictionary` > 0, each training epoch adds that
     many dictionary entries per sentence pair; `numbers` protects the
-    numbers of pairs that share them, and `word_dropout` is the training
-    batches' (`make_dataset`)."""
+    numbers of pairs that share them, and `word_dropout` and
+    `subword_sampling` are the training batches' (`make_dataset`)."""
     made = []
     for split in ("train", "valid"):
         training = split == "train"
@@ -578,6 +587,7 @@ def datasets(
             extra_ratio=dictionary if training else 0.0,
             numbers=numbers,
             word_dropout=word_dropout if training else 0.0,
+            subword_sampling=subword_sampling if training else 0.0,
         )
         log(
             f"{split}: {kept} of {total} pairs fit --max-length {max_length}"

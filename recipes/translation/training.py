@@ -563,6 +563,7 @@ def _train(config, log, settings, spec, starting=None):
         dictionary=config.dictionary,
         numbers=numbers,
         word_dropout=spec["word_dropout"],
+        subword_sampling=spec["subword_sampling"],
     )
     spec["total_steps"] = config.epochs * int(train_data.cardinality())  # --decay cosine's end
     with strategy.scope():
