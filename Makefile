@@ -37,7 +37,7 @@ PORTABLE := tests/test_portability.py tests/test_compatibility.py tests/test_reg
 	tests/test_spatial.py tests/test_cell.py tests/test_decoding_options.py tests/test_search.py \
 	tests/test_quantization.py tests/test_ensemble.py
 PORTABLE_ARGS := -q -n 2 -p no:cacheprovider -m "not tensorflow" -k "harness or portability or compatibility or registry or layout or decoding_options or search or quantization or ensemble"
-DOCTESTS := -q -p no:cacheprovider --doctest-modules keras_attention --ignore=keras_attention/serving
+DOCTESTS := -q -n 2 -p no:cacheprovider --doctest-modules keras_attention --ignore=keras_attention/serving
 
 .PHONY: gpu-check translator demo docs test test-torch lint bench bench-decoding bench-rnn bench-training results bottleneck setup clean serving-check serving-oplists serving-venv
 
