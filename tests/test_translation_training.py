@@ -140,7 +140,7 @@ def test_interrupted_training_resumes(tmp_path):
         "--family",
         "rnn",
         "--epochs",
-        "30",
+        "10",  # still training a second after the first backup; each epoch ~1 s
         *TINY,
     ]
     process = subprocess.Popen(
@@ -155,7 +155,7 @@ def test_interrupted_training_resumes(tmp_path):
     output = process.communicate(timeout=240)[0]  # a loaded CI machine
     assert "interrupted: re-run the same command to resume" in output, output[-2000:]
     assert "Traceback" not in output
-    log = run("train", "--output", str(tmp_path), "--family", "rnn", "--epochs", "30", *TINY)
+    log = run("train", "--output", str(tmp_path), "--family", "rnn", "--epochs", "10", *TINY)
     assert "resuming an interrupted run" in log
     assert os.path.exists(tmp_path / "model.keras")
 
