@@ -48,6 +48,7 @@ RUN_ENTRIES = (
     "best.weights.h5",
     "best.weights.h5.json",
     "scores.json",
+    "members",  # train --members: the members after the first
     "attention",
     "tuning",
     "best_hyperparameters.json",

@@ -114,7 +114,8 @@ def add_decoding_flags(command, run):
 
 
 def add_training_flags(command):
-    """`train`'s flags for validation, monitoring and averaging (issue 12)."""
+    """`train`'s flags for validation, monitoring and averaging (issue 12), and
+    its members (issue 22)."""
     command.add_argument(
         "--valid",
         metavar="FILE",
@@ -132,6 +133,13 @@ def add_training_flags(command):
         "--average-last",
         type=int,
         help="keep the last N epochs' weights (checkpoints/) and save their mean as the model",
+    )
+    command.add_argument(
+        "--members",
+        type=int,
+        help="train N models at once (seeds --seed, --seed + 1, ...), one process each on "
+        "its share of the cores: the first in --output, the others in --output/members/K, "
+        "all of one vocabulary, for --ensemble (default 1)",
     )
 
 

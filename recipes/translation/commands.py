@@ -21,6 +21,7 @@ from .decoding import (
     search_from_config,
     translate_texts,
 )
+from .members import train_members
 from .training import finished, load_decoder, load_run, prepared_run, train, train_settings
 
 DEMO_SENTENCES = (
@@ -504,8 +505,13 @@ def everyday_scores(serve, log=print):
     return scores
 
 
+def train_command(config, log=print):
+    """`train`, or with `--members N` its N members at once (`members.py`)."""
+    return train_members(config, log) if config.members > 1 else train(config, log)
+
+
 COMMANDS = {
-    "train": train,
+    "train": train_command,
     "evaluate": evaluate,
     "translate": translate_command,
     "tune": tune,

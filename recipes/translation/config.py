@@ -137,6 +137,7 @@ POSITIVE = (  # integers >= 1
     "last",
     "nbest",
     "num_hypotheses",
+    "members",
 )
 COUNTS = ("samples", "bleu_trials", "min_length", "no_repeat_ngram", "bleu_every")  # >= 0
 MODEL_POSITIVE = ("embed_dim", "hidden_dim", "num_layers", "num_heads", "num_key_value_heads")
@@ -271,6 +272,7 @@ class TranslationConfig:
     bleu_every: int = 0
     bleu_sentences: int = 200
     average_last: int = None
+    members: int = 1  # train: models trained at once, one process each (`members.py`)
     # decoding (`decoding.search_from_config`); None: not given, so the run's
     # recorded setting (`run_decoding`), else BeamSearch's own (`BEAM_DEFAULTS`)
     beam_width: int = None

@@ -1,0 +1,195 @@
+"""`train --members N`: N models of one run, trained at the same time, one
+process each on its own share of the machine, for decoding as an ensemble.
+
+A single training process keeps a 2-core CPU only about 1.2 cores busy;
+two processes pinned to a core each get 1.23-1.28x the work done
+(BENCHMARKS.md, "Using both cores"). Member 1 trains in `--output`
+itself, member k in `<output>/members/k`. The data split and the
+vocabularies are prepared once, in `--output`, and copied into every
+member's folder, so that each member is a whole run (usable alone with
+`--output`) and all of them share one vocabulary, as an ensemble must.
+Member k's seed is `--seed` + k - 1; every other setting is the same.
+
+Each member gets a contiguous share of the CPU cores this process may run
+on (`os.sched_setaffinity`, Linux; with fewer cores than members, every
+member gets all of them) and, when the machine has at least as many GPUs
+as members, a share of the GPUs (`CUDA_VISIBLE_DEVICES`). Members are
+`multiprocessing` "spawn" processes: none inherits this process's
+TensorFlow. Re-running the command resumes the members that did not
+finish and leaves the finished ones alone. Decode them together with
+`--output OUTPUT --ensemble OUTPUT/members/2 ...`.
+"""
+
+import multiprocessing
+import os
+import shutil
+import sys
+
+from .. import runs
+from .config import UsageError
+
+
+def member_folders(output, members):
+    """The run folders of `members` members of the run in `output`."""
+    return [output] + [os.path.join(output, "members", str(k)) for k in range(2, members + 1)]
+
+
+def shares(devices, members):
+    """`devices` split into `members` contiguous shares, as even as they go
+    (the first shares get one more): [[0], [1]] for two cores and two
+    members. With fewer devices than members, None for each: no share."""
+    devices = list(devices)
+    if len(devices) < members:
+        return [None] * members
+    size, extra = divmod(len(devices), members)
+    result, start = [], 0
+    for k in range(members):
+        end = start + size + (k < extra)
+        result.append(devices[start:end])
+        start = end
+    return result
+
+
+def visible_gpus():
+    """How many GPUs TensorFlow sees (0 without TensorFlow)."""
+    try:
+        import tensorflow as tf
+    except ImportError:
+        return 0
+    return len(tf.config.list_physical_devices("GPU"))
+
+
+class Prefixed:
+    """A text stream that writes every line to `stream` after `prefix`."""
+
+    def __init__(self, stream, prefix):
+        self.stream, self.prefix, self.line_start = stream, prefix, True
+
+    def write(self, text):
+        for piece in text.splitlines(keepends=True):
+            if self.line_start:
+                self.stream.write(self.prefix)
+            self.stream.write(piece)
+            self.line_start = piece.endswith("\n")
+        return len(text)
+
+    def flush(self):
+        self.stream.flush()
+
+    def __getattr__(self, name):  # isatty, fileno, encoding: the stream's
+        return getattr(self.stream, name)
+
+
+def _train_member(config, number, cores, gpus):
+    """A member's process: its share of the machine, then `train` with
+    every line it logs prefixed by its number; exit status 2 on a refusal."""
+    if cores is not None and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, cores)  # before TensorFlow sizes its thread pools
+    if gpus is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(str(gpu) for gpu in gpus)
+    sys.stdout = Prefixed(sys.stdout, f"[member {number}] ")  # Keras's epoch lines too
+    runs.import_tensorflow_quietly()
+
+    def log(message):
+        print(message, flush=True)
+
+    from .data import CorpusError
+    from .training import train
+
+    try:
+        train(config, log)
+    except (UsageError, CorpusError, ValueError, OSError) as error:
+        log(f"error: {error}")
+        sys.exit(2)
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+def train_members(config, log=print):
+    """Train `config.members` members of the run in `config.output` (see
+    the module docstring); returns their folders."""
+    from .training import check_inputs, finished, prepared_run, train_settings
+
+    if os.environ.get("TF_CONFIG"):
+        raise UsageError(
+            "--members trains its members as processes of this machine; a TF_CONFIG cluster "
+            "already spreads one model over several: leave out --members"
+        )
+    settings, _ = train_settings(config)
+    check_inputs(config)
+    folders = member_folders(config.output, config.members)
+    if not config.overwrite and all(finished(folder) for folder in folders):
+        raise UsageError(
+            f"--output {config.output} already holds its {config.members} trained members: "
+            "evaluate or translate with them (--ensemble), pass --overwrite to delete them "
+            "and train again, or choose another --output"
+        )
+    with runs.locked(config.output, "train --members"):
+        prepared_run(config, settings, True, log)  # --overwrite deletes members/ too
+    vocabularies = [
+        name
+        for name in ("source.spm", "target.spm", "source.vocab", "target.vocab")
+        if os.path.exists(os.path.join(config.output, name))
+    ]
+    for folder in folders[1:]:  # each member's copy, put in place whole
+        os.makedirs(folder, exist_ok=True)
+        for name in ("data", *vocabularies):
+            target = os.path.join(folder, name)
+            if not os.path.exists(target):
+                temporary = runs.temporary_path(target)
+                if name == "data":
+                    os.remove(temporary)  # copytree makes the folder
+                    shutil.copytree(os.path.join(config.output, name), temporary)
+                else:
+                    shutil.copyfile(os.path.join(config.output, name), temporary)
+                os.replace(temporary, target)
+    cores = [None] * config.members
+    if hasattr(os, "sched_getaffinity"):
+        cores = shares(sorted(os.sched_getaffinity(0)), config.members)
+    gpu_count = visible_gpus()
+    gpus = shares(range(gpu_count), config.members) if gpu_count else [None] * config.members
+    context = multiprocessing.get_context("spawn")
+    processes = []
+    for number, folder in enumerate(folders, start=1):
+        if finished(folder):
+            log(f"member {number}: trained already ({folder})")
+            continue
+        member = config.replace(
+            output=folder,
+            seed=config.seed + number - 1,
+            members=1,
+            overwrite=False,
+            verbose=2 if config.verbose in (None, 1) else config.verbose,  # no progress bars
+        )
+        where = f"cores {cores[number - 1]}" if cores[number - 1] else "all cores"
+        if gpus[number - 1]:
+            where += f", GPUs {gpus[number - 1]}"
+        log(f"member {number}: training in {folder} (seed {member.seed}, {where})")
+        process = context.Process(
+            target=_train_member,
+            args=(member, number, cores[number - 1], gpus[number - 1]),
+            name=f"member-{number}",
+        )
+        process.start()
+        processes.append((number, folder, process))
+    try:
+        for _, _, process in processes:
+            process.join()
+    except KeyboardInterrupt:
+        for _, _, process in processes:
+            process.join(timeout=30)  # the members were interrupted too: let them save
+            if process.is_alive():
+                process.terminate()
+        raise
+    failed = [(n, where, process.exitcode) for n, where, process in processes if process.exitcode]
+    if failed:
+        stopped = (f"member {n} ({where}) stopped with exit status {c}" for n, where, c in failed)
+        raise UsageError(
+            "; ".join(stopped)
+            + ": see its lines above; the same command resumes the members that did not finish"
+        )
+    log(
+        f"trained {config.members} members; decode them as an ensemble with --output "
+        f"{config.output} --ensemble {' '.join(folders[1:])}"
+    )
+    return folders
