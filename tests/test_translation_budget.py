@@ -76,6 +76,15 @@ def test_training_ends_at_the_last_epoch_that_fits_and_plans_the_cosine(tmp_path
     assert saved == {"epoch_seconds": [30.0, 30.0, 30.0], "epochs": [{"val_loss": 3.0}] * 3}
 
 
+def test_averaging_takes_at_most_the_second_half_of_the_epochs_that_ran(tmp_path, clock):
+    # 100 s at 30 s an epoch: 3 epochs ran, so one is half of them.
+    three = drive(budget.TimeBudget(100, 10, 50, str(tmp_path)), clock, [30.0] * 50, 10)
+    assert [three.epochs_to_average(n) for n in (2, 5)] == [1, 1]
+    eleven = drive(budget.TimeBudget(110, 10, 50, str(tmp_path)), clock, [10.0] * 50, 10)
+    assert len(eleven.epoch_seconds) == 11
+    assert [eleven.epochs_to_average(n) for n in (3, 5, 20)] == [3, 5, 5]
+
+
 def test_an_epoch_longer_than_the_budget_ends_at_the_step_that_overruns_it(tmp_path, clock):
     callback = drive(budget.TimeBudget(100, 10, 50, str(tmp_path)), clock, [150.0], 10)
     record = callback.record(100 / 60)
@@ -132,13 +141,30 @@ def test_the_planned_cosine_is_keras_s_cosine_decay_for_the_same_end():
 @pytest.mark.skipif(not os.path.exists(DING), reason=f"{DING} missing")
 def test_a_run_with_a_time_budget_records_what_fit(tmp_path):
     flags = ("--family", "rnn", "--epochs", "200", "--time-budget", "0.15")
-    log = run("train", "--output", str(tmp_path), *flags, "--decay", "cosine", *TINY)
-    record = json.load(open(tmp_path / "config.json"))["time_budget"]
+    log = run(
+        "train",
+        "--output",
+        str(tmp_path),
+        *flags,
+        "--decay",
+        "cosine",
+        "--average-last",
+        "20",
+        *TINY,
+    )
+    run_record = json.load(open(tmp_path / "config.json"))
+    record = run_record["time_budget"]
     assert 1 <= record["epochs"] < 200 and record["ended_by"].startswith("time budget")
     assert record["seconds"] <= 9 + 5  # the budget, and at most a step and a validation more
     # The first plan counts the first epoch's tracing: later epochs are faster.
     assert re.search(r"an epoch takes \d+s, so \d+ of at most 200 epochs fit", log)
     assert "for 0.15 minutes (at most 200 epochs)" in log
+    # Averaged: the second half of the epochs that ran, not the 20 asked for.
+    half = record["epochs"] // 2
+    assert f"{record['epochs']} epochs fit the time budget, so the last {half}" in log
+    averaged = run_record.get("averaged", {}).get("epochs", [])
+    epochs = record["epochs"]
+    assert averaged == (list(range(epochs - half + 1, epochs + 1)) if half >= 2 else [])
 
 
 def test_a_time_budget_must_be_0_or_more_and_0_turns_it_off(capsys):

@@ -127,10 +127,11 @@ def average_last_epochs(model, work, count, valid_data, last_loss, log=print):
     `<work>/checkpoints` into `model` (all of them when fewer were trained). Returns
     what `config.json` records: the averaged epochs, the validation loss
     of the average (`val_loss`) and of the last epoch alone
-    (`val_loss_last`); empty with a single epoch (nothing to average)."""
-    kept = kept_checkpoints(os.path.join(work, FOLDER))[-count:]
+    (`val_loss_last`); empty with a single epoch or a `count` under 2
+    (nothing to average)."""
+    kept = kept_checkpoints(os.path.join(work, FOLDER))[-count:] if count >= 2 else []
     if len(kept) < 2:
-        log(f"--average-last {count}: {len(kept)} epoch kept, nothing to average")
+        log("averaging: fewer than 2 epochs to average, the model is kept as it is")
         return {}
     average_checkpoints(model, [path for _, path in kept])
     val_loss = validation_loss(model, valid_data)

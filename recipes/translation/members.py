@@ -1,9 +1,11 @@
 """`train --members N`: N models of one run, trained at the same time, one
 process each on its own share of the machine, for decoding as an ensemble.
 
-A single training process keeps a 2-core CPU only about 1.2 cores busy;
-two processes pinned to a core each get 1.23-1.28x the work done
-(BENCHMARKS.md, "Using both cores"). Member 1 trains in `--output`
+A single training process keeps a 2-core CPU only partly busy; two
+processes pinned to a core each get 1.05-1.3x its work done (BENCHMARKS.md,
+"Where the demo's training time goes", and RESULTS.md, "Two members in the
+hour"), so each member gets about half a lone run's epochs: members pay off
+where each still fits enough of them. Member 1 trains in `--output`
 itself, member k in `<output>/members/k`. The data split and the
 vocabularies are prepared once, in `--output`, and copied into every
 member's folder, so that each member is a whole run (usable alone with

@@ -657,7 +657,16 @@ def _train(config, log, settings, spec, starting=None):
         val_loss = float(result[0] if isinstance(result, list) else result)
     averaged = {}
     if config.average_last:  # the mean of the last epochs becomes the model
-        averaged = average_last_epochs(model, work, config.average_last, valid_data, val_loss, log)
+        count = config.average_last
+        if budget is not None:  # the clock chose the epochs: their second half at most
+            count = budget.epochs_to_average(count)
+            if count < config.average_last:
+                log(
+                    f"--average-last {config.average_last}: "
+                    f"{len(budget.epoch_seconds)} epochs fit the time budget, so the last "
+                    f"{count} (at most half of them) are averaged"
+                )
+        averaged = average_last_epochs(model, work, count, valid_data, val_loss, log)
         val_loss = averaged.pop("val_loss", val_loss)
     runs.write_atomically(os.path.join(work, "final.weights.h5"), model.save_weights)
     if is_chief():
