@@ -52,15 +52,6 @@ def shares(devices, members):
     return result
 
 
-def visible_gpus():
-    """How many GPUs TensorFlow sees (0 without TensorFlow)."""
-    try:
-        import tensorflow as tf
-    except ImportError:
-        return 0
-    return len(tf.config.list_physical_devices("GPU"))
-
-
 class Prefixed:
     """A text stream that writes every line to `stream` after `prefix`."""
 
@@ -110,6 +101,9 @@ def _train_member(config, number, cores, gpus):
 def train_members(config, log=print):
     """Train `config.members` members of the run in `config.output` (see
     the module docstring); returns their folders."""
+    import tensorflow as tf
+
+    from .data import vocabulary_paths
     from .training import check_inputs, finished, prepared_run, train_settings
 
     if os.environ.get("TF_CONFIG"):
@@ -128,11 +122,7 @@ def train_members(config, log=print):
         )
     with runs.locked(config.output, "train --members"):
         prepared_run(config, settings, True, log)  # --overwrite deletes members/ too
-    vocabularies = [
-        name
-        for name in ("source.spm", "target.spm", "source.vocab", "target.vocab")
-        if os.path.exists(os.path.join(config.output, name))
-    ]
+    vocabularies = [os.path.basename(p) for p in vocabulary_paths(config.output, config.tokenizer)]
     for folder in folders[1:]:  # each member's copy, put in place whole
         os.makedirs(folder, exist_ok=True)
         for name in ("data", *vocabularies):
@@ -148,7 +138,7 @@ def train_members(config, log=print):
     cores = [None] * config.members
     if hasattr(os, "sched_getaffinity"):
         cores = shares(sorted(os.sched_getaffinity(0)), config.members)
-    gpu_count = visible_gpus()
+    gpu_count = len(tf.config.list_physical_devices("GPU"))
     gpus = shares(range(gpu_count), config.members) if gpu_count else [None] * config.members
     context = multiprocessing.get_context("spawn")
     processes = []
