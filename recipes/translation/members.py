@@ -75,27 +75,23 @@ class Prefixed:
 
 def _train_member(config, number, cores, gpus):
     """A member's process: its share of the machine, then `train` with
-    every line it logs prefixed by its number; exit status 2 on a refusal."""
+    every line it writes prefixed by its number; a refusal is one `error:`
+    line and exit status 2 (`runs.command_errors`, as the command line's)."""
     if cores is not None and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, cores)  # before TensorFlow sizes its thread pools
     if gpus is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(str(gpu) for gpu in gpus)
-    sys.stdout = Prefixed(sys.stdout, f"[member {number}] ")  # Keras's epoch lines too
+    prefix = f"[member {number}] "
+    sys.stdout = Prefixed(sys.stdout, prefix)  # Keras's epoch lines too
+    sys.stderr = Prefixed(sys.stderr, prefix)
     runs.import_tensorflow_quietly()
-
-    def log(message):
-        print(message, flush=True)
 
     from .data import CorpusError
     from .training import train
 
-    try:
-        train(config, log)
-    except (UsageError, CorpusError, ValueError, OSError) as error:
-        log(f"error: {error}")
-        sys.exit(2)
-    except KeyboardInterrupt:
-        sys.exit(130)
+    interrupted = "interrupted: the same command resumes it from its last completed epoch"
+    with runs.command_errors(lambda: interrupted, (ValueError, CorpusError, OSError)):
+        train(config, lambda message: print(message, flush=True))
 
 
 def train_members(config, log=print):
