@@ -436,6 +436,18 @@ class _ConvS2SStack(keras.layers.Layer):
         self.max_length = max_length
         self.dropout = dropout
         self.padding_id = check_token_id("padding_id", padding_id, vocab_size, owner)
+        self._table_stack = None  # a function returning the stack whose token table is read
+
+    def share_token_table(self, other):
+        """Read the token table of `other` (the decoder, for an encoder of a
+        shared vocabulary) instead of learning one; positions stay apart.
+        Call it before `build`, and build `other` first."""
+        if not isinstance(other, _ConvS2SStack):
+            raise ValueError(
+                f"{type(self).__name__}.share_token_table: `other` must be a ConvS2S encoder "
+                f"or decoder; received {type(other).__name__}."
+            )
+        self._table_stack = lambda: other  # a function: not tracked as a sublayer
 
     def _build_embedding(self, tokens_shape):
         # Attribute names are the weight paths in .keras files: the token
@@ -452,6 +464,14 @@ class _ConvS2SStack(keras.layers.Layer):
             dtype=self.dtype_policy,
             name="token_embedding",
         )
+        if self._table_stack is not None:
+            other = self._table_stack()
+            if not other.built:
+                raise ValueError(
+                    f"{type(self).__name__} shares the token table of {other.name}: "
+                    f"build {other.name} first."
+                )
+            self.token_embedding.share_token_table(other.token_embedding)
         self.token_embedding.build(tokens_shape)
         self.position_embedding = self.token_embedding.position_embedding
 
@@ -621,9 +641,14 @@ class ConvS2SDecoder(_ConvS2SStack):
     `padding_idx + 1 ...` of its table as our positions 0 ... .
     GradMultiply (backward only) is not reproduced.
 
+    With `tie_embeddings=True` the output projection is the token table
+    itself, `W_o = W_xᵀ` (Press & Wolf, 2017; fairseq's
+    `--share-input-output-embed`), with its own bias `b_o`: the last
+    convolution's width (or `output_embed_dim`) must be `embed_dim`.
+
     Args: as `ConvS2SEncoder`, and `output_embed_dim` (fairseq's
     `decoder_out_embed_dim`; default `embed_dim`), used only when
-    `fairseq_compatible=True`.
+    `fairseq_compatible=True`; `tie_embeddings` (above), default False.
 
     Call arguments:
         target_tokens: int `(B, T)`, the target shifted right (`<sos>` first).
@@ -647,6 +672,7 @@ class ConvS2SDecoder(_ConvS2SStack):
         padding_id=0,
         fairseq_compatible=False,
         output_embed_dim=None,
+        tie_embeddings=False,
         **kwargs,
     ):
         super().__init__(
@@ -664,6 +690,17 @@ class ConvS2SDecoder(_ConvS2SStack):
                 "output_embed_dim", output_embed_dim, "ConvS2SDecoder"
             )
         self.output_embed_dim = output_embed_dim
+        self.tie_embeddings = bool(tie_embeddings)
+        output_width = self.convolutions[-1][0]
+        if self.fairseq_compatible:
+            output_width = output_embed_dim or embed_dim
+        if self.tie_embeddings and output_width != embed_dim:
+            raise ValueError(
+                "ConvS2SDecoder: `tie_embeddings=True` reads the token table as the output "
+                f"projection, so the decoder's output width must be embed_dim = {embed_dim}; "
+                f"received output width {output_width} (the last convolution's, or "
+                "output_embed_dim with fairseq_compatible)."
+            )
 
     def build(self, target_tokens_shape, encoder_keys_shape, encoder_values_shape=None):
         owner = "ConvS2SDecoder"
@@ -725,14 +762,30 @@ class ConvS2SDecoder(_ConvS2SStack):
             self.hidden_projection.build(batch_time + (width,))
             width = self.output_embed_dim or self.embed_dim
         self.output_dropout = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
-        self.output_projection = keras.layers.Dense(
-            self.vocab_size,
-            kernel_initializer=_normal(math.sqrt((1.0 - self.dropout) / width)),
-            dtype=self.dtype_policy,
-            name="output_projection",
-        )
-        self.output_projection.build(batch_time + (width,))
+        if self.tie_embeddings:
+            self.output_projection = None
+            self.output_bias = self.add_weight(
+                name="output_bias", shape=(self.vocab_size,), initializer="zeros"
+            )
+        else:
+            self.output_projection = keras.layers.Dense(
+                self.vocab_size,
+                kernel_initializer=_normal(math.sqrt((1.0 - self.dropout) / width)),
+                dtype=self.dtype_policy,
+                name="output_projection",
+            )
+            self.output_projection.build(batch_time + (width,))
         self.built = True
+
+    def _logits(self, x):
+        """`W_o x + b_o`, with `W_o = W_xᵀ` when the embeddings are tied."""
+        if not self.tie_embeddings:
+            return self.output_projection(x)
+        table, scale = quantization.kernel(
+            self.token_embedding.table_layer(), "embeddings", x.dtype
+        )
+        logits = quantization.rescale(ops.matmul(x, ops.transpose(table)), scale)
+        return logits + ops.cast(self.output_bias, x.dtype)
 
     def _stack(self, x, g, keys, values, source_mask, training, step=None):
         """The stack: `step=(buffers, new_buffers)` decodes one position."""
@@ -757,7 +810,7 @@ class ConvS2SDecoder(_ConvS2SStack):
             scores.append(weights)
         if self.hidden_projection is not None:
             x = self.hidden_projection(x)
-        logits = self.output_projection(self.output_dropout(x, training=training))
+        logits = self._logits(self.output_dropout(x, training=training))
         return logits, scores
 
     def call(
@@ -822,7 +875,11 @@ class ConvS2SDecoder(_ConvS2SStack):
         return tuple(target_tokens_shape) + (self.vocab_size,)
 
     def get_config(self):
-        return {**super().get_config(), "output_embed_dim": self.output_embed_dim}
+        return {
+            **super().get_config(),
+            "output_embed_dim": self.output_embed_dim,
+            "tie_embeddings": self.tie_embeddings,
+        }
 
     def compute_output_spec(
         self,

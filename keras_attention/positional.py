@@ -212,6 +212,10 @@ class TokenAndPositionEmbedding(quantization.Int8Kernels, keras.layers.Layer):
             `keras.layers.Embedding(mask_zero=True)` does.
         padding_id: the padding token id of `mask_zero`.
 
+    `share_token_table(owner)`, before `build`, makes the layer read
+    another one's token table instead of its own (a shared source and
+    target vocabulary); its positions stay its own.
+
     Call arguments:
         tokens: int `(B, T)`.
         start_index: int (or int scalar tensor), the position of
@@ -255,6 +259,7 @@ class TokenAndPositionEmbedding(quantization.Int8Kernels, keras.layers.Layer):
         self.dropout = dropout
         self.mask_zero = bool(mask_zero)
         self.padding_id = check_token_id("padding_id", padding_id, vocab_size, owner)
+        self._table_owner = None  # a function returning the layer whose table is read
         self.position_embedding = None
         if position is not None:
             self.position_embedding = PositionalEmbedding(
@@ -268,16 +273,47 @@ class TokenAndPositionEmbedding(quantization.Int8Kernels, keras.layers.Layer):
             dropout, dtype=quantization.float_policy(self.dtype_policy)
         )
 
+    def share_token_table(self, owner):
+        """Read `owner`'s token table (a `TokenAndPositionEmbedding` of the
+        same `vocab_size` and `embed_dim`) instead of having one: the tied
+        source and target embeddings of a shared vocabulary (Press & Wolf,
+        2017; fairseq's `--share-all-embeddings`). Call it before `build`;
+        the model that holds both layers calls it (it is not in the config).
+        The table is then `owner`'s weight alone, quantized with it."""
+        owner_name = "TokenAndPositionEmbedding.share_token_table"
+        if not isinstance(owner, TokenAndPositionEmbedding):
+            raise ValueError(
+                f"{owner_name}: `owner` must be a TokenAndPositionEmbedding; "
+                f"received {type(owner).__name__}."
+            )
+        if (owner.vocab_size, owner.embed_dim) != (self.vocab_size, self.embed_dim):
+            raise ValueError(
+                f"{owner_name}: `owner` must have this layer's vocab_size and embed_dim "
+                f"{(self.vocab_size, self.embed_dim)}; received "
+                f"{(owner.vocab_size, owner.embed_dim)}."
+            )
+        if self.built:
+            raise ValueError(f"{owner_name}: call it before the layer is built.")
+        self._table_owner = lambda: owner  # a function: Keras does not track it as a sublayer
+
+    def table_layer(self):
+        """The layer whose token table (`embeddings`, and its int8 scale)
+        this one reads: itself, or the owner given to `share_token_table`.
+        (A method: Keras's saving walks properties, and this one can be
+        the layer itself.)"""
+        return self if self._table_owner is None else self._table_owner()
+
     def build(self, tokens_shape):
         check_rank("tokens", tokens_shape, (2,), "TokenAndPositionEmbedding", "(B, T)")
         # The token table is this layer's own weight, at the place a
         # keras.layers.Embedding of 0.1.0's models kept it, so their .keras
         # files load.
-        self.embeddings = self.add_weight(
-            name="embeddings",
-            shape=(self.vocab_size, self.embed_dim),
-            initializer=self.embeddings_initializer,
-        )
+        if self._table_owner is None:
+            self.embeddings = self.add_weight(
+                name="embeddings",
+                shape=(self.vocab_size, self.embed_dim),
+                initializer=self.embeddings_initializer,
+            )
         if self.position_embedding is not None:
             self.position_embedding.build(tuple(tokens_shape) + (self.embed_dim,))
         self.build_int8()
@@ -286,13 +322,14 @@ class TokenAndPositionEmbedding(quantization.Int8Kernels, keras.layers.Layer):
     def int8_kernels(self):
         # One scale per token (row): the scale of a looked-up row, and of
         # that token's logit when a tied output projection reads the table.
-        return {"embeddings": (1,)}
+        return {} if self._table_owner is not None else {"embeddings": (1,)}
 
     def call(self, tokens, start_index=0, training=None):
         tokens = ops.cast(tokens, "int32")
+        table = self.table_layer()
         # Rows first, then the cast (and, int8, each row's scale): never the whole table.
-        x = ops.cast(ops.take(self.embeddings, tokens, axis=0), self.compute_dtype)  # (B, T, D)
-        scale = getattr(self, "embeddings_scale", None)
+        x = ops.cast(ops.take(table.embeddings, tokens, axis=0), self.compute_dtype)  # (B, T, D)
+        scale = getattr(table, "embeddings_scale", None)
         if scale is not None:
             x = x * ops.cast(ops.take(scale, tokens, axis=0), x.dtype)[..., None]
         if self.scale_embeddings:

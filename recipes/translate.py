@@ -361,7 +361,16 @@ def parser():
                 "--tie-embeddings",
                 action="store_true",
                 default=argparse.SUPPRESS,
-                help="the output projection is the target embedding table (transformer only)",
+                help="the output projection is the target embedding table "
+                "(transformer and convs2s)",
+            )
+            command.add_argument(
+                "--shared-vocabulary",
+                action="store_true",
+                default=argparse.SUPPRESS,
+                help="one vocabulary learned from both sides, and one embedding table that the "
+                "encoder and decoder share (with --tie-embeddings: three-way tying; "
+                "transformer and convs2s)",
             )
             command.add_argument(
                 "--patience",

@@ -38,6 +38,7 @@ CONFIGURATIONS = {
     "rotary": {"position": "rope"},
     "pre-norm": {"norm_first": True},
     "tied embeddings": {"tie_embeddings": True},
+    "three-way tied (one vocabulary)": {"tie_embeddings": True, "share_embeddings": True},
     "grouped-query": {"num_key_value_heads": 2},
     "multi-query, rotary": {"num_key_value_heads": 1, "position": "rope"},
 }

@@ -33,6 +33,18 @@ FAMILIES = {
     "transformer-tied": lambda **kw: TransformerSeq2Seq(
         VOCAB, VOCAB, 8, 2, 16, 1, max_length=12, tie_embeddings=True, **kw
     ),
+    # three-way tying: one table for the source, the target and the output
+    "convs2s-shared": lambda **kw: ConvS2SSeq2Seq(
+        VOCAB,
+        VOCAB,
+        8,
+        hidden_dim=8,
+        num_layers=2,
+        max_length=12,
+        tie_embeddings=True,
+        share_embeddings=True,
+        **kw,
+    ),
 }
 
 

@@ -65,6 +65,17 @@ FAMILIES = {
         decoder_convolutions=[(32, 3), (48, 2)],
         max_length=16,
     ),
+    # three-way tying: the int8 table and its scales serve all three
+    "convs2s-shared": lambda: ConvS2SSeq2Seq(
+        VOCAB,
+        VOCAB,
+        embed_dim=16,
+        encoder_convolutions=[(32, 3), (48, 3)],
+        decoder_convolutions=[(32, 3), (16, 2)],
+        max_length=16,
+        tie_embeddings=True,
+        share_embeddings=True,
+    ),
     "rnn-additive": lambda: RecurrentSeq2Seq(
         VOCAB, VOCAB, embed_dim=16, hidden_dim=32, attention="additive", style="bahdanau"
     ),
@@ -111,7 +122,7 @@ EXPECTED = {
 
 
 def expected(family):
-    return EXPECTED["transformer" if family.startswith("transformer") else family]
+    return EXPECTED[family if family in EXPECTED else family.partition("-")[0]]
 
 
 def int8_weights(layer):

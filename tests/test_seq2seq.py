@@ -8,6 +8,7 @@ import keras
 import numpy as np
 import pytest
 
+from keras_attention.positional import TokenAndPositionEmbedding
 from keras_attention.rnn import reverse_valid
 from keras_attention.seq2seq import (
     ConvS2SSeq2Seq,
@@ -439,28 +440,101 @@ def test_training_call_follows_the_schedule(rng):
     assert float(linear.scheduled_sampling(linear.sampling_step.numpy())) == pytest.approx(0.75)
 
 
-def test_tied_output_projection_is_the_target_embedding_table():
-    """Tied logits equal an untied model's whose output projection holds the
-    transposed target embedding table and the tied model's bias."""
+# Tied and shared tables: each family's tables (source, target), and where
+# its output projection and the tied one's bias are (paths below the model).
+TABLES = {
+    "transformer": ("source_embedding", "target_embedding", "output_projection", "output_bias"),
+    "convs2s": (
+        "encoder/token_embedding",
+        "decoder/token_embedding",
+        "decoder/output_projection",
+        "decoder/output_bias",
+    ),
+}
+TYING = {
+    "transformer": lambda **kw: TransformerSeq2Seq(VOCAB, VOCAB, 16, 2, 32, 1, max_length=16, **kw),
+    "convs2s": lambda **kw: ConvS2SSeq2Seq(
+        VOCAB, VOCAB, 16, hidden_dim=16, num_layers=2, max_length=16, **kw
+    ),
+}
+
+
+@pytest.mark.parametrize("family", sorted(TYING))
+@pytest.mark.parametrize("share", [False, True], ids=["tied", "three-way"])
+def test_tied_and_shared_tables_are_the_target_embedding_table(family, share):
+    """Tied logits (and, three-way, the source side) equal those of an
+    untied, unshared model whose output projection holds the transposed
+    target table and the tied model's bias, and whose source table is a
+    copy of the target table."""
     source, target_in = np.array([[3, 4, 5, 0]]), np.array([[1, 6, 7]])
-    tied = TransformerSeq2Seq(VOCAB, VOCAB, 16, 2, 32, 1, max_length=16, tie_embeddings=True)
-    untied = TransformerSeq2Seq(VOCAB, VOCAB, 16, 2, 32, 1, max_length=16)
-    tied.build(), untied.build()
-    assert tied.count_params() == untied.count_params() - 16 * VOCAB
-    tied.output_bias.assign(np.random.default_rng(0).normal(size=VOCAB))
-    shared = [w for w in tied.weights if w is not tied.output_bias]
-    others = [w for w in untied.weights if "output_projection" not in w.path]
-    assert [w.shape for w in shared] == [w.shape for w in others]
-    for source_weight, weight in zip(shared, others):
-        weight.assign(source_weight)
-    table = keras.ops.convert_to_numpy(tied.target_embedding.embeddings)
-    untied.output_projection.kernel.assign(table.T)
-    untied.output_projection.bias.assign(keras.ops.convert_to_numpy(tied.output_bias))
+    tied = TYING[family](tie_embeddings=True, share_embeddings=share)
+    plain = TYING[family]()
+    tied.build(), plain.build()
+    assert tied.count_params() == plain.count_params() - 16 * VOCAB * (2 if share else 1)
+    source_table, target_table, projection, bias = TABLES[family]
+
+    def below_model(weight):
+        return weight.path.split("/", 1)[1]
+
+    weights = {below_model(w): w for w in tied.weights}
+    weights[bias].assign(np.random.default_rng(0).normal(size=VOCAB))
+    table = keras.ops.convert_to_numpy(weights[f"{target_table}/embeddings"])
+    copies = {
+        f"{projection}/kernel": table.T,
+        f"{projection}/bias": keras.ops.convert_to_numpy(weights[bias]),
+        **({f"{source_table}/embeddings": table} if share else {}),
+    }
+    for weight in plain.weights:
+        name = below_model(weight)
+        weight.assign(copies[name] if name in copies else weights[name])
+    assert set(copies) | set(weights) - {bias} == {below_model(w) for w in plain.weights}
     np.testing.assert_allclose(
         keras.ops.convert_to_numpy(tied((source, target_in))),
-        keras.ops.convert_to_numpy(untied((source, target_in))),
+        keras.ops.convert_to_numpy(plain((source, target_in))),
         atol=1e-5,
     )
+
+
+@pytest.mark.parametrize("family", sorted(TYING))
+def test_a_shared_table_is_one_variable_that_both_sides_train(family):
+    """One step of training moves the shared table by the gradient of both
+    sides: the rows of tokens seen only in the source change (the encoder's
+    gradient), rows of tokens not in the batch do not (the projection is
+    untied here), and the model holds the table once."""
+    model = TYING[family](share_embeddings=True)
+    model.build()
+    source_table, target_table, _, _ = TABLES[family]
+    names = [w.path.split("/", 1)[1] for w in model.trainable_weights]
+    assert f"{target_table}/embeddings" in names and f"{source_table}/embeddings" not in names
+    table = next(
+        w for w in model.trainable_weights if w.path.endswith(f"{target_table}/embeddings")
+    )
+    before = keras.ops.convert_to_numpy(table).copy()
+    model.compile(keras.optimizers.SGD(0.5), MaskedCrossEntropy())
+    source, target_in, target_out = [[9, 10, 11]], [[1, 3, 4]], [[3, 4, 2]]
+    model.fit((np.array(source), np.array(target_in)), np.array(target_out), verbose=0)
+    moved = np.abs(keras.ops.convert_to_numpy(table) - before).max(axis=1)
+    assert (moved[[9, 10, 11]] > 0).all() and (moved[[1, 3, 4]] > 0).all()
+    assert (moved[[5, 6, 7, 8, 12]] == 0).all()
+
+
+def test_tying_and_sharing_refuse_what_cannot_be_one_table():
+    with pytest.raises(
+        ValueError, match="source_vocab_size` equal to `target_vocab_size`.*13 and 14"
+    ):
+        ConvS2SSeq2Seq(VOCAB, VOCAB + 1, 16, hidden_dim=16, num_layers=1, share_embeddings=True)
+    with pytest.raises(ValueError, match="source_vocab_size` equal to `target_vocab_size`"):
+        TransformerSeq2Seq(VOCAB + 1, VOCAB, 16, 2, 32, 1, share_embeddings=True)
+    with pytest.raises(
+        ValueError, match="output width must be embed_dim = 16.*received output width 32"
+    ):
+        ConvS2SSeq2Seq(VOCAB, VOCAB, 16, hidden_dim=32, num_layers=1, tie_embeddings=True)
+    layer = TokenAndPositionEmbedding(VOCAB, 8, 16)
+    with pytest.raises(ValueError, match=r"vocab_size and embed_dim \(13, 8\); received \(13, 4\)"):
+        layer.share_token_table(TokenAndPositionEmbedding(VOCAB, 4, 16))
+    layer.build((1, 3))
+    with pytest.raises(ValueError, match="before the layer is built"):
+        layer.share_token_table(TokenAndPositionEmbedding(VOCAB, 8, 16))
 
 
 def test_inverse_square_root_schedule_warms_up_then_decays():

@@ -21,6 +21,7 @@ from recipes.translation.data import DING
 from tests.translation_helpers import (
     TINY,
     cli,
+    run,
     weight_arrays,
 )
 
@@ -469,3 +470,91 @@ def test_the_demo_defaults_pass_the_checks_for_every_family(family):
     assert args.time_budget == 8.0
     assert config["hidden_dim"] == 128 and args.average_last == 3
     assert translate.parser().parse_args(["demo"]).family == "convs2s"
+
+
+# -- issue 22: one vocabulary and one embedding table --------------------------------
+def test_a_shared_vocabulary_is_learned_from_both_sides_into_one_table(tmp_path):
+    """`--shared-vocabulary --tie-embeddings`: one SentencePiece model of
+    both sides, written as both vocabulary files (a run killed between the
+    two copies them again, never learning a one-sided one), and a ConvS2S
+    whose encoder, decoder and output projection read one table."""
+    import keras
+
+    from recipes.translation.data import load_tokenizers, vocabulary_paths
+
+    output = tmp_path / "shared"
+    flags = ["--family", "convs2s", "--shared-vocabulary", "--tie-embeddings", "--embed-dim", "32"]
+    log = run("train", "--output", str(output), *flags, "--epochs", "1", *TINY)
+    assert "shared (source and target) vocabulary: " in log, log
+    source, target = vocabulary_paths(str(output))
+    assert open(source, "rb").read() == open(target, "rb").read()
+    tokenizer = load_tokenizers(str(output))[0]
+    # German and English words are whole pieces of the one vocabulary
+    ids = tokenizer.pieces(["der die das the of"])[0]
+    pieces = [piece.decode() for piece in tokenizer.tokens(ids).numpy()]
+    assert {"▁die", "▁das", "▁the", "▁of"} <= set(pieces), pieces
+    settings = json.load(open(output / "run.json"))["settings"]
+    assert settings["shared_vocabulary"] is True and settings["tie_embeddings"] is True
+    model = keras.saving.load_model(output / "model.keras", compile=False)
+    assert model.share_embeddings and model.tie_embeddings
+    assert model.encoder.token_embedding.table_layer() is model.decoder.token_embedding
+    assert "Guten Morgen.\n  -> " in run("translate", "--output", str(output), "Guten Morgen.")
+    os.remove(target)  # killed between the two files
+    load_tokenizers(str(output), {"train": str(output / "data" / "train.tsv")}, shared=True)
+    assert open(source, "rb").read() == open(target, "rb").read()
+
+
+def test_shared_vocabulary_and_tied_embeddings_are_refused_where_they_do_not_apply(
+    tmp_path, capsys
+):
+    for flag in ("--shared-vocabulary", "--tie-embeddings"):
+        status, _, err = cli(capsys, "train", "--output", str(tmp_path), "--family", "rnn", flag)
+        assert status == 2, err
+        assert err.startswith(f"error: {flag} does not apply to the rnn family "), err
+        assert "(only to transformer and convs2s)" in err
+    status, _, err = cli(
+        capsys,
+        "train",
+        "--output",
+        str(tmp_path),
+        "--family",
+        "convs2s",
+        "--tie-embeddings",
+        "--embed-dim",
+        "64",
+        "--hidden-dim",
+        "32",
+    )
+    assert status == 2 and err.count("\n") == 1, err
+    assert "--tie-embeddings with convs2s needs --embed-dim equal to --hidden-dim" in err
+    assert err.rstrip().endswith("got 64 and 32"), err
+
+
+def test_a_convs2s_run_recorded_before_the_tying_flags_resumes(tmp_path):
+    """run.json of a ConvS2S run of the rounds before recorded
+    `tie_embeddings: null` and no `shared_vocabulary`: it resumes (both
+    are read as off), and `--shared-vocabulary` is refused naming the
+    difference."""
+    from recipes import runs
+
+    def settings(*flags):
+        args = translate.parser().parse_args(["train", "--output", str(tmp_path), *flags])
+        return training.train_settings(translate.check(args))[0]
+
+    new = settings("--family", "convs2s")
+    assert new["tie_embeddings"] is False and new["shared_vocabulary"] is False
+    old = {k: v for k, v in new.items() if k != "shared_vocabulary"}
+    old["tie_embeddings"] = None
+    output = str(tmp_path / "run")
+    os.makedirs(output)
+    for write in (True, False):
+        with open(os.path.join(output, "run.json"), "w") as handle:
+            json.dump({"settings": old}, handle)
+        defaults = settings_module.recorded_defaults(new)
+        if write:
+            runs.claim(output, new, defaults=defaults, upgrade=settings_module.upgrade)
+            assert json.load(open(os.path.join(output, "run.json")))["settings"] == new
+        else:
+            shared = settings("--family", "convs2s", "--shared-vocabulary")
+            with pytest.raises(ValueError, match="shared_vocabulary: False in the run, True now"):
+                runs.claim(output, shared, defaults=defaults, upgrade=settings_module.upgrade)

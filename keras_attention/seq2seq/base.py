@@ -193,6 +193,19 @@ class Seq2Seq(keras.Model):
                     f"{first}={getattr(self, first)}, {second}={getattr(self, second)}."
                 )
 
+    def check_shared_vocabulary(self, share_embeddings):
+        """`share_embeddings` as a bool, when the source and target
+        vocabularies can be one: equal sizes (a family with a shared
+        embedding table calls this after `check_special_ids`)."""
+        share_embeddings = bool(share_embeddings)
+        if share_embeddings and self.source_vocab_size != self.target_vocab_size:
+            raise ValueError(
+                f"`share_embeddings=True` of {type(self).__name__} needs one vocabulary: "
+                "`source_vocab_size` equal to `target_vocab_size`; received "
+                f"{self.source_vocab_size} and {self.target_vocab_size}."
+            )
+        return share_embeddings
+
     @property
     def has_attention(self):
         """Whether `decode_step`'s attention is a real alignment (a model

@@ -31,6 +31,13 @@ class ConvS2SSeq2Seq(Seq2Seq):
         output_embed_dim: with `fairseq_compatible`, the width of the
             decoder's hidden output projection (fairseq's
             `decoder_out_embed_dim`); default `embed_dim`.
+        tie_embeddings: bool (default False): the output projection is the
+            target token table, `W_o = W_yᵀ` (see `ConvS2SDecoder`).
+        share_embeddings: bool (default False): the encoder reads the
+            decoder's token table, `W_x = W_y` (one vocabulary for both
+            languages: `source_vocab_size == target_vocab_size`); each
+            stack keeps its learned positions. With `tie_embeddings`, one
+            table is all three (three-way tying, Press & Wolf, 2017).
         **kwargs: `Seq2Seq` arguments.
 
     Call arguments and returns: see `Seq2Seq`.
@@ -59,6 +66,8 @@ class ConvS2SSeq2Seq(Seq2Seq):
         kernel_size=3,
         fairseq_compatible=False,
         output_embed_dim=None,
+        tie_embeddings=False,
+        share_embeddings=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -66,6 +75,7 @@ class ConvS2SSeq2Seq(Seq2Seq):
         self.output_embed_dim = output_embed_dim
         self.source_vocab_size, self.target_vocab_size = source_vocab_size, target_vocab_size
         self.check_special_ids()
+        self.share_embeddings = self.check_shared_vocabulary(share_embeddings)
         self.embed_dim, self.max_length, self.dropout = embed_dim, max_length, dropout
         self.hidden_dim, self.num_layers, self.kernel_size = hidden_dim, num_layers, kernel_size
         default = ((hidden_dim, kernel_size),) * num_layers
@@ -88,8 +98,12 @@ class ConvS2SSeq2Seq(Seq2Seq):
             padding_id=self.padding_id,
             fairseq_compatible=self.fairseq_compatible,
             output_embed_dim=output_embed_dim,
+            tie_embeddings=tie_embeddings,
             name="decoder",
         )
+        self.tie_embeddings = self.decoder.tie_embeddings
+        if self.share_embeddings:
+            self.encoder.share_token_table(self.decoder)
 
     @classmethod
     def from_preset(cls, preset, source_vocab_size, target_vocab_size, **kwargs):
@@ -113,8 +127,11 @@ class ConvS2SSeq2Seq(Seq2Seq):
 
     def build_layers(self):
         memory = (None, None, self.embed_dim)
+        if self.share_embeddings:  # the table is the decoder's: it comes first
+            self.decoder.build(TOKENS, memory, memory)
         self.encoder.build(TOKENS)
-        self.decoder.build(TOKENS, memory, memory)
+        if not self.decoder.built:
+            self.decoder.build(TOKENS, memory, memory)
 
     def encode(self, source, max_length=None, training=None):
         source = self.check_source(source)
@@ -176,4 +193,6 @@ class ConvS2SSeq2Seq(Seq2Seq):
             "kernel_size": self.kernel_size,
             "fairseq_compatible": self.fairseq_compatible,
             "output_embed_dim": self.output_embed_dim,
+            "tie_embeddings": self.tie_embeddings,
+            "share_embeddings": self.share_embeddings,
         }

@@ -27,7 +27,10 @@ class TransformerSeq2Seq(Seq2Seq):
 
     With `tie_embeddings`, `W_o` is the target embedding table itself
     (`W_o = E_target`, unscaled; Press & Wolf, 2017, as Vaswani et al.
-    share it): fewer parameters, and on small data a better model.
+    share it): fewer parameters, and on small data a better model. With
+    `share_embeddings` as well, the source embedding reads that table too
+    (`E_source = E_target`: one vocabulary for both languages; three-way
+    tying, fairseq's `--share-all-embeddings`).
 
     `position` chooses how tokens are placed: "sinusoidal" (the paper) or
     "learned" add `PE` to the embeddings; "rope", "alibi" or "relative" add
@@ -52,6 +55,9 @@ class TransformerSeq2Seq(Seq2Seq):
             configs, which kept `|i - j| <= s`, are read as that window).
         tie_embeddings: bool (default False): the output projection is the
             target embedding table (plus its own bias).
+        share_embeddings: bool (default False): the source embedding reads
+            the target embedding's token table (positions stay apart);
+            needs `source_vocab_size == target_vocab_size`, one vocabulary.
         **kwargs: `Seq2Seq` arguments.
 
     Call arguments and returns: see `Seq2Seq`.
@@ -81,11 +87,13 @@ class TransformerSeq2Seq(Seq2Seq):
         num_key_value_heads=None,
         sliding_window=None,
         tie_embeddings=False,
+        share_embeddings=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
         self.source_vocab_size, self.target_vocab_size = source_vocab_size, target_vocab_size
         self.check_special_ids()
+        self.share_embeddings = self.check_shared_vocabulary(share_embeddings)
         hidden_dim = check_positive_int("hidden_dim", hidden_dim, "TransformerSeq2Seq")
         num_heads = check_positive_int("num_heads", num_heads, "TransformerSeq2Seq")
         if hidden_dim % num_heads:
@@ -125,6 +133,8 @@ class TransformerSeq2Seq(Seq2Seq):
 
         self.source_embedding = embedding(source_vocab_size, "source_embedding")
         self.target_embedding = embedding(target_vocab_size, "target_embedding")
+        if self.share_embeddings:
+            self.source_embedding.share_token_table(self.target_embedding)
         self.encoder_layers = [
             TransformerEncoderLayer(
                 num_heads,
@@ -270,4 +280,5 @@ class TransformerSeq2Seq(Seq2Seq):
             "num_key_value_heads": self.num_key_value_heads,
             "sliding_window": self.sliding_window,
             "tie_embeddings": self.tie_embeddings,
+            "share_embeddings": self.share_embeddings,
         }

@@ -286,7 +286,7 @@ def build_spec(
         del encoder.position_encodings
     spec = specs.TransformerSpec(encoder, decoder)
 
-    source_table = _numpy(model.source_embedding.embeddings)
+    source_table = _numpy(model.source_embedding.table_layer().embeddings)  # shared or its own
     target_table = _numpy(model.target_embedding.embeddings)
     encoder.embeddings[0].weight = source_table
     decoder.embeddings.weight = target_table

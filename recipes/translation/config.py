@@ -70,17 +70,19 @@ RENAMED = {
 # Recorded beside a `sliding_window` since it means Keras's window (`upgrade`).
 WINDOW_RULE = "sliding_window_rule"
 # The settings only some families have: the transformer's embedding width is
-# its hidden_dim, and only the transformer has several heads (and their variants).
+# its hidden_dim, only the transformer has several heads (and their variants),
+# and the recurrent model's embeddings are not tied.
 TRANSFORMER_ONLY = (
     "num_heads",
     "position",
     "num_key_value_heads",
     "sliding_window",
-    "tie_embeddings",
 )
 FAMILY_ONLY = {
     "embed_dim": ("rnn", "convs2s"),
     **{key: ("transformer",) for key in TRANSFORMER_ONLY},
+    "tie_embeddings": ("transformer", "convs2s"),
+    "shared_vocabulary": ("transformer", "convs2s"),
 }
 # Used when the family has the setting and it was not given (`model_settings`).
 FAMILY_DEFAULTS = {
@@ -89,7 +91,8 @@ FAMILY_DEFAULTS = {
     "position": "sinusoidal",  # the paper's, and what runs before --position had
     "num_key_value_heads": None,  # one key/value head per query head
     "sliding_window": None,  # self-attention sees every position
-    "tie_embeddings": False,  # the transformer's output projection is its target embedding
+    "tie_embeddings": False,  # the output projection is the target embedding table
+    "shared_vocabulary": False,  # a vocabulary of each side, and an embedding table of each
 }
 MODEL_KEYS = (
     "family",
@@ -111,6 +114,7 @@ MODEL_KEYS = (
     "warmup",
     "decay",
     "tie_embeddings",
+    "shared_vocabulary",  # a data setting too: the encoder reads the decoder's table
 )
 DATA_KEYS = (
     "corpus",
@@ -120,6 +124,7 @@ DATA_KEYS = (
     "tokenizer",
     "dictionary",
     "protect_numbers",
+    "shared_vocabulary",
 )
 # Checks of the settings (`TranslationConfig.validate`, `model_settings`).
 POSITIVE = (  # integers >= 1
@@ -213,6 +218,10 @@ def upgrade(record, window_rule=True):
     if record is None:
         return None
     record = {RENAMED.get(key, key): value for key, value in record.items()}
+    for key in ("tie_embeddings", "shared_vocabulary"):
+        # ConvS2S runs recorded null before the families shared these settings
+        if record.get("family") == "convs2s" and key in record and record[key] is None:
+            record[key] = False
     if window_rule and record.get("sliding_window") is not None and WINDOW_RULE not in record:
         record["sliding_window"] = record["sliding_window"] + 1
         record[WINDOW_RULE] = "keras"
@@ -254,6 +263,7 @@ class TranslationConfig:
     num_key_value_heads: int = None
     sliding_window: int = None
     tie_embeddings: bool = None
+    shared_vocabulary: bool = None  # one vocabulary of both sides, one embedding table
     dropout: float = 0.1
     learning_rate: float = 1e-3
     label_smoothing: float = 0.1
@@ -336,6 +346,7 @@ class TranslationConfig:
             "tokenizer": self.tokenizer,
             "dictionary": self.dictionary,
             "protect_numbers": self.protect_numbers,
+            "shared_vocabulary": bool(self.shared_vocabulary),
         }
 
     def validate(self):
@@ -496,6 +507,13 @@ def model_settings(config, hyperparameters=None):
             f"--num-heads {heads} must divide --hidden-dim {settings['hidden_dim']} "
             "(each head gets hidden-dim/num-heads features)"
         )
+    embed_dim, hidden_dim = settings["embed_dim"], settings["hidden_dim"]
+    if settings["family"] == "convs2s" and settings["tie_embeddings"] and embed_dim != hidden_dim:
+        raise UsageError(
+            f"--tie-embeddings with convs2s needs --embed-dim equal to --hidden-dim (the "
+            f"decoder's output is scored against the embedding table); got {embed_dim} and "
+            f"{hidden_dim}"
+        )
     if settings["sliding_window"] is not None:  # recorded as Keras's window (`upgrade`)
         settings[WINDOW_RULE] = "keras"
     return settings
@@ -504,10 +522,13 @@ def model_settings(config, hyperparameters=None):
 def recorded_defaults(settings):
     """The model settings a `run.json` written before they were flags was
     trained with: a run that lacks one is compared as having this value."""
-    transformer = settings.get("family") == "transformer"
+    family = settings.get("family")
     return {
         "tokenizer": "wordpiece",
-        **{key: FAMILY_DEFAULTS[key] if transformer else None for key in TRANSFORMER_ONLY[1:]},
+        **{
+            key: FAMILY_DEFAULTS[key] if family in FAMILY_ONLY[key] else None
+            for key in (*TRANSFORMER_ONLY[1:], "tie_embeddings", "shared_vocabulary")
+        },
         "warmup": 0,
         "decay": "rsqrt",
         "dictionary": 0.0,

@@ -15,6 +15,7 @@ import hashlib
 import os
 import random
 import re
+import shutil
 import sys
 import time
 
@@ -515,21 +516,30 @@ def vocabulary_paths(output, tokenizer=None):
     ]
 
 
-def load_tokenizers(output, paths=None, vocab_size=8000, log=print, tokenizer=None):
+def load_tokenizers(output, paths=None, vocab_size=8000, log=print, tokenizer=None, shared=False):
     """The run's source and target tokenizers. With `paths` (the data
     split), a missing vocabulary of `tokenizer` is first learned from the
-    training split's side."""
+    training split's side, or with `shared` from both sides at once (one
+    vocabulary, written as both files)."""
     from keras_attention.serving.text import build_vocabulary, load_tokenizer, train_sentencepiece
 
     tokenizers = []
-    for column, path in enumerate(vocabulary_paths(output, tokenizer)):
+    files = vocabulary_paths(output, tokenizer)
+    for column, path in enumerate(files):
+        learned = [other for other in files if os.path.exists(other)]
+        if shared and learned and not os.path.exists(path):
+            shutil.copyfile(learned[0], path)  # (a run killed between the two files)
         if not os.path.exists(path):
             if paths is None:
                 raise UsageError(f"{path} is missing: train a model into --output {output} first")
-            texts = [pair[column] for pair in read_pairs(paths["train"])]
+            pairs = read_pairs(paths["train"])
+            texts = [pair[column] for pair in pairs]
+            side = ("source", "target")[column]
+            if shared:
+                texts = [text for pair in pairs for text in pair]
+                side = "shared (source and target)"
             sentencepiece = path.endswith(".spm")
             learn = train_sentencepiece if sentencepiece else build_vocabulary
-            side = ("source", "target")[column]
             log(f"learning the {side} vocabulary from {len(texts)} training sentences ...")
             started = time.perf_counter()
             try:

@@ -69,6 +69,9 @@ def build_model(config, source_vocab, target_vocab):
             convolutions,
             max_length=int(config["max_length"]) + 2,
             dropout=float(config["dropout"]),
+            # .get: a config.json written before these flags
+            tie_embeddings=bool(config.get("tie_embeddings")),
+            share_embeddings=bool(config.get("shared_vocabulary")),
         )
     else:
         heads = int(config["num_heads"])
@@ -86,6 +89,7 @@ def build_model(config, source_vocab, target_vocab):
             num_key_value_heads=config.get("num_key_value_heads"),
             sliding_window=config.get("sliding_window"),
             tie_embeddings=bool(config.get("tie_embeddings")),
+            share_embeddings=bool(config.get("shared_vocabulary")),
         )
     # Build the weights now: KerasTuner loads checkpoints into freshly
     # built models, and BackupAndRestore restores.
@@ -421,7 +425,14 @@ def prepared_run(config, settings, chief, log, refuse_finished=False):
         )
         return (
             paths,
-            *load_tokenizers(config.output, paths, config.vocab_size, log, config.tokenizer),
+            *load_tokenizers(
+                config.output,
+                paths,
+                config.vocab_size,
+                log,
+                config.tokenizer,
+                shared=bool(config.shared_vocabulary),
+            ),
         )
     paths = {split: os.path.join(config.output, "data", f"{split}.tsv") for split in SPLITS}
     if config.dictionary:
