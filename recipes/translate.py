@@ -245,6 +245,14 @@ def parser():
                 type=int,
                 help="longest sentence in subword pieces (longer pairs are left out)",
             )
+            command.add_argument(
+                "--distill-from",
+                nargs="+",
+                metavar="RUN",
+                help="train on these trained runs' translations of the training split instead "
+                "of its references (sequence-level distillation; several runs translate as "
+                "an ensemble); the run takes their data split and vocabularies",
+            )
             command.add_argument("--seed", type=int, help="random seed")
             command.add_argument(
                 "--verbose",

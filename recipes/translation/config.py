@@ -125,7 +125,7 @@ DATA_KEYS = (
     "dictionary",
     "protect_numbers",
     "shared_vocabulary",
-)
+)  # and `distill_from`, the teachers of a distilled run (`distillation.py`)
 # Checks of the settings (`TranslationConfig.validate`, `model_settings`).
 POSITIVE = (  # integers >= 1
     "epochs",
@@ -264,6 +264,7 @@ class TranslationConfig:
     sliding_window: int = None
     tie_embeddings: bool = None
     shared_vocabulary: bool = None  # one vocabulary of both sides, one embedding table
+    distill_from: list = None  # runs whose translations of the training split are its targets
     dropout: float = 0.1
     learning_rate: float = 1e-3
     label_smoothing: float = 0.1
@@ -347,6 +348,9 @@ class TranslationConfig:
             "dictionary": self.dictionary,
             "protect_numbers": self.protect_numbers,
             "shared_vocabulary": bool(self.shared_vocabulary),
+            "distill_from": (
+                [os.path.abspath(run) for run in self.distill_from] if self.distill_from else None
+            ),
         }
 
     def validate(self):
@@ -535,4 +539,5 @@ def recorded_defaults(settings):
         "protect_numbers": False,
         "word_dropout": 0.0,
         "subword_sampling": 0.0,
+        "distill_from": None,
     }

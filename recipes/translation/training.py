@@ -413,6 +413,11 @@ def prepared_run(config, settings, chief, log, refuse_finished=False):
                 f"--output {config.output} already holds a trained model: evaluate or translate "
                 "with it, pass --overwrite to delete it and train again, or choose another --output"
             )
+        if config.distill_from:  # the teachers' split and vocabularies
+            from .distillation import adopt_teacher_data
+
+            vocabularies = vocabulary_paths(config.output, config.tokenizer)
+            adopt_teacher_data(config, [os.path.basename(path) for path in vocabularies])
         if not os.path.exists(os.path.join(config.output, "data", "meta.json")):
             log("reading the corpus and splitting it into train/valid/test ...")
         paths = prepare(
@@ -423,17 +428,19 @@ def prepared_run(config, settings, chief, log, refuse_finished=False):
             bool(config.dictionary),
             log=log,
         )
-        return (
+        tokenizers = load_tokenizers(
+            config.output,
             paths,
-            *load_tokenizers(
-                config.output,
-                paths,
-                config.vocab_size,
-                log,
-                config.tokenizer,
-                shared=bool(config.shared_vocabulary),
-            ),
+            config.vocab_size,
+            log,
+            config.tokenizer,
+            shared=bool(config.shared_vocabulary),
         )
+        if config.distill_from:
+            from .distillation import distilled_split
+
+            paths = {**paths, "train": distilled_split(config, paths, log)}
+        return (paths, *tokenizers)
     paths = {split: os.path.join(config.output, "data", f"{split}.tsv") for split in SPLITS}
     if config.dictionary:
         paths["dictionary"] = os.path.join(config.output, "data", "dictionary.tsv")
@@ -491,6 +498,10 @@ def check_inputs(config):
         )
     if os.path.exists(config.output) and not os.path.isdir(config.output):
         raise UsageError(f"--output {config.output} is a file; expected a folder for the run")
+    if config.distill_from:
+        from .distillation import check_teachers
+
+        check_teachers(config)
 
 
 def abandon(output, existed):

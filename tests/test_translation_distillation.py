@@ -1,0 +1,74 @@
+"""`train --distill-from RUN ...`: a student trained on its teachers'
+translations of the training split (`recipes/translation/distillation.py`).
+The teacher is the session's tiny trained run (`trained`)."""
+
+import filecmp
+import json
+import os
+
+import pytest
+
+from recipes.translation.data import DING, read_pairs
+from tests.translation_helpers import TINY, cli, run
+
+pytestmark = pytest.mark.skipif(
+    not os.path.exists(DING), reason=f"{DING} missing: make test installs trans-de-en"
+)
+STUDENT = ["--family", "convs2s", "--embed-dim", "32", "--epochs", "1"]
+
+
+def test_a_student_trains_on_what_its_teacher_translates(trained, tmp_path):
+    """The student's training targets are the teacher's translations of
+    the training split's sources, as `translate --input` prints them; its
+    split, validation and vocabularies are the teacher's files; a second
+    call reads the translations back instead of translating again."""
+    from recipes import translate
+    from recipes.translation.distillation import DISTILLED, distilled_split
+
+    teacher, student = trained[0], tmp_path / "student"
+    log = run("train", "--output", str(student), "--distill-from", teacher, *STUDENT, *TINY)
+    pairs = read_pairs(os.path.join(teacher, "data", "train.tsv"))
+    assert f"distillation: {teacher} translates the {len(pairs)} training sentences" in log
+    distilled = read_pairs(str(student / "data" / DISTILLED))
+    sources = tmp_path / "sources.txt"
+    sources.write_text("".join(f"{source}\n" for source, _ in pairs), encoding="utf-8")
+    printed = tmp_path / "printed.txt"
+    run("translate", "--output", teacher, "--input", str(sources), "--output-file", str(printed))
+    translations = printed.read_text(encoding="utf-8").splitlines()
+    assert [source for source, _ in distilled] == [source for source, _ in pairs]
+    expected = [t if t.strip() else ref for t, (_, ref) in zip(translations, pairs)]
+    assert [target for _, target in distilled] == expected
+    assert expected != [reference for _, reference in pairs]
+    for name in ("data/train.tsv", "data/valid.tsv", "data/test.tsv", "source.spm", "target.spm"):
+        assert filecmp.cmp(os.path.join(teacher, name), student / name, shallow=False), name
+    settings = json.load(open(student / "run.json"))["settings"]
+    assert settings["distill_from"] == [os.path.abspath(teacher)]
+    assert (student / "model.keras").exists()
+    before = os.stat(student / "data" / DISTILLED).st_mtime_ns
+    lines = []
+    config = translate.check(
+        translate.parser().parse_args(
+            ["train", "--output", str(student), "--distill-from", teacher, *STUDENT, *TINY]
+        )
+    )
+    paths = {"train": str(student / "data" / "train.tsv")}
+    assert distilled_split(config, paths, lines.append) == str(student / "data" / DISTILLED)
+    assert os.stat(student / "data" / DISTILLED).st_mtime_ns == before
+    read_back = "distillation: the teachers' translations of the training split: "
+    assert lines == [f"{read_back}{student / 'data' / DISTILLED}"]
+
+
+def test_a_teacher_of_other_data_itself_or_untrained_is_refused(trained, tmp_path, capsys):
+    teacher = trained[0]
+    output = str(tmp_path / "student")
+    other = [*TINY[:2], "--vocab-size", "500", *TINY[4:]]
+    status, _, err = cli(capsys, "train", "--output", output, "--distill-from", teacher, *other)
+    assert status == 2 and err.count("\n") == 1, err
+    assert f"--distill-from {teacher}: the student takes its data split" in err
+    assert "vocab_size: 400 in the run, 500 now" in err
+    assert not os.path.exists(output)  # a refused new run leaves nothing
+    status, _, err = cli(capsys, "train", "--output", teacher, "--distill-from", teacher, *TINY)
+    assert status == 2 and "is --output itself" in err, err
+    missing = str(tmp_path / "nothing")
+    status, _, err = cli(capsys, "train", "--output", output, "--distill-from", missing, *TINY)
+    assert status == 2 and f"--distill-from {missing}: no trained model there" in err, err
