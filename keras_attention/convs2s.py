@@ -447,6 +447,10 @@ class _ConvS2SStack(keras.layers.Layer):
                 f"{type(self).__name__}.share_token_table: `other` must be a ConvS2S encoder "
                 f"or decoder; received {type(other).__name__}."
             )
+        if self.built:
+            raise ValueError(
+                f"{type(self).__name__}.share_token_table: call it before the stack is built."
+            )
         self._table_stack = lambda: other  # a function: not tracked as a sublayer
 
     def _build_embedding(self, tokens_shape):

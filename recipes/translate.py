@@ -113,6 +113,18 @@ def add_decoding_flags(command, run):
     )
 
 
+def add_distill_flag(command):
+    """`--distill-from` (train and demo: `tune` searches on the references)."""
+    command.add_argument(
+        "--distill-from",
+        nargs="+",
+        metavar="RUN",
+        help="train on these trained runs' translations of the training split instead "
+        "of its references (sequence-level distillation; several runs translate as "
+        "an ensemble); the run takes their data split and vocabularies",
+    )
+
+
 def add_training_flags(command):
     """`train`'s flags for validation, monitoring and averaging (issue 12), and
     its members (issue 22)."""
@@ -244,14 +256,6 @@ def parser():
                 "--max-length",
                 type=int,
                 help="longest sentence in subword pieces (longer pairs are left out)",
-            )
-            command.add_argument(
-                "--distill-from",
-                nargs="+",
-                metavar="RUN",
-                help="train on these trained runs' translations of the training split instead "
-                "of its references (sequence-level distillation; several runs translate as "
-                "an ensemble); the run takes their data split and vocabularies",
             )
             command.add_argument("--seed", type=int, help="random seed")
             command.add_argument(
@@ -397,6 +401,7 @@ def parser():
 
     train_command = add("train", "train a model")
     add_training_flags(train_command)
+    add_distill_flag(train_command)
     add_beam_width_flag(train_command, "records")
     add_decoding_flags(train_command, "records")
     for name, help_text in (
@@ -515,6 +520,7 @@ def parser():
     demo_command = add("demo", "train, evaluate and translate: the main job of `make demo`")
     add_beam_width_flag(demo_command, "records")
     add_alpha_flag(demo_command)
+    add_distill_flag(demo_command)
     demo_command.add_argument(
         "--limit-test", type=int, help="evaluate only the first N test sentences (default: all)"
     )

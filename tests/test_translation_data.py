@@ -543,6 +543,11 @@ def test_a_convs2s_run_recorded_before_the_tying_flags_resumes(tmp_path):
 
     new = settings("--family", "convs2s")
     assert new["tie_embeddings"] is False and new["shared_vocabulary"] is False
+    # a tuning run's record (data settings, no family) lacking it: False as well
+    assert settings_module.recorded_defaults({"corpus": DING})["shared_vocabulary"] is False
+    # the vocabulary is learned from the flag: a hyperparameters file cannot share it
+    tuned = settings_module.model_settings(new, {"shared_vocabulary": True})
+    assert tuned["shared_vocabulary"] is False
     old = {k: v for k, v in new.items() if k != "shared_vocabulary"}
     old["tie_embeddings"] = None
     output = str(tmp_path / "run")

@@ -60,15 +60,55 @@ def test_a_student_trains_on_what_its_teacher_translates(trained, tmp_path):
 
 def test_a_teacher_of_other_data_itself_or_untrained_is_refused(trained, tmp_path, capsys):
     teacher = trained[0]
+    status, _, err = cli(capsys, "tune", "--output", str(tmp_path), "--distill-from", teacher)
+    assert status == 2 and "unrecognized arguments: --distill-from" in err, err  # train, demo
     output = str(tmp_path / "student")
     other = [*TINY[:2], "--vocab-size", "500", *TINY[4:]]
     status, _, err = cli(capsys, "train", "--output", output, "--distill-from", teacher, *other)
     assert status == 2 and err.count("\n") == 1, err
-    assert f"--distill-from {teacher}: the student takes its data split" in err
+    assert f"--distill-from {teacher}: the student takes the teachers' data split" in err
     assert "vocab_size: 400 in the run, 500 now" in err
     assert not os.path.exists(output)  # a refused new run leaves nothing
     status, _, err = cli(capsys, "train", "--output", teacher, "--distill-from", teacher, *TINY)
     assert status == 2 and "is --output itself" in err, err
     missing = str(tmp_path / "nothing")
     status, _, err = cli(capsys, "train", "--output", output, "--distill-from", missing, *TINY)
-    assert status == 2 and f"--distill-from {missing}: no trained model there" in err, err
+    assert status == 2 and f"--distill-from {missing}: expected a trained run there" in err, err
+
+
+def test_an_interrupted_distillation_resumes_after_its_last_whole_chunk(
+    trained, tmp_path, monkeypatch
+):
+    """The translations made before an interruption (whole chunks, kept
+    outside data/) are kept: only the rest is translated; a partial file
+    of other sources is not used."""
+    from recipes import translate
+    from recipes.translation import distillation
+
+    teacher, student = trained[0], tmp_path / "student"
+    monkeypatch.setattr(distillation, "CHUNK", 40)
+    argv = ["train", "--output", str(student), "--distill-from", teacher, *STUDENT, *TINY]
+    config = translate.check(translate.parser().parse_args(argv))
+    distillation.check_teachers(config)
+    distillation.adopt_teacher_data(config, ["source.spm", "target.spm"])
+    paths = {"train": str(student / "data" / "train.tsv")}
+    pairs = read_pairs(paths["train"])
+    partial = distillation.partial_path(config)
+    with open(partial, "w", encoding="utf-8") as handle:  # 2 whole chunks and a torn line
+        handle.writelines(f"{source}\tmade before\n" for source, _ in pairs[:80])
+        handle.write(pairs[80][0][:5])
+    lines = []
+    path = distillation.distilled_split(config, paths, lines.append)
+    assert "(resuming after 80)" in lines[0]
+    targets = [target for _, target in read_pairs(path)]
+    assert targets[:80] == ["made before"] * 80 and "made before" not in targets[80:]
+    assert not os.path.exists(partial) and len(targets) == len(pairs)
+    os.remove(path)
+    with open(partial, "w", encoding="utf-8") as handle:  # another split's sources
+        handle.writelines(f"other {source}\tmade before\n" for source, _ in pairs[:80])
+    lines.clear()
+    targets = [
+        target
+        for _, target in read_pairs(distillation.distilled_split(config, paths, lines.append))
+    ]
+    assert "resuming" not in lines[0] and "made before" not in targets

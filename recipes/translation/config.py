@@ -464,7 +464,8 @@ def model_settings(config, hyperparameters=None):
         {  # a tuner's file may hold values of the other families: they do not apply
             key: value
             for key, value in hyperparameters.items()
-            if family in FAMILY_ONLY.get(key, FAMILIES)
+            # the vocabulary is learned from the flag: a file cannot change it
+            if family in FAMILY_ONLY.get(key, FAMILIES) and key not in DATA_KEYS
         }
     )
     if settings["family"] not in FAMILIES:
@@ -533,6 +534,8 @@ def recorded_defaults(settings):
             key: FAMILY_DEFAULTS[key] if family in FAMILY_ONLY[key] else None
             for key in (*TRANSFORMER_ONLY[1:], "tie_embeddings", "shared_vocabulary")
         },
+        # a tuning run's record has no family: its data settings say False
+        **({} if family else {"shared_vocabulary": False}),
         "warmup": 0,
         "decay": "rsqrt",
         "dictionary": 0.0,

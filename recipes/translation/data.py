@@ -527,15 +527,17 @@ def load_tokenizers(output, paths=None, vocab_size=8000, log=print, tokenizer=No
     files = vocabulary_paths(output, tokenizer)
     for column, path in enumerate(files):
         learned = [other for other in files if os.path.exists(other)]
-        if shared and learned and not os.path.exists(path):
-            shutil.copyfile(learned[0], path)  # (a run killed between the two files)
+        if shared and learned and not os.path.exists(path):  # (killed between the two files)
+            temporary = runs.temporary_path(path)
+            shutil.copyfile(learned[0], temporary)
+            os.replace(temporary, path)
         if not os.path.exists(path):
             if paths is None:
                 raise UsageError(f"{path} is missing: train a model into --output {output} first")
             pairs = read_pairs(paths["train"])
             texts = [pair[column] for pair in pairs]
             side = ("source", "target")[column]
-            if shared:
+            if shared:  # both sides: each pair's two sentences
                 texts = [text for pair in pairs for text in pair]
                 side = "shared (source and target)"
             sentencepiece = path.endswith(".spm")

@@ -20,6 +20,8 @@ Example (a demo-sized model from the translator's two members):
 
 import dataclasses
 import filecmp
+import hashlib
+import json
 import os
 import shutil
 import time
@@ -32,44 +34,63 @@ CHUNK = 1024  # sentences translated between two progress lines
 
 
 def check_teachers(config):
-    """`UsageError` before any work: each teacher must hold a trained
-    model, none may be `--output` itself, and a `TF_CONFIG` cluster is
-    refused (its workers would each translate the split)."""
-    for teacher in config.distill_from:
-        if os.path.realpath(teacher) == os.path.realpath(config.output):
-            raise UsageError(
-                f"--distill-from {teacher} is --output itself: the teacher is another, trained run"
-            )
-        if not os.path.exists(os.path.join(teacher, "model.keras")):
-            raise UsageError(
-                f"--distill-from {teacher}: no trained model there "
-                f"({os.path.join(teacher, 'model.keras')} is missing)"
-            )
+    """`UsageError` before any work: each teacher must hold a finished
+    trained run whose data settings (`run.json`) are the student's (the
+    student takes its split and vocabularies), the teachers must share
+    one vocabulary and number protection (they translate as one
+    ensemble), none may be `--output` itself, and a `TF_CONFIG` cluster
+    is refused (its workers would each translate the split)."""
+    from .data import vocabulary_paths
+    from .training import finished
+
     if os.environ.get("TF_CONFIG"):
         raise UsageError(
             "--distill-from translates the training split in one process: train the student "
             "without a TF_CONFIG cluster"
         )
+    current = {key: value for key, value in config.data_settings().items() if key in DATA_KEYS}
+    first = config.distill_from[0]
+    for teacher in config.distill_from:
+        if os.path.realpath(teacher) == os.path.realpath(config.output):
+            raise UsageError(
+                f"--distill-from {teacher} is --output itself: the teacher is another, trained run"
+            )
+        if not finished(teacher) or not os.path.exists(os.path.join(teacher, runs.RUN_FILE)):
+            raise UsageError(
+                f"--distill-from {teacher}: expected a trained run there (model.keras and "
+                f"run.json, no unfinished backup); found none: train it first"
+            )
+        recorded = runs.read_json(os.path.join(teacher, runs.RUN_FILE), "the teacher's record")
+        recorded = upgrade(recorded.get("settings", {}))
+        # a recurrent run records None: it has no shared vocabulary either
+        recorded["shared_vocabulary"] = bool(recorded.get("shared_vocabulary"))
+        differences = runs.differences(recorded, current, recorded_defaults(recorded))
+        if differences:
+            raise UsageError(
+                f"--distill-from {teacher}: the student takes the teachers' data split and "
+                f"vocabularies, so its data flags must be theirs ({'; '.join(differences)})"
+            )
+        for mine, theirs in zip(vocabulary_paths(first), vocabulary_paths(teacher)):
+            if not os.path.exists(theirs) or not filecmp.cmp(mine, theirs, shallow=False):
+                raise UsageError(
+                    f"--distill-from {teacher}: its vocabulary {theirs} is not {first}'s "
+                    f"({mine}); the teachers translate as one ensemble, of one vocabulary"
+                )
+        protects = json.load(open(os.path.join(teacher, "config.json"))).get("protect_numbers")
+        first_protects = json.load(open(os.path.join(first, "config.json"))).get("protect_numbers")
+        if bool(protects) != bool(first_protects):
+            raise UsageError(
+                f"--distill-from {teacher} protects numbers {'' if protects else 'not '}as "
+                f"{first} does not: the teachers translate as one ensemble"
+            )
 
 
 def adopt_teacher_data(config, vocabularies):
     """Give `config.output` the first teacher's data split and vocabulary
     files (`vocabularies`: their names), copied when `--output` has none,
-    else checked to be the same files. `UsageError` when the teacher's
-    data settings (`run.json`) are not the student's: its split and
-    vocabularies would not be what the student's run records."""
+    else checked to be the same files (`check_teachers` has checked that
+    the settings they were made with are the student's)."""
     teacher = config.distill_from[0]
-    recorded = runs.read_json(os.path.join(teacher, runs.RUN_FILE), "the teacher's run record")
-    recorded = upgrade(recorded.get("settings", {}))
-    current = {key: value for key, value in config.data_settings().items() if key in DATA_KEYS}
-    # a recurrent run records None: it has no shared vocabulary either
-    recorded["shared_vocabulary"] = bool(recorded.get("shared_vocabulary"))
-    differences = runs.differences(recorded, current, recorded_defaults(recorded))
-    if differences:
-        raise UsageError(
-            f"--distill-from {teacher}: the student takes its data split and vocabularies, "
-            f"so its data flags must be the teacher's ({'; '.join(differences)})"
-        )
     os.makedirs(config.output, exist_ok=True)
     for name in ("data", *vocabularies):
         mine, theirs = os.path.join(config.output, name), os.path.join(teacher, name)
@@ -95,11 +116,26 @@ def adopt_teacher_data(config, vocabularies):
             )
 
 
+def partial_path(config):
+    """Where the translations made so far are kept while the teachers
+    translate: in `--output`, outside `data/` (which a new run that stops
+    before its first epoch gives up), named by the teachers' paths and
+    their models' times, so that other or retrained teachers start anew."""
+    key = [
+        (os.path.abspath(teacher), os.stat(os.path.join(teacher, "model.keras")).st_mtime_ns)
+        for teacher in config.distill_from
+    ]
+    digest = hashlib.sha256(json.dumps(key).encode()).hexdigest()[:12]
+    return os.path.join(config.output, f"distillation-{digest}.partial.tsv")
+
+
 def distilled_split(config, paths, log=print):
     """The path of the training split with the teachers' translations as
     targets, made now unless the run has it (a pair whose translation came
-    out empty keeps its reference, and is counted)."""
-    from .config import run_decoding
+    out empty keeps its reference, and is counted). The translations are
+    appended to `partial_path` as they come, a chunk at a time: an
+    interrupted run resumes from the last whole chunk."""
+    from .config import DECODING, run_decoding
     from .data import read_pairs
     from .decoding import number_protection, search_from_config, translate_texts
     from .training import load_decoder
@@ -109,20 +145,32 @@ def distilled_split(config, paths, log=print):
         log(f"distillation: the teachers' translations of the training split: {path}")
         return path
     teachers = config.distill_from
-    decoding = {name: None for name in ("beam_width", "alpha", "min_length")}
-    decoding.update(no_repeat_ngram=None, repetition_penalty=None, coverage_penalty=None)
     teacher_config = dataclasses.replace(
-        config, output=teachers[0], ensemble=list(teachers[1:]) or None, **decoding
+        config,
+        output=teachers[0],
+        ensemble=list(teachers[1:]) or None,
+        **dict.fromkeys(DECODING),  # the teachers' recorded decoding
     )
     model, run_config, source_tokenizer, target_tokenizer = load_decoder(teacher_config)
     search = search_from_config(run_decoding(teacher_config, run_config))
     pairs = read_pairs(paths["train"])
+    partial = partial_path(config)
+    done = read_pairs(partial)[: len(pairs)] if os.path.exists(partial) else []
+    done = done[: len(done) - len(done) % CHUNK]  # whole chunks only
+    sources = [pair[0] for pair in done]
+    if any(len(pair) != 2 for pair in done) or sources != [s for s, _ in pairs[: len(done)]]:
+        done = []  # not this split's: start again
     what = "an ensemble of " + " and ".join(teachers) if len(teachers) > 1 else teachers[0]
-    log(f"distillation: {what} translates the {len(pairs)} training sentences ...")
-    started, translations = time.perf_counter(), []
-    for start in range(0, len(pairs), CHUNK):
+    log(
+        f"distillation: {what} translates the {len(pairs)} training sentences"
+        + (f" (resuming after {len(done)})" if done else "")
+        + " ..."
+    )
+    runs.write_atomically(partial, lambda temporary: write_pairs(temporary, done))
+    started, translations = time.perf_counter(), [target for _, target in done]
+    for start in range(len(done), len(pairs), CHUNK):
         sources = [source for source, _ in pairs[start : start + CHUNK]]
-        translations += translate_texts(
+        chunk = translate_texts(
             model,
             source_tokenizer,
             target_tokenizer,
@@ -131,21 +179,27 @@ def distilled_split(config, paths, log=print):
             search,
             numbers=number_protection(run_config),
         )
-        seconds = time.perf_counter() - started
-        log(
-            f"distillation: {len(translations)}/{len(pairs)} sentences "
-            f"({len(translations) / seconds:.1f}/s)"
-        )
+        write_pairs(partial, zip(sources, chunk), mode="a")
+        translations += chunk
+        rate = (len(translations) - len(done)) / (time.perf_counter() - started)
+        log(f"distillation: {len(translations)}/{len(pairs)} sentences ({rate:.1f}/s)")
     empty = sum(1 for translation in translations if not translation.strip())
-
-    def write(temporary):
-        with open(temporary, "w", encoding="utf-8") as handle:
-            for (source, reference), translation in zip(pairs, translations):
-                handle.write(f"{source}\t{translation if translation.strip() else reference}\n")
-
-    runs.write_atomically(path, write)
+    distilled = [
+        (source, translation if translation.strip() else reference)
+        for (source, reference), translation in zip(pairs, translations)
+    ]
+    runs.write_atomically(path, lambda temporary: write_pairs(temporary, distilled))
+    os.remove(partial)
     log(
         f"distillation: {len(pairs)} pairs with the teachers' translations -> {path}"
         + (f" ({empty} empty translations kept their references)" if empty else "")
     )
     return path
+
+
+def write_pairs(path, pairs, mode="w"):
+    """`source<TAB>target` lines (a translation is one line: the searches
+    never emit a newline)."""
+    with open(path, mode, encoding="utf-8") as handle:
+        for source, target in pairs:
+            handle.write(f"{source}\t{target}\n")
