@@ -55,10 +55,11 @@ def check_teachers(config):
             raise UsageError(
                 f"--distill-from {teacher} is --output itself: the teacher is another, trained run"
             )
-        if not finished(teacher) or not os.path.exists(os.path.join(teacher, runs.RUN_FILE)):
+        records = [os.path.join(teacher, name) for name in (runs.RUN_FILE, "config.json")]
+        if not finished(teacher) or not all(os.path.exists(path) for path in records):
             raise UsageError(
-                f"--distill-from {teacher}: expected a trained run there (model.keras and "
-                f"run.json, no unfinished backup); found none: train it first"
+                f"--distill-from {teacher}: expected a trained run there (model.keras, "
+                f"config.json and run.json, no unfinished backup); found none: train it first"
             )
         recorded = runs.read_json(os.path.join(teacher, runs.RUN_FILE), "the teacher's record")
         recorded = upgrade(recorded.get("settings", {}))
@@ -76,8 +77,12 @@ def check_teachers(config):
                     f"--distill-from {teacher}: its vocabulary {theirs} is not {first}'s "
                     f"({mine}); the teachers translate as one ensemble, of one vocabulary"
                 )
-        protects = json.load(open(os.path.join(teacher, "config.json"))).get("protect_numbers")
-        first_protects = json.load(open(os.path.join(first, "config.json"))).get("protect_numbers")
+        protects, first_protects = (
+            runs.read_json(os.path.join(run, "config.json"), "the trained model's settings").get(
+                "protect_numbers"
+            )
+            for run in (teacher, first)
+        )
         if bool(protects) != bool(first_protects):
             raise UsageError(
                 f"--distill-from {teacher} protects numbers {'' if protects else 'not '}as "
