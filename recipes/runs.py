@@ -111,6 +111,27 @@ def import_tensorflow_quietly():
         tf.config.list_physical_devices("GPU")  # the CUDA probe prints here
 
 
+def copy_missing(source, target, names, ignore=()):
+    """Copy each entry of `names` (files or folders) from folder `source`
+    into folder `target` where `target` lacks it, each put in place whole
+    (a temporary renamed); folders are copied without the names matching
+    `ignore`'s patterns. Entries `target` has are left as they are."""
+    os.makedirs(target, exist_ok=True)
+    for name in names:
+        destination = os.path.join(target, name)
+        if os.path.exists(destination):
+            continue
+        temporary = temporary_path(destination)
+        if os.path.isdir(os.path.join(source, name)):
+            os.remove(temporary)  # copytree makes the folder
+            shutil.copytree(
+                os.path.join(source, name), temporary, ignore=shutil.ignore_patterns(*ignore)
+            )
+        else:
+            shutil.copyfile(os.path.join(source, name), temporary)
+        os.replace(temporary, destination)
+
+
 def temporary_path(path):
     """A new, empty file of a unique name beside `path`, with the same
     suffix (Keras checks `.keras` and `.weights.h5`): `model.keras` ->

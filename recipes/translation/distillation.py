@@ -23,7 +23,6 @@ import filecmp
 import hashlib
 import json
 import os
-import shutil
 import time
 
 from .. import runs
@@ -40,8 +39,7 @@ def check_teachers(config):
     one vocabulary and number protection (they translate as one
     ensemble), none may be `--output` itself, and a `TF_CONFIG` cluster
     is refused (its workers would each translate the split)."""
-    from .data import vocabulary_paths
-    from .training import finished
+    from .training import check_one_vocabulary, check_same_numbers, finished
 
     if os.environ.get("TF_CONFIG"):
         raise UsageError(
@@ -71,23 +69,12 @@ def check_teachers(config):
                 f"--distill-from {teacher}: the student takes the teachers' data split and "
                 f"vocabularies, so its data flags must be theirs ({'; '.join(differences)})"
             )
-        for mine, theirs in zip(vocabulary_paths(first), vocabulary_paths(teacher)):
-            if not os.path.exists(theirs) or not filecmp.cmp(mine, theirs, shallow=False):
-                raise UsageError(
-                    f"--distill-from {teacher}: its vocabulary {theirs} is not {first}'s "
-                    f"({mine}); the teachers translate as one ensemble, of one vocabulary"
-                )
-        protects, first_protects = (
-            runs.read_json(os.path.join(run, "config.json"), "the trained model's settings").get(
-                "protect_numbers"
-            )
+        check_one_vocabulary(first, teacher, "--distill-from", f"{first}'s")
+        teacher_config, first_config = (
+            runs.read_json(os.path.join(run, "config.json"), "the trained model's settings")
             for run in (teacher, first)
         )
-        if bool(protects) != bool(first_protects):
-            raise UsageError(
-                f"--distill-from {teacher} protects numbers {'' if protects else 'not '}as "
-                f"{first} does not: the teachers translate as one ensemble"
-            )
+        check_same_numbers(first_config, teacher_config, teacher, "--distill-from", f"{first}'s")
 
 
 def adopt_teacher_data(config, vocabularies):
@@ -96,18 +83,11 @@ def adopt_teacher_data(config, vocabularies):
     else checked to be the same files (`check_teachers` has checked that
     the settings they were made with are the student's)."""
     teacher = config.distill_from[0]
-    os.makedirs(config.output, exist_ok=True)
-    for name in ("data", *vocabularies):
+    names = ("data", *vocabularies)
+    held = [name for name in names if os.path.exists(os.path.join(config.output, name))]
+    runs.copy_missing(teacher, config.output, names, ignore=(DISTILLED,))
+    for name in held:
         mine, theirs = os.path.join(config.output, name), os.path.join(teacher, name)
-        if not os.path.exists(mine):
-            temporary = runs.temporary_path(mine)
-            if name == "data":
-                os.remove(temporary)  # copytree makes the folder
-                shutil.copytree(theirs, temporary, ignore=shutil.ignore_patterns(DISTILLED))
-            else:
-                shutil.copyfile(theirs, temporary)
-            os.replace(temporary, mine)
-            continue
         same = (
             filecmp.cmp(os.path.join(mine, "train.tsv"), os.path.join(theirs, "train.tsv"), False)
             if name == "data"

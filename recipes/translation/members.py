@@ -24,7 +24,6 @@ finish and leaves the finished ones alone. Decode them together with
 
 import multiprocessing
 import os
-import shutil
 import sys
 
 from .. import runs
@@ -120,17 +119,7 @@ def train_members(config, log=print):
         prepared_run(config, settings, True, log)  # --overwrite deletes members/ too
     vocabularies = [os.path.basename(p) for p in vocabulary_paths(config.output, config.tokenizer)]
     for folder in folders[1:]:  # each member's copy, put in place whole
-        os.makedirs(folder, exist_ok=True)
-        for name in ("data", *vocabularies):
-            target = os.path.join(folder, name)
-            if not os.path.exists(target):
-                temporary = runs.temporary_path(target)
-                if name == "data":
-                    os.remove(temporary)  # copytree makes the folder
-                    shutil.copytree(os.path.join(config.output, name), temporary)
-                else:
-                    shutil.copyfile(os.path.join(config.output, name), temporary)
-                os.replace(temporary, target)
+        runs.copy_missing(config.output, folder, ("data", *vocabularies))
     cores = [None] * config.members
     if hasattr(os, "sched_getaffinity"):
         cores = shares(sorted(os.sched_getaffinity(0)), config.members)

@@ -326,8 +326,6 @@ def load_decoder(config):
     ensemble's longest translation is its members' shortest `max_length`."""
     from keras_attention.seq2seq import Ensemble
 
-    from .data import vocabulary_paths
-
     model, run_config, source, target = load_run(config.output, config, compile=False)
     if not config.ensemble:
         return model, run_config, source, target
@@ -338,24 +336,39 @@ def load_decoder(config):
                 f"--ensemble {other} is --output itself: name the other runs "
                 "(the --output run is always a member)"
             )
-        for mine, theirs in zip(vocabulary_paths(config.output), vocabulary_paths(other)):
-            if not os.path.exists(theirs) or not filecmp.cmp(mine, theirs, shallow=False):
-                raise UsageError(
-                    f"--ensemble {other}: its vocabulary {theirs} is not --output's ({mine}); "
-                    "an ensemble decodes with one vocabulary: train its runs with the same "
-                    "data settings (--vocab-size, --tokenizer, --limit, --dictionary)"
-                )
+        check_one_vocabulary(config.output, other, "--ensemble", "--output's")
         member, member_config, _, _ = load_run(other, config, compile=False)
-        if bool(member_config.get("protect_numbers")) != bool(run_config.get("protect_numbers")):
-            raise UsageError(
-                f"--ensemble {other} protects numbers "
-                f"{'' if member_config.get('protect_numbers') else 'not '}as --output's run "
-                "does not: train both with the same --protect-numbers setting"
-            )
+        check_same_numbers(run_config, member_config, other, "--ensemble", "--output's")
         members.append(member)
         lengths.append(member_config["max_length"])
     run_config = {**run_config, "max_length": min(lengths), "ensemble": list(config.ensemble)}
     return Ensemble(members), run_config, source, target
+
+
+def check_one_vocabulary(first, other, flag, whose):
+    """`UsageError` unless run `other` (named with `flag`) holds the
+    vocabulary files of run `first` (`whose`: how the message names it),
+    byte for byte: runs that decode as one ensemble share one vocabulary,
+    one segmentation (`--ensemble`, `--distill-from`)."""
+    for mine, theirs in zip(vocabulary_paths(first), vocabulary_paths(other)):
+        if not os.path.exists(theirs) or not filecmp.cmp(mine, theirs, shallow=False):
+            raise UsageError(
+                f"{flag} {other}: its vocabulary {theirs} is not {whose} ({mine}); "
+                "an ensemble decodes with one vocabulary: train its runs with the same "
+                "data settings (--vocab-size, --tokenizer, --limit, --dictionary)"
+            )
+
+
+def check_same_numbers(first_config, other_config, other, flag, whose):
+    """`UsageError` unless the run `other` (its `config.json`:
+    `other_config`) protects numbers as the first run does: an ensemble
+    restores them once, for all its members."""
+    protects = bool(other_config.get("protect_numbers"))
+    if protects != bool(first_config.get("protect_numbers")):
+        raise UsageError(
+            f"{flag} {other} protects numbers {'' if protects else 'not '}as {whose} run "
+            "does not: train them with the same --protect-numbers setting"
+        )
 
 
 SIDES = ("source", "target")
