@@ -433,6 +433,54 @@ def int8_transformer(tmp_path_factory):
     return translator, float_path, int8_path, before
 
 
+SIGNATURE_BODIES = (
+    "translate_function",
+    "greedy_function",
+    "attention_function",
+    "nbest_function",
+    "constrained_function",
+    "tokens_function",
+    "options_function",
+)
+
+
+def test_an_export_traces_each_signature_once(tmp_path, monkeypatch):
+    """`tf.saved_model.save` traced every signature's search a second time
+    (its function cache key holds the save options), which doubled an
+    export's time and its saved_model.pb. Now the saved function calls the
+    one trace (`traced_once`): an export runs each body's Python once, and
+    the in-process methods reuse that trace."""
+    from keras_attention.serving import Translator
+    from tests.test_translator import sentences
+
+    calls = {name: 0 for name in SIGNATURE_BODIES}
+
+    def counting(name):
+        original = getattr(Translator, name)
+
+        def counted(self, *args, **kwargs):
+            calls[name] += 1
+            return original(self, *args, **kwargs)
+
+        return counted
+
+    for name in SIGNATURE_BODIES:
+        monkeypatch.setattr(Translator, name, counting(name))
+    translator = tiny_translator_of("rnn", tmp_path)
+    path = translator.export(str(tmp_path / "exports"), "float")
+    assert calls == {name: 1 for name in SIGNATURE_BODIES}
+    texts = sentences()[:3]
+    translated, greedy = translator.translate(texts), translator.greedy(texts)
+    assert calls == {name: 1 for name in SIGNATURE_BODIES}
+    import tensorflow as tf
+
+    loaded = tf.saved_model.load(path)
+    served = loaded.signatures["serving_default"](text=tf.constant(texts))["translation"]
+    assert [t.decode() for t in served.numpy()] == translated
+    served = loaded.signatures["greedy"](text=tf.constant(texts))["translation"]
+    assert [t.decode() for t in served.numpy()] == greedy
+
+
 def test_an_int8_export_translates_as_the_quantized_model_in_process(int8_transformer):
     """The text signatures of the int8 export (plain TensorFlow) answer what
     `Translator.quantized("int8")` answers in process; the Translator's own

@@ -490,8 +490,9 @@ class Translator:
     # -- one tf.function per signature ----------------------------------------
     def function(self, name):
         """The `tf.function` of signature `name`, traced once per Translator
-        (the batch dimension unknown; TensorFlow traces once more when it
-        saves it): what `export` writes and the in-process methods call."""
+        (the batch dimension unknown; saving it traces only a call of that
+        trace, `traced_once`): what `export` writes and the in-process
+        methods call."""
         if name not in self._functions:
             self._functions[name] = self._compile(name)
         return self._functions[name]
@@ -549,8 +550,7 @@ class Translator:
             function = tf.function(
                 lambda text: run(self.checked_text(text)), input_signature=[text], autograph=False
             )
-        function.get_concrete_function()  # the one trace
-        return function
+        return traced_once(function)
 
     def _run(self, name, *columns):
         """`function(name)` over `columns` (lists of equal length) in batches
@@ -917,3 +917,23 @@ def empty_batch_as_one_row(function, *fillers):
         return {name: value[:rows] for name, value in function(*inputs).items()}
 
     return run
+
+
+def traced_once(function):
+    """A `tf.function` with `function`'s input signature whose body is one
+    call of `function`'s concrete trace, traced now.
+
+    `tf.saved_model.save` traces every `tf.function` it saves once more:
+    the function cache's key holds the save options' variable policy, so a
+    trace made outside the save does not serve it. Tracing a search (a
+    `while_loop` over the model's decoder) was half of an export's time,
+    and the SavedModel held each search graph twice, once for the
+    signature and once for the function. Over this wrapper the save's
+    trace is a single call op to the graph traced here, which the
+    SavedModel holds once."""
+    trace = function.get_concrete_function()
+    wrapper = tf.function(
+        lambda *args: trace(*args), input_signature=function.input_signature, autograph=False
+    )
+    wrapper.get_concrete_function()
+    return wrapper
