@@ -62,6 +62,7 @@ from keras_attention.seq2seq import TransformerSeq2Seq  # noqa: E402
 from keras_attention.seq2seq.generation import beam_search, greedy_search  # noqa: E402
 from keras_attention.serving.export import export_archive  # noqa: E402
 from keras_attention.serving.translator import quantized_copy, variables_bytes  # noqa: E402
+from keras_attention.serving.versions import traced_once  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -129,7 +130,9 @@ def export_searches(model, length, directory):
     archive = keras.export.ExportArchive()
     spec = [tf.TensorSpec((None, None), tf.int32, name="token_ids")]
     for name, search in searches(model, length).items():
-        archive.add_endpoint(name, search, input_signature=spec)
+        archive.add_endpoint(
+            name, traced_once(tf.function(search, input_signature=spec, autograph=False))
+        )
     path = export_archive(archive, directory, "decoding_bench")
     loaded = tf.saved_model.load(path)
     loaded.variables_bytes = variables_bytes(path)

@@ -305,6 +305,7 @@ def export(model, warp, args, examples):
         write_warmup_requests,
     )
     from keras_attention.serving.requests import has_shape, refuse_unless, shape_string
+    from keras_attention.serving.versions import traced_once
 
     archive = keras.export.ExportArchive()
     archive.track(model)
@@ -383,24 +384,28 @@ def export(model, warp, args, examples):
         image = tf.image.resize(gray[..., None], (CANVAS, CANVAS))
         return tf.ensure_shape(image, (CANVAS, CANVAS, 1))
 
+    def endpoint(body, spec):  # traced once, not again by the save (`traced_once`)
+        return traced_once(tf.function(body, input_signature=[spec], autograph=False))
+
     archive.add_endpoint(
-        "serving_default", lambda image: predict(checked(image)), input_signature=[image_spec]
+        "serving_default", endpoint(lambda image: predict(checked(image)), image_spec)
     )
     archive.add_endpoint(
         "image_bytes",
-        lambda image_bytes: predict(
-            tf.map_fn(
-                decode,
-                image_bytes,
-                fn_output_signature=tf.TensorSpec((CANVAS, CANVAS, 1), tf.float32),
-            )
+        endpoint(
+            lambda image_bytes: predict(
+                tf.map_fn(
+                    decode,
+                    image_bytes,
+                    fn_output_signature=tf.TensorSpec((CANVAS, CANVAS, 1), tf.float32),
+                )
+            ),
+            tf.TensorSpec((None,), tf.string, name="image_bytes"),
         ),
-        input_signature=[tf.TensorSpec((None,), tf.string, name="image_bytes")],
     )
     archive.add_endpoint(
         "transformed",
-        lambda image: {"transformed": warp(checked(image), training=False)},
-        input_signature=[image_spec],
+        endpoint(lambda image: {"transformed": warp(checked(image), training=False)}, image_spec),
     )
     images = examples[:4].astype("float32")
     pngs = np.array(

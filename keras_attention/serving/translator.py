@@ -73,7 +73,7 @@ from keras_attention.serving.requests import (
     refuse_unless,
     rule_text,
 )
-from keras_attention.serving.versions import export_archive
+from keras_attention.serving.versions import export_archive, traced_once
 from keras_attention.validation import check_choice
 
 # `Translator.export(quantize=...)`: weight-only int8 (`Seq2Seq.quantize`).
@@ -917,23 +917,3 @@ def empty_batch_as_one_row(function, *fillers):
         return {name: value[:rows] for name, value in function(*inputs).items()}
 
     return run
-
-
-def traced_once(function):
-    """A `tf.function` with `function`'s input signature whose body is one
-    call of `function`'s concrete trace, traced now.
-
-    `tf.saved_model.save` traces every `tf.function` it saves once more:
-    the function cache's key holds the save options' variable policy, so a
-    trace made outside the save does not serve it. Tracing a search (a
-    `while_loop` over the model's decoder) was half of an export's time,
-    and the SavedModel held each search graph twice, once for the
-    signature and once for the function. Over this wrapper the save's
-    trace is a single call op to the graph traced here, which the
-    SavedModel holds once."""
-    trace = function.get_concrete_function()
-    wrapper = tf.function(
-        lambda *args: trace(*args), input_signature=function.input_signature, autograph=False
-    )
-    wrapper.get_concrete_function()
-    return wrapper

@@ -204,6 +204,29 @@ def export_archive(archive, base_dir, model_name, version=None, before_publish=N
     return staged.path
 
 
+def traced_once(function):
+    """A `tf.function` with `function`'s input signature (a `tf.function`
+    with an `input_signature`) whose body is one call of `function`'s
+    concrete trace, traced now: what an `ExportArchive` endpoint should be.
+
+    `tf.saved_model.save` traces every `tf.function` it saves once more:
+    the function cache's key holds the save options' variable policy, so a
+    trace made outside the save does not serve it. Tracing a search (a
+    `while_loop` over the model's decoder) was half of a Translator's
+    export time, and the SavedModel held each search graph twice, once for
+    the signature and once for the function. Over this wrapper the save's
+    trace is a single call op to the graph traced here, which the
+    SavedModel holds once."""
+    import tensorflow as tf
+
+    trace = function.get_concrete_function()
+    wrapper = tf.function(
+        lambda *args: trace(*args), input_signature=function.input_signature, autograph=False
+    )
+    wrapper.get_concrete_function()
+    return wrapper
+
+
 def write_warmup_requests(version_dir, model_name, requests):
     """Write `assets.extra/tf_serving_warmup_requests`: one `PredictionLog`
     record per `(signature_name, {input_name: value})`, which TF Serving
