@@ -477,8 +477,31 @@ def test_an_export_traces_each_signature_once(tmp_path, monkeypatch):
     loaded = tf.saved_model.load(path)
     served = loaded.signatures["serving_default"](text=tf.constant(texts))["translation"]
     assert [t.decode() for t in served.numpy()] == translated
-    served = loaded.signatures["greedy"](text=tf.constant(texts))["translation"]
-    assert [t.decode() for t in served.numpy()] == greedy
+    # The functions keep their argument names, in process and restored.
+    for function in (translator.function("greedy"), loaded.greedy):
+        served = function(text=tf.constant(texts))["translation"]
+        assert [t.decode() for t in served.numpy()] == greedy
+    tokens = loaded.tokens(token_ids=tf.constant([[4, 5]]), lengths=tf.constant([2]))
+    assert tokens.keys() == loaded.signatures["tokens"].structured_outputs.keys()
+
+
+def test_traced_once_keeps_names_and_refuses_a_function_without_a_signature():
+    import tensorflow as tf
+
+    from keras_attention.serving.versions import traced_once
+
+    def scale(image, factor):
+        return {"scaled": image * factor}
+
+    spec = [tf.TensorSpec((None,), tf.float32), tf.TensorSpec((), tf.float32, name="factor")]
+    wrapped = traced_once(tf.function(scale, input_signature=spec, autograph=False))
+    out = wrapped(image=tf.constant([1.0, 2.0]), factor=tf.constant(3.0))
+    np.testing.assert_allclose(out["scaled"].numpy(), [3.0, 6.0])
+    # An unnamed spec's input is named after the argument, as without the wrapper.
+    names = [t.name.split(":")[0] for t in wrapped.get_concrete_function().inputs]
+    assert names == ["image", "factor"]
+    with pytest.raises(ValueError, match="input_signature"):
+        traced_once(tf.function(scale))
 
 
 def test_an_int8_export_translates_as_the_quantized_model_in_process(int8_transformer):

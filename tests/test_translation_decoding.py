@@ -192,6 +192,35 @@ def test_batches_are_bucketed_by_length_and_hold_every_pair_once(trained):
     assert sum(s[0] * s[1] for s, _, _ in shapes) == sum(bucket_width) < len(fits) * 48
 
 
+def test_the_count_of_pairs_reads_lines_as_the_pipeline_does(trained, tmp_path):
+    """`make_dataset` counts the pairs that fit before it builds the pipeline
+    (the dataset's length); it reads the file itself, and must read the
+    lines `tf.data.TextLineDataset` reads: split on `\\n` only, every `\\r`
+    dropped. A file with CRLF endings and carriage returns inside lines
+    gives the counts and the pairs of the same file without them."""
+    from recipes.translation.data import make_dataset
+
+    output, _ = trained
+    tokenizers = data_module.load_tokenizers(output)
+    with open(os.path.join(output, "data", "train.tsv"), "rb") as handle:
+        lines = handle.read().splitlines()[:150]
+    clean, messy = tmp_path / "clean.tsv", tmp_path / "messy.tsv"
+    clean.write_bytes(b"\n".join(lines))  # no final newline
+    # every third line's first space becomes "\r " (kept, the \r changes
+    # its pieces, so what fits), and every line ends in \r\n
+    messy.write_bytes(
+        b"\r\n".join(
+            line.replace(b" ", b"\r ", 1) if i % 3 == 0 else line for i, line in enumerate(lines)
+        )
+        + b"\r"
+    )
+    results = [make_dataset(str(path), *tokenizers, 24, 8) for path in (clean, messy)]
+    (data, kept, total), (messy_data, messy_kept, messy_total) = results
+    assert (messy_kept, messy_total) == (kept, total) == (kept, 150) and 0 < kept < 150
+    seen, _ = epoch_pairs(messy_data)  # the pipeline's length matches the count
+    assert sorted(seen) == sorted(epoch_pairs(data)[0]) and len(seen) == kept
+
+
 def test_word_dropout_replaces_input_pieces_by_unk_and_never_the_scored_targets(trained):
     from keras_attention.serving.text import UNK
     from recipes.translation.data import make_dataset

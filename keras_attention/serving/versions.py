@@ -217,12 +217,22 @@ def traced_once(function):
     the signature and once for the function. Over this wrapper the save's
     trace is a single call op to the graph traced here, which the
     SavedModel holds once."""
+    import functools
+
     import tensorflow as tf
 
+    if getattr(function, "input_signature", None) is None:
+        raise ValueError(
+            "traced_once: `function` must be a tf.function with an input_signature "
+            f"(`tf.function(fn, input_signature=[...])`); got {function!r}"
+        )
     trace = function.get_concrete_function()
-    wrapper = tf.function(
-        lambda *args: trace(*args), input_signature=function.input_signature, autograph=False
-    )
+
+    @functools.wraps(function.python_function)  # the argument names: keyword calls, input keys
+    def call(*args, **kwargs):
+        return trace(*args, **kwargs)
+
+    wrapper = tf.function(call, input_signature=function.input_signature, autograph=False)
     wrapper.get_concrete_function()
     return wrapper
 

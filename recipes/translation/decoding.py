@@ -174,8 +174,9 @@ def export_translator(
     translator = translator_for(
         model, source_tokenizer, target_tokenizer, max_length, search, numbers=numbers
     )
-    # Most of an export is tracing each signature's search, then TensorFlow
-    # tracing them again as it saves: say which step is running (stderr).
+    # Most of an export is tracing each signature's search, then the save
+    # (which traces only a call of each, `traced_once`): say which step is
+    # running (stderr).
     started = time.perf_counter()
     if quantize is not None:
         progress(f"export: quantizing a copy of the model ({quantize}) ...")
