@@ -77,8 +77,11 @@ $(DING):
 	$(SUDO) apt-get update -qq
 	$(SUDO) apt-get install -y -qq trans-de-en
 
+# DEMO_FLAGS: the demo's flags on top of its defaults, e.g. DEMO_FLAGS=--overwrite to
+# retrain a runs/demo that an earlier version trained with other settings (refused).
+DEMO_FLAGS ?=
 demo: $(STAMP) $(DING)
-	$(VENV)/bin/keras-attention-translate demo --output runs/demo
+	$(VENV)/bin/keras-attention-translate demo --output runs/demo $(DEMO_FLAGS)
 
 # The best translator the recipe trains in an hour on a 2-core CPU: a wider
 # ConvS2S than the demo's (fairseq's IWSLT size: 256 wide, dropout 0.2) for

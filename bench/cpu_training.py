@@ -89,7 +89,7 @@ DEMO = {  # the demo's model (recipes/translation/config.py, COMMAND_DEFAULTS["d
     "num_heads": 4,
     "position": "sinusoidal",
     "dropout": 0.1,
-    "learning_rate": 3e-3,
+    "learning_rate": 5e-3,
     "label_smoothing": 0.1,
     "max_length": 32,
     "style": "luong",
