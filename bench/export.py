@@ -119,12 +119,18 @@ def main():
 
     import_tensorflow_quietly()
     flags = shlex.split(args.flags)
-    rows = {"traced once": [], "saved twice (before)": []}
+    # Each way: (its export's model name, the context it exports in).
+    ways = {
+        "traced once": ("once", contextlib.nullcontext),
+        "saved twice (before)": ("twice", saved_twice),
+    }
+    rows = {way: [] for way in ways}
     with tempfile.TemporaryDirectory() as directory:
         for repeat in range(args.repeats):
-            for way in ("traced once", "saved twice (before)")[:: 1 if repeat % 2 else -1]:
-                with saved_twice() if way.startswith("saved twice") else contextlib.nullcontext():
-                    rows[way].append(one_export(flags, directory, way.split()[1]))
+            for way in list(ways)[:: 1 if repeat % 2 else -1]:
+                model_name, context = ways[way]
+                with context():
+                    rows[way].append(one_export(flags, directory, model_name))
         if rows["traced once"][-1][1] == rows["saved twice (before)"][-1][1]:
             raise SystemExit("the two ways wrote the same saved_model.pb: the patch did not apply")
         report = {"flags": flags, "repeats": args.repeats}
