@@ -334,6 +334,53 @@ def test_average_command_writes_the_mean_of_the_given_checkpoints(trained, tmp_p
         assert status == 2 and err.startswith(message) and err.count("\n") == 1, err
 
 
+def test_average_measures_the_validation_loss_as_training_does(trained, tmp_path, capsys):
+    """`average` reports the loss that training's validation pipeline gives
+    the averaged model: the run's batching (recorded in config.json) and
+    number protection, not batches of its own (the loss is a mean of batch
+    means, so batching moves it). The tiny model's loss is nearly the same
+    on every pair, so here the protected numbers are what tell the two
+    measures apart (5.9732 before this was fixed, against 5.9729)."""
+    from recipes.translation.data import datasets
+
+    output = str(tmp_path / "run")
+    shutil.copytree(trained[0], output)
+    recorded = json.load(open(os.path.join(output, "config.json")))
+    assert (recorded["batch_size"], recorded["batch_tokens"]) == (32, None)  # TINY's
+    # Short pairs (they fit the tiny model's --max-length), several with
+    # numbers, more of a length than one batch holds.
+    train_path = os.path.join(output, "data", "train.tsv")
+    pairs = [
+        "Ich habe keine Zeit.\tI have no time.",
+        "Wo ist der Bahnhof?\tWhere is the station?",
+        "Es kostet 12 Euro.\tIt costs 12 euros.",
+        "Er kommt um 7 Uhr.\tHe comes at 7 o'clock.",
+        "Sie ist 30 Jahre alt.\tShe is 30 years old.",
+        "Danke schön.\tThank you very much.",
+    ] * 8
+    valid = tmp_path / "valid.tsv"
+    valid.write_text("\n".join(pairs) + "\n", encoding="utf-8")
+    status, out, err = cli(
+        capsys, "average", "--output", output, "--last", "2", "--valid", str(valid)
+    )
+    assert status == 0, err
+    reported = json.load(open(os.path.join(output, "config.json")))["val_loss"]
+    model, run_config, source_tokenizer, target_tokenizer = training.load_run(output)
+    _, valid_data = datasets(
+        {"train": train_path, "valid": str(valid)},
+        source_tokenizer,
+        target_tokenizer,
+        run_config["max_length"],
+        run_config["batch_size"],
+        0,
+        lambda line: None,
+        batch_tokens=run_config["batch_tokens"],
+        numbers=decoding.number_protection(run_config),
+    )
+    assert len(list(valid_data)) > 1  # several batches (length buckets): their sizes weigh in
+    assert reported == pytest.approx(model.evaluate(valid_data, verbose=0)[0], abs=6e-5)
+
+
 def test_results_rewrites_its_table_and_keeps_what_was_written_by_hand(tmp_path):
     from recipes.results import write_generated_part
 

@@ -152,6 +152,7 @@ def average_run(config, loaded, log=print):
     target_tokenizer)`. Returns the validation
     losses of the average and of the last checkpoint alone."""
     from .data import check_file, make_dataset
+    from .decoding import number_protection
     from .text_io import validation_file
 
     model, run_config, source_tokenizer, target_tokenizer = loaded
@@ -170,8 +171,17 @@ def average_run(config, loaded, log=print):
             )
         paths = [path for _, path in kept[-config.last :]]
     valid = validation_file(config.output, config.valid, config.output, log)
+    # The pairs, pieces and batches training validated on: its number
+    # protection changes both, and the loss is a mean of batch means. (A run
+    # recorded before its batching was: batches of 64 pairs.)
     data, kept_pairs, _ = make_dataset(
-        valid, source_tokenizer, target_tokenizer, run_config["max_length"], batch_size=64
+        valid,
+        source_tokenizer,
+        target_tokenizer,
+        run_config["max_length"],
+        batch_size=run_config.get("batch_size", 64),
+        batch_tokens=run_config.get("batch_tokens"),
+        numbers=number_protection(run_config),
     )
     if not kept_pairs:
         raise ValueError(f"no validation pair of {valid} fits the run's --max-length")

@@ -714,6 +714,10 @@ def _train(config, log, settings, spec, starting=None):
                 "source_vocab": source_tokenizer.vocab_size,
                 "target_vocab": target_tokenizer.vocab_size,
                 "epochs": config.epochs,
+                # how the validation split was batched, so that `average`
+                # measures its loss as training did (`averaging.average_run`)
+                "batch_size": config.batch_size,
+                "batch_tokens": config.batch_tokens,
                 "train_seconds": round(seconds, 1),
                 "val_loss": round(val_loss, 4),
                 **({"averaged": averaged} if averaged else {}),
