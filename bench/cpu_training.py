@@ -26,7 +26,10 @@ Cells (rows of the table; `--cells` picks some):
   family), for ConvS2S against the Transformer per second;
 - `tf gather loss` — `tf` with the loss and perplexity of before issue 22
   (the target's log-probability gathered from `log_softmax`), against
-  today's (the target logit selected, and `logsumexp`).
+  today's (the target logit selected, and `logsumexp`);
+- `convs2s 2+2`, `convs2s 6+6` — the demo's ConvS2S with 2 or 6
+  convolutions a side instead of 4 (`--num-layers 1` and `3`): what a
+  step costs by depth.
 
 Method. The parent (TensorFlow) draws `--steps` batches of the run's
 bucketed training epoch at the demo's `--batch-tokens 1536` (the 3 most
@@ -79,6 +82,9 @@ CELLS = {  # name -> (backend, environment, options of the child)
     "tf 2 workers x 1 thread": ("tf", {}, {"threads": [1, 1], "processes": 2, "workers": True}),
     "transformer": ("tf", {}, {"family": "transformer"}),
     "tf gather loss": ("tf", {}, {"gather_loss": True}),
+    # the demo's ConvS2S with 2+2 and 6+6 convolutions instead of 4+4 (--num-layers 1, 3)
+    "convs2s 2+2": ("tf", {}, {"num_layers": 1}),
+    "convs2s 6+6": ("tf", {}, {"num_layers": 3}),
 }
 BASELINE = "tf"
 DEMO = {  # the demo's model (recipes/translation/config.py, COMMAND_DEFAULTS["demo"])
@@ -156,7 +162,12 @@ def child(args):
     if options.get("bf16"):
         keras.mixed_precision.set_global_policy("mixed_bfloat16")
     keras.utils.set_random_seed(0)
-    config = {**DEMO, "family": options.get("family", "convs2s"), "jit": options.get("jit", False)}
+    config = {
+        **DEMO,
+        "family": options.get("family", "convs2s"),
+        "num_layers": options.get("num_layers", DEMO["num_layers"]),
+        "jit": options.get("jit", False),
+    }
     if strategy is not None:
         from keras_attention.serving.distribute import adapt_for_distribution
 
