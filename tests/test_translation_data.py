@@ -381,6 +381,36 @@ def test_average_measures_the_validation_loss_as_training_does(trained, tmp_path
     assert reported == pytest.approx(model.evaluate(valid_data, verbose=0)[0], abs=6e-5)
 
 
+def test_averaging_reports_the_last_epoch_beside_the_average_not_the_best(
+    tmp_path, monkeypatch, capsys
+):
+    """When an epoch before the last was the best, "(epoch N alone: X)"
+    and config.json's `val_loss_last` are the last epoch's loss; they were
+    the best epoch's. Here the best-weights callback is told that the first
+    epoch scored 0.5, so it keeps that epoch as the best."""
+    made = training.best_weights
+
+    def first_looks_best(path, log=print):
+        callback = made(path, log)
+        record = callback.on_epoch_end
+
+        def on_epoch_end(epoch, logs=None):
+            record(epoch, {**(logs or {}), **({"val_loss": 0.5} if epoch == 0 else {})})
+
+        callback.on_epoch_end = on_epoch_end
+        return callback
+
+    monkeypatch.setattr(training, "best_weights", first_looks_best)
+    output = str(tmp_path / "run")
+    flags = [*TINY[:-2], "--verbose", "2", "--family", "rnn", "--attention", "dot"]
+    log = run("train", "--output", output, "--epochs", "2", "--average-last", "2", *flags)
+    assert "keeping epoch 1's weights, the best on validation loss (0.500)" in log
+    last = float(re.findall(r"val_loss: ([0-9.]+)", capsys.readouterr().out)[-1])  # Keras's line
+    assert f"(epoch 2 alone: {last:.3f})" in log
+    recorded = json.load(open(os.path.join(output, "config.json")))["averaged"]["val_loss_last"]
+    assert recorded == pytest.approx(last, abs=1e-4)
+
+
 def test_results_rewrites_its_table_and_keeps_what_was_written_by_hand(tmp_path):
     from recipes.results import write_generated_part
 

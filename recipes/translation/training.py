@@ -701,7 +701,9 @@ def _train(config, log, settings, spec, starting=None):
                     f"{len(budget.epoch_seconds)} epochs fit the time budget, so the last "
                     f"{count} (at most half of them) are averaged"
                 )
-        averaged = average_last_epochs(model, work, count, valid_data, val_loss, log)
+        # the last epoch's loss, beside the average's: not the best epoch's
+        last_loss = best.last_val_loss if best.last_val_loss is not None else val_loss
+        averaged = average_last_epochs(model, work, count, valid_data, last_loss, log)
         val_loss = averaged.pop("val_loss", val_loss)
     runs.write_atomically(os.path.join(work, "final.weights.h5"), model.save_weights)
     if is_chief():
