@@ -1,4 +1,4 @@
-"""Run directories of the translation recipe.
+"""Run directories of the recipes (translation, digits).
 
 A run directory (`--output`) records in `run.json` the settings its data,
 vocabularies and model were built from. A later command compares its own
@@ -9,18 +9,23 @@ finished run keeps (`model.keras`, `config.json`) are written to a
 temporary file of a unique name and renamed into place, so a kill never
 leaves half of one (`replacing`). A process writing a run holds its lock
 (`locked`); a damaged run file is a `ValueError` naming it (`read_json`).
+Training backs up each epoch (`resilient_backup`) and takes Ctrl-C only
+between two steps (`ctrl_c_between_steps`), so an interrupted run resumes.
 """
 
 import argparse
 import contextlib
 import importlib.util
 import json
+import math
 import os
 import shutil
+import signal
 import socket
 import stat
 import sys
 import tempfile
+import threading
 import time
 
 try:
@@ -93,6 +98,84 @@ def command_errors(interrupted, errors=(ValueError, OSError)):
         sys.exit(2)
     except KeyboardInterrupt:
         sys.exit(interrupted())
+
+
+@contextlib.contextmanager
+def ctrl_c_between_steps():
+    """Inside the block, Ctrl-C (SIGINT) is held instead of raising
+    `KeyboardInterrupt` wherever the main thread happens to be; the Keras
+    callback the block yields raises it at the next boundary of `fit`: an
+    epoch's or a step's start or end, training or validation. Raised in
+    the middle of a TensorFlow trace it was seen to abort the process
+    (`free(): invalid next size`, exit status -6), and in the middle of
+    writing a backup to leave one that does not load. A second Ctrl-C
+    raises at once; one held past `fit`'s last boundary raises when the
+    block ends. Outside the main thread the block changes nothing."""
+    import keras
+
+    held = []
+
+    class RaiseHeldCtrlC(keras.callbacks.Callback):
+        def _raise_if_held(self, *args, **kwargs):
+            if held:
+                raise KeyboardInterrupt
+
+        on_epoch_begin = on_train_batch_begin = on_train_batch_end = _raise_if_held
+        on_test_batch_begin = on_test_batch_end = _raise_if_held
+
+    if threading.current_thread() is not threading.main_thread():
+        yield RaiseHeldCtrlC()
+        return
+    previous = signal.getsignal(signal.SIGINT)
+
+    def hold(signum, frame):
+        held.append(signum)
+        signal.signal(signal.SIGINT, previous)  # a second Ctrl-C: at once
+
+    signal.signal(signal.SIGINT, hold)
+    try:
+        yield RaiseHeldCtrlC()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if held:
+        raise KeyboardInterrupt
+
+
+def resilient_backup(directory, log=print):
+    """`BackupAndRestore` that keeps the two last epochs and, when the latest
+    backup does not load (a kill while it was written leaves a truncated
+    file), says so and resumes from the one before; a `ValueError` when
+    neither loads. Keras itself falls back only on `OSError`; a truncated
+    HDF5 file raises `ValueError` too. An epoch with a non-finite loss or
+    metric (stopped by `TerminateOnNaN`) is not backed up. The backup is
+    kept at the end of `fit`: the caller deletes it once the trained
+    model is saved, so that a kill in between loses nothing."""
+    import keras
+
+    class ResilientBackup(keras.callbacks.BackupAndRestore):
+        def on_epoch_end(self, epoch, logs=None):
+            if all(math.isfinite(value) for value in (logs or {}).values()):
+                super().on_epoch_end(epoch, logs)
+
+        def on_train_begin(self, logs=None):
+            try:
+                self._load_model()
+            except (OSError, ValueError) as error:
+                if not os.path.exists(self._prev_weights_path):
+                    raise ValueError(
+                        f"the backup in {directory} does not load ({str(error).splitlines()[0]}) "
+                        "and there is no earlier one: remove that folder to start over"
+                    ) from error
+                log(
+                    f"the last backup did not load ({type(error).__name__}); "
+                    "resuming from the epoch before it"
+                )
+                shutil.copy(self._prev_weights_path, self._weights_path)
+                if os.path.exists(self._prev_training_metadata_path):
+                    shutil.copy(self._prev_training_metadata_path, self._training_metadata_path)
+                self._load_model()
+
+    return ResilientBackup(directory, double_checkpoint=True, delete_checkpoint=False)
 
 
 def import_tensorflow_quietly():

@@ -28,6 +28,7 @@ header before decoding).
 
 import argparse
 import os
+import shutil
 
 import numpy as np
 
@@ -162,24 +163,30 @@ def build_models(
 
 def train(model, train_data, test_data, epochs, batch_size, output, name):
     """Fit with a backup under `<output>/backup/<name>` (a re-run resumes
-    from the last completed epoch) and TensorBoard logs under
-    `<output>/logs/<name>`; save the model as `<output>/<name>.keras`.
-    Returns the test accuracy."""
+    from the last completed epoch; Ctrl-C is taken between two steps) and
+    TensorBoard logs under `<output>/logs/<name>`; save the model as
+    `<output>/<name>.keras`, then delete the backup. Returns the test
+    accuracy."""
     import keras
 
-    callbacks = [
-        keras.callbacks.BackupAndRestore(os.path.join(output, "backup", name)),
-        keras.callbacks.TensorBoard(os.path.join(output, "logs", name)),
-    ]
-    model.fit(
-        *train_data,
-        validation_split=0.1,
-        epochs=epochs,
-        batch_size=batch_size,
-        callbacks=callbacks,
-        verbose=2,
-    )
+    from .runs import ctrl_c_between_steps, resilient_backup
+
+    backup = os.path.join(output, "backup", name)
+    with ctrl_c_between_steps() as ctrl_c:
+        model.fit(
+            *train_data,
+            validation_split=0.1,
+            epochs=epochs,
+            batch_size=batch_size,
+            callbacks=[
+                resilient_backup(backup),
+                keras.callbacks.TensorBoard(os.path.join(output, "logs", name)),
+                ctrl_c,
+            ],
+            verbose=2,
+        )
     save_model(model, os.path.join(output, f"{name}.keras"))
+    shutil.rmtree(backup, ignore_errors=True)  # after the save: a kill between loses nothing
     return float(model.evaluate(*test_data, verbose=0)[1])
 
 

@@ -11,6 +11,8 @@ KerasTuner's own chief/worker mode: set `KERASTUNER_TUNER_ID`,
 import json
 import os
 
+from . import runs
+
 ALGORITHMS = ("hyperband", "bayesian", "random")
 
 
@@ -70,16 +72,17 @@ def run_search(
     report_trials(tuner, algorithm, max_trials, objective)
     x, y = train
     dataset = y is None  # a dataset batches (and shuffles) itself: Keras warns otherwise
-    tuner.search(
-        x,
-        y,
-        validation_data=validation,
-        epochs=max_epochs,
-        batch_size=None if dataset else batch_size,
-        shuffle=not dataset,
-        callbacks=list(callbacks),
-        verbose=0,
-    )
+    with runs.ctrl_c_between_steps() as ctrl_c:  # not in the middle of a trial's save
+        tuner.search(
+            x,
+            y,
+            validation_data=validation,
+            epochs=max_epochs,
+            batch_size=None if dataset else batch_size,
+            shuffle=not dataset,
+            callbacks=[*callbacks, ctrl_c],
+            verbose=0,
+        )
     if os.environ.get("KERASTUNER_TUNER_ID", "chief") != "chief":
         return tuner, None  # a worker: the chief reports
     trials = tuner.oracle.get_best_trials(num_trials=len(tuner.oracle.trials))

@@ -177,44 +177,6 @@ def test_export_passes_the_op_check_of_every_tf_serving_release(exported):
     assert check.check_export(exported) == {s: [] for s in check.available_servings()}
 
 
-def test_a_truncated_backup_falls_back_to_the_epoch_before(tmp_path):
-    """A kill while the latest backup was written leaves a truncated file:
-    training resumes from the previous epoch's backup and says so."""
-    import keras
-
-    from recipes.translation.training import resilient_backup
-
-    x = np.random.default_rng(0).normal(size=(16, 3)).astype("float32")
-    y = x.sum(1, keepdims=True)
-
-    def model():
-        keras.utils.set_random_seed(0)
-        built = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
-        built.compile("sgd", "mse")
-        return built
-
-    class StopAfterTwoEpochs(keras.callbacks.Callback):
-        def on_epoch_end(self, epoch, logs=None):
-            if epoch == 1:
-                raise KeyboardInterrupt
-
-    backup = str(tmp_path / "backup")
-    with pytest.raises(KeyboardInterrupt):
-        model().fit(
-            x, y, epochs=5, verbose=0, callbacks=[resilient_backup(backup), StopAfterTwoEpochs()]
-        )
-    latest = os.path.join(backup, "latest.weights.h5")
-    assert os.path.exists(latest + ".bkp")  # the epoch before is kept
-    with open(latest, "r+b") as handle:
-        handle.truncate(os.path.getsize(latest) // 2)
-    messages = []
-    history = model().fit(
-        x, y, epochs=5, verbose=0, callbacks=[resilient_backup(backup, messages.append)]
-    )
-    assert messages and "the last backup did not load" in messages[0]
-    assert history.epoch == [1, 2, 3, 4]  # epoch 0 restored, epoch 1 trained again
-
-
 def test_export_loads_in_plain_tensorflow_and_matches_in_process(trained, tmp_path):
     check_export(trained[0], tmp_path)
 

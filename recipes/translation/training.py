@@ -135,42 +135,6 @@ def learning_rate(config):
     return InverseSquareRootSchedule(peak, warmup) if warmup else peak
 
 
-def resilient_backup(directory, log=print):
-    """`BackupAndRestore` that keeps the two last epochs and, when the latest
-    backup does not load (a kill while it was written leaves a truncated
-    file), says so and resumes from the one before. Keras itself falls back
-    only on `OSError`; a truncated HDF5 file raises `ValueError` too."""
-    import keras
-
-    class ResilientBackup(keras.callbacks.BackupAndRestore):
-        def on_epoch_end(self, epoch, logs=None):
-            # A diverged epoch (stopped by TerminateOnNaN) is not backed up:
-            # the backup keeps the last good one.
-            if all(math.isfinite(value) for value in (logs or {}).values()):
-                super().on_epoch_end(epoch, logs)
-
-        def on_train_begin(self, logs=None):
-            try:
-                self._load_model()
-            except (OSError, ValueError) as error:
-                if not os.path.exists(self._prev_weights_path):
-                    raise UsageError(
-                        f"the backup in {directory} does not load ({str(error).splitlines()[0]}) "
-                        "and there is no earlier one: remove that folder to start over"
-                    ) from error
-                log(
-                    f"the last backup did not load ({type(error).__name__}); "
-                    "resuming from the epoch before it"
-                )
-                shutil.copy(self._prev_weights_path, self._weights_path)
-                if os.path.exists(self._prev_training_metadata_path):
-                    shutil.copy(self._prev_training_metadata_path, self._training_metadata_path)
-                self._load_model()
-
-    # Deleted by `train` once the final model and config are in place.
-    return ResilientBackup(directory, double_checkpoint=True, delete_checkpoint=False)
-
-
 def best_weights(path, log=print):
     """A callback that keeps the weights of the epoch with the lowest
     validation loss in `path` (written atomically, with its loss and epoch
@@ -617,7 +581,7 @@ def _train(config, log, settings, spec, starting=None):
         log(f"resuming an interrupted run after its epoch {done} of {config.epochs} ({backup})")
     best = best_weights(os.path.join(work, "best.weights.h5"), log)
     callbacks = [
-        resilient_backup(backup, log),
+        runs.resilient_backup(backup, log),
         keras.callbacks.TerminateOnNaN(),
         best,
         # validation BLEU, kept epochs: before TensorBoard, which logs their val_bleu
@@ -667,15 +631,16 @@ def _train(config, log, settings, spec, starting=None):
     started = time.perf_counter()
     if starting is not None:
         starting()  # from here on the run keeps what it wrote (a backup to resume from)
-    history = model.fit(
-        train_data,
-        validation_data=valid_data,
-        # A resumed run whose budget is spent trains no more (the backup's epochs).
-        epochs=done if budget is not None and budget.exhausted() else config.epochs,
-        callbacks=callbacks,
-        shuffle=False,  # the training dataset shuffles itself
-        verbose=fit_verbosity(config.verbose),
-    ).history
+    with runs.ctrl_c_between_steps() as ctrl_c:
+        history = model.fit(
+            train_data,
+            validation_data=valid_data,
+            # A resumed run whose budget is spent trains no more (the backup's epochs).
+            epochs=done if budget is not None and budget.exhausted() else config.epochs,
+            callbacks=[*callbacks, ctrl_c],
+            shuffle=False,  # the training dataset shuffles itself
+            verbose=fit_verbosity(config.verbose),
+        ).history
     seconds = time.perf_counter() - started
     if not all(math.isfinite(value) for values in history.values() for value in values):
         raise UsageError(
