@@ -78,10 +78,20 @@ def main(argv=None):
     tune_args = args.tune_args[1:] if args.tune_args[:1] == ["--"] else args.tune_args
     processes = launch(args.workers, args.port, tune_args, args.logs)
     failed = []
-    for tuner_id, process, log in reversed(processes):  # workers finish first, then the chief
-        if process.wait() != 0:
-            failed.append(tuner_id)
-        log.close()
+    try:
+        for tuner_id, process, log in reversed(processes):  # workers, then the chief
+            if process.wait() != 0:
+                failed.append(tuner_id)
+            log.close()
+    except KeyboardInterrupt:  # the processes had the Ctrl-C too: the workers stop a step later
+        for _, process, _ in processes:
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.terminate()
+        sys.exit(
+            f"interrupted: re-run the same command to continue the search (logs in {args.logs})"
+        )
     for tuner_id, _, _ in processes:
         print(f"--- {tuner_id} ({os.path.join(args.logs, tuner_id + '.log')})")
     if failed:

@@ -110,7 +110,10 @@ def ctrl_c_between_steps():
     (`free(): invalid next size`, exit status -6), and in the middle of
     writing a backup to leave one that does not load. A second Ctrl-C
     raises at once; one held past `fit`'s last boundary raises when the
-    block ends. Outside the main thread the block changes nothing."""
+    block ends, and so does an error raised after it (the other processes
+    of a distributed search stop too: a worker's call to a chief oracle
+    that has stopped fails). Outside the main thread the block changes
+    nothing."""
     import keras
 
     held = []
@@ -135,6 +138,10 @@ def ctrl_c_between_steps():
     signal.signal(signal.SIGINT, hold)
     try:
         yield RaiseHeldCtrlC()
+    except Exception as error:
+        if held:  # what failed after a Ctrl-C failed of it (a chief oracle gone)
+            raise KeyboardInterrupt from error
+        raise
     finally:
         signal.signal(signal.SIGINT, previous)
     if held:

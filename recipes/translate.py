@@ -560,6 +560,7 @@ INTERRUPTED = {
     "export": "interrupted: nothing was kept (an export publishes only complete versions); "
     "run the export again",
     "evaluate": "interrupted: run the command again",
+    "tune": "interrupted: re-run the same command to continue the search",
     "translate": "interrupted",
     "convert": "interrupted: nothing was written (the folder appears only when complete)",
 }

@@ -8,6 +8,7 @@ KerasTuner's own chief/worker mode: set `KERASTUNER_TUNER_ID`,
 `KERASTUNER_ORACLE_IP` and `KERASTUNER_ORACLE_PORT` in each process.
 """
 
+import contextlib
 import json
 import os
 
@@ -72,7 +73,13 @@ def run_search(
     report_trials(tuner, algorithm, max_trials, objective)
     x, y = train
     dataset = y is None  # a dataset batches (and shuffles) itself: Keras warns otherwise
-    with runs.ctrl_c_between_steps() as ctrl_c:  # not in the middle of a trial's save
+    # Ctrl-C between two steps, not in the middle of a trial's save; but the
+    # chief oracle of a distributed search trains nothing (it serves the
+    # workers until they finish): there Ctrl-C stops it at once.
+    chief_oracle = "KERASTUNER_ORACLE_IP" in os.environ and "chief" in os.environ.get(
+        "KERASTUNER_TUNER_ID", ""
+    )
+    with contextlib.nullcontext() if chief_oracle else runs.ctrl_c_between_steps() as ctrl_c:
         tuner.search(
             x,
             y,
@@ -80,7 +87,7 @@ def run_search(
             epochs=max_epochs,
             batch_size=None if dataset else batch_size,
             shuffle=not dataset,
-            callbacks=[*callbacks, ctrl_c],
+            callbacks=[*callbacks, *([ctrl_c] if ctrl_c else [])],
             verbose=0,
         )
     if os.environ.get("KERASTUNER_TUNER_ID", "chief") != "chief":

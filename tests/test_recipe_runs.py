@@ -110,6 +110,19 @@ def test_a_ctrl_c_after_the_last_boundary_is_raised_when_the_block_ends():
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
+def test_an_error_after_a_held_ctrl_c_ends_as_the_interrupt_and_not_before():
+    """A distributed search's worker whose chief oracle stopped at the same
+    Ctrl-C fails its next call to it: that ends as the interrupt."""
+    with pytest.raises(KeyboardInterrupt) as interrupt:
+        with ctrl_c_between_steps():
+            signal.raise_signal(signal.SIGINT)
+            raise RuntimeError("failed to connect to all addresses")
+    assert isinstance(interrupt.value.__cause__, RuntimeError)
+    with pytest.raises(RuntimeError):
+        with ctrl_c_between_steps():
+            raise RuntimeError("a mistake without a Ctrl-C")
+
+
 def test_outside_the_main_thread_the_block_leaves_signals_alone():
     """`signal.signal` works in the main thread only: elsewhere (a tuner's
     worker thread, say) the block yields a callback and changes nothing."""
