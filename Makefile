@@ -45,6 +45,14 @@ PORTABLE_ARGS := -q -n 2 -p no:cacheprovider -m "not tensorflow" -k "harness or 
 # default). `make test JAX_TEST_ENV=KERAS_BACKEND=jax` runs them at the
 # default level.
 JAX_TEST_ENV := KERAS_BACKEND=jax XLA_FLAGS="$${XLA_FLAGS:-} --xla_backend_optimization_level=0"
+# XLA's persistent compilation cache, kept in the JAX virtualenv (at most
+# 256 MB; the run writes about 30): the tests build many small models whose
+# programs are the same under new jitted functions, so even an empty cache
+# took the run from 198 s to 175 s (Xeon, AVX-512), and a later `make test`
+# reuses it. Keyed by the program, the JAX version and the machine.
+JAX_CACHE_ENV := JAX_COMPILATION_CACHE_DIR=$(abspath $(VENV_JAX))/xla-cache \
+	JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0 JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES=-1 \
+	JAX_COMPILATION_CACHE_MAX_SIZE=268435456
 DOCTESTS := -q -n 2 -p no:cacheprovider --doctest-modules keras_attention --ignore=keras_attention/serving
 
 .PHONY: gpu-check translator distilled demo docs test test-torch lint bench bench-decoding bench-rnn bench-training results bottleneck setup clean serving-check serving-oplists serving-venv
@@ -146,8 +154,8 @@ test: lint $(STAMP) $(JAX_STAMP) $(DING)
 	site=$$(mktemp -d) && NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir $$site; \
 		status=$$?; rm -rf $$site; exit $$status
 	$(PY) -m pytest -q -rs -n 2 --durations=10 tests
-	$(JAX_TEST_ENV) $(VENV_JAX)/bin/python -m pytest $(DOCTESTS)
-	$(JAX_TEST_ENV) $(VENV_JAX)/bin/python -m pytest $(PORTABLE_ARGS) $(PORTABLE)
+	$(JAX_TEST_ENV) $(JAX_CACHE_ENV) $(VENV_JAX)/bin/python -m pytest $(DOCTESTS)
+	$(JAX_TEST_ENV) $(JAX_CACHE_ENV) $(VENV_JAX)/bin/python -m pytest $(PORTABLE_ARGS) $(PORTABLE)
 
 # The documentation site, into site/ (not committed). MathJax, which renders
 # the equations, comes from the npm package (npm pack, not committed); without

@@ -140,7 +140,7 @@ def test_interrupted_training_resumes(tmp_path):
         "--family",
         "rnn",
         "--epochs",
-        "10",  # still training a second after the first backup; each epoch ~1 s
+        "4",
         *TINY,
     ]
     process = subprocess.Popen(
@@ -148,15 +148,18 @@ def test_interrupted_training_resumes(tmp_path):
     )
     backup = tmp_path / "backup"
     deadline = time.time() + 120
-    while time.time() < deadline and not (backup.exists() and any(backup.iterdir())):
-        time.sleep(0.5)
-    time.sleep(1.0)
+    while time.time() < deadline and not (backup / "training_metadata.json").exists():
+        time.sleep(0.2)
+    # Taken at the next step's boundary (after the backup is written whole),
+    # while epochs 2-4 are left.
     process.send_signal(signal.SIGINT)
     output = process.communicate(timeout=240)[0]  # a loaded CI machine
     assert "interrupted: re-run the same command to resume" in output, output[-2000:]
     assert "Traceback" not in output
-    log = run("train", "--output", str(tmp_path), "--family", "rnn", "--epochs", "10", *TINY)
-    assert "resuming an interrupted run" in log
+    done = training.completed_epochs(str(backup))
+    assert 1 <= done < 4
+    log = run("train", "--output", str(tmp_path), "--family", "rnn", "--epochs", "4", *TINY)
+    assert f"resuming an interrupted run after its epoch {done} of 4" in log
     assert os.path.exists(tmp_path / "model.keras")
 
 
