@@ -45,14 +45,14 @@ PORTABLE_ARGS := -q -n 2 -p no:cacheprovider -m "not tensorflow" -k "harness or 
 # default). `make test JAX_TEST_ENV=KERAS_BACKEND=jax` runs them at the
 # default level.
 JAX_TEST_ENV := KERAS_BACKEND=jax XLA_FLAGS="$${XLA_FLAGS:-} --xla_backend_optimization_level=0"
-# XLA's persistent compilation cache, kept in the JAX virtualenv (at most
-# 256 MB; the run writes about 30): the tests build many small models whose
-# programs are the same under new jitted functions, so even an empty cache
-# took the run from 198 s to 175 s (Xeon, AVX-512), and a later `make test`
-# reuses it. Keyed by the program, the JAX version and the machine.
+# XLA's persistent compilation cache, kept in the JAX virtualenv (the run
+# writes about 30 MB; `make clean` deletes it): the tests build many small
+# models whose programs are the same under new jitted functions, so even an
+# empty cache took the run from 198 s to 175 s (Xeon, AVX-512), and a later
+# `make test` reuses it. Keyed by the program, the JAX version and the
+# machine. (A size limit would need the `filelock` package.)
 JAX_CACHE_ENV := JAX_COMPILATION_CACHE_DIR=$(abspath $(VENV_JAX))/xla-cache \
-	JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0 JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES=-1 \
-	JAX_COMPILATION_CACHE_MAX_SIZE=268435456
+	JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0 JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES=-1
 DOCTESTS := -q -n 2 -p no:cacheprovider --doctest-modules keras_attention --ignore=keras_attention/serving
 
 .PHONY: gpu-check translator distilled demo docs test test-torch lint bench bench-decoding bench-rnn bench-training results bottleneck setup clean serving-check serving-oplists serving-venv

@@ -14,6 +14,7 @@ and `KERASTUNER_ORACLE_PORT` set: that is all this helper does.
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -29,10 +30,11 @@ def gpu_count():
     return sum(1 for line in output.splitlines() if line.startswith("GPU "))
 
 
-def launch(workers, port, tune_args, log_dir):
+def launch(workers, port, tune_args, log_dir, processes):
+    """Start the chief and the workers, each appended to `processes` as
+    `(tuner id, process, log file)` as it starts."""
     os.makedirs(log_dir, exist_ok=True)
     gpus = gpu_count()
-    processes = []
     for index, tuner_id in enumerate(["chief"] + [f"tuner{i}" for i in range(workers)]):
         env = dict(
             os.environ,
@@ -53,6 +55,9 @@ def launch(workers, port, tune_args, log_dir):
                     env=env,
                     stdout=log,
                     stderr=subprocess.STDOUT,
+                    # Not in the terminal's process group: a Ctrl-C reaches
+                    # them from `stop`, the workers before the chief.
+                    start_new_session=True,
                 ),
                 log,
             )
@@ -60,6 +65,31 @@ def launch(workers, port, tune_args, log_dir):
         if tuner_id == "chief":
             time.sleep(3)  # let the oracle start listening
     return processes
+
+
+def stop(processes):
+    """Ctrl-C to the workers and, once they have stopped, to the chief: a
+    worker finishing its step still calls the chief's oracle, and waits
+    for it while it is gone. Each stops before its next step and says so
+    in its log; one still running after a minute is terminated. A Ctrl-C
+    meanwhile is passed on (a second one stops them at once)."""
+    workers = [process for tuner_id, process, _ in processes if tuner_id != "chief"]
+    chief = [process for tuner_id, process, _ in processes if tuner_id == "chief"]
+    for group in (workers, chief):
+        signal.signal(signal.SIGINT, lambda *_, group=group: interrupt(group))
+        interrupt(group)
+        for process in group:
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                process.terminate()
+                process.wait()
+
+
+def interrupt(processes):
+    for process in processes:
+        if process.poll() is None:
+            process.send_signal(signal.SIGINT)
 
 
 def main(argv=None):
@@ -76,19 +106,15 @@ def main(argv=None):
     if args.workers < 1:
         parser.error(f"--workers must be >= 1; got {args.workers}")
     tune_args = args.tune_args[1:] if args.tune_args[:1] == ["--"] else args.tune_args
-    processes = launch(args.workers, args.port, tune_args, args.logs)
-    failed = []
+    processes, failed = [], []
     try:
+        launch(args.workers, args.port, tune_args, args.logs, processes)
         for tuner_id, process, log in reversed(processes):  # workers, then the chief
             if process.wait() != 0:
                 failed.append(tuner_id)
             log.close()
-    except KeyboardInterrupt:  # the processes had the Ctrl-C too: the workers stop a step later
-        for _, process, _ in processes:
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.terminate()
+    except KeyboardInterrupt:
+        stop(processes)
         sys.exit(
             f"interrupted: re-run the same command to continue the search (logs in {args.logs})"
         )

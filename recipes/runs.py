@@ -34,6 +34,7 @@ except ImportError:  # Windows: no advisory locks; runs are not locked there
     fcntl = None
 
 RUN_FILE = "run.json"
+CTRL_C_HELD = "Ctrl-C: stopping before the next step (Ctrl-C again: at once)"
 LOCK_FILE = ".run.lock"  # held (flock) by the process writing the run; says which one
 # What a run writes into its folder; `--overwrite` deletes these and nothing
 # else, so that a user's own files in the folder are never lost.
@@ -103,17 +104,15 @@ def command_errors(interrupted, errors=(ValueError, OSError)):
 @contextlib.contextmanager
 def ctrl_c_between_steps():
     """Inside the block, Ctrl-C (SIGINT) is held instead of raising
-    `KeyboardInterrupt` wherever the main thread happens to be; the Keras
-    callback the block yields raises it at the next boundary of `fit`: an
-    epoch's or a step's start or end, training or validation. Raised in
-    the middle of a TensorFlow trace it was seen to abort the process
-    (`free(): invalid next size`, exit status -6), and in the middle of
-    writing a backup to leave one that does not load. A second Ctrl-C
-    raises at once; one held past `fit`'s last boundary raises when the
-    block ends, and so does an error raised after it (the other processes
-    of a distributed search stop too: a worker's call to a chief oracle
-    that has stopped fails). Outside the main thread the block changes
-    nothing."""
+    `KeyboardInterrupt` wherever the main thread happens to be: it says so
+    on standard error (`CTRL_C_HELD`), and the Keras callback the block
+    yields raises it when `fit`'s next step starts, training or validation.
+    Raised in the middle of a TensorFlow trace it was seen to abort the
+    process (`free(): invalid next size`, exit status -6), and in the
+    middle of writing a backup to leave one that does not load. A second
+    Ctrl-C raises at once; one held past `fit`'s last step raises when the
+    block ends. Where Ctrl-C is ignored (`SIG_IGN`), or outside the main
+    thread, the block changes nothing."""
     import keras
 
     held = []
@@ -123,27 +122,28 @@ def ctrl_c_between_steps():
             if held:
                 raise KeyboardInterrupt
 
-        on_epoch_begin = on_train_batch_begin = on_train_batch_end = _raise_if_held
-        on_test_batch_begin = on_test_batch_end = _raise_if_held
+        # Step starts only: a batch-end hook turns Keras's asynchronous
+        # dispatch of batch ends off.
+        on_train_batch_begin = on_test_batch_begin = _raise_if_held
 
-    if threading.current_thread() is not threading.main_thread():
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or previous is signal.SIG_IGN:
         yield RaiseHeldCtrlC()
         return
-    previous = signal.getsignal(signal.SIGINT)
+    # What a second Ctrl-C does: the handler before the block where it is
+    # Python's (it raises), `KeyboardInterrupt` where it was the system's.
+    at_once = previous if callable(previous) else signal.default_int_handler
 
     def hold(signum, frame):
         held.append(signum)
-        signal.signal(signal.SIGINT, previous)  # a second Ctrl-C: at once
+        os.write(2, (b"\n" if os.isatty(2) else b"") + CTRL_C_HELD.encode() + b"\n")
+        signal.signal(signal.SIGINT, at_once)
 
     signal.signal(signal.SIGINT, hold)
     try:
         yield RaiseHeldCtrlC()
-    except Exception as error:
-        if held:  # what failed after a Ctrl-C failed of it (a chief oracle gone)
-            raise KeyboardInterrupt from error
-        raise
     finally:
-        signal.signal(signal.SIGINT, previous)
+        signal.signal(signal.SIGINT, previous if previous is not None else at_once)
     if held:
         raise KeyboardInterrupt
 

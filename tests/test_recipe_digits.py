@@ -13,6 +13,7 @@ import zlib
 import numpy as np
 import pytest
 
+from recipes import runs
 from recipes import spatial_transformer_digits as recipe
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -377,10 +378,11 @@ def test_ctrl_c_keeps_the_run_other_settings_are_refused_and_a_rerun_resumes(tmp
     command = [sys.executable, "-u", "-c", entry_point, *flags]
 
     def interrupted_after_first_epoch_line(pattern):
-        """Ctrl-C at the first line matching `pattern`: when an epoch starts,
-        its first step not yet traced. (Raised inside the trace, as Python
-        does by default, it aborted TensorFlow, exit status -6; the recipe
-        takes it between two steps, `recipes.runs.ctrl_c_between_steps`.)"""
+        """Ctrl-C at the first line matching `pattern`, as an epoch starts:
+        in a resumed run, usually while its first step is traced. (Raised
+        there, as Python does by default, it once aborted TensorFlow, exit
+        status -6; the recipe takes it between two steps,
+        `recipes.runs.ctrl_c_between_steps`.)"""
         process = subprocess.Popen(
             command,
             stdout=subprocess.PIPE,
@@ -401,7 +403,8 @@ def test_ctrl_c_keeps_the_run_other_settings_are_refused_and_a_rerun_resumes(tmp
     code, stdout, stderr = interrupted_after_first_epoch_line(r"Epoch 2/200")
     assert code == 1, stderr
     assert stderr.splitlines() == [
-        "interrupted: re-run the same command to resume from the last completed epoch"
+        runs.CTRL_C_HELD,
+        "interrupted: re-run the same command to resume from the last completed epoch",
     ]
     assert os.listdir(tmp_path / "run" / "backup" / "cnn")  # the state is kept
     assert not (tmp_path / "run" / "cnn.keras").exists()
@@ -437,7 +440,6 @@ def test_a_folder_of_another_recipe_is_refused_even_with_overwrite(tmp_path, cap
 
 
 def test_overwrite_deletes_only_what_a_digits_run_writes(tmp_path):
-    from recipes import runs
 
     old = {"recipe": "digits", "rotate": False}
     runs.claim(str(tmp_path), old, entries=recipe.RUN_ENTRIES)

@@ -10,26 +10,31 @@ import threading
 import numpy as np
 import pytest
 
-from recipes.runs import ctrl_c_between_steps, resilient_backup
+from recipes.runs import CTRL_C_HELD, ctrl_c_between_steps, resilient_backup
 
 X = np.random.default_rng(0).normal(size=(16, 3)).astype("float32")
 Y = X.sum(1, keepdims=True)
 
 
-def tiny_model(ctrl_c_at_steps=(), run_eagerly=False):
+def tiny_model(ctrl_c_at_steps=(), run_eagerly=False, ctrl_c_at_validation_steps=()):
     """A compiled one-unit regression; its layer sends this process a SIGINT
-    in the middle of each training step whose index is in `ctrl_c_at_steps`
-    (counted from 0 over the whole fit; `run_eagerly` runs the call in Python)."""
+    in the middle of each training step whose index is in `ctrl_c_at_steps`,
+    and of each validation step in `ctrl_c_at_validation_steps` (each
+    counted from 0 over the whole fit, in the layer class's `calls`;
+    `run_eagerly` runs the call in Python)."""
     import keras
+    import tensorflow as tf
 
     class CtrlCInside(keras.layers.Layer):
-        calls = 0
+        calls = {True: 0, False: 0}
 
         def call(self, inputs, training=False):
-            if training:
-                for _ in range(ctrl_c_at_steps.count(CtrlCInside.calls)):
-                    signal.raise_signal(signal.SIGINT)
-                CtrlCInside.calls += 1
+            if not tf.executing_eagerly():  # building the model: no step
+                return inputs
+            at = ctrl_c_at_steps if training else ctrl_c_at_validation_steps
+            for _ in range(at.count(CtrlCInside.calls[bool(training)])):
+                signal.raise_signal(signal.SIGINT)
+            CtrlCInside.calls[bool(training)] += 1
             return inputs
 
     keras.utils.set_random_seed(0)
@@ -38,13 +43,27 @@ def tiny_model(ctrl_c_at_steps=(), run_eagerly=False):
     return model
 
 
-def test_a_ctrl_c_inside_a_step_is_raised_once_the_step_is_done():
+def test_a_ctrl_c_inside_a_step_is_raised_once_the_step_is_done(capfd):
     model = tiny_model(ctrl_c_at_steps=[5], run_eagerly=True)
     with pytest.raises(KeyboardInterrupt):
         with ctrl_c_between_steps() as ctrl_c:
             model.fit(X, Y, batch_size=4, epochs=3, verbose=0, callbacks=[ctrl_c])
     assert int(model.optimizer.iterations) == 6  # steps 0-5 done, step 5 whole
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert capfd.readouterr().err.count(CTRL_C_HELD + "\n") == 1  # said when it came
+
+
+def test_a_ctrl_c_inside_a_validation_step_is_raised_before_the_next_one():
+    """Validation on 8 rows in batches of 4: the Ctrl-C in epoch 1's first
+    validation step ends the fit before its second (the epoch unfinished)."""
+    model = tiny_model(ctrl_c_at_validation_steps=[0], run_eagerly=True)
+    with pytest.raises(KeyboardInterrupt):
+        with ctrl_c_between_steps() as ctrl_c:
+            model.fit(
+                X, Y, validation_data=(X[:8], Y[:8]), batch_size=4, epochs=3, verbose=0,
+                callbacks=[ctrl_c],
+            )  # fmt: skip
+    assert type(model.layers[0]).calls == {True: 4, False: 1}
 
 
 def test_without_the_block_the_same_ctrl_c_breaks_the_step_off():
@@ -110,22 +129,39 @@ def test_a_ctrl_c_after_the_last_boundary_is_raised_when_the_block_ends():
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
-def test_an_error_after_a_held_ctrl_c_ends_as_the_interrupt_and_not_before():
-    """A distributed search's worker whose chief oracle stopped at the same
-    Ctrl-C fails its next call to it: that ends as the interrupt."""
-    with pytest.raises(KeyboardInterrupt) as interrupt:
-        with ctrl_c_between_steps():
-            signal.raise_signal(signal.SIGINT)
-            raise RuntimeError("failed to connect to all addresses")
-    assert isinstance(interrupt.value.__cause__, RuntimeError)
-    with pytest.raises(RuntimeError):
-        with ctrl_c_between_steps():
-            raise RuntimeError("a mistake without a Ctrl-C")
+def test_where_ctrl_c_is_ignored_the_block_leaves_it_ignored():
+    """A job started in the background without job control ignores SIGINT
+    (`SIG_IGN`): so it stays, and the fit runs to its end."""
+    model = tiny_model(ctrl_c_at_steps=[2], run_eagerly=True)
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with ctrl_c_between_steps() as ctrl_c:
+            model.fit(X, Y, batch_size=4, epochs=2, verbose=0, callbacks=[ctrl_c])
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert int(model.optimizer.iterations) == 8
+
+
+def test_where_ctrl_c_was_the_system_s_a_second_one_raises_and_it_is_restored():
+    """Python's handler replaced by the system's (`SIG_DFL`, which kills
+    the process): the second Ctrl-C raises `KeyboardInterrupt` instead."""
+    model = tiny_model(ctrl_c_at_steps=[5, 5], run_eagerly=True)
+    previous = signal.signal(signal.SIGINT, signal.SIG_DFL)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with ctrl_c_between_steps() as ctrl_c:
+                model.fit(X, Y, batch_size=4, epochs=3, verbose=0, callbacks=[ctrl_c])
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert int(model.optimizer.iterations) == 5
 
 
 def test_outside_the_main_thread_the_block_leaves_signals_alone():
-    """`signal.signal` works in the main thread only: elsewhere (a tuner's
-    worker thread, say) the block yields a callback and changes nothing."""
+    """`signal.signal` works in the main thread only: in another thread
+    (a user's training thread, say) the block yields its callback and
+    changes nothing."""
     model, errors = tiny_model(), []
 
     def train():
