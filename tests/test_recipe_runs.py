@@ -129,32 +129,34 @@ def test_a_ctrl_c_after_the_last_boundary_is_raised_when_the_block_ends():
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
-def test_where_ctrl_c_is_ignored_the_block_leaves_it_ignored():
+@pytest.fixture
+def sigint_handler():
+    """Sets the SIGINT handler for the test (`sigint_handler(handler)`), and
+    puts Python's back after it."""
+    yield lambda handler: signal.signal(signal.SIGINT, handler)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def test_where_ctrl_c_is_ignored_the_block_leaves_it_ignored(sigint_handler):
     """A job started in the background without job control ignores SIGINT
     (`SIG_IGN`): so it stays, and the fit runs to its end."""
     model = tiny_model(ctrl_c_at_steps=[2], run_eagerly=True)
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        with ctrl_c_between_steps() as ctrl_c:
-            model.fit(X, Y, batch_size=4, epochs=2, verbose=0, callbacks=[ctrl_c])
-        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    sigint_handler(signal.SIG_IGN)
+    with ctrl_c_between_steps() as ctrl_c:
+        model.fit(X, Y, batch_size=4, epochs=2, verbose=0, callbacks=[ctrl_c])
+    assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
     assert int(model.optimizer.iterations) == 8
 
 
-def test_where_ctrl_c_was_the_system_s_a_second_one_raises_and_it_is_restored():
+def test_where_ctrl_c_was_the_system_s_a_second_one_raises_and_it_is_restored(sigint_handler):
     """Python's handler replaced by the system's (`SIG_DFL`, which kills
     the process): the second Ctrl-C raises `KeyboardInterrupt` instead."""
     model = tiny_model(ctrl_c_at_steps=[5, 5], run_eagerly=True)
-    previous = signal.signal(signal.SIGINT, signal.SIG_DFL)
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            with ctrl_c_between_steps() as ctrl_c:
-                model.fit(X, Y, batch_size=4, epochs=3, verbose=0, callbacks=[ctrl_c])
-        assert signal.getsignal(signal.SIGINT) is signal.SIG_DFL
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    sigint_handler(signal.SIG_DFL)
+    with pytest.raises(KeyboardInterrupt):
+        with ctrl_c_between_steps() as ctrl_c:
+            model.fit(X, Y, batch_size=4, epochs=3, verbose=0, callbacks=[ctrl_c])
+    assert signal.getsignal(signal.SIGINT) is signal.SIG_DFL
     assert int(model.optimizer.iterations) == 5
 
 
