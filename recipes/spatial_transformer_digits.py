@@ -169,7 +169,7 @@ def train(model, train_data, test_data, epochs, batch_size, output, name):
     accuracy."""
     import keras
 
-    from .runs import ctrl_c_between_steps, resilient_backup
+    from .runs import ctrl_c_between_steps, resilient_backup, write_atomically
 
     backup = os.path.join(output, "backup", name)
     with ctrl_c_between_steps() as ctrl_c:
@@ -185,24 +185,10 @@ def train(model, train_data, test_data, epochs, batch_size, output, name):
             ],
             verbose=2,
         )
-    save_model(model, os.path.join(output, f"{name}.keras"))
+    # Through a temporary that `--overwrite` knows, renamed into place.
+    write_atomically(os.path.join(output, f"{name}.keras"), model.save)
     shutil.rmtree(backup, ignore_errors=True)  # after the save: a kill between loses nothing
     return float(model.evaluate(*test_data, verbose=0)[1])
-
-
-def save_model(model, path):
-    """`model.save(path)` through a temporary file in the same folder and
-    `os.replace`, so an interrupted save leaves the earlier file whole."""
-    temporary = os.path.join(
-        os.path.dirname(path), f".{os.path.basename(path)}.{os.getpid()}.keras"
-    )
-    try:
-        model.save(temporary)
-        os.replace(temporary, path)
-    finally:
-        if os.path.exists(temporary):
-            os.remove(temporary)
-    return path
 
 
 def save_grid(images, warped, path, columns=8):

@@ -446,6 +446,7 @@ def test_overwrite_deletes_only_what_a_digits_run_writes(tmp_path):
     for name in ("cnn.keras", "results.json", "notes.txt"):
         (tmp_path / name).write_text("x")
     (tmp_path / "backup" / "cnn").mkdir(parents=True)
+    runs.temporary_path(str(tmp_path / "cnn.keras"))  # what a save killed midway leaves
     with pytest.raises(ValueError, match="rotate: False in the run, True now"):
         runs.claim(str(tmp_path), {**old, "rotate": True}, entries=recipe.RUN_ENTRIES)
     assert runs.claim(str(tmp_path), {**old, "rotate": True}, True, entries=recipe.RUN_ENTRIES)
