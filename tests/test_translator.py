@@ -210,7 +210,9 @@ def test_attention_equals_the_export_and_covers_the_tokens(translator):
         assert one["weights"].shape == shape
         np.testing.assert_array_equal(one["weights"], weights[: shape[0], : shape[1]])
         np.testing.assert_allclose(one["weights"].sum(-1), 1.0, rtol=1e-5)  # over the source
-        np.testing.assert_array_equal(alone["weights"], one["weights"])
+        # One sentence alone runs other kernels than a batch of three
+        # (oneDNN picks them by shape): equal to float32 rounding, not bits.
+        np.testing.assert_allclose(alone["weights"], one["weights"], rtol=1e-6, atol=1e-7)
 
 
 def test_the_search_config_round_trips_through_the_export(translator):
