@@ -4,8 +4,8 @@ can change without changing the model, each in its own process.
 
 Cells (rows of the table; `--cells` picks some):
 
-- `tf` — TensorFlow as the recipe runs it (oneDNN on, TensorFlow's default
-  threads): the baseline;
+- `tf` — TensorFlow as the recipe runs it (TensorFlow's default threads,
+  and oneDNN as TensorFlow chooses: see `tf onednn on`): the baseline;
 - `tf onednn off` — `TF_ENABLE_ONEDNN_OPTS=0` (Eigen kernels);
 - `tf onednn on` — `TF_ENABLE_ONEDNN_OPTS=1`: TensorFlow turns oneDNN on
   by itself only on CPUs with AVX-512 VNNI or newer, so on an AVX2-only
