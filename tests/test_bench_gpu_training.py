@@ -1,0 +1,67 @@
+"""`bench/gpu_training.py` pads the recipe's bucketed batches to two shapes
+(so that XLA compiles two steps, not one per bucket and batch size): the
+padded batch must train the model exactly as the original does."""
+
+import importlib.util
+import os
+
+import numpy as np
+
+BENCH = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", "gpu_training.py"
+)
+
+
+def load_bench():
+    spec = importlib.util.spec_from_file_location("bench_gpu_training", BENCH)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    return bench
+
+
+def bucket_batch(rows, width, seed):
+    """A batch as the recipe's buckets give it: pairs of random lengths, each
+    padded with 0 to the bucket's `width` (target_in/out one shorter)."""
+    rng = np.random.default_rng(seed)
+    source = np.zeros((rows, width), "int32")
+    target = np.zeros((rows, width), "int32")
+    for row in range(rows):
+        n, m = rng.integers(2, width, size=2)
+        source[row, :n] = rng.integers(4, 60, n)
+        target[row, :m] = rng.integers(4, 60, m)
+        target[row, 0] = 1  # [START]
+    return (source, target[:, :-1]), target[:, 1:]
+
+
+def test_two_shapes_keep_every_batch_and_its_loss():
+    from recipes.translation.training import build_model
+
+    bench = load_bench()
+    config = {
+        "family": "convs2s",
+        "embed_dim": 16,
+        "hidden_dim": 16,
+        "num_layers": 1,
+        "dropout": 0.0,
+        "max_length": 32,
+        "learning_rate": 1e-3,
+        "label_smoothing": 0.1,
+        "warmup": 0,
+    }
+    model = build_model(config, 64, 64)
+    for seed, (rows, width) in enumerate([(139, 11), (66, 23), (17, 31), (46, 33)]):
+        (source, target_in), target_out = bucket_batch(rows, width, seed)
+        (padded_source, padded_in), padded_out = bench.few_shapes((source, target_in), target_out)
+        shape = padded_source.shape
+        assert shape in bench.SHAPES and padded_in.shape == padded_out.shape == (
+            shape[0],
+            shape[1] - 1,
+        )
+        np.testing.assert_array_equal(padded_source[:rows, :width], source)
+        np.testing.assert_array_equal(padded_out[:rows, : width - 1], target_out)
+        assert not padded_source[rows:].any() and not padded_out[:, width - 1 :].any()
+        np.testing.assert_allclose(
+            model.test_on_batch((padded_source, padded_in), padded_out),
+            model.test_on_batch((source, target_in), target_out),
+            rtol=1e-5,
+        )
