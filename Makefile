@@ -143,7 +143,8 @@ gpu-check:
 		echo "gpu-check: no NVIDIA GPU on this machine (nvidia-smi lists none); nothing to check"; \
 	else \
 		$(MAKE) --no-print-directory setup && \
-		$(PY) -m pip install --quiet "tensorflow[and-cuda]==$$($(PY) -c 'import importlib.metadata as m; print(m.version("tensorflow"))')" && \
+		{ $(PY) -m pip install --quiet "tensorflow[and-cuda]==$$($(PY) -c 'import importlib.metadata as m; print(m.version("tensorflow"))')" || \
+			{ echo "gpu-check: could not install TensorFlow's CUDA libraries (pip install tensorflow[and-cuda], above): the check needs the package index" >&2; exit 1; }; } && \
 		$(PY) -m recipes.gpu_check; \
 	fi
 
