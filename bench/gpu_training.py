@@ -386,6 +386,8 @@ def score(run, folder, models):
         model.set_weights(load_weights(folder, name))
         model.save(os.path.join(target, "model.keras"))
         record = results["models"][name]
+        for key in ("time_budget", "averaged", "train_seconds"):  # the CPU run's
+            spec.pop(key, None)
         json.dump(
             {**spec, "val_loss": record["val_averaged"], "gpu_training": record},
             open(os.path.join(target, "config.json"), "w"),
