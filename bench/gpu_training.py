@@ -280,36 +280,23 @@ SEARCH = {"hidden_dim": [64, 128], "num_layers": [1, 2]}
 
 
 def tune(args, log):
-    """The chief and one worker per GPU, as `recipes.distributed_tuning`
-    starts them; returns the trials' results."""
-    from recipes.distributed_tuning import gpu_count
+    """The chief and one worker per GPU, started as
+    `recipes.distributed_tuning` starts them (`launch`); returns the
+    trials' results. Logs: `chief.log`, `tuner0.log`, ... under `--out`."""
+    from recipes.distributed_tuning import gpu_count, launch
 
     gpus = max(gpu_count(), 1)
     folder = os.path.join(args.tune_dir, "tune")  # not under --out: its files stay there
+    member = [sys.executable, os.path.abspath(__file__), "--tune-member", folder]
+    member += ["--batches", args.batches, "--config", args.config, "--trials", str(args.trials)]
+    member += ["--steps", str(args.steps)] if args.steps else []
     processes, started = [], time.perf_counter()
-    for index, tuner_id in enumerate(["chief"] + [f"tuner{i}" for i in range(gpus)]):
-        env = dict(
-            os.environ,
-            KERASTUNER_TUNER_ID=tuner_id,
-            KERASTUNER_ORACLE_IP="127.0.0.1",
-            KERASTUNER_ORACLE_PORT="8765",
-            CUDA_VISIBLE_DEVICES="" if tuner_id == "chief" else str(index - 1),
-        )
-        command = [sys.executable, os.path.abspath(__file__), "--tune-member", folder]
-        command += ["--batches", args.batches, "--config", args.config]
-        command += ["--trials", str(args.trials)]
-        command += ["--steps", str(args.steps)] if args.steps else []
-        log_file = open(os.path.join(args.out, f"tune-{tuner_id}.log"), "w")
-        processes.append(
-            subprocess.Popen(command, env=env, stdout=log_file, stderr=subprocess.STDOUT)
-        )
-        if tuner_id == "chief":
-            time.sleep(3)
+    launch(gpus, 8765, [], args.out, processes, command=member)
     try:
-        codes = [process.wait(timeout=args.tune_timeout) for process in processes[1:]]
-        codes.insert(0, processes[0].wait(timeout=60))
+        codes = [process.wait(timeout=args.tune_timeout) for _, process, _ in processes[1:]]
+        codes.insert(0, processes[0][1].wait(timeout=60))
     except subprocess.TimeoutExpired:
-        for process in processes:
+        for _, process, _ in processes:
             process.kill()
         codes = ["timeout"]
     seconds = round(time.perf_counter() - started, 1)

@@ -30,9 +30,11 @@ def gpu_count():
     return sum(1 for line in output.splitlines() if line.startswith("GPU "))
 
 
-def launch(workers, port, tune_args, log_dir, processes):
+def launch(workers, port, tune_args, log_dir, processes, command=None):
     """Start the chief and the workers, each appended to `processes` as
-    `(tuner id, process, log file)` as it starts."""
+    `(tuner id, process, log file)` as it starts. Each runs `command` (a
+    list; `keras-attention-translate tune` unless given) with `tune_args`."""
+    command = command or [sys.executable, "-m", f"{__package__}.translate", "tune"]
     os.makedirs(log_dir, exist_ok=True)
     gpus = gpu_count()
     for index, tuner_id in enumerate(["chief"] + [f"tuner{i}" for i in range(workers)]):
@@ -51,7 +53,7 @@ def launch(workers, port, tune_args, log_dir, processes):
             (
                 tuner_id,
                 subprocess.Popen(
-                    [sys.executable, "-m", f"{__package__}.translate", "tune", *tune_args],
+                    [*command, *tune_args],
                     env=env,
                     stdout=log,
                     stderr=subprocess.STDOUT,
