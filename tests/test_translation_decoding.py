@@ -190,6 +190,9 @@ def test_batches_are_bucketed_by_length_and_hold_every_pair_once(trained):
         min(b for b in bucket_boundaries(48) if b > max(len(s), len(t))) - 1 for s, t in fits
     ]
     assert sum(s[0] * s[1] for s, _, _ in shapes) == sum(bucket_width) < len(fits) * 48
+    # Untuned: dropping an autotuned epoch's iterator stalled training for
+    # 15-30 s at some epoch boundaries (BENCHMARKS.md, "The stalls between epochs").
+    assert data.options().autotune.enabled is False
 
 
 def test_the_count_of_pairs_reads_lines_as_the_pipeline_does(trained, tmp_path):
