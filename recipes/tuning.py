@@ -36,13 +36,17 @@ class _ShortSleeps:
 
 def end_chief_promptly():
     """Make a chief oracle's search return within a second of its last
-    worker's end. A no-op where KerasTuner's chief module has another
-    shape (the loop is KerasTuner's internal, 1.4)."""
+    worker's end. A no-op (False) unless KerasTuner's chief server loop is
+    the one this was written for (1.4: `time.sleep(20)` between checks)."""
+    import inspect
+
     try:
         from keras_tuner.src.distribute import oracle_chief
-    except ImportError:
+
+        source = inspect.getsource(oracle_chief.start_server)
+    except (ImportError, AttributeError, OSError, TypeError):
         return False
-    if not hasattr(getattr(oracle_chief, "time", None), "sleep"):
+    if "time.sleep(20)" not in source or getattr(oracle_chief, "time", None) is not time:
         return False
     oracle_chief.time = _ShortSleeps()
     return True

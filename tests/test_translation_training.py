@@ -366,21 +366,6 @@ def test_distributed_tuning_stops_on_ctrl_c_and_resumes_to_run_every_trial_once(
     assert ran <= 3  # the second command's logs: no trial ran twice
 
 
-def test_a_chief_oracle_looks_for_its_finished_workers_every_second(monkeypatch):
-    """KerasTuner's chief checks every 20 s whether a finished search's
-    workers are gone; the recipe's chief checks every second."""
-    from keras_tuner.src.distribute import oracle_chief
-
-    from recipes import tuning
-
-    monkeypatch.setattr(oracle_chief, "time", oracle_chief.time)  # restored afterwards
-    assert tuning.end_chief_promptly()
-    started = time.perf_counter()
-    oracle_chief.time.sleep(20)
-    assert 0.9 < time.perf_counter() - started < 5
-    assert abs(oracle_chief.time.time() - time.time()) < 1  # the rest is `time`'s
-
-
 # -- bad input -------------------------------------------------------------------------
 def test_tsv_problems_are_reported_by_line(tmp_path):
     path = tmp_path / "corpus.tsv"

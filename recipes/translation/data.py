@@ -520,12 +520,13 @@ def make_dataset(
     options = tf.data.Options()
     # One file per split: several workers shard it by element, not by file.
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
-    # No autotuning. Its optimisation thread outlived the epoch: Keras drops
-    # an epoch's iterator when the next begins, and the drop waited for that
-    # thread, 15-30 s with every core idle, at 3 of 10 epoch boundaries of
-    # the demo on the AVX2 EPYC (none in 7 without; BENCHMARKS.md, "The
-    # stalls between epochs"). The pipeline is a few seconds of an epoch's
-    # minute, and costs less CPU untuned: AUTOTUNE's fixed defaults do.
+    # No autotuning. Keras drops an epoch's iterator when the next begins,
+    # and the drop waited for a tf.data thread (the autotuner's, by the
+    # stack) 15-30 s with every core idle, at 3 of 10 epoch boundaries of
+    # the demo on the AVX2 EPYC; none in 20 untuned (BENCHMARKS.md, "The
+    # stalls between epochs"). Untuned, the maps run min(16, cores) calls
+    # at once and the prefetch grows its own buffer; the pipeline, a few
+    # seconds of an epoch's minute, costs less CPU so.
     options.autotune.enabled = False
     return batched.prefetch(tf.data.AUTOTUNE).with_options(options), kept, total
 
