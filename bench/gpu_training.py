@@ -312,7 +312,10 @@ def tune_member(args):
     import keras_tuner
 
     from recipes.translation.training import build_model
+    from recipes.tuning import end_chief_promptly
 
+    if os.environ.get("KERASTUNER_TUNER_ID") == "chief":
+        end_chief_promptly()  # device time: not 20 s idle after the last trial
     vocab, epochs, valid = load_batches(args.batches)
     run_config = json.load(open(args.config))
 
