@@ -5,6 +5,7 @@ The trained run and its export (`trained`, `exported`) are made once per
 test session (`tests/conftest.py`)."""
 
 import argparse
+import io
 import json
 import os
 import re
@@ -83,19 +84,31 @@ def test_too_small_corpus_stops_with_a_message(tmp_path, capsys):
         ),
     ],
 )
-def test_cli_errors_are_messages_not_tracebacks(tmp_path, argv, message):
+def test_cli_errors_are_messages_not_tracebacks(tmp_path, capsys, monkeypatch, argv, message):
     argv = argv + (["--output", str(tmp_path)] if "--output" not in argv else [])
+    # `translate` reads a standard input that is not a terminal: an empty one.
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"")))
+    status, _, err = cli(capsys, *argv)
+    assert status == 2 and message in err and "Traceback" not in err, err[-1500:]
+    if message.startswith("error:"):
+        assert err == message_line(err)
+
+
+def test_a_cli_error_in_a_fresh_process_is_its_one_line(tmp_path):
+    """What a user's shell shows: the `error:` line alone, exit status 2, no
+    TensorFlow start-up noise (cuInit, oneDNN) before it, though TensorFlow
+    was imported to look for the run. (The other mistakes are checked in
+    process above: the same `main`.)"""
     result = subprocess.run(
-        [sys.executable, "-m", "recipes.translate", *argv],
+        [sys.executable, "-m", "recipes.translate", "evaluate", "--output", "/nonexistent-run"],
         cwd=ROOT,
         capture_output=True,
         text=True,
-        stdin=subprocess.DEVNULL,  # `translate` reads a standard input that is not a terminal
+        stdin=subprocess.DEVNULL,
     )
-    assert result.returncode != 0
-    assert message in result.stderr and "Traceback" not in result.stderr, result.stderr[-1500:]
-    if message.startswith("error:"):  # one line: no TensorFlow start-up noise (cuInit, oneDNN)
-        assert result.returncode == 2 and result.stderr == message_line(result.stderr)
+    assert result.returncode == 2, result.stderr[-1500:]
+    assert result.stderr.startswith("error: no trained model in /nonexistent-run")
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
 
 
 def test_a_run_refuses_other_data_settings_and_overwrite_rebuilds(tmp_path):
