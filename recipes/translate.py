@@ -253,6 +253,14 @@ def parser():
                 "0: off)",
             )
             command.add_argument(
+                "--alternatives",
+                action="store_true",
+                default=argparse.SUPPRESS,
+                help="Ding only: also train on the other sentences of each training pair's "
+                "entry (its `;` alternatives, every German one with every English one); "
+                "validation and test are unchanged",
+            )
+            command.add_argument(
                 "--max-length",
                 type=int,
                 help="longest sentence in subword pieces (longer pairs are left out)",

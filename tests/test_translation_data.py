@@ -640,3 +640,90 @@ def test_a_convs2s_run_recorded_before_the_tying_flags_resumes(tmp_path):
             shared = settings("--family", "convs2s", "--shared-vocabulary")
             with pytest.raises(ValueError, match="shared_vocabulary: False in the run, True now"):
                 runs.claim(output, shared, defaults=defaults, upgrade=settings_module.upgrade)
+
+
+# -- the Ding entries' other sentences (issue 22) ---------------------------------------
+DING_LINES = (
+    "# a comment line\n"
+    "Akku {m} | Bei meinem Handy war der Akku leer.; Das Handy hatte keinen Akku mehr. :: "
+    "battery | My phone had ran out of battery.; My phone had run out of power.\n"
+    "Er kommt heute. :: He is coming today.; He comes today.; coming\n"
+    "Er kommt. :: He comes.; He is coming.\n"
+    "kurz; knapp :: short; brief\n"
+)
+
+
+def test_ding_alternatives_pair_every_german_sentence_with_every_english_one(tmp_path):
+    from recipes.translation.data import ding_alternative_pairs, ding_pairs
+
+    path = tmp_path / "de-en"
+    path.write_text(DING_LINES, encoding="utf-8")
+    found = list(ding_alternative_pairs(str(path)))
+    assert [first for first, _ in found] == list(ding_pairs(str(path)))
+    # "coming" is not a sentence; nor is "Er kommt." (two words), so its entry gives nothing.
+    assert found == [
+        (
+            ("Bei meinem Handy war der Akku leer.", "My phone had ran out of battery."),
+            [
+                ("Bei meinem Handy war der Akku leer.", "My phone had run out of power."),
+                ("Das Handy hatte keinen Akku mehr.", "My phone had ran out of battery."),
+                ("Das Handy hatte keinen Akku mehr.", "My phone had run out of power."),
+            ],
+        ),
+        (("Er kommt heute.", "He is coming today."), [("Er kommt heute.", "He comes today.")]),
+    ]
+
+
+def test_alternatives_add_training_pairs_and_leave_the_held_out_splits_alone(tmp_path):
+    from recipes.translation.data import _words, ding_alternative_pairs, prepare, read_pairs
+
+    entries = list(ding_alternative_pairs())
+    plain = prepare(str(tmp_path / "plain"), limit=3000, log=lambda line: None)
+    lines = []
+    more = prepare(str(tmp_path / "more"), alternatives=True, limit=3000, log=lines.append)
+    base, train = read_pairs(plain["train"]), read_pairs(more["train"])
+    added = train[len(base) :]
+    assert train[: len(base)] == base and len(added) > 100
+    assert (
+        lines[0]
+        == f"alternatives: {len(added)} more training pairs from the entries' other sentences"
+    )
+    for split in ("valid", "test"):
+        assert read_pairs(more[split]) == read_pairs(plain[split])
+    held_out = {
+        _words(text)
+        for split in ("valid", "test")
+        for pair in read_pairs(more[split])
+        for text in pair
+    }
+    leaks = lambda pair: bool({_words(pair[0]), _words(pair[1])} & held_out)  # noqa: E731
+    assert not any(leaks(pair) for pair in added) and len(set(train)) == len(train)
+    # Exactly the other sentences of the training pairs' entries, less leaks and repeats.
+    base_set = set(base)
+    allowed = {pair for first, others in entries if first in base_set for pair in others}
+    assert set(added) == {pair for pair in allowed - base_set if not leaks(pair)}
+    # --reverse: English -> German, the alternatives too.
+    lines = []
+    reverse = prepare(
+        str(tmp_path / "reverse"), alternatives=True, reverse=True, limit=3000, log=lines.append
+    )
+    added = int(lines[0].split()[1])
+    every = {pair for first, others in entries for pair in (first, *others)}
+    assert added > 100 and all((t, s) in every for s, t in read_pairs(reverse["train"]))
+
+
+def test_alternatives_are_a_data_setting_of_the_run_and_ding_only(tmp_path, capsys):
+    output = str(tmp_path / "run")
+    flags = ("--family", "rnn", "--epochs", "1", *TINY)
+    run("train", "--output", output, "--alternatives", *flags)
+    assert json.load(open(os.path.join(output, "run.json")))["settings"]["alternatives"] is True
+    with pytest.raises(ValueError, match="alternatives: True in the run, False now"):
+        run("train", "--output", output, *flags)
+    corpus = tmp_path / "corpus.tsv"
+    corpus.write_text("Ich habe Zeit.\tI have time.\n", encoding="utf-8")
+    other = str(tmp_path / "other")
+    status, _, err = cli(
+        capsys, "train", "--output", other, "--alternatives", "--corpus", str(corpus)
+    )
+    assert status == 2
+    assert err == "error: --alternatives are the Ding corpus's: leave out --corpus\n"

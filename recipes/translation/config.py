@@ -123,6 +123,7 @@ DATA_KEYS = (
     "vocab_size",
     "tokenizer",
     "dictionary",
+    "alternatives",
     "protect_numbers",
     "shared_vocabulary",
 )  # and `distill_from`, the teachers of a distilled run (`distillation.py`)
@@ -250,6 +251,7 @@ class TranslationConfig:
     batch_size: int = 64
     batch_tokens: int = None
     dictionary: float = 0.0
+    alternatives: bool = False  # Ding: the other sentences of each entry, as training pairs
     max_length: int = 32
     seed: int = 0
     verbose: int = None
@@ -349,6 +351,7 @@ class TranslationConfig:
             "vocab_size": self.vocab_size,
             "tokenizer": self.tokenizer,
             "dictionary": self.dictionary,
+            "alternatives": self.alternatives,
             "protect_numbers": self.protect_numbers,
             "shared_vocabulary": bool(self.shared_vocabulary),
             "distill_from": (
@@ -542,6 +545,7 @@ def recorded_defaults(settings):
         "warmup": 0,
         "decay": "rsqrt",
         "dictionary": 0.0,
+        "alternatives": False,
         "protect_numbers": False,
         "word_dropout": 0.0,
         "subword_sampling": 0.0,

@@ -91,10 +91,11 @@ def ding_pairs(path=DING):
             yield de, en
 
 
-def _ding_entries(path):
+def _ding_entries(path, every=False):
     """The first alternative of each German and English sub-entry of the
     Ding file, as written (`ding_pairs` keeps the sentences,
-    `ding_dictionary_pairs` the rest)."""
+    `ding_dictionary_pairs` the rest); with `every`, the lists of all the
+    alternatives of each side instead."""
     with open(path, encoding="utf-8-sig", errors="replace", newline="\n") as handle:
         for line in handle:
             if line.startswith("#") or " :: " not in line:
@@ -104,7 +105,31 @@ def _ding_entries(path):
             if len(german) != len(english):
                 continue
             for de, en in zip(german, english):
-                yield de.split("; ")[0], en.split("; ")[0]
+                de, en = de.split("; "), en.split("; ")
+                yield (de, en) if every else (de[0], en[0])
+
+
+def ding_alternative_pairs(path=DING):
+    """`((German, English), others)` for each pair of `ding_pairs`: `others`
+    pairs every German sentence of its sub-entry with every English one,
+    the first pair left out ("Bei meinem Handy war der Akku leer.; Das
+    Handy hatte keinen Akku mehr." :: "My phone had ran out of battery.;
+    My phone had run out of power." gives three more). Alternatives that
+    are not sentences (`ding_pairs`' rule) are left out."""
+    for german, english in _ding_entries(path, every=True):
+        german = [_clean(text) for text in german]
+        english = [_clean(text) for text in english]
+        first = german[0], english[0]
+        if not (_is_sentence(first[0]) and _is_sentence(first[1])):
+            continue
+        others = [
+            (de, en)
+            for de in german
+            if _is_sentence(de)
+            for en in english
+            if _is_sentence(en) and (de, en) != first
+        ]
+        yield first, others
 
 
 _GLOSSES = re.compile(r"\([^)]*\)|(?:^|\s)/[^/]+/(?=\s|$)")  # and /abbreviations/
@@ -176,9 +201,16 @@ def split_of(source):
     return "train" if bucket < 90 else ("valid" if bucket < 95 else "test")
 
 
-def prepare(output, corpus=None, reverse=False, limit=None, dictionary=False, log=print):
+def prepare(
+    output, corpus=None, reverse=False, limit=None, dictionary=False, alternatives=False, log=print
+):
     """Write `<output>/data/{train,valid,test}.tsv` once (reused by later
     commands on the same output); returns `{split: path}`.
+
+    With `alternatives` (the Ding corpus only), `train.tsv` also holds the
+    other sentences of its pairs' Ding sub-entries (`ding_alternative_pairs`),
+    after the pairs themselves; validation and test are unchanged, and an
+    alternative whose words are those of a held-out sentence is left out.
 
     With `dictionary` (the Ding corpus only), also `dictionary.tsv`: the
     dictionary's word and phrase entries (`ding_dictionary_pairs`) in a
@@ -192,9 +224,12 @@ def prepare(output, corpus=None, reverse=False, limit=None, dictionary=False, lo
         "reverse": reverse,
         "limit": limit,
         **({"dictionary": True} if dictionary else {}),  # runs made before it: no key
+        **({"alternatives": True} if alternatives else {}),
     }
     if dictionary and corpus:
         raise CorpusError("the dictionary entries are the Ding corpus's: leave out --corpus")
+    if alternatives and corpus:
+        raise CorpusError("the alternatives are the Ding corpus's: leave out --corpus")
     paths = {split: os.path.join(data_dir, f"{split}.tsv") for split in SPLITS}
     if dictionary:
         paths["dictionary"] = os.path.join(data_dir, "dictionary.tsv")
@@ -215,8 +250,11 @@ def prepare(output, corpus=None, reverse=False, limit=None, dictionary=False, lo
         short = [s for s in SPLITS if counts[s] < MIN_PAIRS[s]]
         if short:
             raise CorpusError(_too_small(counts, short, sources))
+        held_out_words = {_words(text) for _, *texts in held_out for text in texts}
+        if alternatives:
+            added = _add_alternatives(temporaries["train"], held_out_words, reverse)
+            log(f"alternatives: {added} more training pairs from the entries' other sentences")
         if dictionary:
-            held_out_words = {_words(text) for _, *texts in held_out for text in texts}
             entries = [
                 (target, source) if reverse else (source, target)
                 for source, target in ding_dictionary_pairs()
@@ -276,6 +314,26 @@ def _write_splits(pairs, temporaries, reverse, limit):
             outputs[split].write(f"{source}\t{target}\n")
             counts[split] += 1
     return counts, len(sources), held_out, leaked
+
+
+def _add_alternatives(train_path, held_out_words, reverse):
+    """Append to `train_path` the `ding_alternative_pairs` of the pairs it
+    holds, each once, none already there and none whose words (either side)
+    are in `held_out_words`; returns how many."""
+    have = set(read_pairs(train_path))
+    added = []
+    for first, others in ding_alternative_pairs():
+        if (first[::-1] if reverse else first) not in have:
+            continue
+        for pair in others:
+            pair = pair[::-1] if reverse else pair
+            if pair in have or {_words(pair[0]), _words(pair[1])} & held_out_words:
+                continue
+            have.add(pair)
+            added.append(pair)
+    with open(train_path, "a", encoding="utf-8") as handle:
+        handle.writelines(f"{source}\t{target}\n" for source, target in added)
+    return len(added)
 
 
 def _too_small(counts, short, sources):

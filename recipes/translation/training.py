@@ -319,7 +319,7 @@ def check_one_vocabulary(first, other, flag, whose):
             raise UsageError(
                 f"{flag} {other}: its vocabulary {theirs} is not {whose} ({mine}); "
                 "an ensemble decodes with one vocabulary: train its runs with the same "
-                "data settings (--vocab-size, --tokenizer, --limit, --dictionary)"
+                "data settings (--vocab-size, --tokenizer, --limit, --dictionary, --alternatives)"
             )
 
 
@@ -403,6 +403,7 @@ def prepared_run(config, settings, chief, log, refuse_finished=False):
             config.reverse,
             config.limit,
             bool(config.dictionary),
+            config.alternatives,
             log=log,
         )
         tokenizers = load_tokenizers(
@@ -459,7 +460,7 @@ def train_settings(config):
 def check_inputs(config):
     """`UsageError` for what `train` would refuse only after writing
     something: a corpus or `--valid` file that is missing or a directory,
-    `--dictionary` with `--corpus`, an `--output` that is a file."""
+    `--dictionary` or `--alternatives` with `--corpus`, an `--output` that is a file."""
     from .data import check_file
 
     if config.corpus:
@@ -468,6 +469,8 @@ def check_inputs(config):
         check_file(config.valid, "--valid", UsageError)
     if config.dictionary and config.corpus:
         raise UsageError("the dictionary entries are the Ding corpus's: leave out --corpus")
+    if config.alternatives and config.corpus:
+        raise UsageError("--alternatives are the Ding corpus's: leave out --corpus")
     if config.time_budget and os.environ.get("TF_CONFIG"):
         raise UsageError(
             "--time-budget trains in one process: the workers of a TF_CONFIG cluster could "
