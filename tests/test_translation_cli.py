@@ -115,16 +115,19 @@ def test_a_run_refuses_other_data_settings_and_overwrite_rebuilds(tmp_path):
     """A second `train` with `--reverse` kept the first run's vocabularies
     (and reported validation loss 0.000); now it is refused with the
     differences, and `--overwrite` builds the run again from the reversed
-    data: its source vocabulary is learned from the English side."""
+    data: its source vocabulary is learned from the English side. The
+    first run has `--alternatives` (recorded, and a difference too)."""
     from keras_attention.serving.text import train_sentencepiece
     from recipes.translation.data import read_pairs
 
     output = str(tmp_path / "run")
-    run("train", "--output", output, "--family", "rnn", "--epochs", "1", *TINY)
+    run("train", "--output", output, "--family", "rnn", "--epochs", "1", "--alternatives", *TINY)
+    assert json.load(open(os.path.join(output, "run.json")))["settings"]["alternatives"] is True
     english = {target for _, target in read_pairs(os.path.join(output, "data", "train.tsv"))}
     with pytest.raises(ValueError) as refused:
         run("train", "--output", output, "--family", "rnn", "--epochs", "1", "--reverse", *TINY)
     assert "reverse: False in the run, True now" in str(refused.value)
+    assert "alternatives: True in the run, False now" in str(refused.value)
     assert "--overwrite" in str(refused.value)
     flags = ("--family", "rnn", "--epochs", "1", "--reverse", "--overwrite", *TINY)
     log = run("train", "--output", output, *flags)

@@ -4,6 +4,7 @@ BLEU, checkpoint averaging, the results tables and --alpha.
 The trained run and its export (`trained`, `exported`) are made once per
 test session (`tests/conftest.py`)."""
 
+import itertools
 import json
 import os
 import re
@@ -17,7 +18,7 @@ from keras_attention.seq2seq import BeamSearch
 from recipes import translate
 from recipes.translation import config as settings_module
 from recipes.translation import decoding, training
-from recipes.translation.data import DING
+from recipes.translation.data import DING, CorpusError, prepare
 from tests.translation_helpers import (
     TINY,
     cli,
@@ -675,9 +676,9 @@ def test_ding_alternatives_pair_every_german_sentence_with_every_english_one(tmp
 
 
 def test_alternatives_add_training_pairs_and_leave_the_held_out_splits_alone(tmp_path):
-    from recipes.translation.data import _words, ding_alternative_pairs, prepare, read_pairs
+    from recipes.translation.data import _words, ding_alternative_pairs, read_pairs
 
-    entries = list(ding_alternative_pairs())
+    entries = list(itertools.islice(ding_alternative_pairs(), 3000))  # the split's pairs
     plain = prepare(str(tmp_path / "plain"), limit=3000, log=lambda line: None)
     lines = []
     more = prepare(str(tmp_path / "more"), alternatives=True, limit=3000, log=lines.append)
@@ -712,18 +713,16 @@ def test_alternatives_add_training_pairs_and_leave_the_held_out_splits_alone(tmp
     assert added > 100 and all((t, s) in every for s, t in read_pairs(reverse["train"]))
 
 
-def test_alternatives_are_a_data_setting_of_the_run_and_ding_only(tmp_path, capsys):
-    output = str(tmp_path / "run")
-    flags = ("--family", "rnn", "--epochs", "1", *TINY)
-    run("train", "--output", output, "--alternatives", *flags)
-    assert json.load(open(os.path.join(output, "run.json")))["settings"]["alternatives"] is True
-    with pytest.raises(ValueError, match="alternatives: True in the run, False now"):
-        run("train", "--output", output, *flags)
+def test_alternatives_are_the_ding_corpus_s_only(tmp_path, capsys):
+    """(Recorded and compared as a data setting of the run: the refusal test
+    of `tests/test_translation_cli.py`.)"""
     corpus = tmp_path / "corpus.tsv"
     corpus.write_text("Ich habe Zeit.\tI have time.\n", encoding="utf-8")
     other = str(tmp_path / "other")
     status, _, err = cli(
         capsys, "train", "--output", other, "--alternatives", "--corpus", str(corpus)
     )
-    assert status == 2
+    assert status == 2 and not os.path.exists(other)
     assert err == "error: --alternatives are the Ding corpus's: leave out --corpus\n"
+    with pytest.raises(CorpusError, match="the alternatives are the Ding corpus's"):
+        prepare(other, corpus=str(corpus), alternatives=True)

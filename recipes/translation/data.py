@@ -117,11 +117,11 @@ def ding_alternative_pairs(path=DING):
     My phone had run out of power." gives three more). Alternatives that
     are not sentences (`ding_pairs`' rule) are left out."""
     for german, english in _ding_entries(path, every=True):
-        german = [_clean(text) for text in german]
-        english = [_clean(text) for text in english]
-        first = german[0], english[0]
+        first = _clean(german[0]), _clean(english[0])
         if not (_is_sentence(first[0]) and _is_sentence(first[1])):
             continue
+        german = [first[0], *map(_clean, german[1:])]
+        english = [first[1], *map(_clean, english[1:])]
         others = [
             (de, en)
             for de in german
@@ -252,7 +252,7 @@ def prepare(
             raise CorpusError(_too_small(counts, short, sources))
         held_out_words = {_words(text) for _, *texts in held_out for text in texts}
         if alternatives:
-            added = _add_alternatives(temporaries["train"], held_out_words, reverse)
+            added = _add_alternatives(temporaries["train"], held_out_words, reverse, limit)
             log(f"alternatives: {added} more training pairs from the entries' other sentences")
         if dictionary:
             entries = [
@@ -316,14 +316,15 @@ def _write_splits(pairs, temporaries, reverse, limit):
     return counts, len(sources), held_out, leaked
 
 
-def _add_alternatives(train_path, held_out_words, reverse):
+def _add_alternatives(train_path, held_out_words, reverse, limit):
     """Append to `train_path` the `ding_alternative_pairs` of the pairs it
-    holds, each once, none already there and none whose words (either side)
-    are in `held_out_words`; returns how many."""
-    have = set(read_pairs(train_path))
-    added = []
-    for first, others in ding_alternative_pairs():
-        if (first[::-1] if reverse else first) not in have:
+    holds, among the corpus's first `limit` pairs (as the split read them),
+    each once, none already there and none whose words (either side) are in
+    `held_out_words`; returns how many."""
+    train = set(read_pairs(train_path))
+    have, added = set(train), []
+    for first, others in itertools.islice(ding_alternative_pairs(), limit):
+        if (first[::-1] if reverse else first) not in train:
             continue
         for pair in others:
             pair = pair[::-1] if reverse else pair
