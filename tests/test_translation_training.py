@@ -286,17 +286,18 @@ def test_tuning_runs_resumes_and_writes_best_hyperparameters(tmp_path, monkeypat
     # A tuning folder is not a training run's (nor the other way round).
     with pytest.raises(ValueError, match="holds a run of `tune`, not of `train`"):
         run("train", "--output", str(tmp_path), "--epochs", "1", *TINY)
-    # train accepts the best hyperparameters
-    run(
-        "train",
-        "--output",
-        str(tmp_path / "best"),
-        "--hyperparameters",
-        str(tmp_path / "best_hyperparameters.json"),
-        "--epochs",
-        "1",
-        *TINY,
-    )
+    # train accepts the best hyperparameters: its model is the best trial's
+    # (what train then does with its settings, every other train test runs).
+    path = str(tmp_path / "best_hyperparameters.json")
+    config = translate.check(translate.parser().parse_args(["train", "--hyperparameters", path]))
+    _, spec = training.train_settings(config)
+    shared = [key for key in best if key in spec]
+    assert len(shared) >= 3 and {key: spec[key] for key in shared} == {
+        key: best[key] for key in shared
+    }
+    assert spec["family"] == best["family"] and spec["hidden_dim"] == 32
+    classes = {"rnn": "RecurrentSeq2Seq", "transformer": "TransformerSeq2Seq"}
+    assert type(training.build_model(spec, 100, 120)).__name__ == classes[best["family"]]
 
 
 def test_tune_has_its_own_folder_and_refuses_a_training_run(trained, tmp_path, capsys):

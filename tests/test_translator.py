@@ -13,7 +13,9 @@ import keras
 import numpy as np
 import pytest
 
-pytestmark = pytest.mark.tensorflow
+# One worker runs the module (`--dist loadgroup`): its exported translator
+# (a module fixture, about 9 s) is built once, not once per worker.
+pytestmark = [pytest.mark.tensorflow, pytest.mark.xdist_group("translator")]
 
 tf = pytest.importorskip("tensorflow")
 
