@@ -155,7 +155,7 @@ lint: $(STAMP)
 test: lint $(STAMP) $(JAX_STAMP) $(DING)
 	site=$$(mktemp -d) && NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir $$site; \
 		status=$$?; rm -rf $$site; exit $$status
-	$(PY) -m pytest -q -rs -n 2 --dist loadgroup --durations=10 tests
+	$(PY) -m pytest -q -rs -n 2 --durations=10 tests
 	$(JAX_TEST_ENV) $(JAX_CACHE_ENV) $(VENV_JAX)/bin/python -m pytest $(DOCTESTS)
 	$(JAX_TEST_ENV) $(JAX_CACHE_ENV) $(VENV_JAX)/bin/python -m pytest $(PORTABLE_ARGS) $(PORTABLE)
 

@@ -13,9 +13,7 @@ import keras
 import numpy as np
 import pytest
 
-# One worker runs the module (`--dist loadgroup`): its exported translator
-# (a module fixture, about 9 s) is built once, not once per worker.
-pytestmark = [pytest.mark.tensorflow, pytest.mark.xdist_group("translator")]
+pytestmark = pytest.mark.tensorflow
 
 tf = pytest.importorskip("tensorflow")
 
