@@ -19,6 +19,19 @@ import keras
 import numpy as np
 from keras import ops
 
+# `ONEDNN_MAX_CPU_ISA=AVX2` on a CPU with AVX-512, the project's stand-in for
+# an AVX2-only machine, makes TensorFlow 2.21's oneDNN bfloat16 matmul end
+# the process with a segmentation fault (seen on an AMD EPYC with AVX-512
+# BF16; an AVX2 machine itself runs bfloat16 with Eigen, slowly but right):
+# the bfloat16 cases are skipped under such a cap.
+ONEDNN_CAPPED_BELOW_AVX512 = (
+    keras.backend.backend() == "tensorflow"
+    and os.environ.get("TF_ENABLE_ONEDNN_OPTS") != "0"
+    and os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper()
+    in ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2")
+)
+BFLOAT16_CRASH = "bfloat16 matmuls crash TensorFlow 2.21 under ONEDNN_MAX_CPU_ISA below AVX-512"
+
 
 def _as_numpy(x):
     return keras.tree.map_structure(lambda t: np.asarray(ops.convert_to_numpy(t)), x)
@@ -147,7 +160,8 @@ def run_layer_test(
 
     # 6. Mixed precision.
     if mixed_precision:
-        for policy, tolerance in (("mixed_float16", 0.05), ("mixed_bfloat16", 0.1)):
+        policies = [("mixed_float16", 0.05), ("mixed_bfloat16", 0.1)]
+        for policy, tolerance in policies[: 1 if ONEDNN_CAPPED_BELOW_AVX512 else 2]:
             mixed = layer_cls(**init_kwargs, dtype=policy)
             out = _flat(mixed(**inputs, **call_kwargs))[0]
             assert keras.backend.standardize_dtype(out.dtype) == policy.split("_")[1]

@@ -21,6 +21,7 @@ from keras_attention.seq2seq import BeamSearch
 from recipes import translate
 from recipes.translation import decoding, training
 from recipes.translation.data import DING, SPLITS, split_of, tsv_pairs
+from tests.harness import BFLOAT16_CRASH, ONEDNN_CAPPED_BELOW_AVX512
 from tests.translation_helpers import (
     ROOT,
     TINY,
@@ -384,6 +385,7 @@ def test_tsv_problems_are_reported_by_line(tmp_path):
     )
 
 
+@pytest.mark.skipif(ONEDNN_CAPPED_BELOW_AVX512, reason=BFLOAT16_CRASH)
 def test_mixed_precision_training(tmp_path):
     import keras
 
