@@ -121,8 +121,12 @@ def test_a_run_refuses_other_data_settings_and_overwrite_rebuilds(tmp_path):
     from recipes.translation.data import read_pairs
 
     output = str(tmp_path / "run")
-    run("train", "--output", output, "--family", "rnn", "--epochs", "1", "--alternatives", *TINY)
+    log = run(
+        "train", "--output", output, "--family", "rnn", "--epochs", "1", "--alternatives", *TINY
+    )
+    assert re.search(r"alternatives: [1-9]\d* more training pairs", log), log
     assert json.load(open(os.path.join(output, "run.json")))["settings"]["alternatives"] is True
+    assert json.load(open(os.path.join(output, "data", "meta.json")))["alternatives"] is True
     english = {target for _, target in read_pairs(os.path.join(output, "data", "train.tsv"))}
     with pytest.raises(ValueError) as refused:
         run("train", "--output", output, "--family", "rnn", "--epochs", "1", "--reverse", *TINY)

@@ -685,6 +685,9 @@ def test_alternatives_add_training_pairs_and_leave_the_held_out_splits_alone(tmp
     base, train = read_pairs(plain["train"]), read_pairs(more["train"])
     added = train[len(base) :]
     assert train[: len(base)] == base and len(added) > 100
+    # (No held-out pair of this slice is dropped as a leak, so its held-out
+    # words are those of the valid and test files below.)
+    assert "dropped" not in lines[1], lines
     assert (
         lines[0]
         == f"alternatives: {len(added)} more training pairs from the entries' other sentences"
@@ -698,7 +701,8 @@ def test_alternatives_add_training_pairs_and_leave_the_held_out_splits_alone(tmp
         for text in pair
     }
     leaks = lambda pair: bool({_words(pair[0]), _words(pair[1])} & held_out)  # noqa: E731
-    assert not any(leaks(pair) for pair in added) and len(set(train)) == len(train)
+    assert not any(leaks(pair) for pair in added)
+    assert len(set(added)) == len(added) and not set(added) & set(base)
     # Exactly the other sentences of the training pairs' entries, less leaks and repeats.
     base_set = set(base)
     allowed = {pair for first, others in entries if first in base_set for pair in others}
@@ -724,5 +728,11 @@ def test_alternatives_are_the_ding_corpus_s_only(tmp_path, capsys):
     )
     assert status == 2 and not os.path.exists(other)
     assert err == "error: --alternatives are the Ding corpus's: leave out --corpus\n"
-    with pytest.raises(CorpusError, match="the alternatives are the Ding corpus's"):
+    # tune too, before it claims the folder (it claimed it, then failed)
+    status, _, err = cli(
+        capsys, "tune", "--output", other, "--alternatives", "--corpus", str(corpus)
+    )
+    assert status == 2 and not os.path.exists(other)
+    assert err == "error: --alternatives are the Ding corpus's: leave out --corpus\n"
+    with pytest.raises(CorpusError, match="--alternatives are the Ding corpus's"):
         prepare(other, corpus=str(corpus), alternatives=True)

@@ -179,8 +179,9 @@ def tune(config, log=print):
     from keras_attention.seq2seq.transformer import POSITIONS
 
     from ..tuning import run_search
-    from .training import build_model
+    from .training import build_model, check_inputs
 
+    check_inputs(config)  # before the run folder is claimed
     chief = os.environ.get("KERASTUNER_TUNER_ID", "chief") == "chief"
     space = search_space()
     # What the search's saved state depends on: KerasTuner cannot resume it

@@ -229,7 +229,7 @@ def prepare(
     if dictionary and corpus:
         raise CorpusError("the dictionary entries are the Ding corpus's: leave out --corpus")
     if alternatives and corpus:
-        raise CorpusError("the alternatives are the Ding corpus's: leave out --corpus")
+        raise CorpusError("--alternatives are the Ding corpus's: leave out --corpus")
     paths = {split: os.path.join(data_dir, f"{split}.tsv") for split in SPLITS}
     if dictionary:
         paths["dictionary"] = os.path.join(data_dir, "dictionary.tsv")
@@ -250,7 +250,8 @@ def prepare(
         short = [s for s in SPLITS if counts[s] < MIN_PAIRS[s]]
         if short:
             raise CorpusError(_too_small(counts, short, sources))
-        held_out_words = {_words(text) for _, *texts in held_out for text in texts}
+        if alternatives or dictionary:
+            held_out_words = {_words(text) for _, *texts in held_out for text in texts}
         if alternatives:
             added = _add_alternatives(temporaries["train"], held_out_words, reverse, limit)
             log(f"alternatives: {added} more training pairs from the entries' other sentences")

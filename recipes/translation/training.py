@@ -458,9 +458,10 @@ def train_settings(config):
 
 
 def check_inputs(config):
-    """`UsageError` for what `train` would refuse only after writing
-    something: a corpus or `--valid` file that is missing or a directory,
-    `--dictionary` or `--alternatives` with `--corpus`, an `--output` that is a file."""
+    """`UsageError` for what `train` or `tune` would refuse only after
+    writing something: a corpus or `--valid` file that is missing or a
+    directory, `--dictionary` or `--alternatives` with `--corpus`, an
+    `--output` that is a file."""
     from .data import check_file
 
     if config.corpus:
