@@ -85,15 +85,13 @@ def ding_pairs(path=DING):
         raise CorpusError(
             f"the Ding corpus {path} is missing; {DING_HINT}, or pass --corpus FILE.tsv"
         )
-    for de, en in _ding_entries(path):
-        de, en = _clean(de), _clean(en)
-        if _is_sentence(de) and _is_sentence(en):
-            yield de, en
+    for first, _ in ding_alternative_pairs(path):
+        yield first
 
 
 def _ding_entries(path, every=False):
     """The first alternative of each German and English sub-entry of the
-    Ding file, as written (`ding_pairs` keeps the sentences,
+    Ding file, as written (`ding_alternative_pairs` keeps the sentences,
     `ding_dictionary_pairs` the rest); with `every`, the lists of all the
     alternatives of each side instead."""
     with open(path, encoding="utf-8-sig", errors="replace", newline="\n") as handle:
@@ -110,12 +108,14 @@ def _ding_entries(path, every=False):
 
 
 def ding_alternative_pairs(path=DING):
-    """`((German, English), others)` for each pair of `ding_pairs`: `others`
-    pairs every German sentence of its sub-entry with every English one,
-    the first pair left out ("Bei meinem Handy war der Akku leer.; Das
-    Handy hatte keinen Akku mehr." :: "My phone had ran out of battery.;
-    My phone had run out of power." gives three more). Alternatives that
-    are not sentences (`ding_pairs`' rule) are left out."""
+    """`((German, English), others)` for each pair of `ding_pairs`, in its
+    order (`ding_pairs` is the first of each, so a `--limit` slice of one is
+    that of the other): `others` pairs every German sentence of its
+    sub-entry with every English one, the first pair left out ("Bei meinem
+    Handy war der Akku leer.; Das Handy hatte keinen Akku mehr." :: "My
+    phone had ran out of battery.; My phone had run out of power." gives
+    three more). Alternatives that are not sentences (`ding_pairs`' rule)
+    are left out."""
     for german, english in _ding_entries(path, every=True):
         first = _clean(german[0]), _clean(english[0])
         if not (_is_sentence(first[0]) and _is_sentence(first[1])):
