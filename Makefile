@@ -1,7 +1,8 @@
 # Two commands on a fresh machine:
 #   make demo   set up (virtualenv, packages, the Ding corpus) and run the main job
 #   make test   set up, lint, build the docs strictly, and run the test suite (TensorFlow, then
-#               the portable part on JAX)
+#               the portable part on JAX), less the tests marked `large`
+# make test-large runs those: a recipe's processes end to end (.ci/run runs it after make test).
 # make docs builds the documentation site (docs/, mkdocs.yml) into site/.
 # Also: make test-torch (the portable part on PyTorch), make bench, make bench-decoding,
 #   make bench-rnn, make bench-training, make results, make bottleneck (attention against the
@@ -56,7 +57,7 @@ JAX_CACHE_ENV := JAX_COMPILATION_CACHE_DIR=$(abspath $(VENV_JAX))/xla-cache \
 	JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0 JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES=-1
 DOCTESTS := -q -n 2 -p no:cacheprovider --doctest-modules keras_attention --ignore=keras_attention/serving
 
-.PHONY: gpu-check translator distilled demo docs test test-torch lint bench bench-decoding bench-rnn bench-training results bottleneck setup clean serving-check serving-oplists serving-venv
+.PHONY: gpu-check translator distilled demo docs test test-large test-torch lint bench bench-decoding bench-rnn bench-training results bottleneck setup clean serving-check serving-oplists serving-venv
 
 setup: $(STAMP) $(DING)
 
@@ -158,6 +159,14 @@ test: lint $(STAMP) $(JAX_STAMP) $(DING)
 	$(PY) -m pytest -q -rs -n 2 --durations=10 tests
 	$(JAX_TEST_ENV) $(JAX_CACHE_ENV) $(VENV_JAX)/bin/python -m pytest $(DOCTESTS)
 	$(JAX_TEST_ENV) $(JAX_CACHE_ENV) $(VENV_JAX)/bin/python -m pytest $(PORTABLE_ARGS) $(PORTABLE)
+
+# The tests marked `large` (tests/conftest.py): several TensorFlow processes at
+# once (distributed training and tuning, ensemble members, replicas), signals to
+# running processes, the translation recipe's KerasTuner searches and the
+# benchmarks' smoke runs, about 5 of the suite's 17 minutes on the AVX2 kind.
+# `make test` skips them to stay under 15 minutes there; CI runs both.
+test-large: $(STAMP) $(DING)
+	$(PY) -m pytest -q -rs -n 2 --durations=5 --run_large -m large tests
 
 # The documentation site, into site/ (not committed). MathJax, which renders
 # the equations, comes from the npm package (npm pack, not committed); without

@@ -12,6 +12,7 @@ BENCH = os.path.join(
 )
 
 
+@pytest.mark.large
 @pytest.mark.tensorflow
 def test_decoding_bench_smoke(capsys):
     spec = importlib.util.spec_from_file_location("bench_decoding", BENCH)

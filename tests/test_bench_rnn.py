@@ -9,6 +9,7 @@ import pytest
 BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", "rnn.py")
 
 
+@pytest.mark.large
 @pytest.mark.tensorflow
 def test_rnn_bench_smoke(capsys):
     spec = importlib.util.spec_from_file_location("bench_rnn", BENCH)

@@ -310,6 +310,7 @@ def test_convert_cli_refuses_a_recurrent_run_naming_the_family(trained, tmp_path
     assert not os.path.exists(tmp_path / "ct2")
 
 
+@pytest.mark.large
 def test_bench_deploying_smoke_prints_every_route(transformer_run, capsys):
     """bench/deploying.py --smoke: every route translates the same test
     sentences; CTranslate2 float32 greedy scores as our SavedModel greedy."""

@@ -58,6 +58,7 @@ print(json.dumps({
 """
 
 
+@pytest.mark.large
 @pytest.mark.tensorflow
 @pytest.mark.parametrize("mode", ["adapted", "raw"])
 def test_two_replicas_train_like_one_with_the_global_batch(mode):

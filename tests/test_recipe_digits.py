@@ -364,6 +364,7 @@ def test_help_shows_every_default(capsys):
     assert "(default: 0.001)" in options and "(default: all 5000)" in options
 
 
+@pytest.mark.large
 def test_ctrl_c_keeps_the_run_other_settings_are_refused_and_a_rerun_resumes(tmp_path, capsys):
     """Ctrl-C after the CNN's first epoch: a message and exit status 1, no
     traceback; re-running with other settings is refused (nothing resumed

@@ -204,6 +204,7 @@ def test_a_diverging_run_stops_and_saves_nothing(tmp_path, capsys):
     assert not os.path.exists(tmp_path / "backup" / "latest.weights.h5")
 
 
+@pytest.mark.large
 def test_a_kill_during_the_final_save_loses_nothing(tmp_path, monkeypatch):
     """The old code deleted the backup before saving, and `model.save` left
     a 0-byte file: the run was lost. Now the re-run finds the last epoch

@@ -50,6 +50,7 @@ def test_members_flag_is_checked():
         run("train", "--output", "unused", "--members", "0")
 
 
+@pytest.mark.large
 @pytest.mark.skipif(not os.path.exists(DING), reason=f"{DING} missing")
 def test_members_share_a_vocabulary_differ_by_seed_and_resume(tmp_path):
     output = str(tmp_path / "run")

@@ -130,6 +130,7 @@ def test_other_families_train(tmp_path, family):
     assert os.path.exists(tmp_path / "target.vocab") and not os.path.exists(tmp_path / "source.spm")
 
 
+@pytest.mark.large
 def test_interrupted_training_resumes(tmp_path):
     command = [
         sys.executable,
@@ -164,6 +165,7 @@ def test_interrupted_training_resumes(tmp_path):
     assert os.path.exists(tmp_path / "model.keras")
 
 
+@pytest.mark.large
 def test_two_workers_train_to_identical_weights(tmp_path):
     """Into a fresh --output: the chief prepares the data and vocabularies,
     the other worker waits for them (both preparing at once crashed)."""
@@ -225,6 +227,7 @@ def test_two_workers_train_to_identical_weights(tmp_path):
         np.testing.assert_array_equal(chief[name], other[name], err_msg=name)
 
 
+@pytest.mark.large
 def test_tuning_runs_resumes_and_writes_best_hyperparameters(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("KERAS_ATTENTION_SEARCH_SPACE", SMALL_SEARCH)
     args = [
@@ -316,6 +319,7 @@ def test_tune_has_its_own_folder_and_refuses_a_training_run(trained, tmp_path, c
     assert not os.path.exists(os.path.join(output, "tuning"))
 
 
+@pytest.mark.large
 def test_distributed_tuning_stops_on_ctrl_c_and_resumes_to_run_every_trial_once(
     tmp_path, monkeypatch
 ):
