@@ -163,7 +163,7 @@ test: lint $(STAMP) $(JAX_STAMP) $(DING)
 # The tests marked `large` (tests/conftest.py): several TensorFlow processes at
 # once (distributed training and tuning, ensemble members, replicas), signals to
 # running processes, the translation recipe's KerasTuner searches and the
-# benchmarks' smoke runs: 12 tests, a quarter of the TensorFlow part's CPU
+# benchmarks' smoke runs: 12 tests, a fifth of the TensorFlow part's CPU
 # time (2 min 31 s on their own, AVX-512 EPYC). `make test` skips them to
 # keep under 15 minutes; CI runs both.
 test-large: $(STAMP) $(DING)
