@@ -46,7 +46,7 @@ def pytest_collection_modifyitems(config, items):
     if not config.getoption("--run_large"):
         skip_large = pytest.mark.skip(reason="large: `make test-large` runs it (--run_large)")
         for item in items:
-            if "large" in item.keywords:
+            if item.get_closest_marker("large"):  # not a parameter id or name that says large
                 item.add_marker(skip_large)
     if keras.backend.backend() == "tensorflow" or os.environ.get("KERAS_ATTENTION_EVERY_CASE"):
         return
