@@ -10,6 +10,18 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 
+def pytest_addoption(parser):
+    """`--run_large`: also run the tests marked `large` (tests/conftest.py
+    skips them without it). Here, the root conftest, so that pytest knows
+    the option whatever paths it is given."""
+    parser.addoption(
+        "--run_large",
+        action="store_true",
+        default=False,
+        help="also run the tests marked `large` (a recipe's processes end to end)",
+    )
+
+
 @pytest.fixture(autouse=True)
 def _doctest_names(doctest_namespace):
     """Docstring examples use `np` and the package's names unqualified."""

@@ -1,15 +1,19 @@
 """Back-translation of the Ding dictionary's English side (issue 22): the
 files of RESULTS.md's "Back-translating the dictionary", from a prepared
-demo run (`<run>/data/{train,dictionary}.tsv`, e.g. `runs/demo` after its
-first step). Three steps, the middle one the recipe's own CLI:
+demo run `runs/base` (its `data/{meta.json,train,valid,test,dictionary}.tsv`,
+written at its first step). Seven steps; `reverse-corpus` and `dictionary`
+are this script's, the others the recipe's own CLI:
 
-    python bench/back_translation.py reverse-corpus --run runs/demo \\
+    python bench/back_translation.py reverse-corpus --run runs/base \
         --held 40000 --out /tmp/bt/reverse.tsv
     keras-attention-translate train --output runs/reverse --corpus /tmp/bt/reverse.tsv ...
-    keras-attention-translate translate --output runs/reverse --beam-width 1 \\
+    keras-attention-translate translate --output runs/reverse --beam-width 1 \
         --input /tmp/bt/english.txt --output-file /tmp/bt/german.txt
-    python bench/back_translation.py dictionary --run runs/demo \\
+    mkdir -p runs/bt/data
+    cp runs/base/data/{meta.json,train.tsv,valid.tsv,test.tsv} runs/bt/data/
+    python bench/back_translation.py dictionary --run runs/base \
         --translations /tmp/bt/german.txt --out runs/bt/data/dictionary.tsv
+    keras-attention-translate demo --output runs/bt ...
 
 `reverse-corpus` writes the English -> German corpus of the reverse model:
 the run's training pairs and as many dictionary entries, each side
@@ -17,10 +21,12 @@ swapped, taken after the first `--held` entries (which it never sees), and
 the English side of every dictionary entry, one a line, to `english.txt`
 beside `--out`. `dictionary` writes the dictionary again with each German
 side replaced by its back-translation (`--limit N`: the first N entries
-only), blanks left out. The reverse model learns from the training split
-and the dictionary only, never from a validation or test sentence: the
-recipe's split hashes the source side, so `--reverse` on Ding would put
-some of the German -> English test sentences in its training split.
+only), blanks left out. The copied `meta.json` makes `demo` keep the
+split and this dictionary (without it, `demo` writes the real one again).
+The reverse model learns from the training split and the dictionary only,
+never from a validation or test sentence: the recipe's split hashes the
+source side, so `--reverse` on Ding would put some of the German ->
+English test sentences in its training split.
 """
 
 import argparse
@@ -28,11 +34,20 @@ import os
 
 
 def read_pairs(path):
+    pairs = []
     with open(path, encoding="utf-8") as handle:
-        return [tuple(line.rstrip("\n").split("\t")) for line in handle]
+        for number, line in enumerate(handle, 1):
+            pair = tuple(line.rstrip("\n").split("\t"))
+            if len(pair) != 2:
+                raise ValueError(
+                    f"{path}:{number}: expected 'source<TAB>target'; received {line!r}"
+                )
+            pairs.append(pair)
+    return pairs
 
 
 def write_pairs(path, pairs):
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     with open(path, "w", encoding="utf-8") as handle:
         handle.writelines(f"{source}\t{target}\n" for source, target in pairs)
 
@@ -59,13 +74,17 @@ def reverse_corpus(run, held, out):
 def back_translated_dictionary(run, translations, out, limit=None):
     """The run's dictionary with back-translated German sides; returns
     `(pairs written, German sides the same as the real ones)`."""
-    dictionary = read_pairs(os.path.join(run, "data", "dictionary.tsv"))[:limit]
+    if limit is not None and limit < 1:
+        raise ValueError(f"--limit: expected a positive number of entries; received {limit}")
+    dictionary = read_pairs(os.path.join(run, "data", "dictionary.tsv"))
     with open(translations, encoding="utf-8") as handle:
-        german = [line.rstrip("\n").strip() for line in handle][: len(dictionary)]
+        german = [line.rstrip("\n").strip() for line in handle]
+    if limit is not None:
+        dictionary, german = dictionary[:limit], german[:limit]
     if len(german) != len(dictionary):
         raise ValueError(
             f"--translations: expected a line for each of the {len(dictionary)} dictionary "
-            f"entries; {translations} has {len(german)}"
+            f"entries; received {len(german)} lines in {translations}"
         )
     pairs = [(new, english) for new, (_, english) in zip(german, dictionary) if new]
     write_pairs(out, pairs)

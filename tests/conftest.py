@@ -25,23 +25,15 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 EVERY_CASE_ON_EVERY_BACKEND = ("test_portability.py", "test_compatibility.py", "harness")
 
 
-# KerasHub's convention: a `large` test runs only with `--run_large`
-# (`make test-large`; `.ci/run` runs it after `make test`). Large here means
+# KerasHub's convention: a `large` test runs only with `--run_large` (the
+# root conftest.py adds the option; `make test-large`; `.ci/run` runs it
+# after `make test`). Large here means
 # a recipe's processes end to end: several TensorFlow processes at once
 # (distributed training and tuning, ensemble members, replicas), a signal
 # to a running process (Ctrl-C, a kill), a translation search with
 # KerasTuner, or a benchmark script's smoke run. Each is 10-70 s of the
 # two cores; `make test` keeps every other test, the digits recipe's
 # KerasTuner search among them.
-def pytest_addoption(parser):
-    parser.addoption(
-        "--run_large",
-        action="store_true",
-        default=False,
-        help="also run the tests marked `large` (a recipe's processes end to end)",
-    )
-
-
 def pytest_collection_modifyitems(config, items):
     if not config.getoption("--run_large"):
         skip_large = pytest.mark.skip(reason="large: `make test-large` runs it (--run_large)")

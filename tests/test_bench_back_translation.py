@@ -26,8 +26,7 @@ def run(tmp_path):
 
 
 def test_the_reverse_corpus_swaps_sides_and_skips_the_held_entries(run, tmp_path):
-    out = str(tmp_path / "bt" / "reverse.tsv")
-    os.makedirs(os.path.dirname(out))
+    out = str(tmp_path / "bt" / "reverse.tsv")  # its folder is made
     assert back_translation.reverse_corpus(run, 1, out) == 4
     assert back_translation.read_pairs(out) == [
         ("Good morning.", "Guten Morgen."),
@@ -53,7 +52,16 @@ def test_the_dictionary_gets_the_back_translations_and_drops_blanks(run, tmp_pat
     ]
     assert back_translation.back_translated_dictionary(run, str(translations), out, 2) == (2, 1)
     translations.write_text("Haus\n")
-    with pytest.raises(ValueError, match="expected a line for each of the 4 .* has 1"):
+    with pytest.raises(ValueError, match="a line for each of the 4 .*; received 1 lines in"):
+        back_translation.back_translated_dictionary(run, str(translations), out)
+    translations.write_text("Haus\nBaume\n\nrot\nmehr\n")  # another dictionary's: one too many
+    with pytest.raises(ValueError, match="a line for each of the 4 .*; received 5 lines in"):
+        back_translation.back_translated_dictionary(run, str(translations), out)
+    with pytest.raises(ValueError, match="--limit: expected a positive .*; received 0"):
+        back_translation.back_translated_dictionary(run, str(translations), out, 0)
+    with open(os.path.join(run, "data", "dictionary.tsv"), "a", encoding="utf-8") as handle:
+        handle.write("kein Tab\n")
+    with pytest.raises(ValueError, match=r"dictionary.tsv:5: expected 'source<TAB>target'"):
         back_translation.back_translated_dictionary(run, str(translations), out)
 
 
