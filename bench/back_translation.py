@@ -31,6 +31,11 @@ English test sentences in its training split.
 
 import argparse
 import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from recipes.translation.text_io import write_pair_file  # noqa: E402
 
 
 def read_pairs(path):
@@ -46,12 +51,6 @@ def read_pairs(path):
     return pairs
 
 
-def write_pairs(path, pairs):
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    with open(path, "w", encoding="utf-8") as handle:
-        handle.writelines(f"{source}\t{target}\n" for source, target in pairs)
-
-
 def reverse_corpus(run, held, out):
     """The reverse model's corpus (see the module docstring); returns its
     pair count."""
@@ -65,7 +64,7 @@ def reverse_corpus(run, held, out):
         )
     entries = dictionary[held : held + len(train)]
     pairs = [(english, german) for german, english in train + entries]
-    write_pairs(out, pairs)
+    write_pair_file(pairs, out)
     with open(os.path.join(os.path.dirname(out), "english.txt"), "w", encoding="utf-8") as handle:
         handle.writelines(f"{english}\n" for _, english in dictionary)
     return len(pairs)
@@ -87,7 +86,7 @@ def back_translated_dictionary(run, translations, out, limit=None):
             f"entries; received {len(german)} lines in {translations}"
         )
     pairs = [(new, english) for new, (_, english) in zip(german, dictionary) if new]
-    write_pairs(out, pairs)
+    write_pair_file(pairs, out)
     return len(pairs), sum(new == old for new, (old, _) in zip(german, dictionary))
 
 
