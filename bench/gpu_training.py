@@ -25,16 +25,19 @@ Three steps, the first and last on a machine with TensorFlow (`make setup`):
    process on each GPU (`CUDA_VISIBLE_DEVICES`), as `distributed_tuning`
    starts them, of small ConvS2S models;
 3. `--score RUN --weights DIR`: each model's weights into a copy of `RUN`
-   with the model's settings (`<RUN>-gpu-<name>`), then the recipe's
-   `evaluate` (Ding test, beam 4).
+   with the model's settings (`<RUN>-gpu-<DIR's name>-<name>`), then the
+   recipe's `evaluate` (Ding test, beam 4). Give `--config` too when the
+   weights trained with another config.json than the run's.
 
-    python bench/gpu_training.py --prepare runs/demo --batches B.npz --epochs 34
+    python bench/gpu_training.py --prepare runs/demo --batches B.npz --epochs 30
     python bench/gpu_training.py --batches B.npz --config runs/demo/config.json \
         --out OUT --models demo translator [--minutes 3] [--tune]
     python bench/gpu_training.py --score runs/demo --weights OUT --models demo translator
 
-Each batch is padded to one of two shapes (`few_shapes`). No run on a GPU
-has finished an epoch yet: BENCHMARKS.md, "The recipe's models on a GPU".
+Each batch is padded to one of two shapes (`few_shapes`), and each step is
+compiled with XLA whatever the run's `jit` says (`model_spec`). What an
+H200 did with it: BENCHMARKS.md, "The recipe's models on a GPU", and
+RESULTS.md, "On a GPU".
 """
 
 import argparse
@@ -145,7 +148,12 @@ def few_shapes(inputs, target_out):
 
 
 def model_spec(run_config, name):
-    spec = {**run_config, **MODELS[name]}
+    """The model's settings: the run's, then `MODELS[name]`'s, compiled with
+    XLA. The recipe's runs compile without it (`jit: false`, the CPU's
+    faster choice), and on the JAX backend that means a step of thousands
+    of op-by-op dispatches: 1.46 s against 0.39 s a step here on the CPU,
+    and no epoch in 160 s on an H100 (BENCHMARKS.md)."""
+    spec = {**run_config, **MODELS[name], "jit": True}
     spec.pop("average_last", None)
     spec.pop("epochs", None)
     return spec
@@ -360,18 +368,23 @@ def tune_member(args):
 
 
 # -- scoring the weights here, with the recipe -----------------------------------
-def score(run, folder, models):
+def score(run, folder, models, config=None):
+    """Each model's weights from `folder` into a copy of `run`
+    (`<run>-gpu-<folder's name>-<model>`), then the recipe's `evaluate`.
+    `config`: the config.json the weights were trained with (`--config` of
+    the training step), when not the run's own."""
     import keras
 
     from recipes.translation.training import build_model
 
     results = json.load(open(os.path.join(folder, "gpu_training.json")))
-    run_config = json.load(open(os.path.join(run, "config.json")))
+    run_config = json.load(open(config or os.path.join(run, "config.json")))
     for name in models:
-        target = f"{run.rstrip('/')}-gpu-{name}"
+        label = os.path.basename(os.path.normpath(folder))
+        target = f"{os.path.normpath(run)}-gpu-{label}-{name}"
         shutil.rmtree(target, ignore_errors=True)
         shutil.copytree(run, target, ignore=shutil.ignore_patterns("*.h5", "checkpoints", "logs"))
-        spec = model_spec(run_config, name)
+        spec = {**model_spec(run_config, name), "jit": run_config.get("jit", False)}
         model = build_model(spec, spec["source_vocab"], spec["target_vocab"])
         model.set_weights(load_weights(folder, name))
         model.save(os.path.join(target, "model.keras"))
@@ -398,7 +411,9 @@ def main(argv=None):
     parser.add_argument("--weights", metavar="DIR")
     parser.add_argument("--tune-member", metavar="DIR", help=argparse.SUPPRESS)
     parser.add_argument("--batches", default="gpu_batches.npz")
-    parser.add_argument("--config", help="the demo run's config.json (training)")
+    parser.add_argument(
+        "--config", help="the settings the models train with (a run's config.json)"
+    )
     parser.add_argument("--out", default="gpu-out")
     parser.add_argument("--models", nargs="*", default=["demo"], choices=sorted(MODELS))
     parser.add_argument(
@@ -414,7 +429,7 @@ def main(argv=None):
     if args.prepare:
         prepare(args.prepare, args.batches, args.epochs or 40)
     elif args.score:
-        score(args.score, args.weights, args.models)
+        score(args.score, args.weights, args.models, args.config)
     elif args.tune_member:
         tune_member(args)
     else:
