@@ -411,9 +411,7 @@ def main(argv=None):
     parser.add_argument("--weights", metavar="DIR")
     parser.add_argument("--tune-member", metavar="DIR", help=argparse.SUPPRESS)
     parser.add_argument("--batches", default="gpu_batches.npz")
-    parser.add_argument(
-        "--config", help="the settings the models train with (a run's config.json)"
-    )
+    parser.add_argument("--config", help="the settings the models train with (a run's config.json)")
     parser.add_argument("--out", default="gpu-out")
     parser.add_argument("--models", nargs="*", default=["demo"], choices=sorted(MODELS))
     parser.add_argument(
