@@ -12,6 +12,20 @@ BENCH = os.path.join(
 )
 
 
+# A run's settings for a model small enough to build in a test.
+TINY = {
+    "family": "convs2s",
+    "embed_dim": 16,
+    "hidden_dim": 16,
+    "num_layers": 1,
+    "dropout": 0.0,
+    "max_length": 32,
+    "learning_rate": 1e-3,
+    "label_smoothing": 0.1,
+    "warmup": 0,
+}
+
+
 def load_bench():
     spec = importlib.util.spec_from_file_location("bench_gpu_training", BENCH)
     bench = importlib.util.module_from_spec(spec)
@@ -37,18 +51,7 @@ def test_two_shapes_keep_every_batch_and_its_loss():
     from recipes.translation.training import build_model
 
     bench = load_bench()
-    config = {
-        "family": "convs2s",
-        "embed_dim": 16,
-        "hidden_dim": 16,
-        "num_layers": 1,
-        "dropout": 0.0,
-        "max_length": 32,
-        "learning_rate": 1e-3,
-        "label_smoothing": 0.1,
-        "warmup": 0,
-    }
-    model = build_model(config, 64, 64)
+    model = build_model(TINY, 64, 64)
     for seed, (rows, width) in enumerate([(139, 11), (66, 23), (17, 31), (46, 33)]):
         (source, target_in), target_out = bucket_batch(rows, width, seed)
         (padded_source, padded_in), padded_out = bench.few_shapes((source, target_in), target_out)
@@ -75,19 +78,7 @@ def test_models_compile_with_xla_whatever_the_run_says():
     from recipes.translation.training import build_model
 
     bench = load_bench()
-    run = {
-        "family": "convs2s",
-        "embed_dim": 16,
-        "hidden_dim": 16,
-        "num_layers": 1,
-        "dropout": 0.1,
-        "max_length": 32,
-        "learning_rate": 5e-3,
-        "label_smoothing": 0.1,
-        "warmup": 0,
-        "jit": False,
-        "epochs": 8,
-    }
+    run = {**TINY, "dropout": 0.1, "jit": False, "epochs": 8}
     demo = bench.model_spec(run, "demo")
     assert "epochs" not in demo and "average_last" not in demo
     assert {k: v for k, v in demo.items() if k != "jit"} == {
