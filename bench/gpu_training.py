@@ -127,8 +127,9 @@ def load_batches(path):
     return [int(v) for v in stored["vocab"]], epochs, ordered["valid"]
 
 
-# XLA compiles a step for every batch shape: the recipe's epochs hold about
-# 160 (a bucket's last batch is short), minutes of compiling on a GPU. Each
+# XLA compiles a step for every batch shape: an epoch of the recipe's holds
+# 15, and since a bucket's short last batch changes with each draw, 30
+# drawn epochs hold about 155 together: minutes of compiling on a GPU. Each
 # batch is padded (with [PAD], which the loss and attention mask) to one of
 # two shapes: the short buckets' and the long ones'.
 SHAPES = ((219, 15), (80, 33))  # (rows, pieces): bucket_batch_sizes at 1,536 tokens
@@ -152,7 +153,8 @@ def model_spec(run_config, name):
     XLA. The recipe's runs compile without it (`jit: false`, the CPU's
     faster choice), and on the JAX backend that means a step of thousands
     of op-by-op dispatches: 1.46 s against 0.39 s a step here on the CPU,
-    and no epoch in 160 s on an H100 (BENCHMARKS.md)."""
+    and most likely why no epoch finished in 160 s on an H100
+    (BENCHMARKS.md)."""
     spec = {**run_config, **MODELS[name], "jit": True}
     spec.pop("average_last", None)
     spec.pop("epochs", None)
@@ -262,7 +264,12 @@ def train_all(args):
     log(f"{len(epochs)} drawn epochs of {len(epochs[0])} batches, {len(valid)} validation batches")
     run_config = json.load(open(args.config))
     os.makedirs(args.out, exist_ok=True)
-    results = {"device": str(jax.devices()[0]), "models": {}}
+    device = jax.devices()[0]
+    results = {
+        "device": f"{device} ({device.device_kind})",
+        "versions": {"jax": jax.__version__, "keras": keras.__version__},
+        "models": {},
+    }
     for name in args.models:
         record, weights = train_one(
             name,
@@ -368,6 +375,19 @@ def tune_member(args):
 
 
 # -- scoring the weights here, with the recipe -----------------------------------
+def copy_settings(run_config, trained_config, name, record):
+    """The config.json of a scored copy of a run: the model's settings as
+    they trained (`trained_config`, then `MODELS[name]`), compiled as the
+    run compiles (its `jit`: this CPU evaluates it), without the CPU run's
+    training record, and with the bench's (`gpu_training`). The bench's
+    validation loss is a mean over target tokens, not the recipe's
+    `val_loss` (Keras's mean over batches), so it is `gpu_val_loss`."""
+    spec = {**model_spec(trained_config, name), "jit": run_config.get("jit", False)}
+    for key in ("time_budget", "averaged", "train_seconds", "val_loss"):
+        spec.pop(key, None)
+    return {**spec, "gpu_val_loss": record["val_averaged"], "gpu_training": record}
+
+
 def score(run, folder, models, config=None):
     """Each model's weights from `folder` into a copy of `run`
     (`<run>-gpu-<folder's name>-<model>`), then the recipe's `evaluate`.
@@ -378,24 +398,18 @@ def score(run, folder, models, config=None):
     from recipes.translation.training import build_model
 
     results = json.load(open(os.path.join(folder, "gpu_training.json")))
-    run_config = json.load(open(config or os.path.join(run, "config.json")))
+    run_config = json.load(open(os.path.join(run, "config.json")))
+    trained_config = json.load(open(config)) if config else run_config
+    label = os.path.basename(os.path.abspath(folder))
     for name in models:
-        label = os.path.basename(os.path.normpath(folder))
         target = f"{os.path.normpath(run)}-gpu-{label}-{name}"
         shutil.rmtree(target, ignore_errors=True)
         shutil.copytree(run, target, ignore=shutil.ignore_patterns("*.h5", "checkpoints", "logs"))
-        spec = {**model_spec(run_config, name), "jit": run_config.get("jit", False)}
-        model = build_model(spec, spec["source_vocab"], spec["target_vocab"])
+        settings = copy_settings(run_config, trained_config, name, results["models"][name])
+        model = build_model(settings, settings["source_vocab"], settings["target_vocab"])
         model.set_weights(load_weights(folder, name))
         model.save(os.path.join(target, "model.keras"))
-        record = results["models"][name]
-        for key in ("time_budget", "averaged", "train_seconds"):  # the CPU run's
-            spec.pop(key, None)
-        json.dump(
-            {**spec, "val_loss": record["val_averaged"], "gpu_training": record},
-            open(os.path.join(target, "config.json"), "w"),
-            indent=2,
-        )
+        json.dump(settings, open(os.path.join(target, "config.json"), "w"), indent=2)
         keras.backend.clear_session()
         command = [sys.executable, "-m", "recipes.translate", "evaluate", "--output", target]
         subprocess.run(command, check=True)

@@ -72,8 +72,8 @@ def test_two_shapes_keep_every_batch_and_its_loss():
 
 def test_models_compile_with_xla_whatever_the_run_says():
     """The recipe's runs compile without XLA (`jit: false`, the CPU's faster
-    choice); on the JAX backend that is an op-by-op step, which finished no
-    epoch in 160 s on an H100. The bench's models compile with it, and keep
+    choice); on the JAX backend that is an op-by-op step, most likely why no
+    epoch finished in 160 s on an H100. The bench's models compile with it, and keep
     the rest of the run's settings and the model's own."""
     from recipes.translation.training import build_model
 
@@ -88,3 +88,18 @@ def test_models_compile_with_xla_whatever_the_run_says():
     translator = bench.model_spec(run, "translator")
     assert translator["jit"] is True
     assert (translator["hidden_dim"], translator["dropout"]) == (256, 0.2)
+
+
+def test_a_scored_copy_evaluates_as_its_run_with_the_trained_settings():
+    """A copy scored here compiles as the run does (its `jit`), has the
+    settings the weights trained with, and keeps the bench's per-token loss
+    apart from the recipe's `val_loss`."""
+    bench = load_bench()
+    run = {**TINY, "jit": False, "val_loss": 4.02, "train_seconds": 457.5, "epochs": 8}
+    trained = {**run, "hidden_dim": 32, "dropout": 0.3, "jit": True}
+    record = {"val_averaged": 4.1163, "epochs": []}
+    settings = bench.copy_settings(run, trained, "demo", record)
+    assert settings["jit"] is False
+    assert (settings["hidden_dim"], settings["dropout"]) == (32, 0.3)
+    assert "val_loss" not in settings and "train_seconds" not in settings
+    assert settings["gpu_val_loss"] == 4.1163 and settings["gpu_training"] is record
