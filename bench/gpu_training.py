@@ -148,6 +148,13 @@ def few_shapes(inputs, target_out):
     return (pad(source, width), pad(target_in, width - 1)), pad(target_out, width - 1)
 
 
+def training_spec(run_config, name, count, batches):
+    """`model_spec`, with the run's last step planned for `count` epochs of
+    `batches` steps: a cosine decay ends there (the CPU run's `total_steps`
+    counts its own epochs)."""
+    return {**model_spec(run_config, name), "total_steps": count * batches}
+
+
 def model_spec(run_config, name):
     """The model's settings: the run's, then `MODELS[name]`'s, compiled with
     XLA. The recipe's runs compile without it (`jit: false`, the CPU's
@@ -271,13 +278,14 @@ def train_all(args):
         "models": {},
     }
     for name in args.models:
+        count = args.epochs or MODELS[name]["epochs"]
         record, weights = train_one(
             name,
-            model_spec(run_config, name),
+            training_spec(run_config, name, count, len(epochs[0][: args.steps])),
             vocab,
             epochs,
             valid,
-            args.epochs or MODELS[name]["epochs"],
+            count,
             args.minutes,
             log,
             args.steps,
@@ -336,7 +344,10 @@ def tune_member(args):
 
     def build(hp):
         keras.mixed_precision.set_global_policy("mixed_float16")
-        spec = {**model_spec(run_config, "demo"), "embed_dim": 64}
+        spec = {
+            **training_spec(run_config, "demo", 1, len(epochs[0][: args.steps])),
+            "embed_dim": 64,
+        }
         spec.update({key: hp.Choice(key, values) for key, values in SEARCH.items()})
         return build_model(spec, *vocab)
 

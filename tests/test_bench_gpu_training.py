@@ -6,6 +6,7 @@ import importlib.util
 import os
 
 import numpy as np
+import pytest
 
 BENCH = os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", "gpu_training.py"
@@ -103,3 +104,18 @@ def test_a_scored_copy_evaluates_as_its_run_with_the_trained_settings():
     assert (settings["hidden_dim"], settings["dropout"]) == (32, 0.3)
     assert "val_loss" not in settings and "train_seconds" not in settings
     assert settings["gpu_val_loss"] == 4.1163 and settings["gpu_training"] is record
+
+
+def test_a_cosine_decay_ends_at_the_bench_s_last_step():
+    """The CPU run's `total_steps` counts its own epochs; the bench plans its
+    own, so a cosine decay reaches 0 at its last step, not the CPU run's."""
+    from recipes.translation.training import learning_rate
+
+    bench = load_bench()
+    run = {**TINY, "decay": "cosine", "warmup": 10, "total_steps": 2056, "learning_rate": 2e-3}
+    spec = bench.training_spec(run, "demo", 40, 257)
+    assert spec["total_steps"] == 40 * 257 and spec["jit"] is True
+    schedule = learning_rate(spec)
+    assert float(schedule(10)) == pytest.approx(2e-3)
+    assert float(schedule(2056)) > 1e-3  # the CPU run's end is early in this one
+    assert float(schedule(40 * 257)) == pytest.approx(0.0, abs=1e-9)
