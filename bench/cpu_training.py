@@ -370,8 +370,10 @@ def main():
         print(f"skipped {cell!r}: no {VENVS[CELLS[cell][0]]} (make test / make test-torch)")
     if BASELINE not in cells:
         cells.insert(0, BASELINE)
-    flags = open("/proc/cpuinfo").read()
-    isa = "avx512f" if " avx512f" in flags else "avx2" if " avx2" in flags else "neither"
+    sys.path.insert(0, HERE)
+    from machine import cpu  # bench/machine.py
+
+    isa = cpu()["isa"]
     from tensorflow.python.util import _pywrap_util_port
 
     print(

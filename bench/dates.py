@@ -21,11 +21,13 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import random
 import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import machine  # noqa: E402
 
 LOCALES = ("en_US", "en_GB", "de_DE", "fr_FR")
 FORMATS = ("full", "long", "medium")
@@ -60,15 +62,6 @@ def make_corpus(output, pairs, test, seed):
     with open(corpus, "w", encoding="utf-8") as handle:
         handle.writelines(f"{source}\t{target}\n" for source, target in made[:pairs])
     return corpus, made[pairs:]
-
-
-def cpu():
-    flags = open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else ""
-    kind = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2"
-    isa = os.environ.get("ONEDNN_MAX_CPU_ISA")
-    return f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {kind}" + (
-        f" (ONEDNN_MAX_CPU_ISA={isa})" if isa else ""
-    )
 
 
 def run(command, log):
@@ -110,7 +103,12 @@ def main(argv=None):
     families = args.families or list(FAMILY_FLAGS)
     corpus, held_out = make_corpus(args.output, args.pairs, args.test, args.seed)
     translate = os.path.join(os.path.dirname(sys.executable), "keras-attention-translate")
-    results = {"cpu": cpu(), "pairs": args.pairs, "test": args.test, "epochs": args.epochs}
+    results = {
+        "cpu": machine.describe(),
+        "pairs": args.pairs,
+        "test": args.test,
+        "epochs": args.epochs,
+    }
     results["families"] = {}
     print(f"dates: {args.pairs} training days, {args.test} held out; {results['cpu']}")
     for family in families:

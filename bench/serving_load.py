@@ -48,6 +48,8 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from machine import cpu  # noqa: E402 (bench/machine.py)
 
 GROWTH_GOAL = 5.0  # percent of the RSS after warm-up
 DEFAULT_WORDS = os.path.join("runs", "demo", "data", "test.tsv")
@@ -305,26 +307,13 @@ def with_bad_requests(requests, every):
 
 
 def machine():
-    cpu, flags = platform.processor() or platform.machine(), ""
-    try:
-        with open("/proc/cpuinfo") as info:
-            for line in info:
-                if line.startswith("model name") and cpu in (
-                    "",
-                    platform.machine(),
-                    platform.processor(),
-                ):
-                    cpu = line.split(":", 1)[1].strip()
-                if line.startswith("flags"):
-                    flags = line
-    except OSError:
-        pass
     import tensorflow as tf
 
+    info = cpu()
     return {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "avx512f": " avx512f" in flags,
+        "cpu": info["model"],
+        "cores": info["cores"],
+        "avx512f": info["isa"] == "avx512f",
         "tensorflow": tf.__version__,
         "python": platform.python_version(),
     }
