@@ -27,6 +27,7 @@ import time
 
 from .. import runs
 from .config import DATA_KEYS, UsageError, recorded_defaults, upgrade
+from .text_io import append_pairs, write_pair_file
 
 DISTILLED = "train.distilled.tsv"  # in the run's data/ folder
 CHUNK = 1024  # sentences translated between two progress lines
@@ -151,7 +152,7 @@ def distilled_split(config, paths, log=print):
         + (f" (resuming after {len(done)})" if done else "")
         + " ..."
     )
-    runs.write_atomically(partial, lambda temporary: write_pairs(temporary, done))
+    write_pair_file(done, partial)
     started, translations = time.perf_counter(), [target for _, target in done]
     for start in range(len(done), len(pairs), CHUNK):
         sources = [source for source, _ in pairs[start : start + CHUNK]]
@@ -164,7 +165,7 @@ def distilled_split(config, paths, log=print):
             search,
             numbers=number_protection(run_config),
         )
-        write_pairs(partial, zip(sources, chunk), mode="a")
+        append_pairs(zip(sources, chunk), partial)
         translations += chunk
         rate = (len(translations) - len(done)) / (time.perf_counter() - started)
         log(f"distillation: {len(translations)}/{len(pairs)} sentences ({rate:.1f}/s)")
@@ -173,18 +174,10 @@ def distilled_split(config, paths, log=print):
         (source, translation if translation.strip() else reference)
         for (source, reference), translation in zip(pairs, translations)
     ]
-    runs.write_atomically(path, lambda temporary: write_pairs(temporary, distilled))
+    write_pair_file(distilled, path)
     os.remove(partial)
     log(
         f"distillation: {len(pairs)} pairs with the teachers' translations -> {path}"
         + (f" ({empty} empty translations kept their references)" if empty else "")
     )
     return path
-
-
-def write_pairs(path, pairs, mode="w"):
-    """`source<TAB>target` lines (a translation is one line: the searches
-    never emit a newline)."""
-    with open(path, mode, encoding="utf-8") as handle:
-        for source, target in pairs:
-            handle.write(f"{source}\t{target}\n")

@@ -147,13 +147,20 @@ def read_pair_file(path, flag, log=print):
 def write_pair_file(pairs, path):
     """Write `pairs` as `source<TAB>target` lines, atomically."""
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-
-    def write(temporary):
-        with open(temporary, "w", encoding="utf-8", newline="\n") as handle:
-            handle.writelines(f"{source}\t{target}\n" for source, target in pairs)
-
-    runs.write_atomically(path, write)
+    runs.write_atomically(path, lambda temporary: _write_pairs(pairs, temporary, "w"))
     return path
+
+
+def append_pairs(pairs, path):
+    """Append `pairs` to `path` as `source<TAB>target` lines. Not atomic:
+    for a resumable job's partial file, whose reader keeps whole chunks."""
+    _write_pairs(pairs, path, "a")
+
+
+def _write_pairs(pairs, path, mode):
+    # A translation is one line: the searches never emit a newline.
+    with open(path, mode, encoding="utf-8", newline="\n") as handle:
+        handle.writelines(f"{source}\t{target}\n" for source, target in pairs)
 
 
 def translate_lines(sentences, translate_batch, output_file=None, batch_size=64, progress=None):
