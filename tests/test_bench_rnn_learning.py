@@ -1,0 +1,49 @@
+"""`bench/rnn_learning.py`: its plain-Keras RNN is a fair peer (source
+padding changes nothing) that learns on a run's batches."""
+
+import importlib.util
+import math
+import os
+
+import numpy as np
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location(
+        "bench_rnn_learning", os.path.join(ROOT, "bench", "rnn_learning.py")
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_keras_reference_ignores_source_padding(bench):
+    model = bench.keras_reference(30, 20, 8, 16, dropout=0.0)
+    source = np.array([[5, 6, 7, 2]])
+    target = np.array([[1, 4, 9]])
+    padded = np.concatenate([source, np.zeros((1, 5), "int64")], axis=1)
+    logits = np.asarray(model([source, target]))
+    assert logits.shape == (1, 3, 20)
+    np.testing.assert_allclose(np.asarray(model([padded, target])), logits, atol=1e-5)
+    # ... and the source does reach the logits.
+    other = np.asarray(model([np.array([[8, 9, 10, 2]]), target]))
+    assert np.abs(other - logits).max() > 1e-4
+
+
+def test_the_keras_reference_lowers_its_validation_loss_on_a_run(bench, trained):
+    # (The recipe's own models train in the recipe's tests.)
+    output, _ = trained
+    rows = bench.curve(output, "keras", 2, units=16, learning_rate=1e-2, warmup=0)
+    assert [row["epoch"] for row in rows] == [1, 2]
+    losses = [row["valid_loss"] for row in rows]
+    assert all(math.isfinite(loss) for loss in losses)
+    assert losses[1] < losses[0]
+
+
+def test_bad_arguments_name_what_was_expected(bench, tmp_path):
+    with pytest.raises(ValueError, match=r"`name`: expected one of .*received 'lstm'"):
+        bench.curve(str(tmp_path), "lstm", 1)
