@@ -50,6 +50,9 @@ from keras_attention.seq2seq import (  # noqa: E402
 from recipes.translation import training  # noqa: E402
 from recipes.translation.data import load_tokenizers, make_dataset  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from machine import describe  # noqa: E402 (bench/machine.py)
+
 MODELS = ("ours", "keras", "bidirectional", "convs2s")
 
 
@@ -130,12 +133,14 @@ def curve(run, name, epochs, units=128, learning_rate=3e-3, warmup=400, convs2s_
     `seconds`."""
     if name not in MODELS:
         raise ValueError(f"`name`: expected one of {list(MODELS)}; received {name!r}")
-    keras.utils.set_random_seed(0)
-    source_tokenizer, target_tokenizer = load_tokenizers(run)
     splits = [os.path.join(run, "data", f"{split}.tsv") for split in ("train", "valid")]
     for path in splits:
         if not os.path.isfile(path):
-            raise ValueError(f"`run`: expected a translation run with {path}; it is missing")
+            raise ValueError(
+                f"`run`: expected a translation run's folder, with {path}; received {run!r}"
+            )
+    keras.utils.set_random_seed(0)
+    source_tokenizer, target_tokenizer = load_tokenizers(run)
     train, _, _ = make_dataset(
         splits[0], source_tokenizer, target_tokenizer, 32, 64, shuffle=True, batch_tokens=1536
     )
@@ -173,9 +178,6 @@ def main(argv=None):
     parser.add_argument("--convs2s-rate", type=float, default=5e-3, help="ConvS2S's peak")
     parser.add_argument("--warmup", type=int, default=400)
     args = parser.parse_args(argv)
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from machine import describe  # bench/machine.py
-
     print(f"{args.model} on {args.run}: {describe()}", flush=True)
     rows = curve(
         args.run, args.model, args.epochs, args.units, args.learning_rate, args.warmup,

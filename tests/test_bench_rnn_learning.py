@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DING = "/usr/share/trans/de-en"
 
 
 @pytest.fixture(scope="module")
@@ -34,6 +35,24 @@ def test_the_keras_reference_ignores_source_padding(bench):
     assert np.abs(other - logits).max() > 1e-4
 
 
+@pytest.mark.parametrize("name", ["ours", "keras", "bidirectional", "convs2s"])
+def test_each_model_is_what_its_name_says(bench, name):
+    from keras_attention.seq2seq import ConvS2SSeq2Seq, RecurrentSeq2Seq
+
+    model = bench.build(name, 30, 20, 16, 1e-2, 0, 1e-2)
+    source, target = np.array([[5, 6, 7, 2, 0]]), np.array([[1, 4, 9]])
+    logits = model([source, target] if name == "keras" else (source, target))
+    assert tuple(logits.shape) == (1, 3, 20)
+    if name == "convs2s":
+        assert isinstance(model, ConvS2SSeq2Seq)
+    elif name != "keras":
+        assert isinstance(model, RecurrentSeq2Seq) and model.input_feeding
+        assert model.attention_spec == "general" and model.num_layers == 2
+        assert model.bidirectional == (name == "bidirectional")
+    assert model.optimizer is not None and model.loss is not None  # compiled
+
+
+@pytest.mark.skipif(not os.path.exists(DING), reason="needs the Debian package trans-de-en")
 def test_the_keras_reference_lowers_its_validation_loss_on_a_run(bench, trained):
     # (The recipe's own models train in the recipe's tests.)
     output, _ = trained
@@ -47,3 +66,8 @@ def test_the_keras_reference_lowers_its_validation_loss_on_a_run(bench, trained)
 def test_bad_arguments_name_what_was_expected(bench, tmp_path):
     with pytest.raises(ValueError, match=r"`name`: expected one of .*received 'lstm'"):
         bench.curve(str(tmp_path), "lstm", 1)
+    with pytest.raises(
+        ValueError,
+        match=r"`run`: expected a translation run's folder, with .*train.tsv; received '/",
+    ):
+        bench.curve(str(tmp_path), "keras", 1)
