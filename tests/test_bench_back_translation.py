@@ -2,17 +2,13 @@
 entries it will back-translate, and the back-translated dictionary keeps
 each English side with its new German one."""
 
-import importlib.util
 import os
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-spec = importlib.util.spec_from_file_location(
-    "back_translation", os.path.join(ROOT, "bench", "back_translation.py")
-)
-back_translation = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(back_translation)
+from tests.bench_helpers import load_bench
+
+back_translation = load_bench("back_translation")
 
 
 @pytest.fixture

@@ -2,22 +2,15 @@
 SavedModel, float32 and int8) on a tiny Transformer, with the forced-length
 check; no peers' virtualenv needed."""
 
-import importlib.util
-import os
-
 import pytest
 
-BENCH = os.path.join(
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", "decoding.py"
-)
+from tests.bench_helpers import load_bench
 
 
 @pytest.mark.large
 @pytest.mark.tensorflow
 def test_decoding_bench_smoke(capsys):
-    spec = importlib.util.spec_from_file_location("bench_decoding", BENCH)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_bench("decoding")
     bench.main(["--smoke"])
     lines = capsys.readouterr().out.splitlines()
     header = next(line for line in lines if line.startswith("search"))
@@ -39,9 +32,7 @@ def test_int8_copy_is_quantized_and_loop_ops_are_counted():
     from keras_attention.seq2seq import TransformerSeq2Seq
     from keras_attention.serving.translator import quantized_copy
 
-    spec = importlib.util.spec_from_file_location("bench_decoding", BENCH)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_bench("decoding")
     model = TransformerSeq2Seq(20, 20, hidden_dim=8, num_heads=2, intermediate_dim=16, num_layers=1)
     model.build()
     int8 = quantized_copy(model, "int8")
@@ -58,10 +49,7 @@ def test_int8_copy_is_quantized_and_loop_ops_are_counted():
 def test_int8_matmul_bench_times_every_product_against_float32(capsys):
     """bench/int8_matmul.py (why the int8 exports are weight-only) runs each
     product of each shape and sets float32 at 1.00x its own time."""
-    path = os.path.join(os.path.dirname(BENCH), "int8_matmul.py")
-    spec = importlib.util.spec_from_file_location("bench_int8_matmul", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_bench("int8_matmul")
     bench.main(["--repeats", "1", "--calls", "1"])
     lines = capsys.readouterr().out.splitlines()
     products = [line.split("  ")[1].strip() for line in lines if line.startswith("  ")]

@@ -2,16 +2,10 @@
 (so that XLA compiles two steps, not one per bucket and batch size): the
 padded batch must train the model exactly as the original does."""
 
-import importlib.util
-import os
-
 import numpy as np
 import pytest
 
-BENCH = os.path.join(
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", "gpu_training.py"
-)
-
+from tests.bench_helpers import load_bench
 
 # A run's settings for a model small enough to build in a test.
 TINY = {
@@ -25,13 +19,6 @@ TINY = {
     "label_smoothing": 0.1,
     "warmup": 0,
 }
-
-
-def load_bench():
-    spec = importlib.util.spec_from_file_location("bench_gpu_training", BENCH)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    return bench
 
 
 def bucket_batch(rows, width, seed):
@@ -51,7 +38,7 @@ def bucket_batch(rows, width, seed):
 def test_two_shapes_keep_every_batch_and_its_loss():
     from recipes.translation.training import build_model
 
-    bench = load_bench()
+    bench = load_bench("gpu_training")
     model = build_model(TINY, 64, 64)
     for seed, (rows, width) in enumerate([(139, 11), (66, 23), (17, 31), (46, 33)]):
         (source, target_in), target_out = bucket_batch(rows, width, seed)
@@ -78,7 +65,7 @@ def test_models_compile_with_xla_whatever_the_run_says():
     the rest of the run's settings and the model's own."""
     from recipes.translation.training import build_model
 
-    bench = load_bench()
+    bench = load_bench("gpu_training")
     run = {**TINY, "dropout": 0.1, "jit": False, "epochs": 8}
     demo = bench.model_spec(run, "demo")
     assert "epochs" not in demo and "average_last" not in demo
@@ -95,7 +82,7 @@ def test_a_scored_copy_evaluates_as_its_run_with_the_trained_settings():
     """A copy scored here compiles as the run does (its `jit`), has the
     settings the weights trained with, and keeps the bench's per-token loss
     apart from the recipe's `val_loss`."""
-    bench = load_bench()
+    bench = load_bench("gpu_training")
     run = {**TINY, "jit": False, "val_loss": 4.02, "train_seconds": 457.5, "epochs": 8}
     trained = {**run, "hidden_dim": 32, "dropout": 0.3, "jit": True}
     record = {"val_averaged": 4.1163, "epochs": []}
@@ -111,7 +98,7 @@ def test_a_cosine_decay_ends_at_the_bench_s_last_step():
     own, so a cosine decay reaches 0 at its last step, not the CPU run's."""
     from recipes.translation.training import learning_rate
 
-    bench = load_bench()
+    bench = load_bench("gpu_training")
     run = {**TINY, "decay": "cosine", "warmup": 10, "total_steps": 2056, "learning_rate": 2e-3}
     spec = bench.training_spec(run, "demo", 40, 257)
     assert spec["total_steps"] == 40 * 257 and spec["jit"] is True

@@ -1,20 +1,14 @@
 """`bench/machine.py`: the CPU line every benchmark prints with its figures."""
 
-import importlib.util
 import os
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from tests.bench_helpers import load_bench
 
 
 def load_machine():
-    spec = importlib.util.spec_from_file_location(
-        "bench_machine", os.path.join(ROOT, "bench", "machine.py")
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("machine")
 
 
 def cpuinfo(tmp_path, flags, model="AMD EPYC 7B13"):

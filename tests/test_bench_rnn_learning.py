@@ -1,25 +1,20 @@
 """`bench/rnn_learning.py`: its plain-Keras RNN is a fair peer (source
 padding changes nothing) that learns on a run's batches."""
 
-import importlib.util
 import math
 import os
 
 import numpy as np
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from tests.bench_helpers import load_bench
+
 DING = "/usr/share/trans/de-en"
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location(
-        "bench_rnn_learning", os.path.join(ROOT, "bench", "rnn_learning.py")
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("rnn_learning")
 
 
 def test_the_keras_reference_ignores_source_padding(bench):

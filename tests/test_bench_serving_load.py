@@ -2,30 +2,20 @@
 threads, in process and through the serving client's REST path against
 `tests/serving_stub.py` (TF Serving's REST API, in this process)."""
 
-import importlib.util
 import json
-import os
 
 import numpy as np
 import pytest
 
+from tests.bench_helpers import load_bench
+
 pytestmark = pytest.mark.tensorflow
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORDS = ["ich", "habe", "zeit", ".", "keine", "wo", "ist", "der", "bahnhof", "?"]
-
-
-def load_bench():
-    spec = importlib.util.spec_from_file_location(
-        "bench_serving_load", os.path.join(ROOT, "bench", "serving_load.py")
-    )
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    return bench
 
 
 @pytest.fixture(scope="module")
 def bench():
-    return load_bench()
+    return load_bench("serving_load")
 
 
 @pytest.fixture(scope="module")

@@ -314,12 +314,9 @@ def test_convert_cli_refuses_a_recurrent_run_naming_the_family(trained, tmp_path
 def test_bench_deploying_smoke_prints_every_route(transformer_run, capsys):
     """bench/deploying.py --smoke: every route translates the same test
     sentences; CTranslate2 float32 greedy scores as our SavedModel greedy."""
-    import importlib.util
+    from tests.bench_helpers import load_bench
 
-    path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "bench", "deploying.py")
-    spec = importlib.util.spec_from_file_location("bench_deploying", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_bench("deploying")
     rows = bench.main(["--output", transformer_run, "--smoke"])
     table = {(route, search): (speed, bleu, chrf) for route, search, speed, bleu, chrf in rows}
     routes = ("SavedModel float32", "CTranslate2 float32", "CTranslate2 int8")
