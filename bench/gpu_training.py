@@ -52,6 +52,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
+from recipes import runs  # noqa: E402 (the standard library only: it runs on the GPU machine too)
+
 # The settings that differ from the demo's run (its config.json) by model.
 MODELS = {
     "demo": {"average_last": 3, "epochs": 40},  # COMMAND_DEFAULTS["demo"]
@@ -292,10 +294,10 @@ def train_all(args):
         )
         results["models"][name] = record
         save_weights(args.out, name, weights)
-        json.dump(results, open(os.path.join(args.out, "gpu_training.json"), "w"), indent=1)
+        runs.write_json_atomically(os.path.join(args.out, "gpu_training.json"), results)
     if args.tune:
         results["tune"] = tune(args, log)
-        json.dump(results, open(os.path.join(args.out, "gpu_training.json"), "w"), indent=1)
+        runs.write_json_atomically(os.path.join(args.out, "gpu_training.json"), results)
 
 
 # -- KerasTuner's distributed mode: a chief and a worker per GPU ----------------
@@ -382,7 +384,7 @@ def tune_member(args):
             {"hyperparameters": t.hyperparameters.values, "val_loss": t.score}
             for t in tuner.oracle.get_best_trials(args.trials)
         ]
-        json.dump(trials, open(os.path.join(args.tune_member, "summary.json"), "w"))
+        runs.write_json_atomically(os.path.join(args.tune_member, "summary.json"), trials)
 
 
 # -- scoring the weights here, with the recipe -----------------------------------
@@ -420,7 +422,7 @@ def score(run, folder, models, config=None):
         model = build_model(settings, settings["source_vocab"], settings["target_vocab"])
         model.set_weights(load_weights(folder, name))
         model.save(os.path.join(target, "model.keras"))
-        json.dump(settings, open(os.path.join(target, "config.json"), "w"), indent=2)
+        runs.write_json_atomically(os.path.join(target, "config.json"), settings)
         keras.backend.clear_session()
         command = [sys.executable, "-m", "recipes.translate", "evaluate", "--output", target]
         subprocess.run(command, check=True)
