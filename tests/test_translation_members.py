@@ -24,6 +24,11 @@ def test_shares_split_the_devices_evenly_and_in_order():
     assert shares([4, 6, 7], 3) == [[4], [6], [7]]
     assert shares([0], 2) == [None, None]  # too few: each member gets everything
     assert shares([], 1) == [None]
+    # More members than cores: one core each in turn, two to a core here.
+    assert shares([0, 1], 4, wrap=True) == [[0], [1], [0], [1]]
+    assert shares([2, 5, 7], 4, wrap=True) == [[2], [5], [7], [2]]
+    assert shares([0, 1], 2, wrap=True) == [[0], [1]]  # enough cores: as without
+    assert shares([], 2, wrap=True) == [None, None]  # nothing to share
 
 
 def test_member_folders():

@@ -13,9 +13,11 @@ member's folder, so that each member is a whole run (usable alone with
 Member k's seed is `--seed` + k - 1; every other setting is the same.
 
 Each member gets a contiguous share of the CPU cores this process may run
-on (`os.sched_setaffinity`, Linux; with fewer cores than members, every
-member gets all of them) and, when the machine has at least as many GPUs
-as members, a share of the GPUs (`CUDA_VISIBLE_DEVICES`). Members are
+on (`os.sched_setaffinity`, Linux; with fewer cores than members, one core
+each in turn: four members on two cores run two to a core, rather than
+every member's thread pools sized for, and contending for, both) and,
+when the machine has at least as many GPUs as members, a share of the
+GPUs (`CUDA_VISIBLE_DEVICES`). Members are
 `multiprocessing` "spawn" processes: none inherits this process's
 TensorFlow. Re-running the command resumes the members that did not
 finish and leaves the finished ones alone. Decode them together with
@@ -35,12 +37,16 @@ def member_folders(output, members):
     return [output] + [os.path.join(output, "members", str(k)) for k in range(2, members + 1)]
 
 
-def shares(devices, members):
+def shares(devices, members, wrap=False):
     """`devices` split into `members` contiguous shares, as even as they go
     (the first shares get one more): [[0], [1]] for two cores and two
-    members. With fewer devices than members, None for each: no share."""
+    members. With fewer devices than members, None for each (no share:
+    every member gets everything), or with `wrap` one device each in turn:
+    [[0], [1], [0], [1]] for two cores and four members."""
     devices = list(devices)
     if len(devices) < members:
+        if wrap and devices:
+            return [[devices[k % len(devices)]] for k in range(members)]
         return [None] * members
     size, extra = divmod(len(devices), members)
     result, start = [], 0
@@ -122,7 +128,7 @@ def train_members(config, log=print):
         runs.copy_missing(config.output, folder, ("data", *vocabularies))
     cores = [None] * config.members
     if hasattr(os, "sched_getaffinity"):
-        cores = shares(sorted(os.sched_getaffinity(0)), config.members)
+        cores = shares(sorted(os.sched_getaffinity(0)), config.members, wrap=True)
     gpu_count = len(tf.config.list_physical_devices("GPU"))
     gpus = shares(range(gpu_count), config.members) if gpu_count else [None] * config.members
     context = multiprocessing.get_context("spawn")
