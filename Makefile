@@ -102,9 +102,10 @@ demo: $(STAMP) $(DING)
 # BLEU 11.57, where the single 256-wide ConvS2S this target trained before
 # reached 11.09 in 50 minutes (a Xeon under the AVX2 cap) and 10.61 on the
 # AVX2 kind (its flags: TRANSLATOR_WIDE_FLAGS, with TRANSLATOR_MEMBERS=1).
-# Not yet run on the AVX2 kind: there the 12 epochs should take about
-# 27-40 of the 45 minutes (the demo's epochs took 1.2-1.8x as long there);
-# the budget ends the members on time if they do not fit. The demo's data and vocabularies, so
+# Not yet run on the AVX2 kind: the demo's epochs took 1.2-1.8x as long
+# there, and four processes may gain there less than the 1.3x they gained
+# here, so the 12 epochs would take about 27-52 minutes; past 45, the budget
+# ends the members after 10 or 11. The demo's data and vocabularies, so
 # `--ensemble runs/demo` works with it too. RESULTS.md, "Four members of
 # the demo's size".
 TRANSLATOR := runs/translator
@@ -117,9 +118,11 @@ TRANSLATOR_WIDE_FLAGS := --family convs2s --embed-dim 256 --hidden-dim 256 --num
 	--average-last 5 --alpha 1.2 --epochs 200 --time-budget 50 --bleu-every 2
 TRANSLATOR_OTHERS = $(foreach k,$(shell seq 2 $(TRANSLATOR_MEMBERS)),$(TRANSLATOR)/members/$(k))
 TRANSLATOR_ENSEMBLE = $(if $(TRANSLATOR_OTHERS),--ensemble $(TRANSLATOR_OTHERS))
+# Sets the shell's $$trained to yes when every member has finished training.
+TRANSLATOR_TRAINED = trained=yes; for run in $(TRANSLATOR) $(TRANSLATOR_OTHERS); do \
+	if [ ! -f $$run/model.keras ] || [ -d $$run/backup ]; then trained=no; fi; done
 translator: $(STAMP) $(DING)
-	@trained=yes; for run in $(TRANSLATOR) $(TRANSLATOR_OTHERS); do \
-		if [ ! -f $$run/model.keras ] || [ -d $$run/backup ]; then trained=no; fi; done; \
+	@$(TRANSLATOR_TRAINED); \
 	if [ $$trained = yes ]; then \
 		echo "$(TRANSLATOR) holds a trained translator: evaluating it (delete the folder to retrain)"; \
 	else $(VENV)/bin/keras-attention-translate train --output $(TRANSLATOR) $(TRANSLATOR_FLAGS) \
@@ -134,11 +137,11 @@ translator: $(STAMP) $(DING)
 # split instead of its references (`--distill-from`, sequence-level
 # distillation; the members' ensemble translates):
 # the demo's size and decoding speed, nearer the translator's scores. Trains
-# the translator first when $(TRANSLATOR) holds none. RESULTS.md, "Tying,
+# the translator first when any of its members has not finished. RESULTS.md, "Tying,
 # label smoothing and distillation".
 DISTILLED := runs/distilled
 distilled: $(STAMP) $(DING)
-	@if [ ! -f $(TRANSLATOR)/model.keras ]; then $(MAKE) --no-print-directory translator; fi
+	@$(TRANSLATOR_TRAINED); if [ $$trained = no ]; then $(MAKE) --no-print-directory translator; fi
 	$(VENV)/bin/keras-attention-translate demo --output $(DISTILLED) \
 		--distill-from $(TRANSLATOR) $(TRANSLATOR_OTHERS)
 

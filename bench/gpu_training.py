@@ -13,11 +13,12 @@ Three steps, the first and last on a machine with TensorFlow (`make setup`):
    protected) and its validation batches into `--batches FILE` (.npz);
 2. (default) on the GPU machine, with Keras, optree and namex carried as
    wheels: trains each `--models` entry (`demo`: the demo's settings;
-   `translator`: `make translator`'s) on those batches with the mixed
-   float16 policy (JAX compiles each step with XLA), one epoch per drawn
-   epoch (cycled when `--epochs` is more than were drawn), a validation
-   loss after each, and the mean of the last epochs' weights as the recipe
-   averages them (`--average-last`); writes each model's float32 weights
+   `translator`: the wide translator's, the Makefile's
+   TRANSLATOR_WIDE_FLAGS) on those batches with the mixed float16 policy
+   (JAX compiles each step with XLA), one epoch per drawn epoch (cycled
+   when `--epochs` is more than were drawn), a validation loss after
+   each, and the mean of the last epochs' weights as the recipe averages
+   them (`--average-last`); writes each model's float32 weights
    (`<name>-0.npz`, `<name>-1.npz`, ...: files of at most 15 MB, which
    the device tool brings back) and
    `gpu_training.json` (epoch times and losses) under `--out`; then, with
@@ -57,7 +58,7 @@ from recipes import runs  # noqa: E402 (the standard library only: it runs on th
 # The settings that differ from the demo's run (its config.json) by model.
 MODELS = {
     "demo": {"average_last": 3, "epochs": 40},  # COMMAND_DEFAULTS["demo"]
-    "translator": {  # the Makefile's TRANSLATOR_FLAGS
+    "translator": {  # the Makefile's TRANSLATOR_WIDE_FLAGS
         "embed_dim": 256,
         "hidden_dim": 256,
         "dropout": 0.2,
