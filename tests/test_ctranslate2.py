@@ -171,12 +171,58 @@ def test_output_is_published_whole_and_not_over_an_existing_folder(tmp_path):
     model = random_model()
     target = tmp_path / "ct2"
     convert_to_ctranslate2(model, str(target), metadata={"note": "x"})
-    assert json.loads((target / "keras_attention.json").read_text()) == {"note": "x"}
+    record = json.loads((target / "keras_attention.json").read_text())
+    assert record["note"] == "x" and record["files"] == sorted(os.listdir(target))
     with pytest.raises(ValueError, match="output_dir .* exists .*overwrite=True"):
         convert_to_ctranslate2(model, str(target))
     convert_to_ctranslate2(model, str(target), quantization="int8", overwrite=True)
-    assert not (target / "keras_attention.json").exists()  # the new folder, whole
+    record = json.loads((target / "keras_attention.json").read_text())
+    assert "note" not in record  # the new folder, whole
     assert sorted(os.listdir(tmp_path)) == ["ct2"]  # no temporaries left
+
+
+def test_overwrite_replaces_only_an_empty_folder_or_a_model_it_wrote(tmp_path, monkeypatch):
+    """`overwrite=True` deleted whatever folder `output_dir` named: a run,
+    the current folder (`""`), a folder of the user's files."""
+    model = random_model()
+    ours = tmp_path / "ours"
+    convert_to_ctranslate2(model, str(ours), max_positions=L + 1)
+    precious = tmp_path / "mine"
+    precious.mkdir()
+    (precious / "precious.txt").write_text("keep")
+    run = tmp_path / "run"
+    (run / "data").mkdir(parents=True)
+    for name in ("run.json", "model.keras", "config.json"):
+        (run / name).write_text("{}")
+    before = {path: path.read_bytes() for path in tmp_path.rglob("*") if path.is_file()}
+    for folder in (precious, run):
+        with pytest.raises(ValueError) as error:
+            convert_to_ctranslate2(model, str(folder), max_positions=L + 1, overwrite=True)
+        message = str(error.value)
+        assert f"output_dir {folder} is not a CTranslate2 model" in message, message
+        assert "choose another output_dir" in message and "\n" not in message
+    monkeypatch.chdir(precious)
+    with pytest.raises(ValueError, match="output_dir must name a folder to write; got ''"):
+        convert_to_ctranslate2(model, "", max_positions=L + 1, overwrite=True)
+    # Its own model with a file of the user's put in it: refused too.
+    (ours / "notes.txt").write_text("mine")
+    with pytest.raises(ValueError, match="holds files convert_to_ctranslate2 did not write"):
+        convert_to_ctranslate2(model, str(ours), max_positions=L + 1, overwrite=True)
+    after = {path: path.read_bytes() for path in tmp_path.rglob("*") if path.is_file()}
+    assert after == {**before, ours / "notes.txt": b"mine"}
+    (ours / "notes.txt").unlink()
+    # Its own model, a model the recipe converted before the record listed
+    # its files, and an empty folder are replaced, whole.
+    convert_to_ctranslate2(model, str(ours), max_positions=L + 1, overwrite=True)
+    legacy = tmp_path / "legacy"
+    shutil.copytree(ours, legacy)
+    (legacy / "keras_attention.json").write_text(json.dumps({"converted_from": "run"}))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for folder in (legacy, empty):
+        convert_to_ctranslate2(model, str(folder), max_positions=L + 1, overwrite=True)
+        assert (folder / "model.bin").exists()
+    assert not [name for name in os.listdir(tmp_path) if name.startswith(".")]
 
 
 def test_what_ctranslate2_cannot_express_is_refused_in_one_line(tmp_path):
@@ -297,17 +343,64 @@ def test_convert_cli_mistakes_are_one_line_with_status_2(transformer_run, tmp_pa
 
 
 def test_convert_cli_refuses_a_recurrent_run_naming_the_family(trained, tmp_path, capsys):
-    status, _, stderr = cli(
-        capsys, "convert", "--output", trained[0], "--to", "ctranslate2",
-        "--dir", str(tmp_path / "ct2"),
-    )  # fmt: skip
-    assert status == 2
-    assert stderr.strip() == (
-        "error: convert_to_ctranslate2: family='RecurrentSeq2Seq' is not supported: "
-        "CTranslate2's TransformerSpec expresses the Transformer family only "
-        "(TransformerSeq2Seq); ConvS2S and the recurrent models have no CTranslate2 spec"
-    )
+    """In flag words (it said `convert_to_ctranslate2: family='ConvS2SSeq2Seq'`),
+    from the run's config.json, before the model is loaded."""
+    convs2s = tmp_path / "convs2s"
+    shutil.copytree(trained[0], convs2s)
+    record = json.loads((convs2s / "config.json").read_text())
+    (convs2s / "config.json").write_text(json.dumps({**record, "family": "convs2s"}))
+    for output, family in ((trained[0], "rnn"), (str(convs2s), "convs2s")):
+        status, _, stderr = cli(
+            capsys, "convert", "--output", output, "--to", "ctranslate2",
+            "--dir", str(tmp_path / "ct2"),
+        )  # fmt: skip
+        assert status == 2
+        assert stderr.strip() == (
+            f"error: --output {output} holds a --family {family} model: convert --to "
+            "ctranslate2 converts the transformer family only (CTranslate2 has no spec for "
+            "ConvS2S or the recurrent models); train one with --family transformer"
+        )
     assert not os.path.exists(tmp_path / "ct2")
+
+
+def test_convert_overwrite_never_deletes_what_convert_did_not_write(
+    trained, tmp_path, capsys, monkeypatch
+):
+    """`convert --overwrite` deleted whatever `--dir` named: the run itself,
+    the current folder (`--dir ''`), a folder of the user's files. Each is
+    refused in one line naming --dir, before any work, and nothing changes."""
+    run = tmp_path / "runs" / "tr"
+    shutil.copytree(trained[0], run)
+    sand = tmp_path / "sand"
+    sand.mkdir()
+    (sand / "notes.txt").write_text("mine")
+    nonempty = tmp_path / "nonempty"
+    nonempty.mkdir()
+    (nonempty / "precious.txt").write_text("mine")
+    holder = tmp_path / "holder" / "other"
+    holder.mkdir(parents=True)
+    (holder / "run.json").write_text("{}")
+    before = {path: path.read_bytes() for path in tmp_path.rglob("*") if path.is_file()}
+    monkeypatch.chdir(sand)
+    cases = [
+        (str(run), f"--dir {run} is --output's run folder"),
+        (str(run) + "/", f"--dir {run}/ is --output's run folder"),
+        (str(tmp_path / "runs"), f"--dir {tmp_path / 'runs'} is a folder that holds --output"),
+        ("", "--dir is empty (that would be the current folder)"),
+        (str(nonempty), f"--dir {nonempty} is not a CTranslate2 model convert wrote"),
+        (str(holder / ".."), f"--dir {holder / '..'} is not a CTranslate2 model convert wrote"),
+        (str(holder), f"--dir {holder} holds a run (run.json)"),
+    ]
+    for directory, message in cases:
+        status, _, stderr = cli(
+            capsys, "convert", "--output", str(run), "--to", "ctranslate2",
+            "--dir", directory, "--overwrite",
+        )  # fmt: skip
+        assert status == 2 and stderr.count("\n") == 1, stderr
+        assert stderr.startswith(f"error: {message}"), stderr
+        assert "convert_to_ctranslate2" not in stderr and "output_dir" not in stderr
+    after = {path: path.read_bytes() for path in tmp_path.rglob("*") if path.is_file()}
+    assert after == before
 
 
 @pytest.mark.large
@@ -324,3 +417,24 @@ def test_bench_deploying_smoke_prints_every_route(transformer_run, capsys):
     assert all(speed > 0 for speed, _, _ in table.values())
     assert table["CTranslate2 float32", "greedy"][1:] == table["SavedModel float32", "greedy"][1:]
     assert "| route | search | tokens/s | BLEU | chrF |" in capsys.readouterr().out
+
+
+def test_convert_cli_refuses_a_quantized_run_in_flag_words(transformer_run, tmp_path, capsys):
+    """It said `pass quantization='int8'`, the library's argument."""
+    import keras
+
+    import keras_attention  # noqa: F401  (registers the model classes)
+
+    quantized = tmp_path / "quantized"
+    shutil.copytree(transformer_run, quantized)
+    model = keras.saving.load_model(str(quantized / "model.keras"), compile=False)
+    model.quantize("int8")
+    model.save(str(quantized / "model.keras"))
+    status, _, stderr = cli(
+        capsys, "convert", "--output", str(quantized), "--to", "ctranslate2",
+        "--dir", str(tmp_path / "ct2"),
+    )  # fmt: skip
+    assert status == 2 and stderr.count("\n") == 1, stderr
+    assert stderr.startswith(f"error: --output {quantized} holds a model quantized in place (int8)")
+    assert "add --quantization int8" in stderr and "quantization=" not in stderr
+    assert not os.path.exists(tmp_path / "ct2")

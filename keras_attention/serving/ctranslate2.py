@@ -8,7 +8,9 @@ model's weights and saves it with CTranslate2's API (`validate`, `optimize`,
 `save`): `model.bin`, `config.json`, the vocabularies, and the two
 SentencePiece models copied as `source.spm` and `target.spm`. The folder is
 written beside `output_dir` under a temporary name and renamed into place,
-so it is the complete model or nothing. `ctranslate2` is imported only
+so it is the complete model or nothing; `keras_attention.json` marks it
+as this function's, and `overwrite=True` replaces only such a folder (or
+an empty one), swapping the new one in. `ctranslate2` is imported only
 here, when a model is converted (`pip install ctranslate2`).
 
 What is carried over, and how CTranslate2 is told our conventions:
@@ -58,6 +60,21 @@ QUANTIZATIONS = ("int8", "int8_float32", "float16")
 BANNED = -1e4  # the output bias of the ids our searches never generate (float16-safe)
 DEFAULT_MAX_POSITIONS = 1024  # CTranslate2's default max_input_length
 METADATA = "keras_attention.json"  # the recipe's notes beside the model
+# `METADATA`'s mark of a folder `convert_to_ctranslate2` wrote (`not_replaceable`).
+CONVERTED_BY = "keras_attention.serving.ctranslate2.convert_to_ctranslate2"
+# What a converted model's folder holds (CTranslate2's files and ours).
+MODEL_FILES = (
+    "model.bin",
+    "config.json",
+    "source_vocabulary.json",
+    "target_vocabulary.json",
+    "shared_vocabulary.json",
+    "source_vocabulary.txt",
+    "target_vocabulary.txt",
+    "shared_vocabulary.txt",
+    "source.spm",
+    "target.spm",
+)
 
 
 def _numpy(variable):
@@ -370,10 +387,15 @@ def convert_to_ctranslate2(
         max_positions: rows of a sinusoidal table (default
             max(1024, model.max_length)): the longest sequence CTranslate2
             can then encode or decode.
-        metadata: optional JSON-able dict, written as
+        metadata: optional JSON-able dict, written into
             `keras_attention.json` beside the model (the recipe records the
-            run's decoding settings there).
-        overwrite: replace an existing `output_dir`.
+            run's decoding settings there), with `converted_by` and
+            `files`, which mark the folder as one this function wrote.
+        overwrite: replace an existing `output_dir`, but only an empty
+            folder or a CTranslate2 model this function wrote
+            (`not_replaceable`); any other folder is a `ValueError` naming
+            it, so that nothing else is ever deleted. The new model is
+            written beside it and swapped in.
 
     Returns:
         `output_dir`.
@@ -383,6 +405,10 @@ def convert_to_ctranslate2(
             f"convert_to_ctranslate2: quantization must be None or one of "
             f"{list(QUANTIZATIONS)}; received {quantization!r}"
         )
+    if not isinstance(output_dir, (str, os.PathLike)) or not os.fspath(output_dir):
+        raise ValueError(
+            f"convert_to_ctranslate2: output_dir must name a folder to write; got {output_dir!r}"
+        )
     output_dir = os.path.abspath(output_dir)
     if os.path.exists(output_dir) and not (overwrite and os.path.isdir(output_dir)):
         kind = "folder" if os.path.isdir(output_dir) else "file"
@@ -390,6 +416,14 @@ def convert_to_ctranslate2(
             f"convert_to_ctranslate2: output_dir {output_dir} exists (a {kind}); choose "
             "another folder" + (" or pass overwrite=True" if kind == "folder" else "")
         )
+    if os.path.isdir(output_dir):
+        why = not_replaceable(output_dir)
+        if why:
+            raise ValueError(
+                f"convert_to_ctranslate2: output_dir {output_dir} {why}: overwrite=True "
+                "replaces only an empty folder or a CTranslate2 model convert_to_ctranslate2 "
+                "wrote; choose another output_dir"
+            )
     for name, path in (("source_spm", source_spm), ("target_spm", target_spm)):
         if path is not None and not os.path.isfile(path):
             raise ValueError(f"convert_to_ctranslate2: {name} {path} is not a file")
@@ -412,22 +446,77 @@ def convert_to_ctranslate2(
         for path, copy in ((source_spm, "source.spm"), (target_spm, "target.spm")):
             if path is not None:
                 shutil.copyfile(path, os.path.join(staging, copy))
-        if metadata is not None:
-            with open(os.path.join(staging, METADATA), "w", encoding="utf-8") as handle:
-                json.dump(metadata, handle, indent=2, ensure_ascii=False)
-                handle.write("\n")
+        files = sorted([*os.listdir(staging), METADATA])
+        marked = {**(metadata or {}), "converted_by": CONVERTED_BY, "files": files}
+        with open(os.path.join(staging, METADATA), "w", encoding="utf-8") as handle:
+            json.dump(marked, handle, indent=2, ensure_ascii=False)
+            handle.write("\n")
         os.chmod(staging, 0o777 & ~_umask())
-        if os.path.isdir(output_dir):  # overwrite: the old folder out, the new one in
-            old = tempfile.mkdtemp(dir=parent, prefix=f".{name}.", suffix=".old")
-            os.rename(output_dir, os.path.join(old, name))
-            os.rename(staging, output_dir)
-            shutil.rmtree(old, ignore_errors=True)
+        if os.path.isdir(output_dir):  # overwrite: the new folder in, the old one out
+            _swap(staging, output_dir)  # `staging` now holds the old model
+            shutil.rmtree(staging, ignore_errors=True)
         else:
             os.rename(staging, output_dir)
     finally:
         if os.path.exists(staging):
             shutil.rmtree(staging, ignore_errors=True)
     return output_dir
+
+
+def not_replaceable(folder):
+    """Why `convert_to_ctranslate2(..., overwrite=True)` may not replace the
+    existing folder `folder`, or None when it may: it is empty, or it is a
+    CTranslate2 model the function wrote (its `keras_attention.json` says
+    `converted_by` and lists every file the folder holds; a model the
+    recipe converted before that record, `converted_from`, holds only
+    files such a model has)."""
+    entries = sorted(os.listdir(folder))
+    if not entries:
+        return None
+    record = None
+    if os.path.isfile(os.path.join(folder, METADATA)):
+        try:
+            with open(os.path.join(folder, METADATA), encoding="utf-8") as handle:
+                record = json.load(handle)
+        except (OSError, ValueError):
+            record = None
+    if not isinstance(record, dict) or not (
+        record.get("converted_by") == CONVERTED_BY or "converted_from" in record
+    ):
+        shown = ", ".join(entries[:3]) + (", ..." if len(entries) > 3 else "")
+        return f"is not a CTranslate2 model convert_to_ctranslate2 wrote (it holds {shown})"
+    known = record.get("files") if record.get("converted_by") == CONVERTED_BY else None
+    if not isinstance(known, list):  # written before the record listed the files
+        known = [*MODEL_FILES, METADATA]
+    others = [entry for entry in entries if entry not in known]
+    if others:
+        shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
+        return f"holds files convert_to_ctranslate2 did not write ({shown})"
+    return None
+
+
+def _swap(new, old):
+    """Exchange the folders `new` and `old` (same parent): atomically with
+    Linux's renameat2(RENAME_EXCHANGE), so that `old`'s path always holds a
+    whole model; elsewhere `old` is renamed away and `new` into its place.
+    Afterwards `new`'s path holds the old folder."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (AttributeError, OSError):
+        renameat2 = None
+    if renameat2 is not None:
+        at_fdcwd, rename_exchange = -100, 2
+        if renameat2(at_fdcwd, os.fsencode(new), at_fdcwd, os.fsencode(old), rename_exchange) == 0:
+            return
+    parent, name = os.path.split(old)
+    aside = tempfile.mkdtemp(dir=parent, prefix=f".{name}.", suffix=".old")
+    os.rename(old, os.path.join(aside, name))
+    os.rename(new, old)
+    os.rename(os.path.join(aside, name), new)
+    os.rmdir(aside)
 
 
 def _umask():

@@ -342,10 +342,7 @@ def convert_command(config, log=print):
 
     from .config import flag
 
-    if os.path.exists(config.dir) and not os.path.isdir(config.dir):
-        raise UsageError(f"--dir {config.dir} is a file; expected a folder to write")
-    if os.path.exists(config.dir) and not config.overwrite:
-        raise UsageError(f"--dir {config.dir} exists: choose another folder or add --overwrite")
+    check_convert_dir(config)
     if importlib.util.find_spec("ctranslate2") is None:
         raise UsageError(
             "convert --to ctranslate2 needs the ctranslate2 package: pip install ctranslate2 "
@@ -360,9 +357,18 @@ def convert_command(config, log=print):
             "tokenize without TensorFlow Text; convert a run trained with "
             "--tokenizer sentencepiece (the default)"
         )
+    check_convertible_run(config.output)
     model, run_config, _, _ = load_run(config.output, config, compile=False)
     config = run_decoding(config, run_config)
     from keras_attention.serving.ctranslate2 import convert_to_ctranslate2
+    from keras_attention.serving.translator import quantization_of
+
+    if quantization_of(model):
+        raise UsageError(
+            f"--output {config.output} holds a model quantized in place "
+            f"({quantization_of(model)}); CTranslate2 quantizes float weights itself: convert "
+            "a float run and add --quantization int8"
+        )
 
     max_length = run_config["max_length"]
     translate_options = {  # ctranslate2.Translator.translate_batch's names
@@ -404,6 +410,87 @@ def convert_command(config, log=print):
         f"{flag('dir')} {config.dir}): {files}"
     )
     return path
+
+
+def check_convert_dir(config):
+    """`UsageError` naming `--dir` before any work, for a folder `convert`
+    may not write: an empty path (the current folder), a file, the run's
+    folder or one that holds it, a folder that holds a run, an existing
+    folder without `--overwrite`, and with it any non-empty folder that is
+    not a CTranslate2 model `convert` wrote (`not_replaceable`): so
+    `--overwrite` never deletes anything else."""
+    directory = config.dir
+    if not directory:
+        raise UsageError(
+            "--dir is empty (that would be the current folder): name a new folder for the "
+            "CTranslate2 model, e.g. --dir ct2_model"
+        )
+    if os.path.exists(directory) and not os.path.isdir(directory):
+        raise UsageError(f"--dir {directory} is a file; expected a folder to write")
+    target, run = os.path.realpath(directory), os.path.realpath(config.output)
+    if target == run or run.startswith(target.rstrip(os.sep) + os.sep):
+        raise UsageError(
+            f"--dir {directory} is "
+            + (
+                "--output's run folder"
+                if target == run
+                else f"a folder that holds --output {config.output}"
+            )
+            + ": choose another --dir (a new folder) for the CTranslate2 model"
+        )
+    if not os.path.isdir(target):
+        return
+    if not config.overwrite:
+        raise UsageError(f"--dir {directory} exists: choose another folder or add --overwrite")
+    marks = [
+        name
+        for name in (runs.RUN_FILE, "model.keras", runs.LOCK_FILE)
+        if os.path.exists(os.path.join(target, name))
+    ]
+    if marks:
+        raise UsageError(
+            f"--dir {directory} holds a run ({', '.join(marks)}): --overwrite replaces only a "
+            "CTranslate2 model that convert wrote; choose another --dir"
+        )
+    from keras_attention.serving.ctranslate2 import not_replaceable
+
+    why = not_replaceable(target)
+    if why:
+        why = why.replace("convert_to_ctranslate2", "convert")
+        raise UsageError(
+            f"--dir {directory} {why}: --overwrite replaces only an empty folder or a "
+            "CTranslate2 model that convert wrote; choose another --dir"
+        )
+
+
+def check_convertible_run(output):
+    """`UsageError` in flag words, before the model is loaded, for a run
+    CTranslate2 cannot express (its `config.json`: the family,
+    `--position alibi`, `--sliding-window`); the library's own check
+    (`check_convertible`) stays behind it."""
+    path = os.path.join(output, "config.json")
+    if not os.path.exists(path):
+        return  # load_run says what is missing
+    run_config = upgrade(runs.read_json(path, "the trained model's settings"))
+    family = run_config.get("family", "rnn")
+    if family != "transformer":
+        raise UsageError(
+            f"--output {output} holds a --family {family} model: convert --to ctranslate2 "
+            "converts the transformer family only (CTranslate2 has no spec for ConvS2S or "
+            "the recurrent models); train one with --family transformer"
+        )
+    if run_config.get("position") == "alibi":
+        raise UsageError(
+            f"--output {output} was trained with --position alibi: CTranslate2's ALiBi is "
+            "causal and decoder-only; convert a run trained with --position sinusoidal, "
+            "learned, relative or rope"
+        )
+    if run_config.get("sliding_window") is not None:
+        raise UsageError(
+            f"--output {output} was trained with --sliding-window: CTranslate2's window "
+            "bounds the decoder's key/value cache, not the encoder's and decoder's "
+            "attention; convert a run trained without --sliding-window"
+        )
 
 
 def export_sizes(path):
