@@ -138,13 +138,19 @@ def checked_inputs(inputs):
     """`inputs` as arrays of the dtypes the exports' signatures take
     (strings as bytes, `token_ids`/`lengths` int32, `image` float32); a
     `TypeError` naming the input when its values are of another kind
-    (e.g. numbers for `text`). Inputs of other names pass unchanged."""
+    (e.g. numbers for `text`); a `ValueError` for one string where a list
+    of them is wanted. Inputs of other names pass unchanged."""
     checked = {}
     for name, value in inputs.items():
         kind = INPUT_KINDS.get(name)
         array = np.asarray(value, dtype=object if kind == "string" else None)
         flat = list(array.ravel())
         if kind == "string":
+            if isinstance(value, (str, bytes)):  # one string: a scalar the server refuses
+                raise ValueError(
+                    f"{name} must be a list of strings; got a single string {value[:40]!r} "
+                    "(wrap it in a list)"
+                )
             if not all(isinstance(v, (str, bytes)) for v in flat):
                 other = next(type(v).__name__ for v in flat if not isinstance(v, (str, bytes)))
                 raise TypeError(f"{name} must hold strings; got a value of type {other}")

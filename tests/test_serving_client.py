@@ -214,3 +214,15 @@ def test_inputs_of_another_dtype_are_refused_or_converted_before_sending(stub):
     assert converted["token_ids"].dtype == np.int32
     assert converted["image"].dtype == np.float32
     assert converted["other"].dtype == np.float64  # not an input of ours: unchanged
+
+
+def test_a_single_string_for_text_is_refused_before_anything_is_sent():
+    """`{"text": "Ich habe keine Zeit."}` became a scalar request, which the
+    server refused with a shape error; the client now says what it wanted."""
+    for value in ("Ich habe keine Zeit.", b"Ich habe keine Zeit."):
+        with pytest.raises(ValueError) as raised:
+            serving_client.checked_inputs({"text": value})
+        assert str(raised.value) == (
+            f"text must be a list of strings; got a single string {value!r} (wrap it in a list)"
+        )
+    assert serving_client.checked_inputs({"text": ["Ich habe keine Zeit."]})["text"].shape == (1,)
