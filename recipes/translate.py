@@ -40,12 +40,14 @@ from .translation.config import (
     DECODING,
     FAMILIES,
     FAMILY_DEFAULTS,
+    MAX_MEMBERS,
     POSITIONS,
     PRECISIONS,
     QUANTIZATIONS,
     RENAMED,
     STYLES,
     TOKENIZERS,
+    UPPER_BOUNDS,
     TranslationConfig,
     UsageError,
     with_recorded_decoding,
@@ -151,7 +153,7 @@ def add_training_flags(command):
         type=int,
         help="train N models at once (seeds --seed, --seed + 1, ...), one process each on "
         "its share of the cores: the first in --output, the others in --output/members/K, "
-        "all of one vocabulary, for --ensemble (default 1)",
+        f"all of one vocabulary, for --ensemble (default 1; at most {MAX_MEMBERS})",
     )
 
 
@@ -363,7 +365,8 @@ def parser():
                 metavar="MINUTES",
                 help="train for at most this many minutes: the epochs, the cosine decay's end "
                 "and averaging follow the clock (the run records how many epochs fit); "
-                "0: no budget, --epochs decide (the demo's default is 8)",
+                f"0: no budget, --epochs decide (at most {UPPER_BOUNDS['time_budget']}, a "
+                "year; the demo's default is 8)",
             )
             command.add_argument(
                 "--warmup",

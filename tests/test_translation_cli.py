@@ -443,3 +443,88 @@ def test_command_line_tables_are_the_librarys():
     from keras_attention.serving.translator import QUANTIZATIONS
 
     assert config.QUANTIZATIONS == QUANTIZATIONS
+
+
+@pytest.mark.parametrize(
+    "flags,message",
+    [
+        (["--time-budget", "1e308"], "error: --time-budget must be at most 525600; got 1e+308"),
+        (["--time-budget", "inf"], "error: --time-budget must be a finite number; got inf"),
+        (["--time-budget", "nan"], "error: --time-budget must be a finite number; got nan"),
+        (["--dictionary", "1e308"], "error: --dictionary must be at most 100.0; got 1e+308"),
+        (["--alpha", "1e308"], "error: --alpha must be at most 10.0; got 1e+308"),
+        (["--coverage-penalty", "inf"], "error: --coverage-penalty must be a finite number"),
+        (
+            ["--repetition-penalty", "1e-300"],
+            "error: --repetition-penalty must be in [0.01, 100.0]; got 1e-300",
+        ),
+        (["--subword-sampling", "1e308"], "error: --subword-sampling must be at most 10.0"),
+        (["--members", "1000"], "error: --members must be at most 8 (each member is a"),
+    ],
+)
+def test_real_valued_settings_and_members_are_bounded_before_any_work(
+    tmp_path, capsys, flags, message
+):
+    """`--time-budget 1e308` passed, trained an epoch and ended in "cannot
+    convert float NaN to integer"; `--members 1000` started 999 processes."""
+    status, out, err = cli(capsys, "train", *TINY, *flags, "--output", str(tmp_path / "run"))
+    assert status == 2 and err.startswith(message) and err.count("\n") == 1, (out, err)
+    assert not os.path.exists(tmp_path / "run")
+
+
+def test_help_says_the_bounds_of_members_and_time_budget(capsys):
+    with pytest.raises(SystemExit):
+        translate.main(["train", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "(default 1; at most 8)" in text and "(at most 525600, a year;" in text
+
+
+@pytest.mark.parametrize("flag", ["--output", "--export-dir", "--dir"])
+def test_an_empty_folder_flag_is_refused_not_taken_for_the_current_folder(
+    tmp_path, capsys, monkeypatch, flag
+):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "notes.txt").write_text("mine")
+    argv = {
+        "--output": ["train", *TINY, "--overwrite"],
+        "--export-dir": ["export", "--output", "run"],
+        "--dir": ["convert", "--output", "run", "--to", "ctranslate2", "--overwrite"],
+    }[flag]
+    status, _, err = cli(capsys, *argv, flag, "")
+    assert status == 2 and err == (
+        f"error: {flag} is empty (that would be the current folder): name a folder\n"
+    ), err
+    assert os.listdir(tmp_path) == ["notes.txt"]
+
+
+@pytest.mark.parametrize("command", ["translate", "evaluate", "export"])
+def test_a_run_named_twice_in_ensemble_is_refused(trained, tmp_path, capsys, command):
+    """`translate --ensemble RUN RUN/` decoded with one model counted twice."""
+    other = str(tmp_path / "other")
+    shutil.copytree(trained[0], other)
+    link = tmp_path / "link"
+    link.symlink_to(other)
+    text = ["Hallo."] if command == "translate" else []
+    for ensemble, message in (
+        ([other, other + "/"], f"--ensemble names one run twice ({other} and {other}/)"),
+        ([other, str(link)], f"--ensemble names one run twice ({other} and {link})"),
+        ([other, trained[0] + "/"], f"--ensemble {trained[0]}/ is --output itself"),
+    ):
+        status, _, err = cli(
+            capsys, command, "--output", trained[0], *text, "--ensemble", *ensemble
+        )
+        assert status == 2 and err.startswith(f"error: {message}"), err
+        assert err.count("\n") == 1, err
+
+
+def test_a_teacher_named_twice_in_distill_from_is_refused(trained, tmp_path, capsys):
+    student = tmp_path / "student"
+    status, _, err = cli(
+        capsys, "train", *TINY, "--output", str(student),
+        "--distill-from", trained[0], trained[0] + "/",
+    )  # fmt: skip
+    assert status == 2 and err == (
+        f"error: --distill-from names one run twice ({trained[0]} and {trained[0]}/): it would "
+        "count its model twice; name each run once\n"
+    ), err
+    assert not student.exists()

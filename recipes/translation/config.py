@@ -146,6 +146,22 @@ POSITIVE = (  # integers >= 1
     "members",
 )
 COUNTS = ("samples", "bleu_trials", "min_length", "no_repeat_ngram", "bleu_every")  # >= 0
+# `train --members`: at most this many, each a TensorFlow process of its own
+# started at once (1000 started two a second and made the load average 151).
+MAX_MEMBERS = 8
+# The largest values of the real-valued settings, so that none overflows
+# where it is used (float32 in the searches, seconds and counts in training):
+# `--time-budget 1e308` trained an epoch, then ended in "cannot convert float
+# NaN to integer". Each bound is far above any useful value.
+UPPER_BOUNDS = {
+    "time_budget": 60 * 24 * 365,  # minutes: a year
+    "dictionary": 100.0,  # entries per sentence pair
+    "alpha": 10.0,
+    "coverage_penalty": 10.0,
+    "repetition_penalty": 100.0,
+    "subword_sampling": 10.0,
+}
+LOWER_BOUNDS = {"repetition_penalty": 0.01}  # 1e-300 is 0 in float32: a division by it
 MODEL_POSITIVE = ("embed_dim", "hidden_dim", "num_layers", "num_heads", "num_key_value_heads")
 MODEL_POSITIVE += ("sliding_window", "max_length")
 FRACTIONS = ("dropout", "label_smoothing", "word_dropout")  # in [0, 1)
@@ -340,6 +356,32 @@ class TranslationConfig:
         """True for the commands that build a model from these settings."""
         return self.command in ("train", "demo")
 
+    def check_runs_named_once(self):
+        """`UsageError` when `--ensemble` (or `--distill-from`) names one run
+        twice (`RUN` and `RUN/`, or a link to it: their real paths are
+        compared) or names `--output`'s own run, which is always a member:
+        each would count one model twice."""
+        output = os.path.realpath(self.output) if self.output else None
+        for name in ("ensemble", "distill_from"):
+            seen = {}
+            for run in getattr(self, name) or ():
+                real = os.path.realpath(run)
+                if real == output:
+                    raise UsageError(
+                        f"{flag(name)} {run} is --output itself: name the other runs "
+                        + (
+                            "(the --output run is always a member)"
+                            if name == "ensemble"
+                            else "(the teacher is another, trained run)"
+                        )
+                    )
+                if real in seen:
+                    raise UsageError(
+                        f"{flag(name)} names one run twice ({seen[real]} and {run}): it would "
+                        "count its model twice; name each run once"
+                    )
+                seen[real] = run
+
     def data_settings(self):
         """What a run's data split and vocabularies are built from (`run.json`)."""
         from .data import DING
@@ -375,6 +417,25 @@ class TranslationConfig:
         if self.repetition_penalty is not None:
             check_number("repetition_penalty", self.repetition_penalty, low=0, low_included=False)
         check_number("dictionary", self.dictionary, low=0)
+        for name in ("output", "export_dir", "dir"):
+            if getattr(self, name) == "":
+                raise UsageError(
+                    f"{flag(name)} is empty (that would be the current folder): name a folder"
+                )
+        if self.members is not None and self.members > MAX_MEMBERS:
+            raise UsageError(
+                f"--members must be at most {MAX_MEMBERS} (each member is a TensorFlow process "
+                f"of its own, all started at once); got {self.members}"
+            )
+        for name, high in UPPER_BOUNDS.items():
+            value = getattr(self, name)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                check_number(name, value)  # finite: not inf or nan
+                low = LOWER_BOUNDS.get(name)
+                if value > high or (low is not None and value < low):
+                    where = f"in [{low}, {high}]" if low is not None else f"at most {high}"
+                    raise UsageError(f"{flag(name)} must be {where}; got {value}")
+        self.check_runs_named_once()
         if self.subword_sampling and self.tokenizer != "sentencepiece":
             raise UsageError(
                 "--subword-sampling needs --tokenizer sentencepiece (WordPiece has one "
