@@ -9,7 +9,7 @@ import math
 import numbers
 
 import numpy as np
-from keras import ops
+from keras import backend, ops
 
 
 def _shape(shape):
@@ -133,10 +133,24 @@ def check_built(layer, method):
         )
 
 
+def check_integer_dtype(name, tokens, owner):
+    """Token ids must have an integer dtype: float ids would be truncated
+    towards zero by the embedding's gather (`3.7` read as id 3), a silent
+    wrong answer. Bools are refused too (they are not ids)."""
+    dtype = backend.standardize_dtype(tokens.dtype)
+    if not dtype.startswith(("int", "uint")):
+        raise ValueError(
+            f"`{name}` of {owner} must be integer token ids; received dtype {dtype}. Cast ids "
+            'held as floats with `ops.cast(ids, "int32")` only if every value is a whole '
+            "number."
+        )
+
+
 def check_token_ids(name, tokens, owner):
-    """`tokens` must be int ids of static rank 2, `(B, T)`, with `T >= 1`
-    when known: the one check of a source batch that models and generation
-    share."""
+    """`tokens` must be integer ids (`check_integer_dtype`) of static rank
+    2, `(B, T)`, with `T >= 1` when known: the one check of a source batch
+    that models and generation share."""
+    check_integer_dtype(name, tokens, owner)
     shape = _shape(tokens.shape)
     if len(shape) != 2:
         raise ValueError(
@@ -228,7 +242,9 @@ def check_ids_in_range(name, tokens, vocab_size, owner, banned=None):
     known (eager), else a run-time check (`assert_at_run_time`) that the
     returned tokens depend on. An id past the vocabulary would otherwise be a
     backend gather error (or, on some backends and under XLA, a clamped
-    gather: a silent wrong answer); a negative one is always the latter."""
+    gather: a silent wrong answer); a negative one is always the latter.
+    Float ids are refused first (`check_integer_dtype`)."""
+    check_integer_dtype(name, tokens, owner)
     if vocab_size is None:
         return tokens
     values = _known_values(tokens)

@@ -27,7 +27,7 @@ from keras_attention import (
     TransformerDecoderLayer,
     TransformerEncoderLayer,
 )
-from keras_attention.seq2seq import beam_search, greedy_search, sample
+from keras_attention.seq2seq import GreedySearch, beam_search, greedy_search, sample
 from keras_attention.seq2seq.scheduled_sampling import scheduled_sampling_logits
 from tests.harness import BFLOAT16_CRASH, ONEDNN_CAPPED_BELOW_AVX512
 
@@ -664,6 +664,27 @@ MEANINGLESS = {
         lambda: _tiny()((np.array([[4, 2]]), np.array([[1, 12]]))),
         r"`target_in` of RecurrentSeq2Seq must hold token ids in \[0, 10\) .*holding 12",
     ),
+    # Float ids: the embedding's gather would truncate them (4.7 read as 4).
+    "generate with float source ids": (
+        lambda: _tiny().generate(np.array([[4.7, 2.0]], "float32"), GreedySearch(max_length=4)),
+        r"`source` of \w+ must be integer token ids; received dtype float32",
+    ),
+    "beam_search with float source ids": (
+        lambda: beam_search(_tiny(), np.array([[4.0, 2.0]]), 4),
+        r"`source` of beam_search must be integer token ids; received dtype float64",
+    ),
+    "encode with float source ids": (
+        lambda: _tiny("transformer").encode(np.array([[4.0, 2.0]], "float32")),
+        r"`source` of TransformerSeq2Seq must be integer token ids; received dtype float32",
+    ),
+    "model call with float target ids": (
+        lambda: _tiny("convolutional")((np.array([[4, 2]]), np.array([[1.0, 4.5]], "float32"))),
+        r"`target_in` of ConvS2SSeq2Seq must be integer token ids; received dtype float32",
+    ),
+    "model call with boolean source": (
+        lambda: _tiny()((np.array([[True, False]]), np.array([[1, 4]]))),
+        r"`source` of RecurrentSeq2Seq must be integer token ids; received dtype bool",
+    ),
 }
 
 
@@ -719,3 +740,7 @@ def test_fit_with_target_ids_past_the_vocabulary_names_the_array():
         model.fit((source, target_in), np.array([[4, 12]]), epochs=1, verbose=0)
     with pytest.raises(ValueError, match=r"`x\[0\] \(source\)` of RecurrentSeq2Seq.fit .*-1"):
         model.fit((np.array([[-1, 2]]), target_in), np.array([[4, 2]]), epochs=1, verbose=0)
+    with pytest.raises(ValueError, match=r"`x\[0\] \(source\)` of .*fit must be integer token ids"):
+        model.fit((source + 0.7, target_in), np.array([[4, 2]]), epochs=1, verbose=0)
+    with pytest.raises(ValueError, match=r"`y \(target_out\)` of .*fit must be integer token ids"):
+        model.fit((source, target_in), np.array([[4.0, 2.0]]), epochs=1, verbose=0)

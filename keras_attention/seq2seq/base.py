@@ -333,7 +333,10 @@ class Seq2Seq(keras.Model):
         target_in)`, `y = target_out`) are checked against the vocabularies
         first, so that an id past them is a `ValueError` naming the array
         rather than a graph execution error from a gather inside the step.
-        (Datasets are checked in the graph, see `validation.assert_at_run_time`.)"""
+        Float arrays of ids are refused (`validation.check_integer_dtype`);
+        a `y` of rank 3 (one-hot targets for a loss of your own) is not ids
+        and passes. (Datasets are checked in the graph, see
+        `validation.assert_at_run_time`.)"""
         owner = f"{type(self).__name__}.fit"
         arrays = []
         if isinstance(x, (tuple, list)) and len(x) == 2:
@@ -341,7 +344,7 @@ class Seq2Seq(keras.Model):
             arrays += [("x[1] (target_in)", x[1], self.target_vocab_size)]
         arrays.append(("y (target_out)", y, self.target_vocab_size))
         for name, ids, vocab_size in arrays:
-            if isinstance(ids, np.ndarray) and np.issubdtype(ids.dtype, np.integer):
+            if isinstance(ids, np.ndarray) and ids.ndim <= 2:
                 check_ids_in_range(name, ids, vocab_size, owner)
         return super().fit(x, y, *args, **kwargs)
 
