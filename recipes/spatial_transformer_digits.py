@@ -579,6 +579,12 @@ def main(argv=None):
         arguments.error(f"--learning-rate must be a finite number > 0; got {args.learning_rate}")
     if args.limit is not None and args.limit < 20:
         arguments.error(f"--limit must be >= 20; got {args.limit}")
+    for name in ("output", "export_dir"):
+        if getattr(args, name) == "":
+            arguments.error(
+                f"--{name.replace('_', '-')} is empty (that would be the current folder): "
+                "name a folder"
+            )
     from .runs import command_errors, import_tensorflow_quietly
 
     import_tensorflow_quietly()  # after parsing: --help and flag errors stay fast

@@ -255,12 +255,14 @@ def test_tuning_runs_and_resumes(tmp_path, capsys):
         (["--seed", "-1"], "--seed must be >= 0; got -1"),
         (["--hyperparameters", "/nonexistent.json"], "--hyperparameters /nonexistent.json"),
         (["--export", "--model-name", "../x"], "--model-name: model_name must be a plain name"),
+        (["--export", "--export-dir", ""], "--export-dir is empty (that would be the current"),
+        (["--output", ""], "--output is empty (that would be the current folder)"),
     ],
 )
 def test_cli_errors_are_messages_not_tracebacks(tmp_path, capsys, argv, message):
     """In process (`main`); a fresh process's whole stderr is checked below."""
     with pytest.raises(SystemExit) as exit:
-        recipe.main([*argv, "--output", str(tmp_path / "run")])
+        recipe.main([*argv] if "--output" in argv else [*argv, "--output", str(tmp_path / "run")])
     stderr = capsys.readouterr().err
     assert exit.value.code == 2 and message in stderr and "Traceback" not in stderr
     assert not os.path.exists(tmp_path / "run")
