@@ -317,3 +317,45 @@ def test_the_demo_s_everyday_scores_are_sacrebleu_s_on_the_export_s_translations
     )
     assert lines[0].startswith(f"everyday set ({len(pairs)} hand-written sentences, through the")
     assert lines[1] == f"  {pairs[0][0]} -> {translations[0]}"
+
+
+def test_export_checks_model_name_before_loading_the_model(trained, tmp_path, capsys, monkeypatch):
+    """`export --model-name ../x` was refused only after all seven signatures
+    were traced and written (about 20 s)."""
+    from recipes.translation import commands
+    from tests.translation_helpers import cli
+
+    def no_model(config):
+        raise AssertionError("the model was loaded before --model-name was checked")
+
+    monkeypatch.setattr(commands, "load_decoder", no_model)
+    for name in ("../x", "/abs", "a b", ".hidden"):
+        status, _, err = cli(
+            capsys, "export", "--output", trained[0], "--export-dir", str(tmp_path / "e"),
+            "--model-name", name,
+        )  # fmt: skip
+        assert status == 2 and err.startswith("error: --model-name: model_name must be a plain")
+        assert err.count("\n") == 1, err
+    assert not (tmp_path / "e").exists()
+
+
+def test_export_quantize_of_a_quantized_run_speaks_in_flags(trained, tmp_path, capsys):
+    """It said `export it with quantize=None`, the library's argument."""
+    import keras
+
+    import keras_attention  # noqa: F401  (registers the model classes)
+    from tests.translation_helpers import cli
+
+    quantized = tmp_path / "quantized"
+    shutil.copytree(trained[0], quantized)
+    model = keras.saving.load_model(str(quantized / "model.keras"), compile=False)
+    model.quantize("int8")
+    model.save(str(quantized / "model.keras"))
+    status, _, err = cli(
+        capsys, "export", "--output", str(quantized), "--export-dir", str(tmp_path / "e"),
+        "--quantize", "int8",
+    )  # fmt: skip
+    assert status == 2 and err.count("\n") == 1, err
+    assert err.startswith(f"error: --output {quantized} holds a model quantized already (int8)")
+    assert "drop --quantize" in err and "quantize=None" not in err
+    assert not (tmp_path / "e").exists()

@@ -296,12 +296,27 @@ def export_command(config, log=print):
     """Write the trained model as the next version of a TF Serving model."""
     import numpy as np
 
+    from keras_attention.serving.versions import check_model_name
+
     from .data import read_pairs
 
+    try:  # before the model is loaded and its signatures traced
+        check_model_name(config.model_name)
+    except ValueError as error:
+        raise UsageError(f"--model-name: {error}") from None
     if os.path.exists(config.export_dir) and not os.path.isdir(config.export_dir):
         raise UsageError(f"--export-dir {config.export_dir} is a file; expected a folder")
     model, run_config, source_tokenizer, target_tokenizer = load_decoder(config)
     config = run_decoding(config, run_config)
+    if config.quantize is not None:
+        from keras_attention.serving.translator import quantization_of
+
+        if quantization_of(model):
+            raise UsageError(
+                f"--output {config.output} holds a model quantized already "
+                f"({quantization_of(model)}): drop --quantize to export it as it is, or "
+                "export a float run with --quantize"
+            )
     max_length = run_config["max_length"]
     # Warm-up requests: real test sentences, for every signature.
     test = read_pairs(os.path.join(config.output, "data", "test.tsv"))[:4]
