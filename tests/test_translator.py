@@ -288,8 +288,44 @@ def test_a_greedy_translator_and_its_defaults():
             Translator(model, tokenizer, tokenizer, max_source_length=2)
         with pytest.raises(ValueError, match="`batch_size` of Translator must be a positive"):
             Translator(model, tokenizer, tokenizer, batch_size=0)
+        # S and L must fit the model's 9 positions, checked before the first call.
+        with pytest.raises(
+            ValueError,
+            match=r"`max_source_length` of Translator must be at most 8: the model's 9 "
+            r"positions \(TransformerSeq2Seq max_length=9\) must also hold the translation.*"
+            r"received max_source_length=9",
+        ):
+            Translator(model, tokenizer, tokenizer, GreedySearch(), max_source_length=9)
+        with pytest.raises(ValueError, match=r"`search` of Translator decodes max_length=12"):
+            Translator(model, tokenizer, tokenizer, GreedySearch(max_length=12))
+        with pytest.raises(
+            ValueError, match=r"`max_source_length` of Translator must be at most 9"
+        ):
+            Translator(
+                model, tokenizer, tokenizer, GreedySearch(max_length=5), max_source_length=10
+            )
+        # With the search's own max_length, S may take all 9 positions.
+        fitted = Translator(
+            model, tokenizer, tokenizer, GreedySearch(max_length=5), max_source_length=9
+        )
+        wide, _ = tokenizer.encode(tf.constant(texts[:3]), 9)
+        reference = tokenizer.decode(greedy_search(model, wide, 5)["tokens"]).numpy()
+        assert fitted.translate(texts[:3]) == [t.decode() for t in reference]
         with pytest.raises(ValueError, match="`n` of Translator.nbest must be a positive"):
             translator.nbest(texts, 0)
+        # Items that are not strings: which one, and what it is.
+        for call, pattern in [
+            (lambda: translator.translate([None]), r"`texts` .* item 0 is NoneType None"),
+            (lambda: translator.greedy(["ich", 5]), r"`texts` .* item 1 is int 5"),
+            (lambda: translator.nbest([["ich"]]), r"`texts` .* item 0 is list \['ich'\]"),
+            (lambda: translator.constrained(["ich"], [b"x", 3.5]), r"`prefixes` .*item 1 is float"),
+            (lambda: translator.attention([None]), r"`text` .* item 0 is NoneType"),
+            (lambda: translator.translate(5), r"`texts` .* list of strings; received int 5"),
+        ]:
+            with pytest.raises(ValueError, match=r"of Translator must be a list of strings; "):
+                call()
+            with pytest.raises(ValueError, match=pattern):
+                call()
 
 
 def test_replace_unknown_copies_the_source_piece_in_process(translator):

@@ -193,6 +193,7 @@ class Translator:
             )
         self.max_source_length, self.batch_size = int(max_source_length), int(batch_size)
         self.max_length = self.search.max_length or self.max_source_length + 1  # L
+        self._check_lengths_fit(model)
         # The searches of the signatures, derived once from `search`.
         fixed = dict(max_length=self.max_length)
         self.best_search = get_search(self.search, return_attention_scores=False, **fixed)
@@ -213,6 +214,35 @@ class Translator:
         pad = tf.constant([[self.model.padding_id]], tf.int32)
         self._source_pad = _strings(source_tokenizer.tokens(pad))[0]
         self._target_pad = _strings(target_tokenizer.tokens(pad))[0]
+
+    def _check_lengths_fit(self, model):
+        """S and L within the model's `max_length` (ConvS2S's learned source
+        and target positions, the Transformer's positions and decoding
+        cache), checked here rather than at the first call, in words of the
+        argument that set them: L is the search's `max_length` or
+        `max_source_length` + 1."""
+        positions = getattr(model, "max_length", None)
+        if positions is None:
+            return
+        owner = type(model).__name__
+        if self.search.max_length is not None and self.search.max_length > positions:
+            raise ValueError(
+                f"`search` of Translator decodes max_length={self.search.max_length} tokens, "
+                f"more than the {positions} positions of the model ({owner} max_length="
+                f"{positions}); give the search max_length <= {positions}."
+            )
+        longest = positions if self.search.max_length is not None else positions - 1
+        if self.max_source_length > longest:
+            why = (
+                f"the {positions} positions of the model ({owner} max_length={positions})"
+                if self.search.max_length is not None
+                else f"the model's {positions} positions ({owner} max_length={positions}) "
+                "must also hold the translation, max_source_length + 1 tokens"
+            )
+            raise ValueError(
+                f"`max_source_length` of Translator must be at most {longest}: {why}; "
+                f"received max_source_length={self.max_source_length}."
+            )
 
     def _placeholder_id(self):
         """The target id of `serving.numbers.PLACEHOLDER`; `ValueError` unless
@@ -580,12 +610,28 @@ class Translator:
     # -- in process ------------------------------------------------------------
     @staticmethod
     def _texts(texts, name):
+        """`texts` as a list, each item a `str` (or UTF-8 `bytes`); a
+        `ValueError` naming `name` for a single string, something that is no
+        list, or the first item that is not a string."""
         if isinstance(texts, (str, bytes)):
             raise ValueError(
                 f"`{name}` of Translator must be a list of strings; received a single string "
                 f"{texts!r} (wrap it in a list)."
             )
-        return list(texts)
+        try:
+            texts = list(texts)
+        except TypeError:
+            raise ValueError(
+                f"`{name}` of Translator must be a list of strings; received "
+                f"{type(texts).__name__} {texts!r}."
+            ) from None
+        for index, text in enumerate(texts):
+            if not isinstance(text, (str, bytes)):
+                raise ValueError(
+                    f"`{name}` of Translator must be a list of strings; item {index} is "
+                    f"{type(text).__name__} {text!r}."
+                )
+        return texts
 
     def translate(self, texts):
         """`list[str]`: the best translation of each text (`serving_default`)."""
