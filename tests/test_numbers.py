@@ -8,7 +8,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_attention.serving.numbers import PLACEHOLDER, NumberProtection, numbers_in
+from keras_attention.serving.numbers import (
+    OTHER_DIGITS,
+    PLACEHOLDER,
+    NumberProtection,
+    copied_number,
+    numbers_in,
+    protect_text,
+)
 from keras_attention.serving.text import build_vocabulary, load_tokenizer, train_sentencepiece
 from recipes.translation.scores import number_consistency
 
@@ -31,12 +38,7 @@ def strings(tensor):
 
 def reference_restore(translation, source, swap):
     """Fill the k-th placeholder with the k-th number, in plain Python."""
-    found = numbers_in(source)
-    if swap:
-        found = [
-            n.translate(str.maketrans(",.", ".,")) if re.fullmatch(r"\d+[.,]\d+", n) else n
-            for n in found
-        ]
+    found = [copied_number(n, swap) for n in numbers_in(source)]
     parts = translation.split(P)
     filled = "".join(
         part + (found[k] if k < len(found) else "\x01") * (k < len(parts) - 1)
@@ -233,3 +235,124 @@ def test_a_vocabulary_without_the_placeholder_is_refused(tmp_path):
     model = TransformerSeq2Seq(6, 6, hidden_dim=8, num_heads=2, num_layers=1, max_length=16)
     with pytest.raises(ValueError, match="the source tokenizer's has none"):
         Translator(model, tokenizer, tokenizer, "greedy", 8, numbers=NumberProtection())
+
+
+# Copied numbers, German -> English and English -> German: (source, copied).
+SEPARATORS = [
+    ("2,5", "2.5"),  # a German decimal comma
+    ("2,50", "2.50"),
+    ("0,125", "0.125"),
+    ("12345,6789", "12345.6789"),
+    ("2,500", "2.500"),  # German 2.5 or English 2500: exchanging is right for both
+    ("1.000", "1,000"),  # German thousands
+    ("1.000.000", "1,000,000"),
+    ("12.345.678", "12,345,678"),
+    ("1.234,56", "1,234.56"),
+    ("1.000,5", "1,000.5"),
+    ("1,000", "1.000"),  # English thousands
+    ("1,000,000", "1.000.000"),
+    ("1,234.56", "1.234,56"),
+    ("14.30", "14.30"),  # a German time
+    ("24.12", "24.12"),  # a date without its year ("Am 24.12. fahren wir.")
+    ("24.12.2019", "24.12.2019"),
+    ("2.0", "2.0"),  # versions
+    ("3.1.4", "3.1.4"),
+    ("2.5", "2.5"),  # an English decimal, or a German version: ambiguous
+    ("3.14159", "3.14159"),
+    ("01.2019", "01.2019"),
+    ("0.500", "0.500"),  # no thousands group after a head of 0
+    ("0.125", "0.125"),
+    ("1000.000", "1000.000"),  # a head of 4 digits
+    ("12.345.67", "12.345.67"),  # a group of 2
+    ("1,2,3", "1,2,3"),
+    ("192.168.0.1", "192.168.0.1"),
+    ("14:35", "14:35"),
+    ("1.000:30", "1.000:30"),
+    ("10³", "10³"),
+    ("٣", "٣"),
+    ("2½", "2½"),
+]
+
+
+def test_copied_numbers_follow_one_table_in_the_graph_and_in_python():
+    """The separator rule, in both directions, checked on the same table in
+    the graph (`NumberProtection.copied` and `restore`), in Python
+    (`copied_number`) and on the CTranslate2 path (`restore_numbers`), so
+    they cannot drift; without `swap_separators` every number is copied as
+    written."""
+    from keras_attention.serving.ctranslate2 import restore_numbers
+
+    numbers, expected = [n for n, _ in SEPARATORS], [c for _, c in SEPARATORS]
+    swapping, keeping = NumberProtection(swap_separators=True), NumberProtection()
+    assert strings(swapping.copied(tf.constant(numbers))) == expected
+    assert strings(keeping.copied(tf.constant(numbers))) == numbers
+    assert [copied_number(n) for n in numbers] == expected
+    assert [copied_number(n, swap_separators=False) for n in numbers] == numbers
+    sources = [f"Es sind {n} Stück." for n in numbers]
+    assert [numbers_in(text) for text in sources] == [[n] for n in numbers]  # one group each
+    translations = [f"There are {P} pieces."] * len(numbers)
+    restored = strings(swapping.restore(tf.constant(translations), tf.constant(sources)))
+    assert restored == [f"There are {c} pieces." for c in expected]
+    assert [restore_numbers(t, s) for t, s in zip(translations, sources)] == restored
+    # The issue's sentences, as the demo's model translated them.
+    cases = {
+        "Um 14.30 Uhr.": (f"It's {P}.", "It's 14.30."),
+        "Am 24.12. fahren wir.": (f"It's {P}.", "It's 24.12."),
+        "Version 2.0 ist da.": (f"Version {P} is there.", "Version 2.0 is there."),
+        "1.000 und 1.000.000": (f"{P} and {P}", "1,000 and 1,000,000"),
+    }
+    texts = list(cases)
+    outputs = [translation for translation, _ in cases.values()]
+    restored = strings(swapping.restore(tf.constant(outputs), tf.constant(texts)))
+    assert restored == [wanted for _, wanted in cases.values()]
+    assert [restore_numbers(t, s) for t, s in zip(outputs, texts)] == restored
+
+
+def test_digits_of_other_scripts_fractions_and_superscripts_are_protected():
+    """`٣`, `½`, `²` were no number: left to a model that hardly saw them,
+    they vanished. Now each is a group, or part of the ASCII group it is
+    joined to, protected and copied as written, in the graph and in Python;
+    the table of such characters is Unicode's number categories."""
+    import unicodedata
+
+    text = "x² und 10³ Meter, ٣ Katzen, ½ Kuchen, 2½ Liter, ① und Ⅻ."
+    groups = ["²", "10³", "٣", "½", "2½", "①", "Ⅻ"]
+    protected = f"x{P} und {P} Meter, {P} Katzen, {P} Kuchen, {P} Liter, {P} und {P}."
+    protection = NumberProtection(swap_separators=True)
+    assert numbers_in(text) == groups
+    assert protection.numbers(tf.constant([text])).to_list() == [[g.encode() for g in groups]]
+    assert protect_text(text) == protected
+    assert strings(protection.protect(tf.constant([text]))) == [protected]
+    translation = f"x{P} and {P} metres, {P} cats, {P} cake, {P} litres, {P} and {P}."
+    assert strings(protection.restore(tf.constant([translation]), tf.constant([text]))) == [
+        "x² and 10³ metres, ٣ cats, ½ cake, 2½ litres, ① and Ⅻ."
+    ]
+    listed = {c for first, last in OTHER_DIGITS for c in range(first, last + 1)}
+    assert all(unicodedata.category(chr(c)) in ("Nd", "Nl", "No") for c in listed)
+    if unicodedata.unidata_version == "14.0.0":  # the table's version: all of them
+        every = {c for c in range(0x110000) if unicodedata.category(chr(c)) in ("Nd", "Nl", "No")}
+        assert listed == every - {ord(d) for d in "0123456789"}
+
+
+def test_typed_placeholders_and_marks_forge_nothing():
+    """A U+E000 typed in a text was taken for a protected number ("Ich
+    habe \ue000 Katzen und 3 Hunde." -> "I have 3 cats and."), and a typed
+    U+0001 joined the groups around it in `numbers` but not in `protect`.
+    Both are read as spaces, in the graph and in Python."""
+    from keras_attention.serving.ctranslate2 import restore_numbers
+
+    texts = ["Ich habe \ue000 Katzen und 3 Hunde.", "3\x014 und 5", "\ue000\ue0007"]
+    protected = [f"Ich habe   Katzen und {P} Hunde.", f"{P} {P} und {P}", f"  {P}"]
+    found = [["3"], ["3", "4", "5"], ["7"]]
+    protection = NumberProtection(swap_separators=True)
+    assert strings(protection.protect(tf.constant(texts))) == protected
+    assert [protect_text(text) for text in texts] == protected
+    assert protection.numbers(tf.constant(texts)).to_list() == [
+        [n.encode() for n in row] for row in found
+    ]
+    assert [numbers_in(text) for text in texts] == found
+    # What a model writes for the protected texts; a U+0001 it writes is dropped.
+    outputs = [f"I have cats and {P} dogs.", f"{P}\x01 {P} and {P}", f"{P}"]
+    wanted = ["I have cats and 3 dogs.", "3 4 and 5", "7"]
+    assert strings(protection.restore(tf.constant(outputs), tf.constant(texts))) == wanted
+    assert [restore_numbers(t, s) for t, s in zip(outputs, texts)] == wanted

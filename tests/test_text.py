@@ -400,3 +400,46 @@ def test_wordpiece_splits_digits(tmp_path):
     assert tokenizer.decode(ids).numpy()[0].decode() == "The year 2083 was long."
     build_vocabulary(NUMBERED, path, vocab_size=200, split_digits=False)
     assert "1975" in open(path, encoding="utf-8").read().splitlines()
+
+
+def test_sentencepiece_decode_drops_incomplete_byte_sequences(
+    sentencepiece_model, sentencepiece_tokenizer
+):
+    """Byte pieces that form no complete UTF-8 character came out as U+FFFD
+    ("x² und 10³ Meter." -> "The 10\ufffd\ufffd\ufffd."). They are dropped,
+    in the graph and on the CTranslate2 path alike; SentencePiece's own
+    decoder writes U+FFFD for each such byte (the documented difference)."""
+    import sentencepiece
+
+    from keras_attention.serving.ctranslate2 import _detokenize
+
+    processor = sentencepiece.SentencePieceProcessor(model_file=sentencepiece_model)
+    cases = [
+        (["<0xC2>"], "", "\ufffd"),  # a lone lead byte
+        (["<0xA3>"], "", "\ufffd"),  # a lone continuation byte
+        (["<0xC2>", "<0xA3>"], "£", "£"),  # a valid pair
+        (["<0xC2>", "<0xC2>", "<0xA3>"], "£", "\ufffd£"),  # the first lead byte has no pair
+        (["<0xE2>", "<0x82>"], "", "\ufffd\ufffd"),  # "€" cut after 2 of its 3 bytes
+        (["▁I", "<0xE2>", "<0x82>", "▁", "h", "a", "v", "e"], "I have", "I\ufffd\ufffd have"),
+        (["▁I", "<0xE2>", "<0x82>", "<0xAC>"], "I€", "I€"),
+    ]
+    rows = [[processor.piece_to_id(piece) for piece in pieces] for pieces, _, _ in cases]
+    assert all(UNK not in row for row in rows)
+    width = max(map(len, rows))
+    ids = tf.constant([row + [PAD] * (width - len(row)) for row in rows])
+    decoded = [text.decode() for text in sentencepiece_tokenizer.decode(ids).numpy()]
+    assert decoded == [ours for _, ours, _ in cases]
+    assert [_detokenize(processor, pieces) for pieces, _, _ in cases] == decoded
+    assert [processor.decode(row) for row in rows] == [theirs for _, _, theirs in cases]
+
+
+def test_a_single_string_is_refused_where_a_list_of_texts_is_wanted(tmp_path):
+    """A string is an iterable of characters: each was taken for a text."""
+    for function in (build_vocabulary, train_sentencepiece):
+        with pytest.raises(ValueError) as raised:
+            function("Ich habe keine Zeit.", str(tmp_path / "vocab"))
+        assert str(raised.value) == (
+            f"`texts` of {function.__name__} must be a list of strings; received a single "
+            "string 'Ich habe keine Zeit.' (wrap it in a list)."
+        )
+    assert not os.listdir(tmp_path)

@@ -52,7 +52,14 @@ import tempfile
 
 import numpy as np
 
-from keras_attention.serving.numbers import NUMBER, PLACEHOLDER, numbers_in
+from keras_attention.serving.numbers import (
+    _MARK,
+    PLACEHOLDER,
+    copied_number,
+    numbers_in,
+    protect_text,
+    sanitized,
+)
 
 # What `quantization` may be (None: keep float32): CTranslate2's weight
 # types for CPU serving. `recipes/translation/config.py` copies this table.
@@ -532,19 +539,19 @@ def _clean(text):
 
 
 def _copied(number):
-    """`NumberProtection(swap_separators=True).copied` in Python."""
-    match = re.fullmatch(r"([0-9]+)([.,])([0-9]+)", number)
-    if not match:
-        return number
-    return match[1] + ("." if match[2] == "," else ",") + match[3]
+    """`NumberProtection(swap_separators=True).copied` in Python
+    (`serving.numbers.copied_number`)."""
+    return copied_number(number, swap_separators=True)
 
 
 def restore_numbers(translation, source):
     """`NumberProtection(swap_separators=True).restore` in Python: the k-th
     placeholder of `translation` becomes the k-th digit group of `source`;
-    one beyond them is left out with the space before it."""
+    one beyond them is left out with the space before it. The source is
+    read as `sanitized` (a typed U+E000 or U+0001 is a space), and a
+    U+0001 in `translation` is dropped, as in the graph."""
     numbers = [_copied(number) for number in numbers_in(source)]
-    parts = translation.split(PLACEHOLDER)
+    parts = translation.replace(_MARK, "").split(PLACEHOLDER)
     text = parts[0]
     for index, part in enumerate(parts[1:]):
         if index < len(numbers):
@@ -564,16 +571,51 @@ def _processors(sentencepiece, model_dir):
     )
 
 
+def _detokenize(processor, pieces):
+    """The text of target `pieces` (strings), as
+    `SentencePieceTokenizer.decode` writes it in the graph: a byte piece
+    `<0xNN>` is byte NN, a control, unknown or unused piece nothing, any
+    other the piece with `▁` as a space; leading spaces removed. Bytes
+    that form no complete UTF-8 character (a lead byte without its
+    continuation bytes, a lone continuation byte) are dropped, where
+    `SentencePieceProcessor.decode` writes U+FFFD for each."""
+    surfaces = []
+    for piece in pieces:
+        index = processor.piece_to_id(piece)
+        if processor.is_byte(index):
+            surfaces.append(bytes([int(piece[3:-1], 16)]))
+        elif not (
+            processor.is_control(index) or processor.is_unknown(index) or processor.is_unused(index)
+        ):
+            surfaces.append(piece.replace("\u2581", " ").encode("utf-8"))
+    return b"".join(surfaces).decode("utf-8", "ignore").lstrip(" ")
+
+
 def translate_with_ctranslate2(model_dir, texts, translator=None, protect_numbers=None, **options):
-    """Translate `texts` (strings) with a folder `convert_to_ctranslate2`
+    """Translate `texts` (a list of strings; a bare string is a
+    `ValueError`) with a folder `convert_to_ctranslate2`
     wrote, as our `Translator.translate` does: SentencePiece pieces in
     (`source.spm`), CTranslate2's search, pieces out (`target.spm`),
     reserved pieces dropped, numbers protected and restored when the run
     did (`protect_numbers`; default: what `keras_attention.json` says).
+    A U+E000 or U+0001 in a text is read as a space (`serving.numbers.sanitized`);
+    incomplete UTF-8 byte sequences of byte pieces are dropped (`_detokenize`).
     `translator`: a `ctranslate2.Translator` of `model_dir` (default: a new
     one); `options` go to `translate_batch` (default: the run's
     `keras_attention.json` options, else CTranslate2's). Needs the
     `sentencepiece` package."""
+    if isinstance(texts, (str, bytes)):
+        raise ValueError(
+            "`texts` of translate_with_ctranslate2 must be a list of strings; received a "
+            f"single string {texts!r} (wrap it in a list)."
+        )
+    texts = list(texts)
+    others = [type(text).__name__ for text in texts if not isinstance(text, str)]
+    if others:
+        raise ValueError(
+            "`texts` of translate_with_ctranslate2 must be a list of strings; received a list "
+            f"holding a value of type {others[0]}."
+        )
     import ctranslate2
     import sentencepiece
 
@@ -586,8 +628,8 @@ def translate_with_ctranslate2(model_dir, texts, translator=None, protect_number
     options = {**metadata.get("translate_batch", {}), **options}
     translator = translator or ctranslate2.Translator(model_dir, device="cpu")
     source_sp, target_sp = _processors(sentencepiece, os.path.abspath(model_dir))
-    cleaned = [_clean(text) for text in texts]
-    protected = [re.sub(NUMBER, PLACEHOLDER, text) if protect_numbers else text for text in cleaned]
+    cleaned = [_clean(sanitized(text)) for text in texts]
+    protected = [_clean(protect_text(text)) if protect_numbers else text for text in cleaned]
     todo = [index for index, text in enumerate(protected) if text]
     pieces = source_sp.encode([protected[index] for index in todo], out_type=str)
     results = translator.translate_batch(pieces, **options) if todo else []
@@ -595,6 +637,6 @@ def translate_with_ctranslate2(model_dir, texts, translator=None, protect_number
     translations = [""] * len(texts)
     for index, result in zip(todo, results):
         output = [piece for piece in result.hypotheses[0] if piece not in reserved]
-        text = target_sp.decode_pieces(output).lstrip(" ")
+        text = _detokenize(target_sp, output)
         translations[index] = restore_numbers(text, cleaned[index]) if protect_numbers else text
     return translations

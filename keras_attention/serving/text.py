@@ -48,9 +48,20 @@ def _import_text():
     return tensorflow_text
 
 
+def _refuse_a_string(texts, function):
+    """`ValueError` for `texts` that is one string, not a list of them (a
+    string is an iterable of its characters: each was taken for a text)."""
+    if isinstance(texts, (str, bytes)):
+        raise ValueError(
+            f"`texts` of {function} must be a list of strings; received a single string "
+            f"{texts[:40]!r}{'...' if len(texts) > 40 else ''} (wrap it in a list)."
+        )
+
+
 def build_vocabulary(texts, path, vocab_size=8000, lower_case=False, split_digits=True):
     """Learn a WordPiece vocabulary from `texts` (a list of str or a
-    `tf.data.Dataset` of strings) and write it to `path`, one token a line,
+    `tf.data.Dataset` of strings; a bare string is a `ValueError`) and
+    write it to `path`, one token a line,
     the reserved tokens first. Returns the number of tokens.
 
     `split_digits`: the vocabulary holds no piece with a digit other than
@@ -60,6 +71,7 @@ def build_vocabulary(texts, path, vocab_size=8000, lower_case=False, split_digit
 
     The vocabulary always holds `serving.numbers.PLACEHOLDER`, the token of
     a protected number, after the reserved tokens."""
+    _refuse_a_string(texts, "build_vocabulary")
     _import_text()
     from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset
 
@@ -353,8 +365,10 @@ def train_sentencepiece(
       texts give the same file.
     Texts are cleaned as `SentencePieceTokenizer.clean` does (empty ones
     left out). `ValueError` when `vocab_size` is too small for the texts'
-    characters (with byte fallback: 260 pieces plus one per kept character).
+    characters (with byte fallback: 260 pieces plus one per kept character),
+    and when `texts` is one string rather than a list of them.
     """
+    _refuse_a_string(texts, "train_sentencepiece")
     sentencepiece = _import_sentencepiece()
     cleaned = SentencePieceTokenizer.clean(tf.constant([*texts], tf.string)).numpy()
     cleaned = [text.decode("utf-8") for text in cleaned if text]
@@ -482,9 +496,15 @@ class SentencePieceTokenizer(_InGraphTokenizer):
     `decode` is SentencePiece's decoding, `join_i surface(id_i)` with its
     leading spaces removed (the space SentencePiece puts before the first
     word), where the surface of a piece is the piece with `▁` as a space,
-    of a byte piece `<0xNN>` that byte, of a reserved piece nothing; bytes
-    that do not form UTF-8 become U+FFFD. It is written with core ops, not
-    TensorFlow Text's detokenizer, so that copied pieces can be spliced in.
+    of a byte piece `<0xNN>` that byte, of a reserved piece nothing. Bytes
+    that form no complete UTF-8 character are dropped: a model may write a
+    lead byte without its continuation bytes (`<0xC2> <0xC2> <0xA3>` is
+    "£": the first `<0xC2>` is dropped), a lone continuation byte or a
+    truncated sequence (`<0xE2> <0x82>`). SentencePiece's own decoder
+    (`SentencePieceProcessor.decode`) writes U+FFFD for each such byte
+    instead; a text never decodes to U+FFFD here unless its pieces spell
+    U+FFFD itself. It is written with core ops, not TensorFlow Text's
+    detokenizer, so that copied pieces can be spliced in.
     """
 
     def __init__(self, model_path, name=None):
@@ -564,7 +584,8 @@ class SentencePieceTokenizer(_InGraphTokenizer):
             copied = _lookup(source._copies, replacements, "")
             surfaces = tf.where(replacements > UNK, copied, surfaces)
         text = tf.strings.regex_replace(tf.strings.reduce_join(surfaces, axis=-1), "^ +", "")
-        return tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="replace")
+        # Incomplete byte sequences (byte pieces) are dropped, not written as U+FFFD.
+        return tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="ignore")
 
 
 def load_tokenizer(path):
