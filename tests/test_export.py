@@ -37,6 +37,28 @@ def test_versions_count_up_and_publish_atomically(tmp_path):
     assert "model_config_list" in open(os.path.join(base, "models.config")).read()
 
 
+@pytest.mark.parametrize("umask", [0o022, 0o027, 0o077])
+def test_a_published_version_and_models_config_follow_the_umask(tmp_path, umask):
+    """The staging folder (`tempfile`: 0700) and the config's temporary file
+    (0600) get the modes `open` and `makedirs` would give: 0755 and 0644
+    under umask 022, so that a server running as another user reads them."""
+    previous = os.umask(umask)
+    try:
+        path = publish(str(tmp_path), "m")
+    finally:
+        os.umask(previous)
+    assert oct(os.stat(path).st_mode & 0o777) == oct(0o777 & ~umask)
+    config = os.path.join(str(tmp_path), "models.config")
+    assert oct(os.stat(config).st_mode & 0o777) == oct(0o666 & ~umask)
+    made = os.path.join(str(tmp_path), "made-by-open")
+    previous = os.umask(umask)
+    try:
+        open(made, "w").close()
+    finally:
+        os.umask(previous)
+    assert os.stat(made).st_mode & 0o777 == os.stat(config).st_mode & 0o777
+
+
 def test_failed_export_leaves_no_version_and_keeps_earlier_ones(tmp_path):
     base = str(tmp_path)
     publish(base, "m", "v1")
@@ -145,6 +167,22 @@ def tiny_translator(tiny_translator_with_options):
     `translator_archive` (the checks under test are in the graph, not the
     weights; one export serves every test here, as exports are slow)."""
     return tiny_translator_with_options[0]
+
+
+def test_every_folder_and_file_of_a_real_export_is_readable_as_the_umask_allows(
+    tiny_translator,
+):
+    umask = os.umask(0)
+    os.umask(umask)
+    base = os.path.dirname(os.path.dirname(tiny_translator))
+    paths = [os.path.join(base, "models.config")]
+    for folder, folders, files in os.walk(tiny_translator):
+        paths += [folder] + [os.path.join(folder, name) for name in files]
+    assert len(paths) > 5
+    for path in paths:
+        readable = (0o555 if os.path.isdir(path) else 0o444) & ~umask
+        mode = os.stat(path).st_mode & 0o777
+        assert mode & readable == readable, (path, oct(mode), oct(umask))
 
 
 def test_tokens_signature_refuses_inconsistent_input(tiny_translator):

@@ -43,6 +43,17 @@ PLAIN_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*")
 STAGING = re.compile(r"\.(\d+)\.incomplete-(.+)-(\d+)-[^-]*")
 
 
+def umask_mode(mode):
+    """`mode` less the process's umask: what `open` and `os.makedirs` give a
+    new file or folder. `tempfile`'s staging files (0600) and folders
+    (0700) are set to this before they are published, so that a server
+    running as another user (a TF Serving container) can read an export
+    whenever the umask lets it (0644 and 0755 under 022)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mode & ~mask
+
+
 def check_model_name(model_name):
     """Raise `ValueError` unless `model_name` is a plain name (letters, digits,
     `_`, `-`, `.`, not starting with `.`): it becomes a folder under the
@@ -118,6 +129,7 @@ def write_models_config(base_dir):
     handle, temporary = tempfile.mkstemp(prefix=".models.config.", dir=base_dir)
     with os.fdopen(handle, "w", encoding="utf-8") as stream:
         stream.write(text)
+    os.chmod(temporary, umask_mode(0o666))
     os.replace(temporary, path)
     return path
 
@@ -169,6 +181,7 @@ def atomic_version_dir(base_dir, model_name, version=None):
     staged = StagedVersion(staging, version, model_dir)
     try:
         yield staged
+        os.chmod(staging, umask_mode(0o777))
         with _export_lock(base_dir):
             if not explicit:
                 staged.version = max(version, next_version(model_dir))
