@@ -468,21 +468,19 @@ def locked(output, command):
     holder's pid, host and command at once, instead of both writing one
     run. The kernel drops the lock when its process dies, so the lock of
     a killed run is taken over by the next one (the file's old text does
-    not matter)."""
+    not matter). The holder removes the file when the block ends, while
+    it still holds the lock; a process that opened the file just before
+    that finds, once it holds the lock, that the path is gone or is
+    another file, and takes the lock again on the file at the path, so
+    two processes never hold the lock of one folder at once."""
     os.makedirs(output, exist_ok=True)
     path = os.path.join(output, LOCK_FILE)
-    descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    while True:
+        descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        if fcntl is None or _lock_file(descriptor, path, output):
+            break
+        os.close(descriptor)  # locked a file its holder had removed: again
     try:
-        if fcntl is not None:
-            try:
-                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                os.lseek(descriptor, 0, os.SEEK_SET)
-                holder = os.read(descriptor, 200).decode("utf-8", "replace").strip()
-                raise RunInUse(
-                    f"--output {output} is in use by {holder or 'another process'}: wait for "
-                    "it to end, or choose another --output"
-                ) from None
         os.ftruncate(descriptor, 0)
         started = time.strftime("%Y-%m-%d %H:%M:%S")
         text = f"process {os.getpid()} on {socket.gethostname()} ({command}, since {started})"
@@ -490,7 +488,36 @@ def locked(output, command):
         os.write(descriptor, text.encode("utf-8"))
         yield
     finally:
+        if fcntl is not None and _is_file_at(descriptor, path):
+            os.remove(path)  # still held: only the holder removes it
         os.close(descriptor)  # releases the flock
+
+
+def _is_file_at(descriptor, path):
+    """True when `path` is the file open as `descriptor`."""
+    try:
+        return os.path.samestat(os.fstat(descriptor), os.stat(path))
+    except FileNotFoundError:
+        return False
+
+
+def _lock_file(descriptor, path, output):
+    """Take the exclusive `flock` of `descriptor` (the lock file of run
+    folder `output`, opened at `path`): True when it is held and `path`
+    is still that file, False when its holder removed it meanwhile (the
+    lock of a file no one can open again is no lock); `RunInUse` naming
+    the holder when another process holds it (`descriptor` is closed)."""
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.lseek(descriptor, 0, os.SEEK_SET)
+        holder = os.read(descriptor, 200).decode("utf-8", "replace").strip()
+        os.close(descriptor)
+        raise RunInUse(
+            f"--output {output} is in use by {holder or 'another process'}: wait for "
+            "it to end, or choose another --output"
+        ) from None
+    return _is_file_at(descriptor, path)
 
 
 def wait_for_run(output, settings, files, timeout, poll=1.0, defaults=None, upgrade=None):

@@ -168,6 +168,46 @@ def test_a_second_train_into_one_folder_is_refused_naming_the_holder(tmp_path, c
                 pass
 
 
+def test_the_lock_file_is_removed_by_its_holder_alone(tmp_path, trained):
+    """`.run.lock` stayed in the run folder after a successful `train`."""
+    assert not os.path.exists(os.path.join(trained[0], runs.LOCK_FILE))  # the shared run's
+    output = str(tmp_path / "run")
+    with runs.locked(output, "train"):
+        with pytest.raises(runs.RunInUse):
+            with runs.locked(output, "train"):
+                pass
+        # The refused process removed nothing: the holder's file is there.
+        with open(os.path.join(output, runs.LOCK_FILE)) as handle:
+            assert handle.read().startswith(f"process {os.getpid()} on ")
+    assert os.listdir(output) == []
+
+
+def test_a_lock_taken_on_a_file_its_holder_removed_is_taken_again(tmp_path, monkeypatch):
+    """A process that opened `.run.lock` just before its holder removed it
+    gets the flock of a file no one else can open: it must lock the file
+    now at the path instead, or two processes would hold one folder."""
+    output = str(tmp_path / "run")
+    os.makedirs(output)
+    path = os.path.join(output, runs.LOCK_FILE)
+    flock, calls = runs.fcntl.flock, []
+
+    def holder_removes_it_first(descriptor, operation):
+        if not calls:  # the holder removes the file and another process creates it anew
+            os.remove(path)
+            open(path, "w").close()
+        calls.append(operation)
+        return flock(descriptor, operation)
+
+    monkeypatch.setattr(runs.fcntl, "flock", holder_removes_it_first)
+    with runs.locked(output, "train"):
+        monkeypatch.setattr(runs.fcntl, "flock", flock)
+        assert len(calls) == 2  # locked the removed file, then the one at the path
+        with pytest.raises(runs.RunInUse):
+            with runs.locked(output, "train"):
+                pass
+    assert os.listdir(output) == []
+
+
 # -- 4. nothing written by a refused train ----------------------------------------------
 @pytest.mark.parametrize(
     "flags,message",
