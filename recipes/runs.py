@@ -19,6 +19,7 @@ import importlib.util
 import json
 import math
 import os
+import re
 import shutil
 import signal
 import socket
@@ -396,10 +397,16 @@ def is_temporary(name, entries=RUN_ENTRIES):
 
 def delete_run(output, entries=RUN_ENTRIES):
     """Delete what a run wrote into `output` (its `entries`, by default
-    the translation recipe's `RUN_ENTRIES`, the worker folders and
-    temporaries a killed write left), keeping anything else there."""
+    the translation recipe's `RUN_ENTRIES`, the scores of other test sets
+    beside `scores.json`, the worker folders and temporaries a killed
+    write left), keeping anything else there."""
     for name in os.listdir(output):
-        if name in entries or name.startswith("worker-") or is_temporary(name, entries):
+        if (
+            name in entries
+            or name.startswith("worker-")
+            or is_temporary(name, entries)
+            or ("scores.json" in entries and re.fullmatch(r"scores\.[^/]+\.json", name))
+        ):
             path = os.path.join(output, name)
             if os.path.isdir(path):
                 shutil.rmtree(path)

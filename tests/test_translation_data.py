@@ -241,7 +241,7 @@ def test_evaluate_scores_a_given_test_file_and_records_the_signatures(trained, t
     flags = ["--output", output, "--beam-width", "2"]
     status, out, err = cli(capsys, "evaluate", *flags, "--test", test, "--samples", "0")
     assert status == 0, err
-    scores = json.load(open(os.path.join(output, "scores.json")))
+    scores = json.load(open(os.path.join(output, "scores.my-test.json")))
     _, translated, _ = cli(capsys, "translate", *flags, *[source for source, _ in pairs])
     hypotheses = [line.split("-> ", 1)[1] for line in translated.splitlines()[1::2]]
     references = [[target for _, target in pairs]]
@@ -260,6 +260,36 @@ def test_evaluate_scores_a_given_test_file_and_records_the_signatures(trained, t
     assert scores["test"] == os.path.abspath(test)
     assert scores["bleu_signature"] in out
     assert "my-test.tsv:3: expected" in err and "my-test.tsv:3" not in out  # warnings: stderr
+
+
+def test_evaluate_of_another_test_file_keeps_the_run_s_own_results(trained, tmp_path, capsys):
+    """`evaluate --test small.tsv` replaced the run's `scores.json` (960
+    sentences, BLEU 8.46) by a 2-sentence BLEU 71.44, and its heatmaps."""
+    from recipes import runs
+
+    output = str(tmp_path / "run")
+    shutil.copytree(trained[0], output)
+    own = {"bleu": 8.46, "sentences": 960}
+    runs.write_json_atomically(os.path.join(output, "scores.json"), own)
+    os.makedirs(os.path.join(output, "attention"), exist_ok=True)
+    heatmap = os.path.join(output, "attention", "sample0.png")
+    with open(heatmap, "wb") as handle:
+        handle.write(b"the run's own heatmap")
+    small = tmp_path / "small.tsv"
+    small.write_text("Ich habe keine Zeit.\tI have no time.\nDas ist gut.\tThat is good.\n")
+    status, out, err = cli(
+        capsys, "evaluate", "--output", output, "--test", str(small), "--samples", "1",
+        "--beam-width", "1",
+    )  # fmt: skip
+    assert status == 0, err
+    assert json.load(open(os.path.join(output, "scores.json"))) == own
+    assert open(heatmap, "rb").read() == b"the run's own heatmap"
+    scores = json.load(open(os.path.join(output, "scores.small.json")))
+    assert scores["sentences"] == 2 and scores["test"] == str(small)
+    assert os.path.getsize(os.path.join(output, "attention", "small", "sample0.png")) > 1000
+    assert f"scores: {os.path.join(output, 'scores.small.json')}" in out
+    runs.delete_run(output)  # what --overwrite deletes: these too
+    assert not os.path.exists(os.path.join(output, "scores.small.json"))
 
 
 @pytest.mark.parametrize("flag", ["--test", "--valid"])
@@ -533,7 +563,7 @@ def test_alpha_reaches_the_search_of_translate_and_evaluate(trained, capsys, tmp
         capsys, "evaluate", "--output", trained[0], "--test", str(test), "--alpha", "1.5"
     )
     assert status == 0, err
-    scores = json.loads(open(os.path.join(trained[0], "scores.json")).read())
+    scores = json.loads(open(os.path.join(trained[0], "scores.test.json")).read())
     assert scores["alpha"] == 1.5 and scores["beam_width"] == 4
 
 

@@ -34,19 +34,32 @@ DEMO_SENTENCES = (
 def evaluate(config, log=print):
     """BLEU and chrF of the run's model on the test split (or `config.test`),
     samples, attention heatmaps and BLEU by source length; writes and
-    returns the scores."""
+    returns the scores: the test split's in `scores.json` and
+    `attention/`, a `--test` file's beside them, in
+    `scores.<name>.json` and `attention/<name>/` (`test_set_name`), so
+    that the run's own results are never replaced by another set's."""
     from keras_attention.seq2seq.plotting import plot_attention
 
     from .data import read_pairs
-    from .scores import bleu_by_length, corpus_scores, number_consistency, write_scores
+    from .scores import (
+        bleu_by_length,
+        corpus_scores,
+        number_consistency,
+        test_set_name,
+        write_scores,
+    )
     from .text_io import read_pair_file
 
     test_file = config.test  # the user's test file, read before the model
     pairs = read_pair_file(test_file, "--test", log) if test_file else None
     model, run_config, source_tokenizer, target_tokenizer = load_decoder(config)
     config = run_decoding(config, run_config)
+    own_split = os.path.join(config.output, "data", "test.tsv")
+    test_set = None  # the run's own test split
+    if test_file and os.path.realpath(test_file) != os.path.realpath(own_split):
+        test_set = test_set_name(test_file)
     if not test_file:
-        test_file = os.path.join(config.output, "data", "test.tsv")
+        test_file = own_split
         pairs = read_pairs(test_file)
     if config.limit_test:
         pairs = pairs[: config.limit_test]
@@ -79,7 +92,7 @@ def evaluate(config, log=print):
     if run_config["family"] == "rnn" and run_config["attention"] == "none":
         log("\n(no heatmaps: the bottleneck baseline has no attention)")
     else:
-        folder = os.path.join(config.output, "attention")
+        folder = os.path.join(config.output, "attention", *([test_set] if test_set else []))
         os.makedirs(folder, exist_ok=True)
         maps = attention_maps(
             *common, sources[: config.samples], run_config["max_length"], search, numbers
@@ -109,7 +122,8 @@ def evaluate(config, log=print):
             for bucket, row in scores["bleu_by_source_length"].items()
         )
     )
-    write_scores(config.output, scores)
+    path = write_scores(config.output, scores, test_set)
+    log(f"scores: {path}")
     return scores
 
 

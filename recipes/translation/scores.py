@@ -10,6 +10,7 @@ recorded beside every score.
 
 import math
 import os
+import re
 import time
 
 import keras
@@ -58,11 +59,22 @@ def number_consistency(sources, hypotheses):
     }
 
 
-def write_scores(output, scores):
-    """`<output>/scores.json`, written atomically; returns its path."""
-    path = os.path.join(output, "scores.json")
+def write_scores(output, scores, test_set=None):
+    """`<output>/scores.json` (the run's own test split), or with
+    `test_set` (the name of a `--test` file: `test_set_name`)
+    `<output>/scores.<test_set>.json`, written atomically; returns its path."""
+    path = os.path.join(output, "scores.json" if test_set is None else f"scores.{test_set}.json")
     runs.write_json_atomically(path, scores)
     return path
+
+
+def test_set_name(path):
+    """The name a `--test` file's results are kept under: its file name
+    without the extension, other characters than letters, digits, `.`,
+    `_` and `-` as `_` (`small.tsv` -> `small`)."""
+    stem = os.path.splitext(os.path.basename(os.path.normpath(path)))[0]
+    stem = re.sub(r"[^A-Za-z0-9._-]", "_", stem).lstrip(".")
+    return stem or "test"
 
 
 class ValidationBleu(keras.callbacks.Callback):
