@@ -356,3 +356,156 @@ def test_typed_placeholders_and_marks_forge_nothing():
     wanted = ["I have cats and 3 dogs.", "3 4 and 5", "7"]
     assert strings(protection.restore(tf.constant(outputs), tf.constant(texts))) == wanted
     assert [restore_numbers(t, s) for t, s in zip(outputs, texts)] == wanted
+
+
+def scripted_translator(tmp_path, continuations=None):
+    """A Translator over the untrained model of `shared_vocabulary_model`
+    whose search is scripted: it writes the (protected) source back, or,
+    with a prefix, the prefix and then row b's continuation: the first of
+    `continuations[b]` when the prefix holds no placeholder, the second
+    when it does (a model that places each of the source's numbers once)."""
+    from keras_attention.seq2seq import GreedySearch
+    from keras_attention.serving import Translator
+
+    tokenizer, model = shared_vocabulary_model(tmp_path)
+    placeholder = strings(tokenizer.tokens(np.arange(tokenizer.vocab_size))).index(P)
+
+    def ids(lines):
+        return tokenizer.encode(tf.constant(lines), 40)[0][:, 1:]  # without [START]
+
+    if continuations:
+        plain, typed = (ids([row[k] for row in continuations]) for k in (0, 1))
+
+    class Scripted(GreedySearch):
+        def best(self, model, source, prefix=None):
+            if prefix is None:
+                tokens = source[:, 1:]
+            else:
+                holds = tf.reduce_any(tf.equal(prefix, placeholder), axis=1, keepdims=True)
+                tail = tf.where(holds, typed, plain)
+                forced = tf.RaggedTensor.from_tensor(prefix, padding=0)
+                tokens = tf.concat([forced, tf.RaggedTensor.from_tensor(tail, padding=0)], 1)
+                tokens = tokens.to_tensor(0)
+            return {"tokens": tokens, "scores": tf.zeros(tf.shape(tokens)[:1])}
+
+    numbers = NumberProtection(swap_separators=True)
+    return Translator(model, tokenizer, tokenizer, Scripted(), 40, numbers=numbers), tokenizer
+
+
+def test_numbers_typed_in_a_constrained_prefix_are_not_written_twice(tmp_path):
+    """`constrained(["Ich habe 3 Katzen."], ["I have 3"])` gave "I have 3 3
+    cats.": the prefix went to the model as digits, and the model still
+    placed the source's number. The prefix's numbers are protected too and
+    fill the first placeholders as typed; the source's later numbers fill
+    the rest."""
+    texts = [
+        "Ich habe 3 Katzen.",
+        "Es kostet 2,50 Euro.",
+        "Von 3 bis 5 Uhr.",
+        "Nur 7.",
+        "3 Katzen.",
+    ]
+    prefixes = ["I have 3", "It costs 2.50", "From 3", "", "Four"]
+    continuations = [
+        (f" {P} cats.", " cats."),
+        (f" {P} euros.", " euros."),
+        (f" {P} to {P}.", f" to {P}."),
+        (f"Only {P}.", f"Only {P}."),
+        (f" {P} cats.", " cats."),
+    ]
+    translator, tokenizer = scripted_translator(tmp_path, continuations)
+    assert translator.constrained(texts, prefixes) == [
+        "I have 3 cats.",
+        "It costs 2.50 euros.",
+        "From 3 to 5.",
+        "Only 7.",
+        "Four 3 cats.",  # a number in words is no number: the source's is placed
+    ]
+    # The prefix reaches the model with its number as the placeholder.
+    forced = tokenizer.pieces(translator.numbers.protect(tf.constant(prefixes[:1])))
+    assert strings(tokenizer.decode(forced.to_tensor(0))) == [f"I have {P}"]
+    # A number typed otherwise than the source's is written as typed.
+    prefixes = ["I have 4", "It costs 2,50", "From 3", "", "4"]
+    assert translator.constrained(texts, prefixes) == [
+        "I have 4 cats.",
+        "It costs 2,50 euros.",
+        "From 3 to 5.",
+        "Only 7.",
+        "4 cats.",
+    ]
+
+
+class EchoTranslator:
+    """A stand-in for `ctranslate2.Translator` that writes each source's
+    pieces back: the CTranslate2 path's scripted model."""
+
+    def translate_batch(self, batch, **options):
+        from types import SimpleNamespace
+
+        return [SimpleNamespace(hypotheses=[list(pieces)]) for pieces in batch]
+
+
+def echo_ctranslate2_folder(tmp_path):
+    """A folder as `convert_to_ctranslate2` writes one, as far as
+    `translate_with_ctranslate2` reads it with a scripted translator: the
+    shared SentencePiece model as `source.spm` and `target.spm`."""
+    import shutil
+
+    folder = tmp_path / "ct2"
+    folder.mkdir()
+    for side in ("source", "target"):
+        shutil.copyfile(tmp_path / "both.spm", folder / f"{side}.spm")
+    return str(folder)
+
+
+def test_placeholders_typed_and_other_digits_in_every_path(tmp_path):
+    """The Translator (the graph functions an export holds) and the
+    CTranslate2 path, each over a scripted model that writes its protected
+    source back: a typed U+E000 is a space, so "3" keeps its place, and
+    `٣`, `½`, `²` are protected and copied, not left to the model."""
+    pytest.importorskip("ctranslate2")
+    pytest.importorskip("sentencepiece")
+    from keras_attention.serving.ctranslate2 import translate_with_ctranslate2
+
+    translator, tokenizer = scripted_translator(tmp_path)
+    texts = [
+        "Ich habe \ue000 Katzen und 3 Hunde.",
+        "x² und 10³ Meter, ٣ Katzen, ½ Kuchen.",
+        "Um 14.30 Uhr, 2,5 km, 1.000.000 Leute.",
+        "\ue000",
+    ]
+    wanted = [
+        "Ich habe Katzen und 3 Hunde.",
+        "x² und 10³ Meter, ٣ Katzen, ½ Kuchen.",
+        "Um 14.30 Uhr, 2.5 km, 1,000,000 Leute.",
+        "",
+    ]
+    source, _ = translator.encode(tf.constant(texts))
+    placeholder = strings(tokenizer.tokens(np.arange(tokenizer.vocab_size))).index(P)
+    assert np.sum(source.numpy() == placeholder, axis=1).tolist() == [1, 4, 3, 0]
+    assert translator.translate(texts) == wanted
+    folder = echo_ctranslate2_folder(tmp_path)
+    echo = EchoTranslator()
+    assert translate_with_ctranslate2(folder, texts, echo, protect_numbers=True) == wanted
+
+
+def test_translate_with_ctranslate2_refuses_a_single_string(tmp_path):
+    """`translate_with_ctranslate2(dir, "Ich habe keine Zeit.")` translated
+    each of its 20 characters."""
+    pytest.importorskip("ctranslate2")
+    pytest.importorskip("sentencepiece")
+    from keras_attention.serving.ctranslate2 import translate_with_ctranslate2
+
+    shared_vocabulary_model(tmp_path)
+    folder = echo_ctranslate2_folder(tmp_path)
+    with pytest.raises(ValueError) as raised:
+        translate_with_ctranslate2(folder, "Ich habe keine Zeit.", EchoTranslator())
+    assert str(raised.value) == (
+        "`texts` of translate_with_ctranslate2 must be a list of strings; received a single "
+        "string 'Ich habe keine Zeit.' (wrap it in a list)."
+    )
+    with pytest.raises(ValueError, match="holding a value of type int"):
+        translate_with_ctranslate2(folder, ["Ja.", 3], EchoTranslator())
+    assert translate_with_ctranslate2(folder, ["Ich habe keine Zeit."], EchoTranslator()) == [
+        "Ich habe keine Zeit."
+    ]

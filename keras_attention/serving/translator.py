@@ -66,7 +66,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_attention.seq2seq.search import BeamSearch, GreedySearch, get_search
-from keras_attention.serving.numbers import NumberProtection
+from keras_attention.serving.numbers import NumberProtection, sanitize
 from keras_attention.serving.requests import (
     checked_count,
     checked_shape,
@@ -131,13 +131,17 @@ class Translator:
             `greedy` signature a `GreedySearch` with its shared options.
         max_source_length: S, the source ids per text (`[START]` and
             `[END]` included). Default: the search's `max_length` - 1, else
-            the model's `max_length` - 1, else an error.
+            the model's `max_length` - 1, else an error. A model with
+            `max_length` positions takes S <= `max_length` - 1 when the
+            translation's length is S + 1 (a search without `max_length`),
+            else S <= `max_length`: checked here (`ValueError`).
         batch_size: texts per call of the graph functions in process.
         numbers: a `NumberProtection` for a model trained on protected
             numbers (`serving.numbers`): each digit group of a text becomes
             a placeholder before the model, and the placeholders of a
             translation are filled with the text's numbers, in every text
-            signature (a `constrained` prefix is not protected). None: texts
+            signature (a `constrained` prefix's numbers are protected too and
+            take the place of the text's first ones: `constrained`). None: texts
             go to the model as they are.
 
     Example (see `tests/test_translator.py`):
@@ -263,16 +267,20 @@ class Translator:
             found.append(pieces.index(PLACEHOLDER))
         return found[1]
 
-    def _best(self, search, text, source, prefix=None):
+    def _best(self, search, text, source, prefix=None, prefix_text=None):
         """`search.best`; with `numbers` and a beam, the best-scored of the
         beam's hypotheses that hold as many placeholders as `text` has
-        numbers, so that none is dropped while the beam held a hypothesis
-        that kept it (the best hypothesis when none does)."""
+        numbers (or its `prefix_text`, when that has more), so that none is
+        dropped while the beam held a hypothesis that kept it (the best
+        hypothesis when none does)."""
         if self.numbers is None or not isinstance(search, BeamSearch) or search.is_greedy():
             return search.best(self.model, source, prefix=prefix)
         beam = get_search(search, num_hypotheses=search.beam_width)
         result = beam(self.model, source, prefix=prefix)  # (B, K, ...), best first
         wanted = tf.cast(self.numbers.numbers(text).row_lengths(), tf.int32)
+        if prefix_text is not None:
+            typed = tf.cast(self.numbers.numbers(prefix_text).row_lengths(), tf.int32)
+            wanted = tf.maximum(wanted, typed)
         placed = tf.reduce_sum(
             tf.cast(tf.equal(result["tokens"], self._placeholder), tf.int32), axis=-1
         )
@@ -294,24 +302,31 @@ class Translator:
 
     def blank(self, text):
         """`(B,)` bool: the texts that are empty or all space (after
-        `clean`), which translate to "" with score 0 in every signature."""
-        return tf.equal(tf.strings.length(self.source_tokenizer.clean(text)), 0)
+        `clean`; a typed U+E000 or U+0001 counts as space, `sanitize`), which
+        translate to "" with score 0 in every signature."""
+        return tf.equal(tf.strings.length(self.source_tokenizer.clean(sanitize(text))), 0)
 
     def encode(self, text):
-        """`(source (B, S) int32, truncated (B,) bool)`, numbers protected
-        when the Translator has `numbers`."""
-        text = self.checked_text(text)
+        """`(source (B, S) int32, truncated (B,) bool)`: `text` sanitized (a
+        typed U+E000, the number placeholder, or U+0001 is a space:
+        `serving.numbers.sanitize`), numbers protected when the Translator
+        has `numbers`."""
+        text = sanitize(self.checked_text(text))
         if self.numbers is not None:
             text = self.numbers.protect(text)
         return self.source_tokenizer.encode(text, self.max_source_length)
 
-    def decode(self, text, result):
+    def decode(self, text, result, prefix=None):
         """The best hypotheses of `result` as strings (numbers restored from
-        `text`); "" for an empty text."""
+        `text`, and from `prefix`, the target-side prefixes they were forced
+        to start with: `NumberProtection.restore_after_prefix`); "" for an
+        empty text."""
         decoded = self._detokenize(result["tokens"], result.get("replacements"))
-        if self.numbers is not None:
+        if self.numbers is not None and prefix is not None:
+            decoded = self.numbers.restore_after_prefix(decoded, text, prefix)
+        elif self.numbers is not None:
             decoded = self.numbers.restore(decoded, text)
-        return self.source_tokenizer.blank_where_empty(text, decoded)
+        return self.source_tokenizer.blank_where_empty(sanitize(text), decoded)
 
     def _detokenize(self, tokens, replacements=None):
         if replacements is None:
@@ -461,11 +476,20 @@ class Translator:
         """`constrained`: `text (B,)` and `prefix (B,)` target-side strings
         -> what `serving_default` returns, each translation starting with
         its prefix ("" = unconstrained; at most L pieces). An
-        `INVALID_ARGUMENT` unless both have as many rows."""
+        `INVALID_ARGUMENT` unless both have as many rows. With `numbers`, a
+        prefix's digit groups are protected as the text's are, go to the
+        model as placeholders, and are written back as typed in place of
+        the text's first groups (`NumberProtection.restore_after_prefix`):
+        "I have 3" for "Ich habe 3 Katzen." gives "I have 3 cats.", not
+        "I have 3 3 cats."."""
         text, prefix = self.checked_text(text), self.checked_text(prefix, "prefix")
         prefix = checked_count(
             prefix, tf.shape(text)[0], "prefix must have one entry per text", "prefixes", "texts"
         )
+        typed = prefix
+        prefix = sanitize(prefix)
+        if self.numbers is not None:
+            prefix = self.numbers.protect(prefix)
         pieces = self.target_tokenizer.pieces(prefix).row_lengths()
         # A prefix longer than a translation can be is refused, not cut.
         row, value = _first_where(pieces > self.max_length, pieces)
@@ -479,9 +503,9 @@ class Translator:
         with tf.control_dependencies([check]):
             source, truncated = self.encode(text)
         forced = prefix_ids(self.target_tokenizer, prefix, self.max_length)
-        result = self._best(self.best_search, text, source, prefix=forced)
+        result = self._best(self.best_search, text, source, prefix=forced, prefix_text=typed)
         return {
-            "translation": self.decode(text, result),
+            "translation": self.decode(text, result, typed),
             "score": self._blank_zero(text, result["scores"]),
             "truncated": truncated,
         }
@@ -673,7 +697,9 @@ class Translator:
 
     def constrained(self, texts, prefixes):
         """`list[str]`: each text's translation starting with its prefix
-        (target-side text; "" = unconstrained) (`constrained`)."""
+        (target-side text; "" = unconstrained) (`constrained`). With
+        `numbers`, the numbers typed in a prefix take the place of the
+        text's first numbers (written as typed), so none is written twice."""
         texts = self._texts(texts, "texts")
         prefixes = self._texts(prefixes, "prefixes")
         if len(prefixes) != len(texts):
