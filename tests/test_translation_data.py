@@ -151,11 +151,38 @@ def test_translate_file_mistakes_are_error_lines(tmp_path, capsys, argv, message
     assert status == 2 and err.startswith(message) and err.count("\n") == 1, err
 
 
-def test_translate_input_that_is_not_utf8_names_the_line(tmp_path, capsys):
+def test_bytes_that_are_not_utf8_are_replaced_alike_in_input_and_test_files(
+    trained, tmp_path, capsys
+):
+    """`translate --input` refused the whole file for one such byte, while
+    `evaluate --test` skipped the line and the docs said they are replaced:
+    both replace them by U+FFFD and say on stderr how many lines held one."""
+    from recipes.translation.text_io import read_pair_file
+
     path = tmp_path / "in.txt"
-    path.write_bytes(b"Hallo.\nkaputt \xff\n")
-    status, out, err = cli(capsys, "translate", "--output", str(tmp_path), "--input", str(path))
-    assert status == 2 and err.startswith(f"error: --input {path}:2: expected UTF-8 text"), err
+    path.write_bytes(b"Hallo.\nkaputt \xff\nWelt \xfe\xff.\n")
+    flags = ("--output", trained[0], "--beam-width", "1")
+    status, out, err = cli(capsys, "translate", *flags, "--input", str(path))
+    assert status == 0, err
+    assert len(out.splitlines()) == 3
+    assert err.strip() == (
+        f"warning: --input {path}: 2 lines held bytes that are not UTF-8 (lines 2, 3); "
+        "each such byte was replaced by U+FFFD"
+    )
+    test = tmp_path / "test.tsv"
+    test.write_bytes(b"Hallo.\tHello.\nkaputt \xff\tbroken\n")
+    warnings = []
+    assert read_pair_file(str(test), "--test", warnings.append) == [
+        ("Hallo.", "Hello."),
+        ("kaputt \ufffd", "broken"),
+    ]
+    assert warnings == [
+        f"warning: --test {test}: 1 line held bytes that are not UTF-8 (line 2); "
+        "each such byte was replaced by U+FFFD"
+    ]
+    status, out, err = cli(capsys, "evaluate", *flags, "--test", str(test), "--samples", "0")
+    assert status == 0 and "2 sentences" in out, err
+    assert f"warning: --test {test}: 1 line held bytes that are not UTF-8 (line 2)" in err
 
 
 def test_progress_goes_to_stderr_a_line_every_n_or_redrawn_on_a_terminal():

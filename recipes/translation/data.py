@@ -65,6 +65,18 @@ def report_skipped(problems, log=print):
         say(f"warning: ... and {len(problems) - 10} more lines skipped")
 
 
+def report_replaced(where, lines, log=print):
+    """Warn, in one line, that `lines` (line numbers) of `where` (a flag
+    and its file) held bytes that are not UTF-8, replaced by U+FFFD."""
+    if lines:
+        shown = ", ".join(str(number) for number in lines[:5]) + (", ..." if len(lines) > 5 else "")
+        warn(log)(
+            f"warning: {where}: {len(lines)} line{'s' if len(lines) > 1 else ''} held bytes "
+            f"that are not UTF-8 (line{'s' if len(lines) > 1 else ''} {shown}); each such "
+            "byte was replaced by U+FFFD"
+        )
+
+
 def _clean(text):
     return re.sub(r"\s+", " ", _ANNOTATION.sub("", text)).strip()
 
@@ -154,23 +166,29 @@ def _words(text):
     return " ".join(_WORDS.findall(text.lower()))
 
 
-def tsv_pairs(path, problems, flag="--corpus"):
+def tsv_pairs(path, problems, flag="--corpus", replaced=None):
     """`source<TAB>target` pairs of a TSV file, streamed; each skipped line
     appends a message to `problems`. A byte order mark before the first
-    line is not part of it."""
+    line is not part of it. A line that is not UTF-8 is skipped, or, given
+    the list `replaced`, kept with each invalid byte as U+FFFD and its
+    line number appended to `replaced` (a user's `--test` and `--valid`
+    files, as `translate --input` reads)."""
     check_file(path, flag)
     with open(path, "rb") as handle:
         for number, raw in enumerate(handle, 1):
             try:
                 line = raw.decode("utf-8").removesuffix("\n").removesuffix("\r")
-                if number == 1:
-                    line = line.removeprefix(BOM)
             except UnicodeDecodeError as error:
-                problems.append(
-                    f"{path}:{number}: not valid UTF-8 "
-                    f"({error.reason} at byte {error.start}); skipped"
-                )
-                continue
+                if replaced is None:
+                    problems.append(
+                        f"{path}:{number}: not valid UTF-8 "
+                        f"({error.reason} at byte {error.start}); skipped"
+                    )
+                    continue
+                replaced.append(number)
+                line = raw.decode("utf-8", "replace").removesuffix("\n").removesuffix("\r")
+            if number == 1:
+                line = line.removeprefix(BOM)
             if not line.strip():
                 continue  # blank lines are allowed and ignored
             if "\r" in line:

@@ -16,7 +16,7 @@ import sys
 import time
 
 from .. import runs
-from .data import BOM, check_file, report_skipped, tsv_pairs
+from .data import BOM, check_file, report_replaced, report_skipped, tsv_pairs
 
 STDIO = "-"
 
@@ -25,12 +25,13 @@ def describe(path):
     return "standard input" if path == STDIO else path
 
 
-def read_sentences(path, stdin=None):
+def read_sentences(path, stdin=None, log=print):
     """The lines of `path` (`-`: standard input, or `stdin` when given, a
     binary stream), one sentence each, without their line ends.
 
-    A line that is not UTF-8 raises `ValueError` naming `--input`, the line
-    and the byte."""
+    A byte that is not UTF-8 becomes U+FFFD, as in `evaluate --test`
+    files, and one warning (`log`; from the command line, standard error)
+    says how many lines held such bytes, and which."""
     if path == STDIO:
         data = (stdin or sys.stdin.buffer).read()
     else:
@@ -41,15 +42,14 @@ def read_sentences(path, stdin=None):
     lines = data.split(b"\n")
     if lines[-1] == b"":  # the newline that ends the last line starts no new one
         lines.pop()
-    sentences = []
+    sentences, replaced = [], []
     for number, line in enumerate(lines, 1):
         try:
             sentences.append(line.decode("utf-8").removesuffix("\r"))
-        except UnicodeDecodeError as error:
-            raise ValueError(
-                f"--input {describe(path)}:{number}: expected UTF-8 text; found byte "
-                f"{line[error.start]:#04x} at byte {error.start} of the line ({error.reason})"
-            ) from None
+        except UnicodeDecodeError:
+            sentences.append(line.decode("utf-8", "replace").removesuffix("\r"))
+            replaced.append(number)
+    report_replaced(f"--input {describe(path)}", replaced, log)
     return sentences
 
 
@@ -128,13 +128,15 @@ class Progress:
 def read_pair_file(path, flag, log=print):
     """The `(source, target)` pairs of a user's TSV file given as `flag`
     (`--valid`, `--test`); skipped lines are reported as the corpus's are
-    (`data.tsv_pairs`). A missing file, or one without a
+    (`data.tsv_pairs`), and bytes that are not UTF-8 are replaced by
+    U+FFFD, as `translate --input` does, with one warning. A missing file, or one without a
     usable pair, raises `ValueError` saying so."""
     check_file(path, flag, ValueError)
-    problems = []
-    pairs = list(tsv_pairs(path, problems, flag))
+    problems, replaced = [], []
+    pairs = list(tsv_pairs(path, problems, flag, replaced))
     if pairs:  # else the error says why, once
         report_skipped(problems, log)
+        report_replaced(f"{flag} {path}", replaced, log)
     if not pairs:
         raise ValueError(
             f"{flag} {path} holds no source<TAB>target pairs"
