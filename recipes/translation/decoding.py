@@ -52,8 +52,10 @@ def number_protection(run_config):
     """The `NumberProtection` of a trained run whose `config.json` says
     `protect_numbers` (what `data.numbers_to_protect` decided when it
     trained), else None (runs of 0.2.0, `--no-protect-numbers`, corpora
-    whose numbers are not copied). German <-> English: a copied number with
-    one separator swaps `.` and `,` (`2,50` <-> `2.50`)."""
+    whose numbers are not copied). German <-> English: a copied number's
+    `.` and `,` are exchanged where its form says decimal or thousands
+    separators (`2,50` -> `2.50`, `1.000` <-> `1,000`), and times, dates
+    and versions stay as written (`serving.numbers.copied_number`)."""
     from keras_attention.serving.numbers import NumberProtection
 
     if not run_config.get("protect_numbers", False):
