@@ -81,7 +81,7 @@ def add_alpha_flag(command, run=None):
         "--alpha",
         type=float,
         help="GNMT's length penalty of beam search: hypotheses are ranked by "
-        "log p / ((5 + length) / 6)^alpha (>= 0; 0: the plain sum)"
+        "log p / ((5 + length) / 6)^alpha (0 to 10; 0: the plain sum)"
         + decoding_default("alpha", run),
     )
 
@@ -104,13 +104,13 @@ def add_decoding_flags(command, run):
     command.add_argument(
         "--repetition-penalty",
         type=float,
-        help="CTRL's penalty on pieces already generated (> 0; 1: off)"
+        help="CTRL's penalty on pieces already generated (0.01 to 100; 1: off)"
         + decoding_default("repetition_penalty", run),
     )
     command.add_argument(
         "--coverage-penalty",
         type=float,
-        help="GNMT's coverage penalty beta of beam search (>= 0; 0: off)"
+        help="GNMT's coverage penalty beta of beam search (0 to 10; 0: off)"
         + decoding_default("coverage_penalty", run),
     )
 
@@ -252,7 +252,7 @@ def parser():
                 type=float,
                 help="Ding only: per epoch, add this many of the dictionary's word and phrase "
                 "entries per sentence pair as training pairs (a new random draw each epoch; "
-                "0: off)",
+                "0: off; at most 100)",
             )
             command.add_argument(
                 "--alternatives",
@@ -354,7 +354,8 @@ def parser():
                 metavar="ALPHA",
                 help="training only (SentencePiece): segment each training sentence anew "
                 "every epoch, drawing a segmentation with probability proportional to "
-                "P(segmentation)^ALPHA (subword regularization; e.g. 0.3; default 0: the best)",
+                "P(segmentation)^ALPHA (subword regularization; e.g. 0.3, at most 10; "
+                "default 0: the best)",
             )
             command.add_argument(
                 "--epochs", type=int, help="epochs to train (with --time-budget: the most)"
