@@ -432,3 +432,22 @@ def test_skipped_corpus_lines_are_warned_of_on_stderr(tmp_path, capsys):
     out, err = capsys.readouterr()
     assert "warning: " not in out and "corpus: " in out
     assert f"warning: {path}:1: expected 'source<TAB>target', found no tab; skipped" in err
+
+
+@pytest.mark.parametrize("command", ["train", "tune"])
+def test_train_overwrite_leaves_a_ctranslate2_model_folder_alone(tmp_path, capsys, command):
+    """A CTranslate2 model's `config.json`, `source.spm` and `target.spm`
+    have the names of a run's files, which `--overwrite` deletes."""
+    folder = tmp_path / "ct2_model"
+    folder.mkdir()
+    for name in ("model.bin", "config.json", "source.spm", "target.spm", "keras_attention.json"):
+        (folder / name).write_text(name)
+    flags = ["--limit", "200"] if command == "tune" else TINY
+    status, _, err = cli(capsys, command, *flags, "--output", str(folder), "--overwrite")
+    assert status == 2 and err == (
+        f"error: --output {folder} holds a CTranslate2 model (model.bin), not a run: "
+        "choose another --output\n"
+    ), err
+    assert sorted(os.listdir(folder)) == sorted(
+        ["model.bin", "config.json", "source.spm", "target.spm", "keras_attention.json"]
+    )
