@@ -395,12 +395,14 @@ def is_temporary(name, entries=RUN_ENTRIES):
     return name.startswith(".") and stem in stems and ".tmp" in name
 
 
-def delete_run(output, entries=RUN_ENTRIES):
+def delete_run(output, entries=RUN_ENTRIES, keep=()):
     """Delete what a run wrote into `output` (its `entries`, by default
     the translation recipe's `RUN_ENTRIES`, the scores of other test sets
     beside `scores.json`, the worker folders and temporaries a killed
-    write left), keeping anything else there."""
+    write left), keeping anything else there and the names in `keep`."""
     for name in os.listdir(output):
+        if name in keep:
+            continue
         if (
             name in entries
             or name.startswith("worker-")
@@ -438,7 +440,17 @@ def claim(
     if upgrade is not None and recorded is not None:
         recorded = upgrade(recorded)
     deleted = False
-    if overwrite and any(name in entries for name in os.listdir(output)):
+    held_names = sorted(name for name in os.listdir(output) if name in entries)
+    if held_names and RUN_FILE not in held_names:
+        # Names of a run's files, but no record of a run: the user's own
+        # files (a corpus in data/, a config.json), which a run would write
+        # over and --overwrite would delete.
+        raise ValueError(
+            f"--output {output} holds {', '.join(held_names)} but no {RUN_FILE}: not a run "
+            "of this recipe, and a run would write over those names (--overwrite deletes "
+            "nothing there); choose another --output or move those files"
+        )
+    if overwrite and held_names:
         delete_run(output, entries)
         recorded = written = None
         deleted = True

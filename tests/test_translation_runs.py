@@ -451,3 +451,25 @@ def test_train_overwrite_leaves_a_ctranslate2_model_folder_alone(tmp_path, capsy
     assert sorted(os.listdir(folder)) == sorted(
         ["model.bin", "config.json", "source.spm", "target.spm", "keras_attention.json"]
     )
+
+
+@pytest.mark.parametrize("overwrite", [[], ["--overwrite"]])
+def test_a_folder_holding_a_run_s_names_but_no_run_is_refused_and_kept(tmp_path, capsys, overwrite):
+    """A user's folder that holds files of a run's names (a corpus in data/,
+    a config.json) but no run.json is no run: `train` (with or without
+    --overwrite) refuses it and deletes none of it, even while abandoning
+    the new run it refused."""
+    folder = tmp_path / "project"
+    (folder / "data").mkdir(parents=True)
+    (folder / "data" / "corpus.tsv").write_text("Hallo.\tHello.\n")
+    (folder / "config.json").write_text("{}")
+    (folder / "notes.txt").write_text("mine")
+    status, _, err = cli(capsys, "train", *TINY, "--output", str(folder), *overwrite)
+    assert status == 2 and err == (
+        f"error: --output {folder} holds config.json, data but no run.json: not a run of this "
+        "recipe, and a run would write over those names (--overwrite deletes nothing there); "
+        "choose another --output or move those files\n"
+    ), err
+    assert sorted(os.listdir(folder)) == ["config.json", "data", "notes.txt"]
+    assert (folder / "data" / "corpus.tsv").read_text() == "Hallo.\tHello.\n"
+    assert (folder / "config.json").read_text() == "{}"

@@ -492,12 +492,14 @@ def check_inputs(config):
         check_teachers(config)
 
 
-def abandon(output, existed):
+def abandon(output, existed, before=()):
     """Remove what a new run that never started training wrote into
-    `output` (its `RUN_ENTRIES` and lock), and the folder itself when it
-    did not exist before and is now empty: a refused `train` leaves no run
-    that its corrected command would be refused by."""
-    runs.delete_run(output)
+    `output` (its `RUN_ENTRIES` and lock, less the names in `before`, what
+    the folder held before the command: those are not the run's to
+    delete), and the folder itself when it did not exist before and is now
+    empty: a refused `train` leaves no run that its corrected command would
+    be refused by."""
+    runs.delete_run(output, keep=before)
     lock = os.path.join(output, runs.LOCK_FILE)
     if os.path.exists(lock):
         os.remove(lock)
@@ -523,6 +525,11 @@ def train(config, log=print):
         return _train(config, log, settings, spec)
     output = config.output
     existed = os.path.isdir(output)
+    # What abandoning a refused new run must keep: all that was there, less
+    # an old run that --overwrite replaces.
+    before = set(os.listdir(output)) if existed else set()
+    if config.overwrite and runs.RUN_FILE in before:
+        before = set()
     new = config.overwrite or not os.path.exists(os.path.join(output, runs.RUN_FILE))
     started = []
     with runs.locked(output, "train"):
@@ -530,7 +537,7 @@ def train(config, log=print):
             return _train(config, log, settings, spec, lambda: started.append(True))
         except BaseException:
             if new and not started:
-                abandon(output, existed)
+                abandon(output, existed, before)
             raise
 
 
