@@ -61,17 +61,22 @@ DOCTESTS := -q -n 2 -p no:cacheprovider --doctest-modules keras_attention --igno
 
 setup: $(STAMP) $(DING)
 
+# setuptools notes every editable install of a mapped package folder
+# (recipes/ installs as keras_attention_recipes) with a boxed "Editable
+# installation" notice; that notice alone is silenced.
+EDITABLE := PYTHONWARNINGS="ignore:Editable installation"
+
 $(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[recipes,dev,docs]"
+	$(EDITABLE) $(PY) -m pip install --quiet -e ".[recipes,dev,docs]"
 	touch $@
 
 # A second virtualenv with Keras on JAX (CPU wheels) and no TensorFlow.
 $(JAX_STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV_JAX)
 	$(VENV_JAX)/bin/python -m pip install --quiet --upgrade pip
-	$(VENV_JAX)/bin/python -m pip install --quiet -e ".[jax]" scipy "pytest>=8" "pytest-xdist>=3" h5py
+	$(EDITABLE) $(VENV_JAX)/bin/python -m pip install --quiet -e ".[jax]" scipy "pytest>=8" "pytest-xdist>=3" h5py
 	touch $@
 
 # PyTorch: $(TORCH_SPEC), the CPU wheel on these machines (see above);
@@ -79,7 +84,7 @@ $(JAX_STAMP): pyproject.toml setup.py
 $(TORCH_STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV_TORCH)
 	$(VENV_TORCH)/bin/python -m pip install --quiet --upgrade pip
-	$(VENV_TORCH)/bin/python -m pip install --quiet -e . "$(TORCH_SPEC)" scipy "pytest>=8" "pytest-xdist>=3" h5py
+	$(EDITABLE) $(VENV_TORCH)/bin/python -m pip install --quiet -e . "$(TORCH_SPEC)" scipy "pytest>=8" "pytest-xdist>=3" h5py
 	touch $@
 
 # The German-English sentences of the translation recipes (Debian package).
@@ -203,7 +208,7 @@ test-torch: $(TORCH_STAMP)
 	KERAS_BACKEND=torch KERAS_ATTENTION_EVERY_CASE=1 $(VENV_TORCH)/bin/python -m pytest $(PORTABLE_ARGS) $(PORTABLE)
 
 bench: $(STAMP)
-	$(PY) -m pip install --quiet -e ".[bench]"
+	$(EDITABLE) $(PY) -m pip install --quiet -e ".[bench]"
 	$(PY) bench/attention.py
 	$(PY) bench/convs2s.py
 	$(PY) bench/generation.py

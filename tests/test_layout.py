@@ -179,8 +179,9 @@ def test_no_import_cycle_inside_the_package():
 
 def test_every_folder_of_the_package_is_packaged_without_deprecated_metadata():
     """What `pip install` builds from pyproject.toml: every folder under
-    keras_attention/ and recipes/ that holds modules is a listed package (a
-    folder setuptools installs only as data is deprecated and warns), each
+    keras_attention/ and recipes/ that holds files, modules or data (the
+    test sets), is a listed package (a folder setuptools would install only
+    as data is deprecated: "Package would be ignored", a screen of it), each
     package-data pattern matches files, and the license is an SPDX string
     (a license table and license classifiers are deprecated: warnings)."""
     tomllib = pytest.importorskip("tomllib")
@@ -196,7 +197,7 @@ def test_every_folder_of_the_package_is_packaged_without_deprecated_metadata():
         for folder, subfolders, files in os.walk(os.path.join(root, top)):
             subfolders[:] = [s for s in subfolders if s != "__pycache__"]
             relative = os.path.relpath(folder, os.path.join(root, top))
-            if any(f.endswith(".py") for f in files):
+            if files:
                 expected.add(name if relative == "." else f"{name}.{relative.replace(os.sep, '.')}")
     assert expected == set(setuptools["packages"])
     import glob
