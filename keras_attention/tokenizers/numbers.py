@@ -22,7 +22,7 @@ vanished from translations): a run of them, or one joined to ASCII digits
 finds the groups in Python, `NumberProtection.numbers` in the graph.
 
 The placeholder `PLACEHOLDER` is U+E000, a private-use character; both
-tokenizers of `serving.text` keep it as one piece. A text is `sanitize`d
+tokenizers of `keras_attention.tokenizers` keep it as one piece. A text is `sanitize`d
 first: a U+E000 or a U+0001 (`_MARK`, which `numbers` and `restore` use
 to split texts) that a user typed is read as a space, so no input can
 forge a placeholder or a mark (a typed U+E000 took the next number's

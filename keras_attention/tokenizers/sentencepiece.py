@@ -1,261 +1,38 @@
-"""In-graph subword tokenisation with TensorFlow Text (TensorFlow-specific).
+"""SentencePiece: `train_sentencepiece` (unigram, with byte fallback) and
+`SentencePieceTokenizer`, run by TensorFlow Text's SentencePiece ops from
+the serialized model, which the SavedModel keeps in its graph
+(TensorFlow-specific). Lossless: `decode(encode(x)) == clean(x)` for every
+text.
 
-Two tokenizers with one interface, so the translation recipe, its data
-pipelines and the SavedModel export take either; `load_tokenizer(path)`
-picks the one a vocabulary file is for.
-
-- `SentencePieceTokenizer`: a SentencePiece model (`train_sentencepiece`,
-  unigram, with byte fallback), run by TensorFlow Text's SentencePiece ops
-  from the serialized model, which the SavedModel keeps in its graph.
-  Lossless: `decode(encode(x)) == clean(x)` for every text.
-- `SubwordTokenizer`: a WordPiece vocabulary (`build_vocabulary`, the tool
-  that ships in tensorflow-text), its file an asset of the SavedModel.
-  Lossy: it splits punctuation off words and cannot say where spaces were
-  (`1988-06-13` decodes as `1988 - 06 - 13`); `decode` rebuilds common
-  punctuation and contractions by rule.
-
-Both do everything in TensorFlow ops, so the same object tokenises a
-`tf.data` pipeline and goes inside a SavedModel. Reserved ids, matching the
-`Seq2Seq` defaults: 0 `[PAD]`, 1 `[START]` (<sos>), 2 `[END]` (<eos>),
-3 `[UNK]`.
+The model's pieces are read here (`sentencepiece_pieces`), with no
+protocol buffer schema, so that loading a tokenizer needs only TensorFlow
+and TensorFlow Text; training one needs the `sentencepiece` package.
 """
 
 import hashlib
 import io
-import os
-import tempfile
 
 import tensorflow as tf
 
-from keras_attention.serving.numbers import PLACEHOLDER
+from keras_attention.tokenizers.base import (
+    DIGITS,
+    END,
+    PAD,
+    RESERVED,
+    START,
+    UNK,
+    _import_text,
+    _InGraphTokenizer,
+    _refuse_a_string,
+    _write_atomically,
+)
+from keras_attention.tokenizers.numbers import PLACEHOLDER
 
-RESERVED = ["[PAD]", "[START]", "[END]", "[UNK]"]
-PAD, START, END, UNK = 0, 1, 2, 3
 # SentencePiece's piece types (sentencepiece_model.proto, `SentencePiece.Type`).
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
 WORD_BOUNDARY = "\u2581"  # "▁": SentencePiece's mark of a space before a piece
-DIGITS = "0123456789"
 
 
-def _import_text():
-    try:
-        import tensorflow_text
-    except ImportError as error:  # pragma: no cover - an install problem, said clearly
-        raise ImportError(
-            "keras_attention.serving.text needs tensorflow-text: "
-            "pip install 'keras_attention[tensorflow]'"
-        ) from error
-    return tensorflow_text
-
-
-def _refuse_a_string(texts, function):
-    """`ValueError` for `texts` that is one string, not a list of them (a
-    string is an iterable of its characters: each was taken for a text)."""
-    if isinstance(texts, (str, bytes)):
-        raise ValueError(
-            f"`texts` of {function} must be a list of strings; received a single string "
-            f"{texts[:40]!r}{'...' if len(texts) > 40 else ''} (wrap it in a list)."
-        )
-
-
-def build_vocabulary(texts, path, vocab_size=8000, lower_case=False, split_digits=True):
-    """Learn a WordPiece vocabulary from `texts` (a list of str or a
-    `tf.data.Dataset` of strings; a bare string is a `ValueError`) and
-    write it to `path`, one token a line,
-    the reserved tokens first. Returns the number of tokens.
-
-    `split_digits`: the vocabulary holds no piece with a digit other than
-    the twenty single digits (`0`-`9`, `##0`-`##9`), which it always holds,
-    so WordPiece's longest match splits every number into digits
-    (`1975` is `1 ##9 ##7 ##5`) and decodes it whole again.
-
-    The vocabulary always holds `serving.numbers.PLACEHOLDER`, the token of
-    a protected number, after the reserved tokens."""
-    _refuse_a_string(texts, "build_vocabulary")
-    _import_text()
-    from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset
-
-    dataset = (
-        texts
-        if isinstance(texts, tf.data.Dataset)
-        else tf.data.Dataset.from_tensor_slices(list(texts))
-    )
-    vocabulary = bert_vocab_from_dataset.bert_vocab_from_dataset(
-        dataset.batch(1024).prefetch(2),
-        vocab_size=vocab_size,
-        reserved_tokens=RESERVED,
-        bert_tokenizer_params={"lower_case": lower_case},
-        learn_params={},
-    )
-    if split_digits:
-        vocabulary = digits_split(vocabulary)
-    if PLACEHOLDER not in vocabulary:
-        vocabulary.insert(len(RESERVED), PLACEHOLDER)
-    _write_atomically(path, ("\n".join(vocabulary) + "\n").encode("utf-8"))
-    return len(vocabulary)
-
-
-def _write_atomically(path, data):
-    """Write the bytes `data` to `path` through a temporary file of a unique
-    name in its folder, renamed into place: no other file is touched (a
-    fixed `path.tmp` would be replaced), and two writers both succeed."""
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(
-        dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp"
-    )
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(temporary, 0o666 & ~umask)  # mkstemp's 0600 is not a vocabulary's mode
-        os.replace(temporary, path)
-    finally:
-        if os.path.exists(temporary):
-            os.remove(temporary)
-
-
-def digits_split(vocabulary):
-    """`vocabulary` (WordPiece tokens) without the tokens that hold a digit
-    and more, with the single digits and their `##` continuations added
-    after the reserved tokens."""
-    single = [*DIGITS, *("##" + digit for digit in DIGITS)]
-    kept = [
-        token
-        for token in vocabulary[len(RESERVED) :]
-        if token not in single and not any(character in DIGITS for character in token)
-    ]
-    return [*vocabulary[: len(RESERVED)], *single, *kept]
-
-
-class _InGraphTokenizer(tf.Module):
-    """What both tokenizers share: `blank_where_empty` and `encode`, built
-    on a subclass's `clean` and `pieces`."""
-
-    @staticmethod
-    def clean(strings):
-        """Valid UTF-8 (bad bytes replaced), surrounding space stripped."""
-        strings = tf.strings.unicode_transcode(strings, "UTF-8", "UTF-8", errors="replace")
-        return tf.strings.strip(strings)
-
-    @classmethod
-    def blank_where_empty(cls, strings, translations):
-        """`translations` with "" wherever `strings` is empty or all space
-        after `clean`: nothing to translate gives nothing, not whatever a
-        model generates from `[START] [END]`. The in-process translation and
-        the exported signatures both use this, so they agree."""
-        empty = tf.equal(tf.strings.length(cls.clean(strings)), 0)
-        return tf.where(empty, tf.constant(""), translations)
-
-    def encode(self, strings, max_length, sampling=0.0):
-        """`(ids (B, max_length) int32, truncated (B,) bool)`: `[START]
-        pieces... [END]`, padded with `[PAD]`; a text of more than
-        `max_length - 2` pieces keeps its first ones, still ends with
-        `[END]`, and is flagged. `sampling` is `pieces`'."""
-        pieces = self.pieces(strings, sampling)
-        room = max_length - 2
-        truncated = pieces.row_lengths() > room
-        pieces = pieces[:, :room]
-        batch = tf.shape(pieces.row_lengths(), out_type=tf.int64)[0]
-        start = tf.fill([batch, 1], tf.constant(START, tf.int64))
-        end = tf.fill([batch, 1], tf.constant(END, tf.int64))
-        ids = tf.concat([start, pieces, end], axis=1)
-        return tf.cast(ids.to_tensor(PAD, shape=[None, max_length]), tf.int32), truncated
-
-
-class SubwordTokenizer(_InGraphTokenizer):
-    """WordPiece tokenisation and detokenisation in TensorFlow ops.
-
-    Args:
-        vocabulary_path: a vocabulary file from `build_vocabulary`.
-        lower_case: lower-case the input first (must match the vocabulary).
-
-    `encode(strings, max_length)` gives `(ids (B, L) int32, truncated (B,))`:
-    `[START] pieces... [END]`, padded with 0; a text longer than
-    `max_length` keeps its first pieces and still ends with `[END]`.
-    `decode(ids)` turns ids back into text, dropping reserved tokens.
-    Invalid UTF-8 in the input is replaced (U+FFFD), never an error.
-    """
-
-    def __init__(self, vocabulary_path, lower_case=False, name=None):
-        super().__init__(name=name)
-        text = _import_text()
-        self.vocabulary_file = tf.saved_model.Asset(vocabulary_path)
-        with open(vocabulary_path, encoding="utf-8") as handle:
-            tokens = handle.read().splitlines()
-        if tokens[: len(RESERVED)] != RESERVED:
-            raise ValueError(
-                f"vocabulary {vocabulary_path} must start with the reserved tokens {RESERVED}; "
-                f"it starts with {tokens[: len(RESERVED)]}."
-            )
-        self.vocab_size = len(tokens)
-        self.lower_case = lower_case
-        index = tf.lookup.TextFileIndex
-        self._ids = tf.lookup.StaticVocabularyTable(
-            tf.lookup.TextFileInitializer(
-                self.vocabulary_file, tf.string, index.WHOLE_LINE, tf.int64, index.LINE_NUMBER
-            ),
-            num_oov_buckets=1,
-        )
-        self._tokens = tf.lookup.StaticHashTable(
-            tf.lookup.TextFileInitializer(
-                self.vocabulary_file, tf.int64, index.LINE_NUMBER, tf.string, index.WHOLE_LINE
-            ),
-            default_value="[UNK]",
-        )
-        self._tokenizer = text.BertTokenizer(
-            self._ids, lower_case=lower_case, unknown_token="[UNK]"
-        )
-
-    def pieces(self, strings, sampling=0.0):
-        """Ragged `(B, None)` int64 piece ids, without `[START]`/`[END]`.
-        WordPiece has one segmentation: `sampling` must be 0."""
-        if sampling:
-            raise ValueError(
-                f"sampling needs a SentencePiece model (WordPiece has one segmentation); "
-                f"got sampling={sampling}"
-            )
-        return self._tokenizer.tokenize(self.clean(strings)).merge_dims(-2, -1)
-
-    def tokens(self, ids):
-        """The token strings of `ids` (any shape), e.g. for plot labels."""
-        return self._tokens.lookup(tf.cast(ids, tf.int64))
-
-    def decode(self, ids, replacements=None, source_tokenizer=None):
-        """Text from `(B, L)` ids: reserved tokens dropped, `##` pieces
-        joined, no space before closing punctuation.
-
-        `replacements` (`(B, L)`, from generation's `replace_unknown`): where
-        it holds a source id (>= 0), that source piece, looked up in
-        `source_tokenizer` (default this one), is written in place of the
-        `[UNK]`; a reserved source token copies nothing. With WordPiece the
-        copy is the single most attended piece: a `##` piece joins the word
-        before it, and of a source word split into pieces only that piece
-        is copied.
-        """
-        ids = tf.cast(ids, tf.int64)
-        tokens, keep = self.tokens(ids), ids > UNK
-        if replacements is not None:
-            replacements = tf.cast(replacements, tf.int64)
-            copied = replacements > UNK
-            source = self if source_tokenizer is None else source_tokenizer
-            tokens = tf.where(copied, source.tokens(tf.maximum(replacements, 0)), tokens)
-            keep = tf.logical_or(keep, copied)
-        words = tf.ragged.boolean_mask(tokens, keep)
-        text = tf.strings.reduce_join(words, axis=-1, separator=" ")
-        text = tf.strings.regex_replace(text, r" ##", "")  # join word pieces
-        text = tf.strings.regex_replace(
-            text, r" ([.,!?;:%)\]”])", r"\1"
-        )  # no space before closing marks
-        text = tf.strings.regex_replace(text, r"([(\[“„]) ", r"\1")  # nor after opening ones
-        # Contractions: "didn ' t", "he ’ s" -> "didn't", "he’s". A straight
-        # quote elsewhere may open or close a quotation, so it keeps its spaces.
-        text = tf.strings.regex_replace(text, r"(\w) ?([’']) ?(s|t|m|d|re|ve|ll)\b", r"\1\2\3")
-        return text
-
-
-# -- SentencePiece ------------------------------------------------------------------
 def _varint(data, position):
     """The base-128 varint of a protocol buffer at `data[position:]`, and
     the position after it."""
@@ -359,7 +136,7 @@ def train_sentencepiece(
       however rare numbers are in the texts. A model then learns ten digits
       instead of one token per number it happened to see; the pieces
       carry no punctuation;
-    - `serving.numbers.PLACEHOLDER`, the token of a protected number, is a
+    - `tokenizers.numbers.PLACEHOLDER`, the token of a protected number, is a
       piece of its own (a user-defined one);
     - one thread, a fixed `seed`, all the texts (no sampling): the same
       texts give the same file.
@@ -586,21 +363,3 @@ class SentencePieceTokenizer(_InGraphTokenizer):
         text = tf.strings.regex_replace(tf.strings.reduce_join(surfaces, axis=-1), "^ +", "")
         # Incomplete byte sequences (byte pieces) are dropped, not written as U+FFFD.
         return tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="ignore")
-
-
-def load_tokenizer(path):
-    """The tokenizer of the vocabulary file `path`: a `SubwordTokenizer`
-    for a WordPiece vocabulary (text whose first line is `[PAD]`), else a
-    `SentencePieceTokenizer` for a SentencePiece model. `ValueError` if the
-    file is neither."""
-    with open(path, "rb") as handle:
-        first_line = handle.read(len(RESERVED[PAD]) + 2).split(b"\n")[0].rstrip(b"\r")
-    if first_line == RESERVED[PAD].encode():
-        return SubwordTokenizer(path)
-    try:
-        return SentencePieceTokenizer(path)
-    except (ValueError, UnicodeDecodeError) as error:
-        raise ValueError(
-            f"{path} is neither a WordPiece vocabulary (one token a line, {RESERVED} first) "
-            f"nor a SentencePiece model ({error})"
-        ) from None
