@@ -22,7 +22,7 @@ class MaskedCrossEntropy(keras.losses.Loss):
     each replica then returns its share, Keras sums the replicas' gradients
     into exactly the global-batch gradient, and the logged loss is the
     global mean. `global_count` (set by
-    `keras_attention.serving.distribute.adapt_for_distribution` on
+    `keras_attention.training.distribute.adapt_for_distribution` on
     TensorFlow) maps the replica's count to the global one; without it,
     each of R replicas would return its own mean and Keras, which expects
     losses already divided by R, would train and log R times the loss.

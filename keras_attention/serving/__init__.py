@@ -1,16 +1,20 @@
-"""TensorFlow-only code: SavedModel export for TensorFlow Serving, the
-in-graph subword tokenizers, and the workarounds multi-worker training needs
-on TensorFlow. Install with `pip install keras_attention[tensorflow]`.
+"""TensorFlow-only code: the `Translator` and its SavedModel export for
+TensorFlow Serving, versioned exports, the op check and request checks.
+Install with `pip install keras_attention[tensorflow]`.
 
     translator.py   Translator: a model, its tokenizers and a search; in process and exported
+    graph.py        the bodies of the Translator's signatures (graph functions)
+    records.py      what an export records about itself: versions, quantization, sizes
     versions.py     versioned atomic SavedModel exports, warm-up requests
     export.py       0.2.0's names (translator_archive, ...), thin wrappers kept for old code
-    text.py         SentencePieceTokenizer and SubwordTokenizer (WordPiece), TensorFlow Text
-    numbers.py      NumberProtection: numbers protected before a model, restored after it
-    distribute.py   MultiWorkerMirroredStrategy adaptations of a model
     check.py        an export's ops against TF Serving releases' op lists
     requests.py     graph checks of a served request's inputs (first line: the input and the rule)
     ctranslate2.py  a TransformerSeq2Seq converted to a CTranslate2 model (needs ctranslate2)
+
+The tokenizers and number protection live in `keras_attention.tokenizers`,
+the multi-worker training adaptations in `keras_attention.training`; their
+old paths here (`text.py`, `numbers.py`, `distribute.py`) still work, with a
+`DeprecationWarning`.
 """
 
 import importlib.util
@@ -22,7 +26,7 @@ _MISSING = [
 ]
 if "tensorflow" in _MISSING:
     raise ImportError(
-        "keras_attention.serving needs TensorFlow (export, tokenizer, multi-worker training), "
+        "keras_attention.serving needs TensorFlow (the Translator, SavedModel export), "
         "which is not installed. Install it with `pip install keras_attention[tensorflow]` "
         "(tensorflow and tensorflow-text); the layers and keras_attention.seq2seq work "
         "without it."
@@ -51,7 +55,7 @@ def __getattr__(name):
 
         return Translator
     if name == "NumberProtection":
-        from keras_attention.serving.numbers import NumberProtection
+        from keras_attention.tokenizers.numbers import NumberProtection
 
         return NumberProtection
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -52,7 +52,7 @@ import tempfile
 
 import numpy as np
 
-from keras_attention.serving.numbers import (
+from keras_attention.tokenizers.numbers import (
     _MARK,
     PLACEHOLDER,
     copied_number,
@@ -240,7 +240,7 @@ def default_vocabulary(vocab_size, special):
 
 def _vocabulary(path, tokens, vocab_size, special, side):
     if path is not None:
-        from keras_attention.serving.text import sentencepiece_pieces
+        from keras_attention.tokenizers.sentencepiece import sentencepiece_pieces
 
         with open(path, "rb") as handle:
             model = handle.read()
@@ -540,7 +540,7 @@ def _clean(text):
 
 def _copied(number):
     """`NumberProtection(swap_separators=True).copied` in Python
-    (`serving.numbers.copied_number`)."""
+    (`tokenizers.numbers.copied_number`)."""
     return copied_number(number, swap_separators=True)
 
 
@@ -598,7 +598,7 @@ def translate_with_ctranslate2(model_dir, texts, translator=None, protect_number
     (`source.spm`), CTranslate2's search, pieces out (`target.spm`),
     reserved pieces dropped, numbers protected and restored when the run
     did (`protect_numbers`; default: what `keras_attention.json` says).
-    A U+E000 or U+0001 in a text is read as a space (`serving.numbers.sanitized`);
+    A U+E000 or U+0001 in a text is read as a space (`tokenizers.numbers.sanitized`);
     incomplete UTF-8 byte sequences of byte pieces are dropped (`_detokenize`).
     `translator`: a `ctranslate2.Translator` of `model_dir` (default: a new
     one); `options` go to `translate_batch` (default: the run's

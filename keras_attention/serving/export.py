@@ -7,8 +7,10 @@ written for it runs unchanged:
 - `translator_archive`, `nbest_translations`, `decoding_options` and
   `DECODING_DEFAULTS`, thin wrappers over `serving.Translator` and
   `seq2seq.BeamSearch` (`translator.py`), which hold the code and defaults;
-- `empty_batch_as_one_row`, `options_key`, `prefix_ids`, now in
-  `translator.py`.
+- `empty_batch_as_one_row` and `prefix_ids`, now in `graph.py` (the
+  bodies of the Translator's signatures);
+- `options_key`, the key of the `decoding_options` output that holds the
+  options as JSON, now always `"options"` (kept here for 0.2.0's calls).
 
 New code imports from `versions.py` and `translator.py` (or uses
 `Translator.export`).
@@ -31,16 +33,16 @@ from keras_attention.serving.versions import (  # noqa: F401  (0.2.0's names)
 )
 
 _BEAM = BeamSearch()  # the defaults of the 0.2.0 signatures below are its own
-_MOVED_TO_TRANSLATOR = ("empty_batch_as_one_row", "options_key", "prefix_ids")
+_MOVED_TO_GRAPH = ("empty_batch_as_one_row", "prefix_ids")
 
 
 def __getattr__(name):
     if name == "DECODING_DEFAULTS":  # 0.2.0's table, now BeamSearch's defaults
         return decoding_options()
-    if name in _MOVED_TO_TRANSLATOR:  # imported on use: the translator pulls in TensorFlow
-        from keras_attention.serving import translator
+    if name in _MOVED_TO_GRAPH:  # imported on use: the graph functions pull in TensorFlow
+        from keras_attention.serving import graph
 
-        return getattr(translator, name)
+        return getattr(graph, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -71,7 +73,7 @@ def decoding_options(beam_width=_BEAM.beam_width, num_hypotheses=None, **options
     `beam_width`, `num_hypotheses` (default `beam_width`), `min_length`,
     `no_repeat_ngram_size`, `repetition_penalty`, `coverage_penalty`,
     `alpha`. `ValueError` for an unknown name or a bad value."""
-    from keras_attention.serving.translator import beam_options
+    from keras_attention.serving.graph import beam_options
 
     return beam_options(_beam_search_options(beam_width, num_hypotheses, **options))
 
@@ -109,3 +111,13 @@ def translator_archive(
     return Translator(
         model, source_tokenizer, target_tokenizer, search, max_source_length=max_length
     ).archive()
+
+
+def options_key(options=None):
+    """The key of the `decoding_options` output holding the options as
+    JSON: `"options"`. (In 0.2.0 the key itself was the readable line
+    `options: beam_width=4, ...`, so that `saved_model_cli show` displayed
+    it, and `out["options"]` was a `KeyError`; that line is now the value of
+    the `summary` output, `options_summary`.) `options` is ignored, kept so
+    that 0.2.0's calls, `options_key(options)`, run."""
+    return "options"

@@ -1,0 +1,21 @@
+"""Moved to `keras_attention.tokenizers`: `SentencePieceTokenizer` and
+`train_sentencepiece` (`tokenizers/sentencepiece.py`), `SubwordTokenizer`
+and `build_vocabulary` (`tokenizers/wordpiece.py`), `load_tokenizer`
+(`tokenizers/loading.py`), the reserved tokens (`tokenizers/base.py`).
+This old path keeps working: each name taken from it is the same object,
+with a `DeprecationWarning`."""
+
+from keras_attention.serving._moved import moved_module
+
+__getattr__, __dir__ = moved_module(
+    __name__,
+    "keras_attention.tokenizers",
+    (
+        # Each name's own module first: later ones import from earlier ones.
+        "keras_attention.tokenizers.base",
+        "keras_attention.tokenizers.numbers",
+        "keras_attention.tokenizers.wordpiece",
+        "keras_attention.tokenizers.sentencepiece",
+        "keras_attention.tokenizers.loading",
+    ),
+)
