@@ -11,7 +11,7 @@ row (greedy: per row; beam: per hypothesis returned). Systems:
   process, without and with `jit_compile=True` (XLA);
 - ours, SavedModel: the same two searches as token-ids -> token-ids
   endpoints of a `keras.export.ExportArchive`, written by
-  `keras_attention.serving.export.export_archive` and called after
+  `keras_attention.serving.versions.export_archive` and called after
   `tf.saved_model.load` (the translator archive's text signatures need
   tokenizers, which would add tokenisation to the timing);
 - ours int8, `tf.function` (without and with XLA) and SavedModel: the
@@ -60,9 +60,8 @@ import tensorflow as tf  # noqa: E402
 
 from keras_attention.seq2seq import TransformerSeq2Seq  # noqa: E402
 from keras_attention.seq2seq.generation import beam_search, greedy_search  # noqa: E402
-from keras_attention.serving.export import export_archive  # noqa: E402
 from keras_attention.serving.translator import quantized_copy, variables_bytes  # noqa: E402
-from keras_attention.serving.versions import traced_once  # noqa: E402
+from keras_attention.serving.versions import export_archive, traced_once  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)

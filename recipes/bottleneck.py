@@ -50,11 +50,10 @@ import time
 import numpy as np
 
 # TensorFlow is imported once the arguments are parsed (`--help` at once):
-# the attention names are the translation recipe's checked copy of the
-# library's (`keras_attention.registry.names()`).
+# the attention names are the recipes' checked copy of the library's
+# (`keras_attention.registry.names()`).
 from . import runs
-from .runs import import_tensorflow_quietly
-from .translation.config import LIBRARY_ATTENTION
+from .runs import LIBRARY_ATTENTION, import_tensorflow_quietly
 
 PADDING_ID, SOS_ID, EOS_ID = 0, 1, 2
 FIRST_SYMBOL_ID = 3  # ids 3 .. 3 + SYMBOLS - 1 are the symbols

@@ -1,4 +1,8 @@
-"""Run directories of the recipes (translation, digits).
+"""The recipes' shared plumbing (translation, digits, the bottleneck sweep,
+the GPU check): run directories, and what their command lines share
+(`UsageError`, `flag`, `check_number`, `HelpFormatter`, `command_errors`,
+`import_tensorflow_quietly`, the library's attention names). It imports no
+recipe and nothing heavier than the standard library.
 
 A run directory (`--output`) records in `run.json` the settings its data,
 vocabularies and model were built from. A later command compares its own
@@ -60,6 +64,38 @@ RUN_ENTRIES = (
     "tuning",
     "best_hyperparameters.json",
 )
+
+
+# The library's attention names (`keras_attention.registry.names()`), copied
+# so that a command line is parsed before Keras and TensorFlow are imported
+# (`--help` and a mistyped flag answer at once);
+# tests/test_translation_cli.py::test_command_line_tables_are_the_librarys
+# checks the copy.
+LIBRARY_ATTENTION = ("dot", "scaled_dot", "general", "additive", "concat", "local", "multihead")
+
+
+class UsageError(ValueError):
+    """A user mistake: printed as `error: ...`, exit status 2."""
+
+
+def flag(name):
+    """The command-line flag of a setting: `num_heads` -> `--num-heads`."""
+    return f"--{name.replace('_', '-')}"
+
+
+def check_number(name, value, integer=False, low=None, high=None, low_included=True):
+    """Raise `UsageError` unless `value` is a finite number (an integer when
+    `integer`) with `low <= value < high` (`low < value` unless
+    `low_included`); `name` is the setting (named by its flag)."""
+    kind = "an integer" if integer else "a number"
+    if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)):
+        raise UsageError(f"{flag(name)} must be {kind}; got {value!r}")
+    if not math.isfinite(value):
+        raise UsageError(f"{flag(name)} must be a finite number; got {value}")
+    if high is not None and not low <= value < high:
+        raise UsageError(f"{flag(name)} must be in [{low}, {high}); got {value}")
+    if low is not None and (value < low or (value == low and not low_included)):
+        raise UsageError(f"{flag(name)} must be {'>=' if low_included else '>'} {low}; got {value}")
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):

@@ -32,6 +32,12 @@ import shutil
 
 import numpy as np
 
+# Nothing here imports TensorFlow or Keras at module level: the arguments
+# are parsed first (`--help` and a mistyped flag answer at once).
+from . import runs
+from .runs import UsageError, check_number, flag
+from .tuning import load_hyperparameters, run_search
+
 CANVAS = 60
 TRANSFORMS = ("affine", "tps")
 DIGIT = 28
@@ -169,24 +175,22 @@ def train(model, train_data, test_data, epochs, batch_size, output, name):
     accuracy."""
     import keras
 
-    from .runs import ctrl_c_between_steps, resilient_backup, write_atomically
-
     backup = os.path.join(output, "backup", name)
-    with ctrl_c_between_steps() as ctrl_c:
+    with runs.ctrl_c_between_steps() as ctrl_c:
         model.fit(
             *train_data,
             validation_split=0.1,
             epochs=epochs,
             batch_size=batch_size,
             callbacks=[
-                resilient_backup(backup),
+                runs.resilient_backup(backup),
                 keras.callbacks.TensorBoard(os.path.join(output, "logs", name)),
                 ctrl_c,
             ],
             verbose=2,
         )
     # Through a temporary that `--overwrite` knows, renamed into place.
-    write_atomically(os.path.join(output, f"{name}.keras"), model.save)
+    runs.write_atomically(os.path.join(output, f"{name}.keras"), model.save)
     shutil.rmtree(backup, ignore_errors=True)  # after the save: a kill between loses nothing
     return float(model.evaluate(*test_data, verbose=0)[1])
 
@@ -213,8 +217,6 @@ def save_grid(images, warped, path, columns=8):
 
 
 def tune(args, train_data):
-    from .tuning import run_search
-
     def build(hp):
         model, _ = build_models(
             True,
@@ -292,13 +294,13 @@ def export(model, warp, args, examples):
     import keras
     import tensorflow as tf
 
-    from keras_attention.serving.export import (
-        empty_batch_as_one_row,
+    from keras_attention.serving.requests import has_shape, refuse_unless, shape_string
+    from keras_attention.serving.translator import empty_batch_as_one_row
+    from keras_attention.serving.versions import (
         export_archive,
+        traced_once,
         write_warmup_requests,
     )
-    from keras_attention.serving.requests import has_shape, refuse_unless, shape_string
-    from keras_attention.serving.versions import traced_once
 
     archive = keras.export.ExportArchive()
     archive.track(model)
@@ -437,8 +439,6 @@ INTERRUPTED = "interrupted: re-run the same command to resume from the last comp
 def model_settings(args, hyperparameters):
     """The models' settings: the flags, overridden by a `--hyperparameters`
     file's values (checked: `ValueError` naming the file and the value)."""
-    from .translation.config import UsageError, check_number, flag
-
     source = f"--hyperparameters {args.hyperparameters}"
     unknown = sorted(set(hyperparameters) - set(HYPERPARAMETERS))
     if unknown:
@@ -510,10 +510,8 @@ def check_paths(args):
 
 
 def parser():
-    from .runs import HelpFormatter
-
     parser = argparse.ArgumentParser(
-        prog="keras-attention-digits", description=__doc__, formatter_class=HelpFormatter
+        prog="keras-attention-digits", description=__doc__, formatter_class=runs.HelpFormatter
     )
     parser.add_argument("--epochs", type=int, default=20, help="epochs for each model")
     parser.add_argument("--batch-size", type=int, default=64, help="examples per training step")
@@ -585,11 +583,9 @@ def main(argv=None):
                 f"--{name.replace('_', '-')} is empty (that would be the current folder): "
                 "name a folder"
             )
-    from .runs import command_errors, import_tensorflow_quietly
-
-    import_tensorflow_quietly()  # after parsing: --help and flag errors stay fast
+    runs.import_tensorflow_quietly()  # after parsing: --help and flag errors stay fast
     if args.export:  # before training, not after it
-        from keras_attention.serving.export import check_model_name
+        from keras_attention.serving.versions import check_model_name
 
         try:
             check_model_name(args.model_name)
@@ -602,14 +598,11 @@ def main(argv=None):
         "export": "interrupted: nothing was exported (an export publishes only complete "
         "versions); the trained models are kept: re-run the same command to export them",
     }
-    with command_errors(lambda: messages[phase[0]]):
+    with runs.command_errors(lambda: messages[phase[0]]):
         run(args, phase)
 
 
 def run(args, phase):
-    from . import runs
-    from .tuning import load_hyperparameters
-
     check_paths(args)
     settings = {"recipe": "digits", "limit": args.limit, "rotate": args.rotate, "seed": args.seed}
     settings.update(epochs=args.epochs, batch_size=args.batch_size)

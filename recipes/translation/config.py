@@ -16,19 +16,28 @@ Example:
 """
 
 import dataclasses
-import math
 import os
 
+from ..runs import (  # noqa: F401  (the recipe's names for them, as before)
+    LIBRARY_ATTENTION,
+    UsageError,
+    check_number,
+    flag,
+    read_json,
+)
 from ..tuning import ALGORITHMS  # noqa: F401  (the tuner's, offered by --algorithm)
 
+# The corpus a run reads unless --corpus names a TSV file: the Ding
+# dictionary's example sentences (Debian package `trans-de-en`).
+DING = "/usr/share/trans/de-en"
 FAMILIES = ("rnn", "convs2s", "transformer")
 # The command line is parsed before Keras and TensorFlow are imported (`--help`
 # and a mistyped flag answer at once), so this module imports no part of the
-# library: these four copy the library's tables (`keras_attention.registry.names()`,
-# `seq2seq.transformer.POSITIONS`, `BeamSearch()`'s defaults,
-# `serving.translator.QUANTIZATIONS`, `serving.ctranslate2.QUANTIZATIONS`), and
-# tests/test_translation_cli.py::test_command_line_tables_are_the_librarys checks that they do.
-LIBRARY_ATTENTION = ("dot", "scaled_dot", "general", "additive", "concat", "local", "multihead")
+# library: these copy the library's tables (`keras_attention.registry.names()`
+# in `runs.LIBRARY_ATTENTION`, `seq2seq.transformer.POSITIONS`, `BeamSearch()`'s
+# defaults, `serving.translator.QUANTIZATIONS`, `serving.ctranslate2.QUANTIZATIONS`),
+# and tests/test_translation_cli.py::test_command_line_tables_are_the_librarys
+# checks that they do.
 POSITIONS = ("sinusoidal", "learned", "rope", "alibi", "relative")
 CT2_QUANTIZATIONS = ("int8", "int8_float32", "float16")
 CONVERSIONS = ("ctranslate2",)  # convert --to
@@ -205,28 +214,10 @@ SEARCH_SPACE = {
 }
 
 
-class UsageError(ValueError):
-    """A user mistake: printed as `error: ...`, exit status 2."""
-
-
-def flag(name):
-    """The command-line flag of a setting: `num_heads` -> `--num-heads`."""
-    return f"--{name.replace('_', '-')}"
-
-
-def check_number(name, value, integer=False, low=None, high=None, low_included=True):
-    """Raise `UsageError` unless `value` is a finite number (an integer when
-    `integer`) with `low <= value < high` (`low < value` unless
-    `low_included`); `name` is the setting (named by its flag)."""
-    kind = "an integer" if integer else "a number"
-    if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)):
-        raise UsageError(f"{flag(name)} must be {kind}; got {value!r}")
-    if not math.isfinite(value):
-        raise UsageError(f"{flag(name)} must be a finite number; got {value}")
-    if high is not None and not low <= value < high:
-        raise UsageError(f"{flag(name)} must be in [{low}, {high}); got {value}")
-    if low is not None and (value < low or (value == low and not low_included)):
-        raise UsageError(f"{flag(name)} must be {'>=' if low_included else '>'} {low}; got {value}")
+def corpus_key(corpus):
+    """How a run records its corpus (`run.json`, `data/meta.json`): the
+    absolute path of a `--corpus` file, else the Ding corpus's path."""
+    return os.path.abspath(corpus) if corpus else DING
 
 
 def upgrade(record, window_rule=True):
@@ -384,10 +375,8 @@ class TranslationConfig:
 
     def data_settings(self):
         """What a run's data split and vocabularies are built from (`run.json`)."""
-        from .data import DING
-
         return {
-            "corpus": os.path.abspath(self.corpus) if self.corpus else DING,
+            "corpus": corpus_key(self.corpus),
             "reverse": self.reverse,
             "limit": self.limit,
             "vocab_size": self.vocab_size,
@@ -484,8 +473,6 @@ DECODES = ("evaluate", "translate", "export")  # the commands that decode a trai
 def with_recorded_decoding(config):
     """`run_decoding` with the run's `config.json` when it has one (read
     before any work, so that `--nbest` is checked against the run's beam)."""
-    from ..runs import read_json
-
     if config.command not in DECODES:
         return config
     path = os.path.join(config.output, "config.json")

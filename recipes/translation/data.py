@@ -22,9 +22,8 @@ import sys
 import time
 
 from .. import runs
-from .config import TOKENIZERS, UsageError
+from .config import DING, TOKENIZERS, UsageError, corpus_key
 
-DING = "/usr/share/trans/de-en"
 DING_HINT = "install it with: sudo apt-get install -y trans-de-en (make demo and make test do this)"
 SPLITS = ("train", "valid", "test")
 MIN_PAIRS = {"train": 10, "valid": 1, "test": 1}
@@ -238,7 +237,7 @@ def prepare(
     data_dir = os.path.join(output, "data")
     meta_path = os.path.join(data_dir, "meta.json")
     meta = {
-        "corpus": os.path.abspath(corpus) if corpus else DING,
+        "corpus": corpus_key(corpus),
         "reverse": reverse,
         "limit": limit,
         **({"dictionary": True} if dictionary else {}),  # runs made before it: no key
