@@ -31,7 +31,7 @@ from keras_attention.seq2seq.generation import beam_search, greedy_search  # noq
 from recipes.translation.commands import export_command  # noqa: E402
 from recipes.translation.config import TranslationConfig  # noqa: E402
 from recipes.translation.data import read_pairs  # noqa: E402
-from recipes.translation.training import load_run  # noqa: E402
+from recipes.translation.trained_run import load_run  # noqa: E402
 
 
 def in_process(model, source_tokenizer, target_tokenizer, max_length, beam_width, greedy):

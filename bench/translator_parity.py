@@ -29,7 +29,7 @@ import tensorflow_text  # noqa: E402, F401  (the tokenizers' ops)
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from recipes.translation.data import read_pairs  # noqa: E402
 from recipes.translation.decoding import number_protection, translator_for  # noqa: E402
-from recipes.translation.training import load_run  # noqa: E402
+from recipes.translation.trained_run import load_run  # noqa: E402
 
 
 def main(argv=None):

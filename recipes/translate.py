@@ -52,6 +52,7 @@ from .translation.config import (
     UsageError,
     with_recorded_decoding,
 )
+from .translation.data import CorpusError
 
 
 def decoding_default(name, run):
@@ -563,7 +564,7 @@ def add_ensemble_flag(command):
 
 def run(args, log=print):
     """Run the parsed command: check its settings, then hand them over."""
-    from .translation.commands import COMMANDS
+    from .translation.commands import COMMANDS  # Keras and TensorFlow: not for --help
 
     return COMMANDS[args.command](check(args), log)
 
@@ -584,9 +585,6 @@ def main(argv=None):
     and exit status 2, never a traceback."""
     args = parser().parse_args(argv)
     import_tensorflow_quietly()  # before anything imports TensorFlow
-
-    from .translation.data import CorpusError
-
     try:
         run(args)
     except (UsageError, CorpusError, ValueError, OSError) as error:

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from recipes import translate
-from recipes.translation import training
+from recipes.translation import trained_run
 from recipes.translation.data import DING, SPLITS
 from tests.translation_helpers import (
     ROOT,
@@ -219,7 +219,7 @@ def test_a_kill_during_the_final_save_loses_nothing(tmp_path, monkeypatch):
     config = json.load(open(tmp_path / "config.json"))
     assert np.isfinite(config["val_loss"]) and config["val_loss"] > 0
     assert not os.path.exists(tmp_path / "backup")
-    model, *_ = training.load_run(output)  # the saved model loads
+    model, *_ = trained_run.load_run(output)  # the saved model loads
     assert model.count_params() > 0
 
 
@@ -427,15 +427,16 @@ def test_help_and_flag_mistakes_answer_before_tensorflow_is_imported(module, arg
 
 
 def test_command_line_tables_are_the_librarys():
-    """The command line's copies of the library's tables (config.py parses
-    without importing the library) are the library's."""
+    """The command line's copies of the library's tables (config.py and
+    runs.py parse without importing the library) are the library's."""
     from keras_attention.registry import names
     from keras_attention.seq2seq import BeamSearch
     from keras_attention.seq2seq.transformer import POSITIONS
     from keras_attention.serving.ctranslate2 import QUANTIZATIONS
+    from recipes import runs
     from recipes.translation import config
 
-    assert config.LIBRARY_ATTENTION == names()
+    assert runs.LIBRARY_ATTENTION == config.LIBRARY_ATTENTION == names()
     assert config.POSITIONS == POSITIONS
     assert config.CT2_QUANTIZATIONS == QUANTIZATIONS
     beam = BeamSearch().get_config()

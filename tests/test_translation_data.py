@@ -17,7 +17,7 @@ import pytest
 from keras_attention.seq2seq import BeamSearch
 from recipes import translate
 from recipes.translation import config as settings_module
-from recipes.translation import decoding, training
+from recipes.translation import decoding, trained_run, training
 from recipes.translation.data import DING, CorpusError, prepare
 from tests.translation_helpers import (
     TINY,
@@ -340,7 +340,7 @@ def test_the_saved_model_is_the_mean_of_the_last_epochs(trained, tmp_path):
     output, log = trained
     epochs = [os.path.join(output, "checkpoints", f"epoch-000{e}.weights.h5") for e in (1, 2)]
     first, second = weight_arrays(epochs[0]), weight_arrays(epochs[1])
-    model, *_ = training.load_run(output)
+    model, *_ = trained_run.load_run(output)
     model.save_weights(str(tmp_path / "saved.weights.h5"))
     saved = weight_arrays(str(tmp_path / "saved.weights.h5"))
     assert saved.keys() == first.keys() == second.keys() and len(saved) > 5
@@ -367,7 +367,7 @@ def test_average_command_writes_the_mean_of_the_given_checkpoints(trained, tmp_p
     folder = os.path.join(output, "checkpoints")
     epochs = [os.path.join(folder, f"epoch-000{e}.weights.h5") for e in (1, 2)]
     # Start from the second epoch's weights, so that an average is visible.
-    model, *_ = training.load_run(output)
+    model, *_ = trained_run.load_run(output)
     model.load_weights(epochs[1])
     model.save(os.path.join(output, "model.keras"))
     expected = {
@@ -377,7 +377,7 @@ def test_average_command_writes_the_mean_of_the_given_checkpoints(trained, tmp_p
     for flags in (["--checkpoints", *epochs], ["--last", "2"]):
         status, out, err = cli(capsys, "average", "--output", output, *flags)
         assert status == 0 and "averaged 2 checkpoints: validation loss" in out, err
-        model, *_ = training.load_run(output)
+        model, *_ = trained_run.load_run(output)
         model.save_weights(str(tmp_path / "check.weights.h5"))
         got = weight_arrays(str(tmp_path / "check.weights.h5"))
         for name in expected:
@@ -423,7 +423,7 @@ def test_average_measures_the_validation_loss_as_training_does(trained, tmp_path
     )
     assert status == 0, err
     reported = json.load(open(os.path.join(output, "config.json")))["val_loss"]
-    model, run_config, source_tokenizer, target_tokenizer = training.load_run(output)
+    model, run_config, source_tokenizer, target_tokenizer = trained_run.load_run(output)
     _, valid_data = datasets(
         {"train": train_path, "valid": str(valid)},
         source_tokenizer,
@@ -568,7 +568,7 @@ def test_alpha_reaches_the_search_of_translate_and_evaluate(trained, capsys, tmp
     """`--alpha` (GNMT's length penalty) is the search's: `translate`
     prints what `translate_texts` with `BeamSearch(alpha=...)` gives, for two alphas, and
     `evaluate` records the alpha it scored with."""
-    model, config, source, target = training.load_run(trained[0])
+    model, config, source, target = trained_run.load_run(trained[0])
     texts = ["Ich habe keine Zeit.", "Wo ist der Bahnhof?"]
     for alpha in ("0", "3"):
         status, out, err = cli(

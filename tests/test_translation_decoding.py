@@ -15,7 +15,7 @@ import pytest
 from recipes import translate
 from recipes.translation import config as settings_module
 from recipes.translation import data as data_module
-from recipes.translation import scores, training
+from recipes.translation import scores, trained_run, training
 from recipes.translation.data import DING
 from tests.translation_helpers import (
     TINY,
@@ -157,7 +157,7 @@ def test_export_of_a_rope_multi_query_windowed_transformer(tmp_path):
         1,
         4,
     )
-    model, *_ = training.load_run(output)
+    model, *_ = trained_run.load_run(output)
     assert (model.position, model.num_key_value_heads, model.sliding_window) == ("rope", 1, 4)
     check_export(output, tmp_path)
     problems = serving_problems(str(tmp_path / "moved"))
@@ -422,7 +422,7 @@ def test_decoding_commands_load_the_model_without_its_training_state(trained, ca
     for argv in (["translate", "Hallo."], ["export", "--export-dir", "unused"]):
         cli(capsys, *argv, "--output", trained[0])
     assert len(models) == 2 and all(not model.compiled for model in models)
-    assert training.load_run(trained[0])[0].compiled
+    assert trained_run.load_run(trained[0])[0].compiled
 
 
 def test_export_says_each_step_on_stderr(trained, tmp_path, capsys, monkeypatch):

@@ -19,7 +19,7 @@ import pytest
 
 from keras_attention.seq2seq import BeamSearch
 from recipes import translate
-from recipes.translation import decoding, training
+from recipes.translation import decoding, trained_run, training
 from recipes.translation.data import DING, SPLITS, split_of, tsv_pairs
 from tests.harness import BFLOAT16_CRASH, ONEDNN_CAPPED_BELOW_AVX512
 from tests.translation_helpers import (
@@ -108,7 +108,7 @@ def test_translating_in_chunks_traces_the_search_once_and_agrees(trained):
     """A file is translated 64 lines at a time and validation BLEU once an
     epoch: the compiled search is reused, not traced again each call."""
     output, _ = trained
-    model, config, source_tokenizer, target_tokenizer = training.load_run(output)
+    model, config, source_tokenizer, target_tokenizer = trained_run.load_run(output)
     texts = ["Ich habe keine Zeit.", "Wo ist der Bahnhof?", "Ja.", "", "Das ist gut."]
     common = (model, source_tokenizer, target_tokenizer, texts, config["max_length"])
     search = BeamSearch(beam_width=2)

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from recipes import translate
-from recipes.translation import commands, training
+from recipes.translation import commands, trained_run
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -93,7 +93,7 @@ def check_export(output, tmp_path):
         "",
         "Das ist ein sehr langer Satz " * 10,
     ]
-    model, config, source_tokenizer, target_tokenizer = training.load_run(output)
+    model, config, source_tokenizer, target_tokenizer = trained_run.load_run(output)
     source, _ = source_tokenizer.encode(tf.constant(texts), config["max_length"])
     expected = greedy_search(model, source, config["max_length"] + 1)
     expected_text = [t.decode() for t in target_tokenizer.decode(expected["tokens"]).numpy()]

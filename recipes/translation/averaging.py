@@ -24,6 +24,9 @@ import keras
 import numpy as np
 
 from .. import runs
+from .data import check_file, make_dataset
+from .decoding import number_protection
+from .text_io import validation_file
 
 FOLDER = "checkpoints"
 _EPOCH_FILE = re.compile(r"^epoch-(\d+)\.weights\.h5$")
@@ -151,10 +154,6 @@ def average_run(config, loaded, log=print):
     `loaded` is the run's `(model, config, source_tokenizer,
     target_tokenizer)`. Returns the validation
     losses of the average and of the last checkpoint alone."""
-    from .data import check_file, make_dataset
-    from .decoding import number_protection
-    from .text_io import validation_file
-
     model, run_config, source_tokenizer, target_tokenizer = loaded
     if config.checkpoints:
         paths = config.checkpoints

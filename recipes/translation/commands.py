@@ -4,13 +4,31 @@ translate, average, tune, export and the demo. Each takes a validated
 `decoding.py`.
 """
 
+import importlib.util
+import json
 import os
 import time
 import warnings
 
+import numpy as np
+
+from keras_attention.registry import names as attention_names
+from keras_attention.seq2seq.plotting import plot_attention
+from keras_attention.seq2seq.transformer import POSITIONS
+
 from .. import runs
-from .config import SEARCH_SPACE, UsageError, recorded_defaults, run_decoding, upgrade
-from .data import datasets, numbers_to_protect
+from ..tuning import run_search
+from .averaging import average_run
+from .config import (
+    SEARCH_SPACE,
+    UsageError,
+    decoding_settings,
+    flag,
+    recorded_defaults,
+    run_decoding,
+    upgrade,
+)
+from .data import datasets, numbers_to_protect, read_pairs
 from .decoding import (
     GREEDY,
     attention_maps,
@@ -22,7 +40,10 @@ from .decoding import (
     translate_texts,
 )
 from .members import train_members
-from .training import finished, load_decoder, load_run, prepared_run, train, train_settings
+from .scores import bleu_by_length, corpus_scores, number_consistency, test_set_name, write_scores
+from .text_io import read_pair_file, reads_lines, translate_file
+from .trained_run import finished, load_decoder, load_run
+from .training import build_model, check_inputs, prepared_run, train, train_settings
 
 DEMO_SENTENCES = (
     "Ich habe keine Zeit.",
@@ -38,18 +59,6 @@ def evaluate(config, log=print):
     `attention/`, a `--test` file's beside them, in
     `scores.<name>.json` and `attention/<name>/` (`test_set_name`), so
     that the run's own results are never replaced by another set's."""
-    from keras_attention.seq2seq.plotting import plot_attention
-
-    from .data import read_pairs
-    from .scores import (
-        bleu_by_length,
-        corpus_scores,
-        number_consistency,
-        test_set_name,
-        write_scores,
-    )
-    from .text_io import read_pair_file
-
     test_file = config.test  # the user's test file, read before the model
     pairs = read_pair_file(test_file, "--test", log) if test_file else None
     model, run_config, source_tokenizer, target_tokenizer = load_decoder(config)
@@ -130,7 +139,6 @@ def evaluate(config, log=print):
 def translate_command(config, log=print):
     """Translate `config.text` (or lines: `--input`, standard input) with
     the run's model; `config.nbest` prints N scored lines per sentence."""
-    from .text_io import reads_lines, translate_file
 
     def translator():
         model, run_config, source_tokenizer, target_tokenizer = load_decoder(config)
@@ -166,16 +174,12 @@ def translate_command(config, log=print):
 
 def average_command(config, log=print):
     """Replace the run's model by the mean of checkpoints (`averaging.py`)."""
-    from .averaging import average_run
-
     return average_run(config, load_run(config.output, config), log)
 
 
 def search_space():
     """The tuner's choices: `SEARCH_SPACE`, narrowed by the JSON object in
     KERAS_ATTENTION_SEARCH_SPACE when set (the tests keep trials small)."""
-    import json
-
     narrowed = json.loads(os.environ.get("KERAS_ATTENTION_SEARCH_SPACE") or "{}")
     unknown = set(narrowed) - set(SEARCH_SPACE)
     if unknown:
@@ -189,12 +193,6 @@ def search_space():
 def tune(config, log=print):
     """A KerasTuner search over families and sizes (`tuning.py`), then the
     validation BLEU of the best trials."""
-    from keras_attention.registry import names as attention_names
-    from keras_attention.seq2seq.transformer import POSITIONS
-
-    from ..tuning import run_search
-    from .training import build_model, check_inputs
-
     check_inputs(config)  # before the run folder is claimed
     chief = os.environ.get("KERASTUNER_TUNER_ID", "chief") == "chief"
     space = search_space()
@@ -275,8 +273,6 @@ def tune(config, log=print):
     if best is not None and config.bleu_trials:
         import sacrebleu
 
-        from .data import read_pairs
-
         pairs = read_pairs(paths["valid"])[:200]
         log(
             f"\nvalidation BLEU of the {config.bleu_trials} best trials "
@@ -308,11 +304,7 @@ def tune(config, log=print):
 
 def export_command(config, log=print):
     """Write the trained model as the next version of a TF Serving model."""
-    import numpy as np
-
     from keras_attention.serving.versions import check_model_name
-
-    from .data import read_pairs
 
     try:  # before the model is loaded and its signatures traced
         check_model_name(config.model_name)
@@ -367,10 +359,6 @@ def convert_command(config, log=print):
     """Write the trained model as a CTranslate2 model folder (`--to
     ctranslate2`), with the run's SentencePiece models beside it; every
     check runs before anything is written."""
-    import importlib.util
-
-    from .config import flag
-
     check_convert_dir(config)
     if importlib.util.find_spec("ctranslate2") is None:
         raise UsageError(
@@ -542,8 +530,6 @@ def record_decoding(config):
     """Record the demo's decoding settings in a run trained before runs
     recorded them, so that translate and evaluate on it decode as the demo
     did (they used 0.6 where the demo's alpha is 1.2)."""
-    from .config import decoding_settings
-
     path = os.path.join(config.output, "config.json")
     run_config = runs.read_json(path, "the trained model's settings")
     if isinstance(run_config, dict) and "decoding" not in run_config:
@@ -605,9 +591,6 @@ def everyday_scores(serve, log=print):
     written for this project, none of it from Ding), with a few of its
     translations."""
     import tensorflow as tf
-
-    from .scores import corpus_scores
-    from .text_io import read_pair_file
 
     pairs = read_pair_file(EVERYDAY, "--test", log)
     sources = [source for source, _ in pairs]

@@ -23,6 +23,8 @@ import keras
 
 from keras_attention.seq2seq.search import BeamSearch, GreedySearch
 
+from .config import decoding_settings
+
 GREEDY = GreedySearch()  # validation BLEU and the tuner's: plain greedy search
 
 _TRANSLATORS = weakref.WeakKeyDictionary()  # model -> {(tokenizers, length, search): Translator}
@@ -34,8 +36,6 @@ def search_from_config(config, beam_width=None, num_hypotheses=None):
     min_length, no_repeat_ngram_size, repetition_penalty)`; `beam_width`
     overrides the config's. (A beam of 1 without a coverage penalty
     decodes its best hypothesis greedily, as 0.2.0's `generate` did.)"""
-    from .config import decoding_settings
-
     settings = decoding_settings(config)  # a setting not given: BeamSearch's default
     return BeamSearch(
         beam_width=beam_width or settings["beam_width"],

@@ -26,8 +26,11 @@ import os
 import time
 
 from .. import runs
-from .config import DATA_KEYS, UsageError, recorded_defaults, upgrade
+from .config import DATA_KEYS, DECODING, UsageError, recorded_defaults, run_decoding, upgrade
+from .data import read_pairs
+from .decoding import number_protection, search_from_config, translate_texts
 from .text_io import append_pairs, write_pair_file
+from .trained_run import check_one_vocabulary, check_same_numbers, finished, load_decoder
 
 DISTILLED = "train.distilled.tsv"  # in the run's data/ folder
 CHUNK = 1024  # sentences translated between two progress lines
@@ -40,8 +43,6 @@ def check_teachers(config):
     one vocabulary and number protection (they translate as one
     ensemble), none may be `--output` itself, and a `TF_CONFIG` cluster
     is refused (its workers would each translate the split)."""
-    from .training import check_one_vocabulary, check_same_numbers, finished
-
     if os.environ.get("TF_CONFIG"):
         raise UsageError(
             "--distill-from translates the training split in one process: train the student "
@@ -121,11 +122,6 @@ def distilled_split(config, paths, log=print):
     out empty keeps its reference, and is counted). The translations are
     appended to `partial_path` as they come, a chunk at a time: an
     interrupted run resumes from the last whole chunk."""
-    from .config import DECODING, run_decoding
-    from .data import read_pairs
-    from .decoding import number_protection, search_from_config, translate_texts
-    from .training import load_decoder
-
     path = os.path.join(os.path.dirname(paths["train"]), DISTILLED)
     if os.path.exists(path):
         log(f"distillation: the teachers' translations of the training split: {path}")

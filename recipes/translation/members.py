@@ -30,6 +30,8 @@ import sys
 
 from .. import runs
 from .config import UsageError
+from .data import CorpusError, vocabulary_paths
+from .trained_run import finished
 
 
 def member_folders(output, members):
@@ -91,8 +93,7 @@ def _train_member(config, number, cores, gpus):
     sys.stderr = Prefixed(sys.stderr, prefix)
     runs.import_tensorflow_quietly()
 
-    from .data import CorpusError
-    from .training import train
+    from .training import train  # TensorFlow: only once the process has its share
 
     interrupted = "interrupted: the same command resumes it from its last completed epoch"
     with runs.command_errors(lambda: interrupted, (ValueError, CorpusError, OSError)):
@@ -104,8 +105,10 @@ def train_members(config, log=print):
     the module docstring); returns their folders."""
     import tensorflow as tf
 
-    from .data import vocabulary_paths
-    from .training import check_inputs, finished, prepared_run, train_settings
+    # Not at module level: a member's process imports this module (to run
+    # `_train_member`) before it takes its share of the CPU, and `training`
+    # starts TensorFlow.
+    from .training import check_inputs, prepared_run, train_settings
 
     if os.environ.get("TF_CONFIG"):
         raise UsageError(

@@ -16,6 +16,8 @@ import time
 import keras
 
 from .. import runs
+from .averaging import FOLDER, KeepLastEpochs
+from .data import read_pairs
 
 
 def corpus_scores(hypotheses, references):
@@ -118,9 +120,6 @@ def monitoring_callbacks(config, valid_path, translate, work, log=print):
     `texts -> translations`), and the last `--average-last` epochs'
     weights kept in `<work>/checkpoints/` (also the one `<work>/backup/`
     restores)."""
-    from .averaging import FOLDER, KeepLastEpochs
-    from .data import read_pairs
-
     callbacks = []
     if config.bleu_every:
         pairs = read_pairs(valid_path)[: config.bleu_sentences]

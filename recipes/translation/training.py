@@ -7,7 +7,6 @@ Functions take a `TranslationConfig` (`config.py`) or the model's settings
 dict (`model_settings`), never the command line's arguments.
 """
 
-import filecmp
 import json
 import math
 import os
@@ -15,9 +14,24 @@ import shutil
 import sys
 import time
 
+import keras
+
+from keras_attention.seq2seq import (
+    ConvS2SSeq2Seq,
+    InverseSquareRootSchedule,
+    MaskedAccuracy,
+    MaskedCrossEntropy,
+    MaskedPerplexity,
+    PlannedCosineDecay,
+    RecurrentSeq2Seq,
+    TransformerSeq2Seq,
+)
+
 from .. import runs
+from ..tuning import load_hyperparameters
+from .averaging import average_last_epochs
+from .budget import TimeBudget, planned_schedule, spent
 from .config import (
-    FAMILIES,
     FAMILY_DEFAULTS,
     UsageError,
     decoding_settings,
@@ -25,8 +39,20 @@ from .config import (
     recorded_defaults,
     upgrade,
 )
-from .data import datasets, load_tokenizers, numbers_to_protect, vocabulary_paths
+from .data import (
+    SPLITS,
+    check_file,
+    datasets,
+    load_tokenizers,
+    numbers_to_protect,
+    prepare,
+    vocabulary_paths,
+)
 from .decoding import GREEDY, translate_texts
+from .distillation import adopt_teacher_data, check_teachers, distilled_split
+from .scores import monitoring_callbacks
+from .text_io import validation_file
+from .trained_run import finished
 
 # How long a worker waits for the chief to prepare the data and vocabularies
 # (the Ding corpus's take about two minutes on a 2-core CPU).
@@ -34,17 +60,6 @@ WORKER_WAIT_SECONDS = float(os.environ.get("KERAS_ATTENTION_WORKER_WAIT", 900))
 
 
 def build_model(config, source_vocab, target_vocab):
-    import keras
-
-    from keras_attention.seq2seq import (
-        ConvS2SSeq2Seq,
-        MaskedAccuracy,
-        MaskedCrossEntropy,
-        MaskedPerplexity,
-        RecurrentSeq2Seq,
-        TransformerSeq2Seq,
-    )
-
     family = config["family"]
     units, layers = int(config["hidden_dim"]), int(config["num_layers"])
     if family == "rnn":
@@ -110,14 +125,9 @@ def learning_rate(config):
     warm-up to it then `decay`: 1/sqrt(step) (`InverseSquareRootSchedule`)
     or a cosine to 0 at `total_steps`, the run's last step (Keras's
     `CosineDecay` with its warm-up)."""
-    import keras
-
-    from keras_attention.seq2seq import InverseSquareRootSchedule
-
     peak, warmup = float(config["learning_rate"]), int(config.get("warmup") or 0)
     if config.get("decay") == "cosine" and config.get("time_budget"):
-        from keras_attention.seq2seq import PlannedCosineDecay  # its end moves with the clock
-
+        # its end moves with the clock
         return PlannedCosineDecay(peak, warmup, config["total_steps"])
     if config.get("decay") == "cosine":
         decay_steps = int(config["total_steps"]) - warmup
@@ -140,7 +150,6 @@ def best_weights(path, log=print):
     validation loss in `path` (written atomically, with its loss and epoch
     in `path.json`, so a resumed run knows the best so far); its
     `restore(model)` loads them at the end of training."""
-    import keras
 
     class BestWeights(keras.callbacks.Callback):
         def __init__(self):
@@ -232,148 +241,12 @@ def task_index():
     return json.loads(os.environ.get("TF_CONFIG", "{}")).get("task", {}).get("index", 0)
 
 
-def load_run(output, decoding=None, compile=True):
-    """The trained model, its config and tokenizers from an --output folder.
-    Every file is checked first (a damaged one is a `ValueError` naming
-    it), the vocabularies' sizes against the model's (`check_vocabularies`)
-    and, given `decoding` (a `TranslationConfig`), its `--min-length`
-    against the run's longest translation. `compile=False` for a model that
-    only decodes (no loss, metrics or optimizer state: faster to load, and
-    no optimizer warning)."""
-    import keras
-
-    import keras_attention  # noqa: F401  (registers the model classes for loading)
-
-    config_path, model_path = (
-        os.path.join(output, "config.json"),
-        os.path.join(output, "model.keras"),
-    )
-    for path in (model_path, config_path):
-        if not os.path.exists(path):
-            raise UsageError(
-                f"no trained model in {output} ({path} is missing): run `train --output {output}`"
-            )
-    config = upgrade(
-        runs.read_json(config_path, "the trained model's settings", CONFIG_FIELDS, ("max_length",))
-    )
-    if config["max_length"] < 1 or config.get("family", "rnn") not in FAMILIES:
-        raise UsageError(
-            f"{config_path} (the trained model's settings) holds max_length "
-            f"{config['max_length']!r}, family {config.get('family')!r}: it is damaged"
-        )
-    min_length = None if decoding is None else decoding.min_length  # None: the run's own
-    if min_length is not None and min_length > config["max_length"] + 1:
-        raise UsageError(
-            f"--min-length {decoding.min_length} is beyond the run's longest translation, "
-            f"{config['max_length'] + 1} pieces (its --max-length {config['max_length']} "
-            "+ 1): no translation could end; choose a smaller --min-length"
-        )
-    source, target = load_tokenizers(output)
-    check_vocabularies(output, (source, target), config, "config.json")
-    try:
-        model = keras.saving.load_model(model_path, compile=compile)
-    except (OSError, ValueError) as error:
-        raise UsageError(
-            f"{model_path} does not load ({str(error).splitlines()[0]}): it is damaged; "
-            f"train again with --overwrite"
-        ) from None
-    sizes = {f"{side}_vocab": getattr(model, f"{side}_vocab_size", None) for side in SIDES}
-    check_vocabularies(output, (source, target), sizes, "model.keras")
-    return model, config, source, target
-
-
-def load_decoder(config):
-    """`load_run(config.output)` for decoding, and with `config.ensemble`
-    (`--ensemble RUN ...`) an `Ensemble` of that run's model and theirs:
-    every run must hold `--output`'s vocabulary files (byte for byte: one
-    vocabulary, one segmentation) and protect numbers as it does. The
-    ensemble's longest translation is its members' shortest `max_length`."""
-    from keras_attention.seq2seq import Ensemble
-
-    model, run_config, source, target = load_run(config.output, config, compile=False)
-    if not config.ensemble:
-        return model, run_config, source, target
-    members, lengths = [model], [run_config["max_length"]]
-    for other in config.ensemble:
-        if os.path.realpath(other) == os.path.realpath(config.output):
-            raise UsageError(
-                f"--ensemble {other} is --output itself: name the other runs "
-                "(the --output run is always a member)"
-            )
-        check_one_vocabulary(config.output, other, "--ensemble", "--output's")
-        member, member_config, _, _ = load_run(other, config, compile=False)
-        check_same_numbers(run_config, member_config, other, "--ensemble", "--output's")
-        members.append(member)
-        lengths.append(member_config["max_length"])
-    run_config = {**run_config, "max_length": min(lengths), "ensemble": list(config.ensemble)}
-    return Ensemble(members), run_config, source, target
-
-
-def check_one_vocabulary(first, other, flag, whose):
-    """`UsageError` unless run `other` (named with `flag`) holds the
-    vocabulary files of run `first` (`whose`: how the message names it),
-    byte for byte: runs that decode as one ensemble share one vocabulary,
-    one segmentation (`--ensemble`, `--distill-from`)."""
-    for mine, theirs in zip(vocabulary_paths(first), vocabulary_paths(other)):
-        if not os.path.exists(theirs) or not filecmp.cmp(mine, theirs, shallow=False):
-            raise UsageError(
-                f"{flag} {other}: its vocabulary {theirs} is not {whose} ({mine}); "
-                "an ensemble decodes with one vocabulary: train its runs with the same "
-                "data settings (--vocab-size, --tokenizer, --limit, --dictionary, --alternatives)"
-            )
-
-
-def check_same_numbers(first_config, other_config, other, flag, whose):
-    """`UsageError` unless the run `other` (its `config.json`:
-    `other_config`) protects numbers as the first run does: an ensemble
-    restores them once, for all its members."""
-    protects = bool(other_config.get("protect_numbers"))
-    if protects != bool(first_config.get("protect_numbers")):
-        raise UsageError(
-            f"{flag} {other} protects numbers {'' if protects else 'not '}as {whose} run "
-            "does not: train them with the same --protect-numbers setting"
-        )
-
-
-SIDES = ("source", "target")
-# What `load_run` reads from config.json, and of which JSON kind.
-CONFIG_FIELDS = {
-    "family": str,
-    "attention": (str, None),
-    "max_length": int,
-    "protect_numbers": bool,
-    "source_vocab": int,
-    "target_vocab": int,
-}
-
-
-def check_vocabularies(output, tokenizers, recorded, where):
-    """`UsageError` naming both sizes when a tokenizer of the run in
-    `output` has another vocabulary size than `recorded` (`source_vocab`,
-    `target_vocab`: the model's, as `where` records them): a vocabulary
-    file of another run beside this model would translate with the wrong
-    pieces, or fail on ids beyond the model's vocabulary."""
-    from .data import vocabulary_paths
-
-    paths = vocabulary_paths(output)
-    for side, tokenizer, path in zip(SIDES, tokenizers, paths):
-        size = recorded.get(f"{side}_vocab")
-        if size is not None and size != tokenizer.vocab_size:
-            raise UsageError(
-                f"{path} has {tokenizer.vocab_size} pieces but the model's {side} vocabulary "
-                f"({os.path.join(output, where)}) has {size}: the vocabulary is another run's; "
-                "put the run's own vocabulary files beside its model"
-            )
-
-
 def prepared_run(config, settings, chief, log, refuse_finished=False):
     """`(paths, source_tokenizer, target_tokenizer)` of the run in
     `config.output`. The chief claims the run (`runs.claim`: other settings
     are refused) and prepares its data split and vocabularies; every other
     process waits until they are there and checks that it has the same
     settings, so that no two processes write them at once."""
-    from .data import SPLITS, prepare
-
     if chief:
         # refuses other settings
         if runs.claim(
@@ -391,8 +264,6 @@ def prepared_run(config, settings, chief, log, refuse_finished=False):
                 "with it, pass --overwrite to delete it and train again, or choose another --output"
             )
         if config.distill_from:  # the teachers' split and vocabularies
-            from .distillation import adopt_teacher_data
-
             vocabularies = vocabulary_paths(config.output, config.tokenizer)
             adopt_teacher_data(config, [os.path.basename(path) for path in vocabularies])
         if not os.path.exists(os.path.join(config.output, "data", "meta.json")):
@@ -415,8 +286,6 @@ def prepared_run(config, settings, chief, log, refuse_finished=False):
             shared=bool(config.shared_vocabulary),
         )
         if config.distill_from:
-            from .distillation import distilled_split
-
             paths = {**paths, "train": distilled_split(config, paths, log)}
         return (paths, *tokenizers)
     paths = {split: os.path.join(config.output, "data", f"{split}.tsv") for split in SPLITS}
@@ -435,20 +304,9 @@ def prepared_run(config, settings, chief, log, refuse_finished=False):
     return (paths, *load_tokenizers(config.output))
 
 
-def finished(output):
-    """True when `output` holds a trained model and no backup of an
-    unfinished training."""
-    backup = os.path.join(output, "backup")
-    return os.path.exists(os.path.join(output, "model.keras")) and not (
-        os.path.isdir(backup) and os.listdir(backup)
-    )
-
-
 def train_settings(config):
     """The run's settings (`run.json`: data and model) and the model's
     settings, `--hyperparameters` applied."""
-    from ..tuning import load_hyperparameters
-
     try:
         hyperparameters = load_hyperparameters(config.hyperparameters)
     except ValueError as error:
@@ -462,8 +320,6 @@ def check_inputs(config):
     writing something: a corpus or `--valid` file that is missing or a
     directory, `--dictionary` or `--alternatives` with `--corpus`, an
     `--output` that is a file."""
-    from .data import check_file
-
     if config.corpus:
         check_file(config.corpus, "--corpus", UsageError)
     if config.valid:
@@ -487,8 +343,6 @@ def check_inputs(config):
             "choose another --output"
         )
     if config.distill_from:
-        from .distillation import check_teachers
-
         check_teachers(config)
 
 
@@ -544,14 +398,7 @@ def train(config, log=print):
 def _train(config, log, settings, spec, starting=None):
     """`train` once the run is checked (and locked on the chief);
     `starting()` is called just before the first epoch."""
-    import keras
-
     from keras_attention.serving.distribute import adapt_for_distribution
-
-    from .averaging import average_last_epochs
-    from .budget import TimeBudget, planned_schedule, spent
-    from .scores import monitoring_callbacks
-    from .text_io import validation_file
 
     spec["jit"] = config.jit
     spec["time_budget"] = config.time_budget
