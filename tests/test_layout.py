@@ -207,3 +207,142 @@ def test_every_folder_of_the_package_is_packaged_without_deprecated_metadata():
         folder = os.path.join(root, setuptools["package-dir"].get(top, top), *rest)
         for pattern in patterns:
             assert glob.glob(os.path.join(folder, pattern)), (package, pattern)
+
+
+# The recipes and the benchmarks: the same rule (no import cycle, counting
+# function-level imports), and no recipe reaching into another's modules.
+
+ROOT = os.path.dirname(PACKAGE)
+# Below every recipe: run folders, the command lines' errors and checks
+# (runs.py), the KerasTuner interface (tuning.py) and its chief-and-workers
+# launcher (distributed_tuning.py). They import no recipe.
+PLUMBING = ("recipes", "recipes.runs", "recipes.tuning", "recipes.distributed_tuning")
+# The translation recipe's modules, each importing only those before it
+# (the command line last; gpu_check, the recipe's GPU check, drives it).
+TRANSLATION = (
+    "recipes.translation",
+    "recipes.translation.config",
+    "recipes.translation.data",
+    "recipes.translation.text_io",
+    "recipes.translation.decoding",
+    "recipes.translation.trained_run",
+    "recipes.translation.averaging",
+    "recipes.translation.scores",
+    "recipes.translation.budget",
+    "recipes.translation.distillation",
+    "recipes.translation.training",
+    "recipes.translation.members",
+    "recipes.translation.commands",
+    "recipes.translate",
+    "recipes.gpu_check",
+)
+# The function-level imports of one recipe module by another, and why each
+# is not at module level (never to dodge a cycle: the graph counts them).
+DEFERRED = {
+    # Keras and TensorFlow only once the arguments are parsed: --help at once.
+    ("recipes.translate", "recipes.translation.commands"),
+    # A member's process imports members.py before it takes its share of
+    # the CPU, and training.py starts TensorFlow.
+    ("recipes.translation.members", "recipes.translation.training"),
+}
+
+
+def tree_modules(*tops):
+    """`{module: path}` of the folders `tops` of the repository; a folder
+    without `__init__.py` (bench/) counts as a package all the same."""
+    found = {}
+    for top in tops:
+        for folder, subfolders, files in os.walk(os.path.join(ROOT, top)):
+            subfolders[:] = [s for s in subfolders if s != "__pycache__"]
+            for name in files:
+                if name.endswith(".py"):
+                    path = os.path.join(folder, name)
+                    found[module_name(os.path.relpath(path, ROOT))] = path
+    return found
+
+
+def tree_imports(known):
+    """`(importer, imported, at module level)` for every import of a module
+    of `known` by one of them. A bench/ script's bare `import timing` is
+    its sibling's (the scripts put their folder first on `sys.path`)."""
+    for name, path in sorted(known.items()):
+        package = name if path.endswith("__init__.py") else name.rpartition(".")[0]
+        tree = ast.parse(open(path, encoding="utf-8").read())
+        top_level = {id(node) for node in tree.body}
+        for node in ast.walk(tree):
+            targets = []
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    for candidate in (f"{package}.{alias.name}", alias.name):
+                        if candidate in known:
+                            targets.append(candidate)
+                            break
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = package.split(".")
+                    base = ".".join(parts[: len(parts) - node.level + 1] + [base] * bool(base))
+                elif f"{package}.{base}" in known:  # bench/: a sibling script
+                    base = f"{package}.{base}"
+                for alias in node.names:
+                    if f"{base}.{alias.name}" in known:
+                        targets.append(f"{base}.{alias.name}")
+                    elif base in known:
+                        targets.append(base)
+            for target in targets:
+                if target != name:
+                    yield name, target, id(node) in top_level
+
+
+def tree_graph(*tops):
+    known = tree_modules(*tops)
+    graph = {name: set() for name in known}
+    for importer, target, _ in tree_imports(known):
+        graph[importer].add(target)
+    return graph
+
+
+def test_the_recipes_graph_sees_every_kind_of_import():
+    graph = tree_graph("recipes", "bench")
+    assert "recipes.translation.trained_run" in graph["recipes.translation.distillation"]
+    assert "recipes.translation.commands" in graph["recipes.translate"]  # in a function
+    assert "recipes.runs" in graph["recipes.spatial_transformer_digits"]  # from . import runs
+    assert "bench.timing" in graph["bench.decoding"]  # a sibling script
+    assert "recipes.translation.trained_run" in graph["bench.serving"]
+    assert set(PLUMBING + TRANSLATION) <= set(graph)
+
+
+def test_no_import_cycle_in_the_recipes_and_benchmarks():
+    """Function-level imports count: a cycle they hide is still a cycle."""
+    assert cycles(tree_graph("recipes", "bench")) == []
+
+
+def test_no_recipe_imports_another_recipes_modules():
+    """The plumbing imports no recipe; a recipe (the translation recipe's
+    modules, or any other module of recipes/: the digits recipe, the
+    bottleneck sweep, ...) imports the plumbing and its own modules only,
+    and nothing of bench/; the translation recipe's modules import only
+    those before them in `TRANSLATION` (no upward import)."""
+    graph = tree_graph("recipes")
+
+    def recipe(name):
+        return "translation" if name in TRANSLATION else name
+
+    for importer, targets in sorted(graph.items()):
+        for target in sorted(targets):
+            if importer in PLUMBING:
+                assert target in PLUMBING, f"the plumbing {importer} imports {target}"
+            elif target not in PLUMBING:
+                assert recipe(target) == recipe(importer), f"{importer} imports {target}"
+            if importer in TRANSLATION and target in TRANSLATION:
+                assert TRANSLATION.index(target) < TRANSLATION.index(importer), (
+                    f"{importer} imports {target}, which is above it"
+                )
+
+
+def test_recipe_modules_import_each_other_at_module_level():
+    """Only the imports in `DEFERRED` wait for a function, each for a heavy
+    dependency: none hides a cycle, and none is there out of habit."""
+    known = tree_modules("recipes")
+    deferred = {(importer, target) for importer, target, top in tree_imports(known) if not top}
+    assert deferred == DEFERRED
