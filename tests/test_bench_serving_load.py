@@ -26,7 +26,7 @@ def tiny_export(tmp_path_factory):
 
     from keras_attention.seq2seq import RecurrentSeq2Seq
     from keras_attention.serving.export import export_archive, translator_archive
-    from keras_attention.serving.text import RESERVED, SubwordTokenizer
+    from keras_attention.tokenizers import RESERVED, SubwordTokenizer
 
     directory = tmp_path_factory.mktemp("serving-load")
     vocabulary = directory / "vocab.txt"

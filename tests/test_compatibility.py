@@ -162,7 +162,7 @@ def test_0_2_0_translator_exported_again_answers_the_same(tmp_path):
     import tensorflow as tf
 
     from keras_attention.serving.export import export_archive, translator_archive
-    from keras_attention.serving.text import SubwordTokenizer
+    from keras_attention.tokenizers import SubwordTokenizer
 
     texts, expected, _ = _expected_translator_outputs()
     model = keras.saving.load_model(os.path.join(DATA_0_2_0, "translator.keras"))

@@ -23,7 +23,7 @@ import keras
 from keras_attention.seq2seq import (
     MaskedAccuracy, MaskedCrossEntropy, MaskedPerplexity, RecurrentSeq2Seq
 )
-from keras_attention.serving.distribute import adapt_for_distribution
+from keras_attention.training.distribute import adapt_for_distribution
 
 rng = np.random.default_rng(0)
 source = rng.integers(3, 13, (8, 6)).astype("int32")

@@ -286,7 +286,7 @@ def tiny_translator_with_options(tmp_path_factory):
 
     from keras_attention.seq2seq import RecurrentSeq2Seq
     from keras_attention.serving.export import export_archive, translator_archive
-    from keras_attention.serving.text import RESERVED, SubwordTokenizer
+    from keras_attention.tokenizers import RESERVED, SubwordTokenizer
 
     directory = tmp_path_factory.mktemp("translator-options")
     vocabulary = directory / "vocab.txt"

@@ -1,5 +1,5 @@
 """Numbers protected before a model and restored after it
-(`keras_attention.serving.numbers`), checked against plain Python `re`, in
+(`keras_attention.tokenizers.numbers`), checked against plain Python `re`, in
 the tokenizers, the Translator and the recipe's number-consistency score."""
 
 import re
@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_attention.serving.numbers import (
+from keras_attention.tokenizers import build_vocabulary, load_tokenizer, train_sentencepiece
+from keras_attention.tokenizers.numbers import (
     OTHER_DIGITS,
     PLACEHOLDER,
     NumberProtection,
@@ -16,7 +17,6 @@ from keras_attention.serving.numbers import (
     numbers_in,
     protect_text,
 )
-from keras_attention.serving.text import build_vocabulary, load_tokenizer, train_sentencepiece
 from recipes.translation.scores import number_consistency
 
 P = PLACEHOLDER
@@ -227,7 +227,7 @@ def test_translator_prefers_the_beam_hypothesis_that_places_every_number(tmp_pat
 def test_a_vocabulary_without_the_placeholder_is_refused(tmp_path):
     from keras_attention.seq2seq import TransformerSeq2Seq
     from keras_attention.serving import Translator
-    from keras_attention.serving.text import SubwordTokenizer
+    from keras_attention.tokenizers import SubwordTokenizer
 
     path = tmp_path / "old.vocab"  # as 0.2.0 wrote them: no placeholder
     path.write_text("\n".join(["[PAD]", "[START]", "[END]", "[UNK]", "a", "b"]) + "\n")

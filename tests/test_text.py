@@ -8,10 +8,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_attention.serving.text import (
-    BYTE,
+from keras_attention.tokenizers import (
     END,
-    NORMAL,
     PAD,
     START,
     UNK,
@@ -22,6 +20,7 @@ from keras_attention.serving.text import (
     sentencepiece_pieces,
     train_sentencepiece,
 )
+from keras_attention.tokenizers.sentencepiece import BYTE, NORMAL
 
 TEXTS = [
     "I didn't find the time for it.",

@@ -117,7 +117,7 @@ def test_a_run_refuses_other_data_settings_and_overwrite_rebuilds(tmp_path):
     differences, and `--overwrite` builds the run again from the reversed
     data: its source vocabulary is learned from the English side. The
     first run has `--alternatives` (recorded, and a difference too)."""
-    from keras_attention.serving.text import train_sentencepiece
+    from keras_attention.tokenizers import train_sentencepiece
     from recipes.translation.data import read_pairs
 
     output = str(tmp_path / "run")

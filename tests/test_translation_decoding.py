@@ -101,7 +101,7 @@ def test_a_run_recorded_before_the_tokenizer_flag_is_a_wordpiece_run(tmp_path):
     difference."""
     import tensorflow as tf
 
-    from keras_attention.serving.text import RESERVED, SubwordTokenizer
+    from keras_attention.tokenizers import RESERVED, SubwordTokenizer
     from recipes import runs
 
     def settings(*flags):
@@ -225,7 +225,7 @@ def test_the_count_of_pairs_reads_lines_as_the_pipeline_does(trained, tmp_path):
 
 
 def test_word_dropout_replaces_input_pieces_by_unk_and_never_the_scored_targets(trained):
-    from keras_attention.serving.text import UNK
+    from keras_attention.tokenizers import UNK
     from recipes.translation.data import make_dataset
 
     output, _ = trained

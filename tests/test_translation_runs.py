@@ -33,7 +33,7 @@ def corpus(path, pairs=300, bom=False):
 # -- 1. unique temporaries --------------------------------------------------------------
 def test_an_atomic_write_leaves_files_of_the_temporary_s_old_name_alone(tmp_path):
     """`notes.txt` was written through `notes.tmp.txt`, deleting a user's file of that name."""
-    from keras_attention.serving.text import _write_atomically
+    from keras_attention.tokenizers.base import _write_atomically
 
     mine = {name: tmp_path / name for name in ("notes.tmp.txt", "data.tsv.tmp", "v.spm.tmp")}
     for path in mine.values():
@@ -305,7 +305,7 @@ def test_damaged_records_of_a_run_in_training_are_named(tmp_path):
 def test_a_vocabulary_of_another_size_than_the_model_s_is_refused(tmp_path, capsys):
     """Another run's source.spm beside a model translated with the wrong
     pieces, or ended in `InvalidArgumentError: indices ... is not in [0, 500)`."""
-    from keras_attention.serving.text import train_sentencepiece
+    from keras_attention.tokenizers import train_sentencepiece
 
     texts = [f"Satz Nummer {i} mit Wörtern über {i * 7} Dinge." for i in range(300)]
     sizes = [train_sentencepiece(texts, str(tmp_path / f"{side}.spm"), 300) for side in "st"]
@@ -326,7 +326,7 @@ def test_a_vocabulary_of_another_size_than_the_model_s_is_refused(tmp_path, caps
 def test_the_model_s_own_vocabulary_sizes_are_checked(trained, tmp_path, capsys):
     """A run whose config.json does not record the sizes: the loaded
     model's are compared."""
-    from keras_attention.serving.text import train_sentencepiece
+    from keras_attention.tokenizers import train_sentencepiece
 
     output = tmp_path / "run"
     shutil.copytree(trained[0], output)

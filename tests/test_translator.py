@@ -34,7 +34,7 @@ def sentences():
 def word_tokenizer(directory):
     """A `SubwordTokenizer` whose pieces are the reserved tokens and WORDS,
     its vocabulary file written into `directory`; and its size."""
-    from keras_attention.serving.text import RESERVED, SubwordTokenizer
+    from keras_attention.tokenizers import RESERVED, SubwordTokenizer
 
     path = os.path.join(str(directory), "vocab.txt")
     with open(path, "w") as handle:
