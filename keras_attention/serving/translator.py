@@ -50,7 +50,7 @@ Signatures (inputs longer than S - 2 pieces are truncated and flagged):
 Contract of every text function: an empty or blank text translates to ""
 with score 0 (`nbest`: N of them; `attention`: weights 0, target tokens
 all padding); a request with 0 rows answers 0 rows
-(`export.empty_batch_as_one_row`). TF Serving checks neither shapes nor
+(`graph.empty_batch_as_one_row`). TF Serving checks neither shapes nor
 values, so every rule above is checked in the graph (`serving.requests`):
 a bad request is an `INVALID_ARGUMENT` whose first line names the input and
 the rule, `assertion failed: [text must be a vector of strings [batch]; got
@@ -98,7 +98,7 @@ class Translator(SignatureFunctions):
     Args:
         model: a `Seq2Seq` (built), whose source ids are those of
             `source_tokenizer` and target ids those of `target_tokenizer`.
-        source_tokenizer, target_tokenizer: `serving.text` tokenizers
+        source_tokenizer, target_tokenizer: `keras_attention.tokenizers`
             (`SubwordTokenizer` or `SentencePieceTokenizer`).
         search: the decoding strategy: a `Search`, its config or a name
             (`get_search`); default `BeamSearch()` (a beam of 4, α = 0.6).
@@ -116,7 +116,7 @@ class Translator(SignatureFunctions):
             else S <= `max_length`: checked here (`ValueError`).
         batch_size: texts per call of the graph functions in process.
         numbers: a `NumberProtection` for a model trained on protected
-            numbers (`serving.numbers`): each digit group of a text becomes
+            numbers (`tokenizers.numbers`): each digit group of a text becomes
             a placeholder before the model, and the placeholders of a
             translation are filled with the text's numbers, in every text
             signature (a `constrained` prefix's numbers are protected too and
@@ -228,9 +228,9 @@ class Translator(SignatureFunctions):
             )
 
     def _placeholder_id(self):
-        """The target id of `serving.numbers.PLACEHOLDER`; `ValueError` unless
+        """The target id of `tokenizers.numbers.PLACEHOLDER`; `ValueError` unless
         both vocabularies hold it as a piece (vocabularies from
-        `serving.text` do)."""
+        `keras_attention.tokenizers` do)."""
         found = []
         sides = (("source", self.source_tokenizer), ("target", self.target_tokenizer))
         for side, tokenizer in sides:
