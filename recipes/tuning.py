@@ -9,8 +9,10 @@ KerasTuner's own chief/worker mode: set `KERASTUNER_TUNER_ID`,
 """
 
 import contextlib
+import inspect
 import json
 import os
+import sys
 import time
 
 from . import runs
@@ -38,8 +40,6 @@ def end_chief_promptly():
     """Make a chief oracle's search return within a second of its last
     worker's end. A no-op (False) unless KerasTuner's chief server loop is
     the one this was written for (1.4: `time.sleep(20)` between checks)."""
-    import inspect
-
     try:
         from keras_tuner.src.distribute import oracle_chief
 
@@ -146,8 +146,6 @@ def report_trials(tuner, algorithm, max_trials, objective):
     """A stderr line as each trial starts (`trial 3/10: {...}`, counting
     the trials of an earlier, resumed search) and ends (its objective): the
     search trains with `verbose=0` and was silent for minutes."""
-    import sys
-
     begin, end = tuner.on_trial_begin, tuner.on_trial_end
     total = "" if algorithm == "hyperband" else f"/{max_trials}"
 

@@ -17,6 +17,7 @@ Example:
 
 import json
 import sys
+import time
 import weakref
 
 import keras
@@ -168,8 +169,6 @@ def export_translator(
     of a TF Serving model (`Translator.export` with `search`, published
     atomically with its `warmup` requests); returns its path. `quantize`
     ("int8"): export a quantized copy of the model (`Translator.quantized`)."""
-    import time
-
     from keras_attention.serving.translator import SIGNATURES
     from keras_attention.serving.versions import write_warmup_requests
 

@@ -12,6 +12,7 @@ import math
 import os
 import re
 import time
+from collections import Counter
 
 import keras
 
@@ -44,8 +45,6 @@ def number_consistency(sources, hypotheses):
     (percent; None without numbers). A group counts once per occurrence,
     found in its own translation written with either decimal separator
     (German `3,50` is kept as `3.50`; `1.000` as `1,000`)."""
-    from collections import Counter
-
     from keras_attention.serving.numbers import number_key, numbers_in
 
     total = kept = 0
