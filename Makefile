@@ -39,18 +39,16 @@ PORTABLE := tests/test_portability.py tests/test_compatibility.py tests/test_reg
 	tests/test_spatial.py tests/test_cell.py tests/test_decoding_options.py tests/test_search.py \
 	tests/test_quantization.py tests/test_ensemble.py
 PORTABLE_ARGS := -q -n 2 -p no:cacheprovider -m "not tensorflow" -k "harness or portability or compatibility or registry or layout or decoding_options or search or quantization or ensemble"
-# The JAX run compiles hundreds of tiny programs and runs each a few times:
-# XLA's backend optimisation (LLVM) was about a third of its time, so the
-# tests compile at level 0 (no vectorisation: results may differ in the last
-# bits, within the tests' tolerances; bench/ and the recipes keep XLA's
-# default). `make test JAX_TEST_ENV=KERAS_BACKEND=jax` runs them at the
+# The JAX run compiles hundreds of tiny programs and runs each a few times,
+# so the tests compile at XLA's backend optimisation level 0 (no
+# vectorisation: results may differ in the last bits, within the tests'
+# tolerances; bench/ and the recipes keep XLA's default). `make test JAX_TEST_ENV=KERAS_BACKEND=jax` runs them at the
 # default level.
 JAX_TEST_ENV := KERAS_BACKEND=jax XLA_FLAGS="$${XLA_FLAGS:-} --xla_backend_optimization_level=0"
 # XLA's persistent compilation cache, kept in the JAX virtualenv (the run
 # writes about 30 MB; `make clean` deletes it): the tests build many small
-# models whose programs are the same under new jitted functions, so even an
-# empty cache took the run from 198 s to 175 s (Xeon, AVX-512), and a later
-# `make test` reuses it (73 s, against 164 s in the fresh clone's first run).
+# models whose programs are the same under new jitted functions, so one run
+# reuses what it compiled, and a later `make test` reuses the whole cache.
 # Keyed by the program, the JAX version and the machine. (A size limit would
 # need the `filelock` package.)
 JAX_CACHE_ENV := JAX_COMPILATION_CACHE_DIR=$(abspath $(VENV_JAX))/xla-cache \
@@ -103,16 +101,10 @@ demo: $(STAMP) $(DING)
 # core, seeds 0-3), each at most 12 epochs within 45 minutes, the mean of
 # its last 3; then the ensemble on the test split, its export (all four in
 # one SavedModel), and the hand-written everyday set through that export.
-# On the AVX-512 EPYC the members' 12 epochs took 23 minutes (25 in all):
-# BLEU 11.57, where the single 256-wide ConvS2S this target trained before
-# reached 11.09 in 50 minutes (a Xeon under the AVX2 cap) and 10.61 on the
-# AVX2 kind (its flags: TRANSLATOR_WIDE_FLAGS, with TRANSLATOR_MEMBERS=1).
-# Not yet run on the AVX2 kind: the demo's epochs took 1.2-1.8x as long
-# there, and four processes may gain there less than the 1.3x they gained
-# here, so the 12 epochs would take about 27-52 minutes; past 45, the budget
-# ends the members after 10 or 11. The demo's data and vocabularies, so
-# `--ensemble runs/demo` works with it too. RESULTS.md, "Four members of
-# the demo's size".
+# On a slower CPU the time budget ends the members after fewer epochs.
+# TRANSLATOR_WIDE_FLAGS with TRANSLATOR_MEMBERS=1 trains a single 256-wide
+# ConvS2S instead. The demo's data and vocabularies, so `--ensemble
+# runs/demo` works with it too. Scores: RESULTS.md.
 TRANSLATOR := runs/translator
 TRANSLATOR_MEMBERS := 4
 TRANSLATOR_FLAGS := --family convs2s --embed-dim 128 --hidden-dim 128 --num-layers 2 --dropout 0.1 \
@@ -142,8 +134,8 @@ translator: $(STAMP) $(DING)
 # split instead of its references (`--distill-from`, sequence-level
 # distillation; the members' ensemble translates):
 # the demo's size and decoding speed, nearer the translator's scores. Trains
-# the translator first when any of its members has not finished. RESULTS.md, "Tying,
-# label smoothing and distillation".
+# the translator first when any of its members has not finished. Scores:
+# RESULTS.md.
 DISTILLED := runs/distilled
 distilled: $(STAMP) $(DING)
 	@$(TRANSLATOR_TRAINED); if [ $$trained = no ]; then $(MAKE) --no-print-directory translator; fi
@@ -168,9 +160,8 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-# The two virtualenvs install one after the other: side by side took 52 s
-# against 74 s, but both editable installs write keras_attention.egg-info
-# into this folder at once.
+# The two virtualenvs install one after the other: both editable installs
+# write keras_attention.egg-info into this folder.
 test: lint $(STAMP) $(JAX_STAMP) $(DING)
 	site=$$(mktemp -d) && NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir $$site; \
 		status=$$?; rm -rf $$site; exit $$status
@@ -181,9 +172,7 @@ test: lint $(STAMP) $(JAX_STAMP) $(DING)
 # The tests marked `large` (tests/conftest.py): several TensorFlow processes at
 # once (distributed training and tuning, ensemble members, replicas), signals to
 # running processes, the translation recipe's KerasTuner searches and the
-# benchmarks' smoke runs: 12 tests, a fifth of the TensorFlow part's CPU
-# time (2 min 31 s on their own, AVX-512 EPYC). `make test` skips them to
-# keep under 15 minutes; CI runs both.
+# benchmarks' smoke runs. `make test` skips them; CI runs both.
 test-large: $(STAMP) $(DING)
 	$(PY) -m pytest -q -rs -n 2 --durations=5 --run_large -m large tests
 
@@ -282,8 +271,8 @@ bench-rnn: $(STAMP) $(TFA_STAMP)
 bench-training: $(STAMP) $(DING)
 	$(PY) bench/training.py
 
-# RESULTS.md's table: every family at 12 epochs of the demo's data settings
-# (about an hour on a 2-core CPU, one model after another).
+# RESULTS.md's table: every family at 12 epochs of the demo's data settings,
+# one model after another.
 RESULTS_FLAGS ?= --vocab-size 4000 --batch-tokens 1536 --dictionary 0.5 --warmup 400 --learning-rate 3e-3 --average-last 3
 results: $(STAMP) $(DING)
 	$(VENV)/bin/keras-attention-results --epochs 12 --units 128 --embed-dim 128 \
