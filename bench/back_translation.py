@@ -1,6 +1,6 @@
-"""Back-translation of the Ding dictionary's English side (issue 22): the
-files of RESULTS.md's "Back-translating the dictionary", from a prepared
-demo run `runs/base` (its `data/{meta.json,train,valid,test,dictionary}.tsv`,
+"""Back-translation of the Ding dictionary's English side: the files of
+the runs in RESULTS.md's earlier rounds ("Back-translating the dictionary"),
+from a prepared demo run `runs/base` (its `data/{meta.json,train,valid,test,dictionary}.tsv`,
 written at its first step). Seven steps; `reverse-corpus` and `dictionary`
 are this script's, the others the recipe's own CLI:
 

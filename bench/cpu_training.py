@@ -28,7 +28,7 @@ Cells (rows of the table; `--cells` picks some):
   every step; its tokens/s count both workers' batches;
 - `transformer` — the Transformer of the demo's width (`--family`'s other
   family), for ConvS2S against the Transformer per second;
-- `tf gather loss` — `tf` with the loss and perplexity of before issue 22
+- `tf gather loss` — `tf` with the earlier, gathered loss and perplexity
   (the target's log-probability gathered from `log_softmax`), against
   today's (the target logit selected, and `logsumexp`);
 - `convs2s 2+2`, `convs2s 6+6` — the demo's ConvS2S with 2 or 6
@@ -199,7 +199,7 @@ def child(args):
 
 
 def recompile_with_gather_loss(model):
-    """The loss and perplexity as they were before issue 22: the target's
+    """The earlier, gathered loss and perplexity: the target's
     log-probability gathered from `log_softmax` (whose gradient is a
     segment sum over every (B, T, V) entry), for the before/after cell."""
     import keras

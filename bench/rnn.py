@@ -1,7 +1,7 @@
 """Training speed of the recurrent family against tensorflow-addons:
 target tokens per second of one training step (forward, backward, Adam)
 of `RecurrentSeq2Seq` and of tfa's `AttentionWrapper` + `BasicDecoder`,
-the shape of issue 12:
+at this shape:
 
     batch 64, source and target length 20, vocabulary 8000 (both sides),
     embeddings 256, one LSTM layer of 256 on each side, Bahdanau's score
