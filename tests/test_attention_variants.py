@@ -1,4 +1,4 @@
-"""Issue 14's MultiHead variants: RoPE, ALiBi, relative positions (Shaw),
+"""The MultiHead variants: RoPE, ALiBi, relative positions (Shaw),
 grouped-query attention, sliding windows; references, equivalences, cached
 decoding, the harness and bad input."""
 

@@ -272,7 +272,7 @@ def test_text_signatures_refuse_a_matrix_fed_past_the_python_check(tiny_translat
                 ), (name, error.value.message)
 
 
-# -- issue 13: n-best, forced prefixes, decoding options --------------------------------
+# -- n-best, forced prefixes, decoding options ------------------------------------------
 OPTIONS = dict(
     min_length=2, no_repeat_ngram_size=2, repetition_penalty=1.3, coverage_penalty=0.2, alpha=1.1
 )
@@ -421,7 +421,7 @@ def test_saved_model_cli_shows_the_decoding_options(tiny_translator_with_options
     assert check.check_export(path) == {s: [] for s in check.available_servings()}
 
 
-# -- issue 23: int8 exports ----------------------------------------------------------------
+# -- int8 exports --------------------------------------------------------------------------
 # float32 / int8 bytes of variables/ the tiny Transformer's int8 export must reach
 # (2.7 measured): every projection is int8 (4n / (n + 4)x smaller for fan-in n), while
 # biases, norms and position tables stay float32 and weigh more at tiny widths.

@@ -1,4 +1,4 @@
-"""Issue 11: inputs that used to give silently wrong answers or raw backend
+"""Inputs that used to give silently wrong answers or raw backend
 errors. Masks that are not boolean, float16 scores past 65504, learned
 positions past `max_length`, generation of padding/`<sos>`, and bad input
 that must be a `ValueError`."""
@@ -168,7 +168,7 @@ def test_learned_positions_past_max_length_raise_in_a_graph_with_unknown_length(
 
 
 def test_learned_positions_past_max_length_are_nan_where_nothing_can_raise():
-    """Issue 24, section 4: a traced `start_index` (a decoding counter) under
+    """A traced `start_index` (a decoding counter) under
     XLA, `jax.jit` or eagerly without a graph assert: the positions past the
     table get NaN (the documented sentinel), never a clamped row."""
     layer = _built_learned_positions()
@@ -195,7 +195,7 @@ def test_learned_positions_past_max_length_are_nan_where_nothing_can_raise():
 @pytest.mark.tensorflow
 @pytest.mark.parametrize("layer_name", ["positional", "token_and_position"])
 def test_learned_positions_past_max_length_under_xla_with_unknown_length_are_nan(layer_name):
-    """Issue 24, section 4: `tf.function(jit_compile=True)` traced with an
+    """`tf.function(jit_compile=True)` traced with an
     unknown length: XLA drops the assert and clamps the gather, so a length-6
     input to 4 positions gave the last row twice more. Now those positions
     are NaN (a loss turns NaN: TerminateOnNaN stops training); eagerly the
@@ -385,7 +385,7 @@ def test_inputs_that_do_not_fit_get_value_errors(case):
         call()
 
 
-# -- issue 24, library arguments --------------------------------------------------
+# -- library arguments ------------------------------------------------------------
 
 
 def _convs2s_attention(query, value, **kwargs):

@@ -99,7 +99,7 @@ def expected(outputs, case):
 
 
 def assert_same(result, reference):
-    # `finished` is new since 0.2.0 (issue 24): every other key is 0.2.0's.
+    # `finished` is new since 0.2.0: every other key is 0.2.0's.
     assert sorted(result) == sorted({*reference, "finished"})
     assert_finished_means_eos(result)
     for name, value in reference.items():
@@ -381,7 +381,7 @@ def test_a_compiled_model_saves_and_loads_compiled_with_its_search(fixture_model
     )
 
 
-# -- issue 24, section 2: results say which hypotheses are outputs -------------
+# -- results say which hypotheses are outputs ----------------------------------
 
 
 def _tiny_transformer(seed):
@@ -517,7 +517,7 @@ def _leaf_paths(state):
 @pytest.mark.parametrize("family", sorted(REORDER_MODELS))
 def test_beam_search_reorders_only_the_step_dependent_state(family, monkeypatch):
     """Beam search gathers at each step only what differs between the beams
-    of a source (issue 23): the results equal, token for token and score for
+    of a source: the results equal, token for token and score for
     score, those of the same model gathering its whole state (the 0.2.0
     contract); the first expansion gathers everything, each step afterwards
     none of the `beam_invariant_state` entries, which stay the very tensors
@@ -601,7 +601,7 @@ def test_reorder_beams_keeps_0_2_0_behaviour_without_invariants_and_names_bad_pa
 @pytest.mark.parametrize("index", [0, 2, 4, 5, -1])
 def test_write_at_a_single_slot_writes_there_and_nowhere_else(axis, index):
     """`masking.write_at` with a one-slot update (every decoding step of the
-    searches and caches; a broadcast select since issue 23) writes exactly
+    searches and caches; a broadcast select) writes exactly
     slot `index` of `axis`, and nothing for an index outside the buffer, as
     for a wider update."""
     buffer = np.arange(2 * 5 * 3, dtype="float32").reshape(2, 5, 3)

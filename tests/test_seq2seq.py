@@ -53,7 +53,7 @@ FAMILIES = {
     "transformer-pre-norm": lambda: TransformerSeq2Seq(
         VOCAB, VOCAB, 16, 2, 32, 1, max_length=16, norm_first=True
     ),
-    # Issue 14: positions inside every self-attention instead of in the embeddings,
+    # Positions inside every self-attention instead of in the embeddings,
     # grouped-query heads, sliding windows (combined, to keep the suite short).
     "transformer-rope-gqa": lambda: TransformerSeq2Seq(
         VOCAB, VOCAB, 16, 4, 32, 1, max_length=16, position="rope", num_key_value_heads=2
@@ -153,7 +153,7 @@ def test_each_family_learns_to_reverse(family):
     # Seeded, so the weights do not depend on what ran before in the process:
     # how sharply the RNN's attention settles on the anti-diagonal varies
     # with the initial weights (JAX, seeds 0-5: 0.70, 0.56, 0.97, 0.92, 0.74,
-    # 0.83 before issue 12's speed-ups, the same but 0.73 for seed 2 after;
+    # 0.83 before the recurrent family's speed-ups, the same but 0.73 for seed 2 after;
     # seed 1 misses the 0.6 below both times).
     keras.utils.set_random_seed(0)
     rng = np.random.default_rng(1)

@@ -31,7 +31,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-# -- issue 14 --------------------------------------------------------------------------
+# -- positions, key/value heads and windows --------------------------------------------
 def test_a_run_recorded_before_the_position_flags_resumes_with_their_defaults(tmp_path):
     """run.json of a run trained before --position, --kv-heads and --window
     lacks them: it was a sinusoidal, full multi-head transformer (an rnn or
@@ -607,7 +607,7 @@ def test_the_demo_defaults_pass_the_checks_for_every_family(family):
     assert translate.parser().parse_args(["demo"]).family == "convs2s"
 
 
-# -- issue 22: one vocabulary and one embedding table --------------------------------
+# -- one vocabulary and one embedding table ------------------------------------------
 def test_a_shared_vocabulary_is_learned_from_both_sides_into_one_table(tmp_path):
     """`--shared-vocabulary --tie-embeddings`: one SentencePiece model of
     both sides, written as both vocabulary files (a run killed between the
@@ -700,7 +700,7 @@ def test_a_convs2s_run_recorded_before_the_tying_flags_resumes(tmp_path):
                 runs.claim(output, shared, defaults=defaults, upgrade=settings_module.upgrade)
 
 
-# -- the Ding entries' other sentences (issue 22) ---------------------------------------
+# -- the Ding entries' other sentences --------------------------------------------------
 DING_LINES = (
     "# a comment line\n"
     "Akku {m} | Bei meinem Handy war der Akku leer.; Das Handy hatte keinen Akku mehr. :: "

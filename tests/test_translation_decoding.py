@@ -31,7 +31,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-# -- issue 13 --------------------------------------------------------------------------
+# -- n-best, forced prefixes, decoding options -----------------------------------------
 def test_translate_nbest_prints_the_exported_nbest(trained, exported, capsys):
     """`--nbest 2`: two `score<TAB>translation` lines per sentence, best
     first, the same as the export's `nbest` signature (beam 2)."""
@@ -93,7 +93,7 @@ def test_translate_applies_the_decoding_options_with_and_without_nbest(trained, 
     assert best != plain.splitlines()[1].split("-> ", 1)[1]
 
 
-# -- issue 12: SentencePiece -------------------------------------------------------------
+# -- SentencePiece -----------------------------------------------------------------------
 def test_a_run_recorded_before_the_tokenizer_flag_is_a_wordpiece_run(tmp_path):
     """run.json of a run made before --tokenizer lacks it: the run used
     WordPiece. It resumes with `--tokenizer wordpiece`, its `.vocab` files

@@ -192,7 +192,7 @@ NUMBER_TEMPLATES = [
 
 
 def test_an_export_copies_numbers_it_never_saw(tmp_path):
-    """Issue 25's end to end: a corpus whose numbers are copied trains with
+    """End to end: a corpus whose numbers are copied trains with
     them protected, and the export (plain TensorFlow, what TF Serving runs)
     writes numbers it never saw, decimal separators swapped, every digit
     group kept (`number_consistency` 100%), and passes the op check."""

@@ -1,4 +1,4 @@
-"""The translation recipe's files and run folders (issue 24): unique
+"""The translation recipe's files and run folders: unique
 temporaries for atomic writes, `--output-file` onto links and read-only
 files, the run folder's lock, nothing written by a refused `train`, damaged
 run files, vocabularies of another run, `--min-length`, byte order marks,

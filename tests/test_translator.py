@@ -148,7 +148,7 @@ def test_nbest_equals_the_export_and_the_eager_beam(translator):
 
 
 def test_nbest_says_which_hypotheses_finished(translator):
-    """Issue 24: the `nbest` signature has `finished (B, N)`, the eager beam
+    """The `nbest` signature has `finished (B, N)`, the eager beam
     search's flags (True for blank texts, whose "" is the answer), and
     `Translator.nbest`'s pairs carry it as `.finished`, still unpacking as
     `(translation, score)`."""
