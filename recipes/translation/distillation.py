@@ -131,6 +131,7 @@ def distilled_split(config, paths, log=print):
         config,
         output=teachers[0],
         ensemble=list(teachers[1:]) or None,
+        distill_from=None,  # the teachers decode: naming them again would name --output
         **dict.fromkeys(DECODING),  # the teachers' recorded decoding
     )
     model, run_config, source_tokenizer, target_tokenizer = load_decoder(teacher_config)
