@@ -1,6 +1,7 @@
-"""The three tiers hold: layers <- seq2seq <- serving, never upwards; no
-module takes names from the package's `__init__`; TensorFlow is imported
-only in `serving/`."""
+"""The tiers hold: layers <- seq2seq <- serving, never upwards, with
+`tokenizers/` (TensorFlow, no model) and `training/` (over seq2seq) beside
+them, below serving; no module takes names from the package's `__init__`;
+TensorFlow is imported only in `serving/`, `tokenizers/` and `training/`."""
 
 import ast
 import importlib.util
@@ -40,15 +41,24 @@ def tier(relative):
 
 def test_the_files_are_where_the_tiers_say():
     found = {tier(relative) for relative, _ in modules()}
-    assert found == {"facade", "layers", "seq2seq", "serving"}
+    assert found == {"facade", "layers", "seq2seq", "serving", "tokenizers", "training"}
 
 
 @pytest.mark.parametrize("relative,path", sorted(modules()))
 def test_imports_point_down_only(relative, path):
+    above = ("keras_attention.serving", "keras_attention.tokenizers", "keras_attention.training")
     forbidden = {
-        "layers": ("keras_attention.seq2seq", "keras_attention.serving", "tensorflow"),
-        "seq2seq": ("keras_attention.serving", "tensorflow"),
-        "facade": ("keras_attention.serving", "tensorflow"),
+        "layers": ("keras_attention.seq2seq", *above, "tensorflow"),
+        "seq2seq": (*above, "tensorflow"),
+        "facade": (*above, "tensorflow"),
+        # TensorFlow's tokenizers know no model, no training and no export.
+        "tokenizers": (
+            "keras_attention.seq2seq",
+            "keras_attention.serving",
+            "keras_attention.training",
+        ),
+        # Training support: the models' tier below it, never the tokenizers or export.
+        "training": ("keras_attention.serving", "keras_attention.tokenizers"),
         "serving": (),
     }[tier(relative)]
     for module, names in imported(path):
@@ -65,7 +75,7 @@ def test_imports_point_down_only(relative, path):
     importlib.util.find_spec("tensorflow") is not None,
     reason="TensorFlow is installed here; the JAX/PyTorch runs check this",
 )
-def test_without_tensorflow_the_serving_tier_names_what_is_missing():
+def test_without_tensorflow_the_serving_and_tokenizer_tiers_name_what_is_missing():
     import sys
 
     import keras_attention  # noqa: F401
@@ -77,6 +87,16 @@ def test_without_tensorflow_the_serving_tier_names_what_is_missing():
         r"pip install keras_attention\[tensorflow\]",
     ):
         import keras_attention.serving  # noqa: F401
+    with pytest.raises(
+        ImportError,
+        match=r"keras_attention.tokenizers needs TensorFlow .*"
+        r"pip install keras_attention\[tensorflow\]",
+    ):
+        import keras_attention.tokenizers  # noqa: F401
+    # Training support imports on every backend (a no-op off TensorFlow).
+    from keras_attention.training.distribute import adapt_for_distribution  # noqa: F401
+
+    assert "tensorflow" not in sys.modules
 
 
 def module_name(relative):
