@@ -258,7 +258,7 @@ def test_export_quantize_int8_reports_both_sizes_and_translates_as_in_process(tr
     from keras_attention.serving import check
     from keras_attention.serving.translator import export_record
     from recipes.translation.decoding import search_from_config, translator_for
-    from recipes.translation.training import load_run
+    from recipes.translation.trained_run import load_run
 
     exports = str(tmp_path / "exports")
     log = run(
