@@ -176,7 +176,7 @@ def test_every_folder_and_file_of_a_real_export_is_readable_as_the_umask_allows(
     os.umask(umask)
     base = os.path.dirname(os.path.dirname(tiny_translator))
     paths = [os.path.join(base, "models.config")]
-    for folder, folders, files in os.walk(tiny_translator):
+    for folder, _, files in os.walk(tiny_translator):
         paths += [folder] + [os.path.join(folder, name) for name in files]
     assert len(paths) > 5
     for path in paths:
