@@ -174,7 +174,7 @@ def child(args):
         "jit": options.get("jit", False),
     }
     if strategy is not None:
-        from keras_attention.serving.distribute import adapt_for_distribution
+        from keras_attention.training.distribute import adapt_for_distribution
 
         with strategy.scope():
             model = adapt_for_distribution(

@@ -71,7 +71,7 @@ def saved_twice():
 def translator_of(flags, directory):
     """A `Translator` of the demo's model (with `flags`) and its search."""
     from keras_attention.serving import Translator
-    from keras_attention.serving.text import RESERVED, SubwordTokenizer
+    from keras_attention.tokenizers import RESERVED, SubwordTokenizer
     from recipes import translate
     from recipes.translation.decoding import search_from_config
     from recipes.translation.training import build_model, train_settings

@@ -50,7 +50,7 @@ def main(argv=None):
     )
     args = parser.parse_args(argv)
 
-    from keras_attention.serving.numbers import numbers_in
+    from keras_attention.tokenizers.numbers import numbers_in
     from recipes.translation.scores import corpus_scores, number_consistency
     from recipes.translation.text_io import read_pair_file
 

@@ -22,7 +22,7 @@ import_tensorflow_quietly()  # TensorFlow's CUDA probe messages on a CPU machine
 
 import tensorflow as tf  # noqa: E402
 
-from keras_attention.serving.text import (  # noqa: E402
+from keras_attention.tokenizers import (  # noqa: E402
     build_vocabulary,
     load_tokenizer,
     train_sentencepiece,

@@ -294,8 +294,8 @@ def export(model, warp, args, examples):
     import keras
     import tensorflow as tf
 
+    from keras_attention.serving.graph import empty_batch_as_one_row
     from keras_attention.serving.requests import has_shape, refuse_unless, shape_string
-    from keras_attention.serving.translator import empty_batch_as_one_row
     from keras_attention.serving.versions import (
         export_archive,
         traced_once,

@@ -121,11 +121,11 @@ def imported_modules(path):
             yield from (f"{node.module}.{alias.name}" for alias in node.names)
 
 
-def test_no_module_of_the_library_or_its_tests_uses_an_old_path():
+def test_no_module_of_the_project_uses_an_old_path():
     # The 0.2.0 fixture script runs on 0.2.0's layout, where these are the paths.
     skipped = {__file__, os.path.join(ROOT, "tests", "data", "make_v0_2_0_fixtures.py")}
     found = []
-    for top in ("keras_attention", "tests"):
+    for top in ("keras_attention", "recipes", "bench", "tests"):
         for folder, _, files in os.walk(os.path.join(ROOT, top)):
             for name in files:
                 path = os.path.join(folder, name)

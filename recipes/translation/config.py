@@ -254,7 +254,7 @@ class TranslationConfig:
     limit: int = None
     vocab_size: int = 8000
     tokenizer: str = "sentencepiece"
-    protect_numbers: bool = True  # serving.numbers: digit groups as a placeholder, copied
+    protect_numbers: bool = True  # tokenizers.numbers: digit groups as a placeholder, copied
     batch_size: int = 64
     batch_tokens: int = None
     dictionary: float = 0.0

@@ -391,7 +391,7 @@ def numbers_to_protect(config, train_path, log=print):
     the training pairs with numbers hold the same numbers on both sides
     (spelled-out dates -> ISO dates: `22 juin 1975` -> `1975-06-22`), since
     a model that never saw the placeholder cannot place it. Logs which."""
-    from keras_attention.serving.numbers import NumberProtection, numbers_in, same_number
+    from keras_attention.tokenizers.numbers import NumberProtection, numbers_in, same_number
 
     if not config.protect_numbers:
         return None
@@ -576,7 +576,7 @@ def make_dataset(
         num_parallel_calls=tf.data.AUTOTUNE,
     )
     if word_dropout > 0:
-        from keras_attention.serving.text import UNK
+        from keras_attention.tokenizers import UNK
 
         def dropped(ids, seed):
             kept = tf.random.stateless_uniform(tf.shape(ids), seed) >= word_dropout
@@ -629,7 +629,7 @@ def load_tokenizers(output, paths=None, vocab_size=8000, log=print, tokenizer=No
     split), a missing vocabulary of `tokenizer` is first learned from the
     training split's side, or with `shared` from both sides at once (one
     vocabulary, written as both files)."""
-    from keras_attention.serving.text import build_vocabulary, load_tokenizer, train_sentencepiece
+    from keras_attention.tokenizers import build_vocabulary, load_tokenizer, train_sentencepiece
 
     tokenizers = []
     files = vocabulary_paths(output, tokenizer)

@@ -56,8 +56,8 @@ def number_protection(run_config):
     whose numbers are not copied). German <-> English: a copied number's
     `.` and `,` are exchanged where its form says decimal or thousands
     separators (`2,50` -> `2.50`, `1.000` <-> `1,000`), and times, dates
-    and versions stay as written (`serving.numbers.copied_number`)."""
-    from keras_attention.serving.numbers import NumberProtection
+    and versions stay as written (`tokenizers.numbers.copied_number`)."""
+    from keras_attention.tokenizers.numbers import NumberProtection
 
     if not run_config.get("protect_numbers", False):
         return None
@@ -117,7 +117,7 @@ def attention_maps(
     dicts (`translation`, `source_tokens`, `target_tokens`, `weights`); a
     protected number's piece is labelled `<num>` (fonts have no glyph for
     the private-use placeholder)."""
-    from keras_attention.serving.numbers import PLACEHOLDER
+    from keras_attention.tokenizers.numbers import PLACEHOLDER
 
     translator = translator_for(
         model, source_tokenizer, target_tokenizer, max_length, search, numbers=numbers

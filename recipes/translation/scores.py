@@ -39,13 +39,13 @@ def corpus_scores(hypotheses, references):
 
 
 def number_consistency(sources, hypotheses):
-    """How many of the sources' digit groups (`serving.numbers.NUMBER`:
+    """How many of the sources' digit groups (`tokenizers.numbers.NUMBER`:
     `49`, `3,50`, `14:35`, `24.12.2019`) reach their translations:
     `number_groups` (all of them), `numbers_kept` and `number_consistency`
     (percent; None without numbers). A group counts once per occurrence,
     found in its own translation written with either decimal separator
     (German `3,50` is kept as `3.50`; `1.000` as `1,000`)."""
-    from keras_attention.serving.numbers import number_key, numbers_in
+    from keras_attention.tokenizers.numbers import number_key, numbers_in
 
     total = kept = 0
     for source, hypothesis in zip(sources, hypotheses):

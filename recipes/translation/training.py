@@ -398,7 +398,7 @@ def train(config, log=print):
 def _train(config, log, settings, spec, starting=None):
     """`train` once the run is checked (and locked on the chief);
     `starting()` is called just before the first epoch."""
-    from keras_attention.serving.distribute import adapt_for_distribution
+    from keras_attention.training.distribute import adapt_for_distribution
 
     spec["jit"] = config.jit
     spec["time_budget"] = config.time_budget
