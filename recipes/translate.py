@@ -88,7 +88,7 @@ def add_alpha_flag(command, run=None):
 
 
 def add_decoding_flags(command, run):
-    """The decoding options of `train` (recorded), `translate` and `export` (issue 13)."""
+    """The decoding options of `train` (recorded), `translate` and `export`."""
     add_alpha_flag(command, run)
     command.add_argument(
         "--min-length",
@@ -129,8 +129,8 @@ def add_distill_flag(command):
 
 
 def add_training_flags(command):
-    """`train`'s flags for validation, monitoring and averaging (issue 12), and
-    its members (issue 22)."""
+    """`train`'s flags for validation, monitoring and averaging, and its
+    members."""
     command.add_argument(
         "--valid",
         metavar="FILE",

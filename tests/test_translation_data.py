@@ -101,7 +101,7 @@ def test_a_window_recorded_by_0_2_is_read_as_the_same_window(tmp_path):
     assert tuned["sliding_window"] == 2
 
 
-# -- issue 12 --------------------------------------------------------------------------
+# -- translating files, validation and averaging ---------------------------------------
 def test_translate_reads_lines_from_a_file_or_stdin_and_keeps_every_line(
     trained, tmp_path, capsys, monkeypatch
 ):

@@ -154,7 +154,7 @@ print(json.dumps({{"translation": [t.decode() for t in out["translation"].numpy(
     assert {rows for outputs in got["empty"].values() for rows in outputs.values()} == {0}
 
 
-# -- issue 11 --------------------------------------------------------------------------
+# -- the CLI in process ------------------------------------------------------------------
 def cli(capsys, *argv):
     """Run the CLI in process: (exit status, stdout, stderr)."""
     try:
@@ -234,8 +234,9 @@ def export_via_cli(args, log):
 def train_shared_run(folder):
     """The tests' one trained run, in `folder/run`: an rnn trained 2 epochs on
     the tiny slice, validated on `VALID`, with validation BLEU each epoch
-    and the mean of its 2 epochs saved as the model (issue 12's flags ride
-    on the one run the tests share). Returns what training printed."""
+    and the mean of its 2 epochs saved as the model (`--valid`,
+    `--bleu-every` and `--average-last` ride on the one run the tests
+    share). Returns what training printed."""
     output = str(folder / "run")
     valid = str(folder / "valid.tsv")
     with open(valid, "w", encoding="utf-8") as handle:
