@@ -431,6 +431,70 @@ def is_temporary(name, entries=RUN_ENTRIES):
     return name.startswith(".") and stem in stems and ".tmp" in name
 
 
+def run_holding(path, entries=RUN_ENTRIES):
+    """`(run, entry)` when `path` lies inside one of a run's own entries
+    (`runs/tr/data`, `runs/tr/checkpoints/x`: the nearest folder above it
+    that holds a `RUN_FILE`, and the entry's name), else None. A run's
+    `members/` are runs of their own, so a folder under it is not inside
+    the run's files."""
+    path = os.path.realpath(path)
+    below, folder = None, path
+    while True:
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None
+        below, folder = os.path.basename(folder), parent
+        if os.path.isfile(os.path.join(folder, RUN_FILE)):
+            return (folder, below) if below in entries and below != "members" else None
+
+
+def check_output_folder(name, path, entries=RUN_ENTRIES):
+    """`UsageError` naming the flag `name` for a folder that a run may not
+    be written into: one inside another run's files (that run's
+    `--overwrite` would delete it; its `data/` holds a run's data) or one
+    that holds runs in its subfolders (a folder of runs is not a run)."""
+    inside = run_holding(path, entries)
+    if inside:
+        raise UsageError(
+            f"{flag(name)} {path} lies inside the run {inside[0]} (its {inside[1]}/), which "
+            "that run's own commands write and delete: choose a folder outside it"
+        )
+    if os.path.isdir(path) and not os.path.isfile(os.path.join(path, RUN_FILE)):
+        held = sorted(
+            entry
+            for entry in os.listdir(path)
+            if os.path.isfile(os.path.join(path, entry, RUN_FILE))
+        )
+        if held:
+            raise UsageError(
+                f"{flag(name)} {path} holds runs ({', '.join(held[:3])}"
+                f"{', ...' if len(held) > 3 else ''}): a run needs a folder of its own; choose "
+                "a new folder, e.g. one inside it"
+            )
+
+
+def check_export_folder(name, path, entries=RUN_ENTRIES):
+    """`UsageError` naming the flag `name` for an export folder that is a
+    run's folder or lies inside a run's files, or that holds a
+    CTranslate2 model (`model.bin`): exports go to a folder of their own."""
+    if os.path.isfile(os.path.join(path, RUN_FILE)):
+        raise UsageError(
+            f"{flag(name)} {path} is a run's folder: exports go to a folder of their own "
+            "(default saved_models)"
+        )
+    inside = run_holding(path, entries)
+    if inside:
+        raise UsageError(
+            f"{flag(name)} {path} lies inside the run {inside[0]} (its {inside[1]}/), which "
+            "that run's own commands write and delete: choose a folder outside it"
+        )
+    if os.path.isfile(os.path.join(path, "model.bin")):
+        raise UsageError(
+            f"{flag(name)} {path} holds a CTranslate2 model (model.bin): exports go to a "
+            "folder of their own (default saved_models)"
+        )
+
+
 def delete_run(output, entries=RUN_ENTRIES, keep=()):
     """Delete what a run wrote into `output` (its `entries`, by default
     the translation recipe's `RUN_ENTRIES`, the scores of other test sets

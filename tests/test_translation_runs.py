@@ -473,3 +473,46 @@ def test_a_folder_holding_a_run_s_names_but_no_run_is_refused_and_kept(tmp_path,
     assert sorted(os.listdir(folder)) == ["config.json", "data", "notes.txt"]
     assert (folder / "data" / "corpus.tsv").read_text() == "Hallo.\tHello.\n"
     assert (folder / "config.json").read_text() == "{}"
+
+
+def test_a_run_is_not_written_inside_another_run_or_over_a_folder_of_runs(tmp_path, capsys):
+    """`train --output RUN/data` put a run inside another run's data,
+    which that run's `--overwrite` then deleted; `train --output PARENT`
+    wrote a run beside the runs it holds. Both are refused before any
+    work, naming --output; a run's members/ are runs of their own."""
+    run = tmp_path / "tr"
+    (run / "data").mkdir(parents=True)
+    (run / "members" / "2").mkdir(parents=True)
+    (run / "run.json").write_text("{}")
+    inside = f"lies inside the run {run} (its data/)"
+    for output, message in [
+        (run / "data", f"--output {run / 'data'} {inside}"),
+        (run / "data" / "x", f"--output {run / 'data' / 'x'} {inside}"),
+        (tmp_path, f"--output {tmp_path} holds runs (tr): a run needs a folder of its own"),
+    ]:
+        status, _, err = cli(capsys, "train", *TINY, "--output", str(output), "--overwrite")
+        assert status == 2 and err.startswith(f"error: {message}") and err.count("\n") == 1, err
+    assert not (run / "data" / "x").exists() and sorted(os.listdir(run / "data")) == []
+    assert runs.run_holding(str(run / "members" / "2")) is None
+    assert runs.run_holding(str(run / "checkpoints" / "a")) == (str(run), "checkpoints")
+
+
+def test_export_refuses_a_run_folder_its_files_or_a_ctranslate2_model_as_export_dir(
+    tmp_path, capsys
+):
+    run = tmp_path / "tr"
+    (run / "data").mkdir(parents=True)
+    (run / "run.json").write_text("{}")
+    ct2 = tmp_path / "ct2"
+    ct2.mkdir()
+    (ct2 / "model.bin").write_text("")
+    for export_dir, message in [
+        (run, f"--export-dir {run} is a run's folder"),
+        (run / "data", f"--export-dir {run / 'data'} lies inside the run {run} (its data/)"),
+        (ct2, f"--export-dir {ct2} holds a CTranslate2 model (model.bin)"),
+    ]:
+        status, _, err = cli(
+            capsys, "export", "--output", str(run), "--export-dir", str(export_dir)
+        )
+        assert status == 2 and err.startswith(f"error: {message}") and err.count("\n") == 1, err
+    assert sorted(os.listdir(run)) == ["data", "run.json"] and os.listdir(ct2) == ["model.bin"]

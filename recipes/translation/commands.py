@@ -66,7 +66,7 @@ def evaluate(config, log=print):
     own_split = os.path.join(config.output, "data", "test.tsv")
     test_set = None  # the run's own test split
     if test_file and os.path.realpath(test_file) != os.path.realpath(own_split):
-        test_set = test_set_name(test_file)
+        test_set = test_set_name(test_file, config.output)
     if not test_file:
         test_file = own_split
         pairs = read_pairs(test_file)
@@ -312,6 +312,7 @@ def export_command(config, log=print):
         raise UsageError(f"--model-name: {error}") from None
     if os.path.exists(config.export_dir) and not os.path.isdir(config.export_dir):
         raise UsageError(f"--export-dir {config.export_dir} is a file; expected a folder")
+    runs.check_export_folder("export_dir", config.export_dir)
     model, run_config, source_tokenizer, target_tokenizer = load_decoder(config)
     config = run_decoding(config, run_config)
     if config.quantize is not None:

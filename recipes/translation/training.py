@@ -335,6 +335,7 @@ def check_inputs(config):
         )
     if os.path.exists(config.output) and not os.path.isdir(config.output):
         raise UsageError(f"--output {config.output} is a file; expected a folder for the run")
+    runs.check_output_folder("output", config.output)
     if os.path.exists(os.path.join(config.output, "model.bin")) and not os.path.exists(
         os.path.join(config.output, runs.RUN_FILE)
     ):  # its config.json and .spm files have a run's names: --overwrite would delete them
