@@ -35,6 +35,7 @@ def test_versions_count_up_and_publish_atomically(tmp_path):
     )
     assert next_version(os.path.join(base, "m")) == 2
     assert "model_config_list" in open(os.path.join(base, "models.config")).read()
+    assert sorted(os.listdir(base)) == ["m", "models.config"]  # no lock file left beside them
 
 
 @pytest.mark.parametrize("umask", [0o022, 0o027, 0o077])

@@ -100,15 +100,34 @@ def remove_abandoned_staging(model_dir):
 @contextlib.contextmanager
 def _export_lock(base_dir):
     """An exclusive lock on `<base_dir>/.export.lock` (flock; held while a
-    version is numbered and published and `models.config` rewritten)."""
-    with open(os.path.join(base_dir, ".export.lock"), "a") as handle:
-        if fcntl is not None:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            if fcntl is not None:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+    version is numbered and published and `models.config` rewritten). The
+    holder removes the file before it lets go, so that no lock file stays
+    beside the models; a process that was waiting on the removed file
+    finds, once it holds that lock, that the path is gone or another file,
+    and locks the file at the path instead."""
+    path = os.path.join(base_dir, ".export.lock")
+    while True:
+        handle = open(path, "a")
+        if fcntl is None:
+            break
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        if _is_file_at(handle, path):
+            break
+        handle.close()  # locked a file its holder had removed: again
+    try:
+        yield
+    finally:
+        if fcntl is not None and _is_file_at(handle, path):
+            os.remove(path)  # still held: only the holder removes it
+        handle.close()  # releases the flock
+
+
+def _is_file_at(handle, path):
+    """True when `path` is the file open as `handle`."""
+    try:
+        return os.path.samestat(os.fstat(handle.fileno()), os.stat(path))
+    except FileNotFoundError:
+        return False
 
 
 def write_models_config(base_dir):
