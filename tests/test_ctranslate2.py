@@ -438,3 +438,23 @@ def test_convert_cli_refuses_a_quantized_run_in_flag_words(transformer_run, tmp_
     assert stderr.startswith(f"error: --output {quantized} holds a model quantized in place (int8)")
     assert "add --quantization int8" in stderr and "quantization=" not in stderr
     assert not os.path.exists(tmp_path / "ct2")
+
+
+def test_a_symbolic_link_is_written_through_and_nothing_is_left_beside_it(tmp_path):
+    """`output_dir` a link to a model it wrote: the model it names is
+    replaced (the link stays a link, no temporary beside it); a dangling
+    link makes the folder it names."""
+    model = random_model()
+    real = tmp_path / "models" / "ct2"
+    convert_to_ctranslate2(model, str(real), metadata={"note": "old"})
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    convert_to_ctranslate2(model, str(link), metadata={"note": "new"}, overwrite=True)
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    assert json.loads((real / "keras_attention.json").read_text())["note"] == "new"
+    assert sorted(os.listdir(tmp_path)) == ["link", "models"]
+    assert sorted(os.listdir(tmp_path / "models")) == ["ct2"]
+    dangling = tmp_path / "dangling"
+    dangling.symlink_to(tmp_path / "models" / "later")
+    assert convert_to_ctranslate2(model, str(dangling)) == str(tmp_path / "models" / "later")
+    assert (tmp_path / "models" / "later" / "model.bin").is_file()

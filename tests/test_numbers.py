@@ -504,8 +504,16 @@ def test_translate_with_ctranslate2_refuses_a_single_string(tmp_path):
         "`texts` of translate_with_ctranslate2 must be a list of strings; received a single "
         "string 'Ich habe keine Zeit.' (wrap it in a list)."
     )
-    with pytest.raises(ValueError, match="holding a value of type int"):
+    with pytest.raises(ValueError, match=r"must be a list of strings; item 1 is int 3\."):
         translate_with_ctranslate2(folder, ["Ja.", 3], EchoTranslator())
+    with pytest.raises(ValueError, match=r"item 0 is NoneType None\."):
+        translate_with_ctranslate2(folder, [None], EchoTranslator())
+    with pytest.raises(ValueError, match=r"received int 5\."):
+        translate_with_ctranslate2(folder, 5, EchoTranslator())
+    # As Translator.translate: UTF-8 bytes are texts too.
+    assert translate_with_ctranslate2(folder, [b"Ja."], EchoTranslator()) == ["Ja."]
+    with pytest.raises(ValueError, match=r"`model_dir` .* \(with model.bin\); received "):
+        translate_with_ctranslate2(str(tmp_path / "nothing"), ["Ja."])
     assert translate_with_ctranslate2(folder, ["Ich habe keine Zeit."], EchoTranslator()) == [
         "Ich habe keine Zeit."
     ]

@@ -398,7 +398,8 @@ def convert_to_ctranslate2(
             `keras_attention.json` beside the model (the recipe records the
             run's decoding settings there), with `converted_by` and
             `files`, which mark the folder as one this function wrote.
-        overwrite: replace an existing `output_dir`, but only an empty
+        overwrite: replace an existing `output_dir` (through a symbolic
+            link, the folder it names), but only an empty
             folder or a CTranslate2 model this function wrote
             (`not_replaceable`); any other folder is a `ValueError` naming
             it, so that nothing else is ever deleted. The new model is
@@ -412,11 +413,13 @@ def convert_to_ctranslate2(
             f"convert_to_ctranslate2: quantization must be None or one of "
             f"{list(QUANTIZATIONS)}; received {quantization!r}"
         )
-    if not isinstance(output_dir, (str, os.PathLike)) or not os.fspath(output_dir):
+    if not isinstance(output_dir, (str, bytes, os.PathLike)) or not os.fspath(output_dir):
         raise ValueError(
             f"convert_to_ctranslate2: output_dir must name a folder to write; got {output_dir!r}"
         )
-    output_dir = os.path.abspath(output_dir)
+    # A symbolic link is written through, to the folder it names (as a
+    # shell's redirection writes through a link to a file).
+    output_dir = os.path.realpath(os.fsdecode(output_dir))
     if os.path.exists(output_dir) and not (overwrite and os.path.isdir(output_dir)):
         kind = "folder" if os.path.isdir(output_dir) else "file"
         raise ValueError(
@@ -592,8 +595,9 @@ def _detokenize(processor, pieces):
 
 
 def translate_with_ctranslate2(model_dir, texts, translator=None, protect_numbers=None, **options):
-    """Translate `texts` (a list of strings; a bare string is a
-    `ValueError`) with a folder `convert_to_ctranslate2`
+    """Translate `texts` (a list of strings, or UTF-8 bytes, as
+    `Translator.translate` takes; a bare string is a `ValueError`) with a
+    folder `convert_to_ctranslate2`
     wrote, as our `Translator.translate` does: SentencePiece pieces in
     (`source.spm`), CTranslate2's search, pieces out (`target.spm`),
     reserved pieces dropped, numbers protected and restored when the run
@@ -609,12 +613,24 @@ def translate_with_ctranslate2(model_dir, texts, translator=None, protect_number
             "`texts` of translate_with_ctranslate2 must be a list of strings; received a "
             f"single string {texts!r} (wrap it in a list)."
         )
-    texts = list(texts)
-    others = [type(text).__name__ for text in texts if not isinstance(text, str)]
-    if others:
+    try:
+        texts = list(texts)
+    except TypeError:
         raise ValueError(
-            "`texts` of translate_with_ctranslate2 must be a list of strings; received a list "
-            f"holding a value of type {others[0]}."
+            "`texts` of translate_with_ctranslate2 must be a list of strings; received "
+            f"{type(texts).__name__} {texts!r}."
+        ) from None
+    for index, text in enumerate(texts):
+        if not isinstance(text, (str, bytes)):
+            raise ValueError(
+                "`texts` of translate_with_ctranslate2 must be a list of strings; item "
+                f"{index} is {type(text).__name__} {text!r}."
+            )
+    texts = [text.decode("utf-8") if isinstance(text, bytes) else text for text in texts]
+    if translator is None and not os.path.isfile(os.path.join(model_dir, "model.bin")):
+        raise ValueError(
+            f"`model_dir` of translate_with_ctranslate2 must be a folder that "
+            f"convert_to_ctranslate2 wrote (with model.bin); received model_dir={model_dir!r}."
         )
     import ctranslate2
     import sentencepiece
