@@ -315,8 +315,22 @@ def test_evaluate_of_another_test_file_keeps_the_run_s_own_results(trained, tmp_
     assert scores["sentences"] == 2 and scores["test"] == str(small)
     assert os.path.getsize(os.path.join(output, "attention", "small", "sample0.png")) > 1000
     assert f"scores: {os.path.join(output, 'scores.small.json')}" in out
+    # Another file of the same name: kept beside the first, not over it.
+    (tmp_path / "other").mkdir()
+    other = tmp_path / "other" / "small.tsv"
+    other.write_text("Wo ist der Bahnhof?\tWhere is the station?\n")
+    evaluate = ("evaluate", "--output", output, "--samples", "1", "--beam-width", "1")
+    status, out, err = cli(capsys, *evaluate, "--test", str(other))
+    assert status == 0, err
+    assert f"scores: {os.path.join(output, 'scores.small-2.json')}" in out
+    assert json.load(open(os.path.join(output, "scores.small-2.json")))["test"] == str(other)
+    assert json.load(open(os.path.join(output, "scores.small.json")))["test"] == str(small)
+    assert os.path.isdir(os.path.join(output, "attention", "small-2"))
+    status, out, err = cli(capsys, *evaluate, "--test", str(small))  # its own name again
+    assert status == 0 and f"scores: {os.path.join(output, 'scores.small.json')}" in out, err
     runs.delete_run(output)  # what --overwrite deletes: these too
     assert not os.path.exists(os.path.join(output, "scores.small.json"))
+    assert not os.path.exists(os.path.join(output, "scores.small-2.json"))
 
 
 @pytest.mark.parametrize("flag", ["--test", "--valid"])

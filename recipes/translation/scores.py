@@ -8,6 +8,7 @@ version): the signature string names them, e.g.
 recorded beside every score.
 """
 
+import json
 import math
 import os
 import re
@@ -69,13 +70,31 @@ def write_scores(output, scores, test_set=None):
     return path
 
 
-def test_set_name(path):
+def test_set_name(path, output=None):
     """The name a `--test` file's results are kept under: its file name
     without the extension, other characters than letters, digits, `.`,
-    `_` and `-` as `_` (`small.tsv` -> `small`)."""
+    `_` and `-` as `_` (`small.tsv` -> `small`). With the run folder
+    `output`, a name whose `scores.<name>.json` holds another file's
+    results (its "test" path) is not taken: `small-2`, `small-3`, ...,
+    so that two files of one name never replace each other's."""
     stem = os.path.splitext(os.path.basename(os.path.normpath(path)))[0]
-    stem = re.sub(r"[^A-Za-z0-9._-]", "_", stem).lstrip(".")
-    return stem or "test"
+    stem = re.sub(r"[^A-Za-z0-9._-]", "_", stem).lstrip(".") or "test"
+    if output is None:
+        return stem
+    wanted, name, number = os.path.abspath(path), stem, 1
+    while True:
+        scores = os.path.join(output, f"scores.{name}.json")
+        if not os.path.exists(scores):
+            return name
+        try:
+            with open(scores, encoding="utf-8") as handle:
+                recorded = json.load(handle).get("test")
+        except (OSError, ValueError, AttributeError):
+            recorded = None
+        if recorded == wanted:
+            return name
+        number += 1
+        name = f"{stem}-{number}"
 
 
 class ValidationBleu(keras.callbacks.Callback):
