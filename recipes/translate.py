@@ -37,7 +37,7 @@ from .translation.config import (
     CONVERSIONS,
     CT2_QUANTIZATIONS,
     DECAYS,
-    DECODING,
+    DECODING_RENAMED,
     FAMILIES,
     FAMILY_DEFAULTS,
     MAX_MEMBERS,
@@ -59,7 +59,7 @@ def decoding_default(name, run):
     """How a decoding flag's default is said: `train` records the flags in
     the run (`run="records"`), evaluate, translate and export use the run's
     (`run="uses"`); the demo has defaults of its own (None)."""
-    default = BEAM_DEFAULTS[DECODING[name]]
+    default = BEAM_DEFAULTS[name]
     if run == "records":
         return (
             f" (default: {default}; recorded in the run as what evaluate, translate and export use)"
@@ -97,10 +97,10 @@ def add_decoding_flags(command, run):
         + decoding_default("min_length", run),
     )
     command.add_argument(
-        "--no-repeat-ngram",
+        "--no-repeat-ngram-size",
         type=int,
         help="never repeat an n-gram of this many pieces (0: off)"
-        + decoding_default("no_repeat_ngram", run),
+        + decoding_default("no_repeat_ngram_size", run),
     )
     command.add_argument(
         "--repetition-penalty",
@@ -173,10 +173,11 @@ class DeprecatedFlag(argparse.Action):
 
 
 def deprecated_aliases(commands):
-    """Give every command that has a renamed flag (`RENAMED`) its old spelling."""
+    """Give every command that has a renamed flag (`RENAMED`,
+    `DECODING_RENAMED`) its old spelling."""
     for command in commands.choices.values():
         flags = {action.dest: action for action in command._actions}
-        for old, new in RENAMED.items():
+        for old, new in {**RENAMED, **DECODING_RENAMED}.items():
             if new in flags:
                 command.add_argument(
                     f"--{old.replace('_', '-')}",

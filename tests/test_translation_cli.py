@@ -306,6 +306,25 @@ def test_old_flag_spellings_still_work_with_a_note_and_are_hidden(capsys):
     assert "--kv-heads" not in help_text and "--num-key-value-heads" in help_text
 
 
+def test_no_repeat_ngram_takes_the_librarys_name_and_the_old_one_with_a_note(capsys):
+    """The flag is BeamSearch's `no_repeat_ngram_size`; `--no-repeat-ngram`
+    (what it was called before) sets the same setting with a note, hidden
+    from --help, and a run that recorded the old key decodes with it."""
+    from recipes.translation.config import TranslationConfig, run_decoding
+
+    for command in ("train", "translate", "export"):
+        config = translate.check(translate.parser().parse_args([command, "--no-repeat-ngram", "3"]))
+        assert config.no_repeat_ngram_size == 3
+        err = capsys.readouterr().err.splitlines()
+        assert err == ["note: --no-repeat-ngram is deprecated; use --no-repeat-ngram-size"]
+        help_text = translate.parser()._subparsers._group_actions[0].choices[command].format_help()
+        assert "--no-repeat-ngram-size" in help_text and "--no-repeat-ngram " not in help_text
+    config = TranslationConfig(command="translate")  # no decoding flag given
+    old_run = {"decoding": {"no_repeat_ngram": 3, "alpha": 1.2}}  # recorded before the rename
+    assert run_decoding(config, old_run).no_repeat_ngram_size == 3
+    assert run_decoding(config.replace(no_repeat_ngram_size=2), old_run).no_repeat_ngram_size == 2
+
+
 def test_a_0_2_0_record_with_old_key_names_loads_under_the_new_names():
     from recipes.translation.config import upgrade
 
@@ -358,7 +377,14 @@ def test_the_decoding_flags_become_one_search():
     from recipes.translation import decoding
 
     flags = ["--beam-width", "3", "--num-hypotheses", "2", "--alpha", "1.5", "--min-length", "2"]
-    flags += ["--no-repeat-ngram", "3", "--repetition-penalty", "1.2", "--coverage-penalty", "0.1"]
+    flags += [
+        "--no-repeat-ngram-size",
+        "3",
+        "--repetition-penalty",
+        "1.2",
+        "--coverage-penalty",
+        "0.1",
+    ]
     config = translate.check(translate.parser().parse_args(["export", *flags]))
     search = decoding.search_from_config(config, num_hypotheses=config.num_hypotheses)
     assert isinstance(search, BeamSearch)

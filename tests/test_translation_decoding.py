@@ -58,7 +58,10 @@ def test_translate_nbest_prints_the_exported_nbest(trained, exported, capsys):
         (["translate", "--beam-width", "2", "--nbest", "3"], "error: --nbest must be at most"),
         (["translate", "--nbest", "0"], "error: --nbest must be >= 1; got 0"),
         (["translate", "--min-length", "-1"], "error: --min-length must be >= 0; got -1"),
-        (["translate", "--no-repeat-ngram", "-2"], "error: --no-repeat-ngram must be >= 0"),
+        (
+            ["translate", "--no-repeat-ngram-size", "-2"],
+            "error: --no-repeat-ngram-size must be >= 0",
+        ),
         (
             ["translate", "--repetition-penalty", "0"],
             "error: --repetition-penalty must be > 0; got 0.0",
@@ -82,7 +85,7 @@ def test_translate_applies_the_decoding_options_with_and_without_nbest(trained, 
     --min-length forces a longer output)."""
     text = "Ich habe keine Zeit."
     flags = ["--output", trained[0], "--beam-width", "2"]
-    options = ["--min-length", "12", "--no-repeat-ngram", "2", "--coverage-penalty", "0.2"]
+    options = ["--min-length", "12", "--no-repeat-ngram-size", "2", "--coverage-penalty", "0.2"]
     _, plain, _ = cli(capsys, "translate", *flags, text)
     status, best, err = cli(capsys, "translate", *flags, *options, text)
     assert status == 0, err
@@ -367,7 +370,7 @@ def test_a_run_records_its_decoding_settings_and_the_commands_use_them(
         "beam_width": 4,
         "alpha": 0.6,
         "min_length": 0,
-        "no_repeat_ngram": 0,
+        "no_repeat_ngram_size": 0,
         "repetition_penalty": 1.0,
         "coverage_penalty": 0.0,
     }

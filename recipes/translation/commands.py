@@ -393,7 +393,7 @@ def convert_command(config, log=print):
         "length_penalty": config.alpha,
         "coverage_penalty": config.coverage_penalty,
         "repetition_penalty": config.repetition_penalty,
-        "no_repeat_ngram_size": config.no_repeat_ngram,
+        "no_repeat_ngram_size": config.no_repeat_ngram_size,
         "min_decoding_length": config.min_length,
         "max_input_length": max_length,
         "max_decoding_length": max_length + 1,

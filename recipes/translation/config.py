@@ -49,17 +49,13 @@ BEAM_DEFAULTS = {
     "repetition_penalty": 1.0,
     "coverage_penalty": 0.0,
 }
-# The decoding flags, by their settings' names -> BeamSearch's argument names.
+# The decoding settings, by BeamSearch's argument names (the flags' names).
 # A run records them when it trains (`config.json`: "decoding"); the
 # commands that decode use the run's unless a flag is given (`run_decoding`).
-DECODING = {
-    "beam_width": "beam_width",
-    "alpha": "alpha",
-    "min_length": "min_length",
-    "no_repeat_ngram": "no_repeat_ngram_size",
-    "repetition_penalty": "repetition_penalty",
-    "coverage_penalty": "coverage_penalty",
-}
+DECODING = tuple(BEAM_DEFAULTS)
+# Decoding flags (and `config.json` "decoding" keys) renamed since they were
+# recorded -> BeamSearch's names (`upgrade_decoding`; the old flags still parse).
+DECODING_RENAMED = {"no_repeat_ngram": "no_repeat_ngram_size"}
 QUANTIZATIONS = ("int8",)  # export --quantize: weight-only int8 (Translator.export)
 ATTENTION = LIBRARY_ATTENTION + ("none",)  # the RNN's attention, by the library's own names
 DECAYS = ("rsqrt", "cosine")  # --decay
@@ -154,7 +150,7 @@ POSITIVE = (  # integers >= 1
     "num_hypotheses",
     "members",
 )
-COUNTS = ("samples", "bleu_trials", "min_length", "no_repeat_ngram", "bleu_every")  # >= 0
+COUNTS = ("samples", "bleu_trials", "min_length", "no_repeat_ngram_size", "bleu_every")  # >= 0
 # `train --members`: at most this many, each a TensorFlow process of its own
 # started at once (1000 started two a second and made the load average 151).
 MAX_MEMBERS = 8
@@ -301,7 +297,7 @@ class TranslationConfig:
     beam_width: int = None
     alpha: float = None  # GNMT's length penalty
     min_length: int = None
-    no_repeat_ngram: int = None
+    no_repeat_ngram_size: int = None
     repetition_penalty: float = None
     coverage_penalty: float = None
     # evaluate, translate, export, average
@@ -462,9 +458,18 @@ def decoding_settings(config):
     """The decoding settings a run records when it trains: the flags given,
     BeamSearch's defaults for the others."""
     return {
-        name: BEAM_DEFAULTS[argument] if getattr(config, name) is None else getattr(config, name)
-        for name, argument in DECODING.items()
+        name: BEAM_DEFAULTS[name] if getattr(config, name) is None else getattr(config, name)
+        for name in DECODING
     }
+
+
+def upgrade_decoding(recorded):
+    """A run's recorded "decoding" dict with the keys renamed since it was
+    written (`DECODING_RENAMED`: "no_repeat_ngram") under BeamSearch's names;
+    `{}` for a run that recorded none."""
+    if not isinstance(recorded, dict):
+        return {}
+    return {DECODING_RENAMED.get(key, key): value for key, value in recorded.items()}
 
 
 DECODES = ("evaluate", "translate", "export")  # the commands that decode a trained run
@@ -486,10 +491,10 @@ def run_decoding(config, run_config):
     taken from the run (`config.json`'s "decoding", what it was trained or
     demonstrated with), else BeamSearch's default; validated again."""
     recorded = run_config.get("decoding") if isinstance(run_config, dict) else None
-    recorded = recorded if isinstance(recorded, dict) else {}
+    recorded = upgrade_decoding(recorded)
     filled = {
-        name: recorded.get(name, BEAM_DEFAULTS[argument])
-        for name, argument in DECODING.items()
+        name: recorded.get(name, BEAM_DEFAULTS[name])
+        for name in DECODING
         if getattr(config, name) is None
     }
     return config.replace(**filled).validate()

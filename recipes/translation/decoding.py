@@ -44,7 +44,7 @@ def search_from_config(config, beam_width=None, num_hypotheses=None):
         coverage_penalty=settings["coverage_penalty"],
         num_hypotheses=num_hypotheses,
         min_length=settings["min_length"],
-        no_repeat_ngram_size=settings["no_repeat_ngram"],
+        no_repeat_ngram_size=settings["no_repeat_ngram_size"],
         repetition_penalty=settings["repetition_penalty"],
     )
 
