@@ -325,6 +325,36 @@ def test_no_repeat_ngram_takes_the_librarys_name_and_the_old_one_with_a_note(cap
     assert run_decoding(config.replace(no_repeat_ngram_size=2), old_run).no_repeat_ngram_size == 2
 
 
+def test_every_decoding_option_of_beam_search_is_a_flag_and_reaches_the_export():
+    """Each of `BeamSearch.decoding_options()` (every key of its config but
+    `NOT_DECODING_OPTIONS`) is a flag of train (recorded), translate and
+    export, named as the argument, and reaches the search, the recorded
+    settings and the export's `decoding_options` (and 0.2.0's function of
+    that name): a new BeamSearch argument fails here until it has a flag or
+    is declared not a decoding option."""
+    from keras_attention.seq2seq import BeamSearch
+    from keras_attention.serving import export
+    from keras_attention.serving.graph import beam_options
+    from recipes.translation import decoding
+    from recipes.translation.config import decoding_settings, flag
+
+    search = BeamSearch()
+    defaults = search.decoding_options()
+    assert set(defaults) | set(BeamSearch.NOT_DECODING_OPTIONS) == set(search.get_config())
+    chosen = {  # a value of its own for each, within every range
+        name: value + (1 if isinstance(value, int) else 0.5) for name, value in defaults.items()
+    }
+    flags = [part for name, value in chosen.items() for part in (flag(name), str(value))]
+    expected = {"beam_width": chosen["beam_width"], "num_hypotheses": chosen["beam_width"]}
+    for command in ("train", "translate", "export"):
+        config = translate.check(translate.parser().parse_args([command, *flags]))
+        assert decoding_settings(config) == chosen  # what train records
+        search = decoding.search_from_config(config)
+        assert search.decoding_options() == chosen, command
+        assert beam_options(search) == {**expected, **chosen}  # the exported signature's
+    assert export.decoding_options(**chosen) == {**expected, **chosen}
+
+
 def test_a_0_2_0_record_with_old_key_names_loads_under_the_new_names():
     from recipes.translation.config import upgrade
 
@@ -465,8 +495,7 @@ def test_command_line_tables_are_the_librarys():
     assert runs.LIBRARY_ATTENTION == config.LIBRARY_ATTENTION == names()
     assert config.POSITIONS == POSITIONS
     assert config.CT2_QUANTIZATIONS == QUANTIZATIONS
-    beam = BeamSearch().get_config()
-    assert config.BEAM_DEFAULTS == {key: beam[key] for key in config.BEAM_DEFAULTS}
+    assert config.BEAM_DEFAULTS == BeamSearch().decoding_options()  # all of them
     from keras_attention.serving.translator import QUANTIZATIONS
 
     assert config.QUANTIZATIONS == QUANTIZATIONS

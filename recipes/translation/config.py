@@ -41,6 +41,10 @@ FAMILIES = ("rnn", "convs2s", "transformer")
 POSITIONS = ("sinusoidal", "learned", "rope", "alibi", "relative")
 CT2_QUANTIZATIONS = ("int8", "int8_float32", "float16")
 CONVERSIONS = ("ctranslate2",)  # convert --to
+# `BeamSearch().decoding_options()`: the decoding options and their defaults,
+# the one list the decoding flags, `decoding_settings` and
+# `decoding.search_from_config` are made from (the test of the copies checks
+# it is the library's whole list, so that a new option needs a flag).
 BEAM_DEFAULTS = {
     "beam_width": 4,
     "alpha": 0.6,

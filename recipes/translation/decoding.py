@@ -32,21 +32,15 @@ _TRANSLATORS = weakref.WeakKeyDictionary()  # model -> {(tokenizers, length, sea
 
 
 def search_from_config(config, beam_width=None, num_hypotheses=None):
-    """The search the decoding flags of a `TranslationConfig` chose:
-    `BeamSearch(beam_width, alpha, coverage_penalty, num_hypotheses,
-    min_length, no_repeat_ngram_size, repetition_penalty)`; `beam_width`
-    overrides the config's. (A beam of 1 without a coverage penalty
+    """The search the decoding flags of a `TranslationConfig` chose: a
+    `BeamSearch` of its decoding settings (`config.DECODING`, BeamSearch's
+    decoding options) and `num_hypotheses`; `beam_width` overrides the
+    config's. (A beam of 1 without a coverage penalty
     decodes its best hypothesis greedily, as 0.2.0's `generate` did.)"""
     settings = decoding_settings(config)  # a setting not given: BeamSearch's default
-    return BeamSearch(
-        beam_width=beam_width or settings["beam_width"],
-        alpha=settings["alpha"],
-        coverage_penalty=settings["coverage_penalty"],
-        num_hypotheses=num_hypotheses,
-        min_length=settings["min_length"],
-        no_repeat_ngram_size=settings["no_repeat_ngram_size"],
-        repetition_penalty=settings["repetition_penalty"],
-    )
+    if beam_width:
+        settings["beam_width"] = beam_width
+    return BeamSearch(**settings, num_hypotheses=num_hypotheses)
 
 
 def number_protection(run_config):
