@@ -51,9 +51,9 @@ from .translation.config import (
     UPPER_BOUNDS,
     TranslationConfig,
     UsageError,
-    with_recorded_decoding,
 )
 from .translation.data import CorpusError
+from .translation.trained_run import with_run_decoding
 
 
 def decoding_default(name, run):
@@ -545,7 +545,7 @@ def check(args):
     receive."""
     settings = {key: value for key, value in vars(args).items() if key != "command"}
     config = TranslationConfig.for_command(args.command, **settings).validate()
-    return with_recorded_decoding(config)  # a decoding flag not given: the run's
+    return with_run_decoding(config)  # a decoding flag not given: the run's
 
 
 def add_ensemble_flag(command):

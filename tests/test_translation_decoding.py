@@ -457,6 +457,39 @@ def test_export_says_each_step_on_stderr(trained, tmp_path, capsys, monkeypatch)
     assert out.rstrip().endswith("; variables/ 0 bytes")  # float32: no second size
 
 
+def test_each_decoding_command_reads_the_runs_config_once(trained, tmp_path, capsys, monkeypatch):
+    """The command line settles the decoding settings against the run's
+    config.json, and the model is loaded with what it read: evaluate,
+    translate and export read the file once (the decoding options reach
+    their search all the same)."""
+    from recipes import runs
+    from recipes.translation import commands
+
+    reads, searches = [], []
+    read_json = runs.read_json
+
+    def counted(path, *args, **kwargs):
+        if os.path.basename(path) == "config.json":
+            reads.append(path)
+        return read_json(path, *args, **kwargs)
+
+    def capture(*args, **kwargs):
+        searches.append(next(a for a in args if hasattr(a, "beam_width")).alpha)
+        raise KeyboardInterrupt  # enough: the search is chosen and the model loaded
+
+    run = str(tmp_path / "run")  # evaluate writes its scores there
+    shutil.copytree(trained[0], run)
+    monkeypatch.setattr(runs, "read_json", counted)
+    output = ["--output", run, "--alpha", "1.1"]
+    status, out, err = cli(capsys, "translate", *output, "Hallo.")
+    assert status == 0 and len(reads) == 1, (reads, err)
+    status, out, err = cli(capsys, "evaluate", *output, "--limit-test", "2", "--samples", "1")
+    assert status == 0 and len(reads) == 2, (reads, err)
+    monkeypatch.setattr(commands, "export_translator", capture)
+    cli(capsys, "export", *output, "--export-dir", str(tmp_path / "x"))
+    assert len(reads) == 3 and searches == [1.1], reads
+
+
 def test_the_demo_records_its_decoding_on_a_run_trained_before_runs_did(trained, tmp_path):
     """`make demo` on a finished demo run from before runs recorded their
     decoding evaluated with alpha 1.2 while translate used 0.6: the demo

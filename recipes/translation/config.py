@@ -328,6 +328,10 @@ class TranslationConfig:
     trials: int = 10
     families: list = dataclasses.field(default_factory=lambda: list(FAMILIES))
     bleu_trials: int = 3
+    # Not a setting: the --output run's config.json as the command line read
+    # it to settle the decoding settings (`trained_run.with_run_decoding`), so
+    # that `load_run` does not read it again; None: not read.
+    recorded: dict = dataclasses.field(default=None, repr=False, compare=False)
 
     @classmethod
     def for_command(cls, command, **settings):
@@ -476,24 +480,17 @@ def upgrade_decoding(recorded):
     return {DECODING_RENAMED.get(key, key): value for key, value in recorded.items()}
 
 
-DECODES = ("evaluate", "translate", "export")  # the commands that decode a trained run
-
-
-def with_recorded_decoding(config):
-    """`run_decoding` with the run's `config.json` when it has one (read
-    before any work, so that `--nbest` is checked against the run's beam)."""
-    if config.command not in DECODES:
-        return config
-    path = os.path.join(config.output, "config.json")
-    return run_decoding(
-        config, read_json(path, "the trained model's settings") if os.path.exists(path) else {}
-    )
+# The commands that decode a trained run, or convert it with its decoding
+# settings: they settle them against the run's before any work.
+DECODES = ("evaluate", "translate", "export", "convert")
 
 
 def run_decoding(config, run_config):
-    """`config` with each decoding setting not given on the command line
-    taken from the run (`config.json`'s "decoding", what it was trained or
-    demonstrated with), else BeamSearch's default; validated again."""
+    """The one place where the run's recorded decoding options and the flags
+    given are settled: `config` with each decoding setting not given on the
+    command line taken from the run (`config.json`'s "decoding", what it was
+    trained or demonstrated with, `upgrade_decoding`), else BeamSearch's
+    default; validated again. (`decoding.settled_search` makes its BeamSearch.)"""
     recorded = run_config.get("decoding") if isinstance(run_config, dict) else None
     recorded = upgrade_decoding(recorded)
     filled = {

@@ -20,11 +20,9 @@ import sys
 import time
 import weakref
 
-import keras
+from keras_attention.seq2seq.search import BeamSearch, GreedySearch, get_search
 
-from keras_attention.seq2seq.search import BeamSearch, GreedySearch
-
-from .config import decoding_settings
+from .config import decoding_settings, run_decoding
 
 GREEDY = GreedySearch()  # validation BLEU and the tuner's: plain greedy search
 
@@ -41,6 +39,15 @@ def search_from_config(config, beam_width=None, num_hypotheses=None):
     if beam_width:
         settings["beam_width"] = beam_width
     return BeamSearch(**settings, num_hypotheses=num_hypotheses)
+
+
+def settled_search(config, run_config, num_hypotheses=None):
+    """`(config, search)`: `config` with its decoding settings settled
+    against the run's `run_config` (`config.run_decoding`: a flag given, else
+    the run's recorded setting, else BeamSearch's default) and the one
+    `BeamSearch` they make (`search_from_config`)."""
+    config = run_decoding(config, run_config)
+    return config, search_from_config(config, num_hypotheses=num_hypotheses)
 
 
 def number_protection(run_config):
@@ -67,7 +74,8 @@ def translator_for(
     functions are traced once)."""
     from keras_attention.serving import Translator
 
-    config = json.dumps(keras.saving.serialize_keras_object(search), sort_keys=True)
+    search = get_search(search)
+    config = (type(search), repr(sorted(search.get_config().items())))
     protection = None if numbers is None else json.dumps(numbers.get_config(), sort_keys=True)
     key = (id(source_tokenizer), id(target_tokenizer), max_length, config, batch_size, protection)
     translators = _TRANSLATORS.setdefault(model, {})
