@@ -355,6 +355,23 @@ def test_every_decoding_option_of_beam_search_is_a_flag_and_reaches_the_export()
     assert export.decoding_options(**chosen) == {**expected, **chosen}
 
 
+def test_the_checked_settings_are_declared_on_their_fields():
+    """`POSITIVE` and `COUNTS` are made from the fields' declared checks."""
+    from recipes.translation import config
+
+    assert set(config.POSITIVE) == {
+        *("epochs", "batch_size", "max_length", "beam_width", "trials", "limit"),
+        *("vocab_size", "limit_test", "batch_tokens", "patience", "bleu_sentences"),
+        *("last", "nbest", "num_hypotheses", "members"),
+    }
+    assert set(config.COUNTS) == {
+        *("samples", "bleu_trials", "min_length", "no_repeat_ngram_size", "bleu_every"),
+    }
+    for name in config.POSITIVE:
+        with pytest.raises(config.UsageError, match=f"{config.flag(name)} must be >= 1"):
+            config.TranslationConfig(command="translate", **{name: 0}).validate()
+
+
 def test_a_0_2_0_record_with_old_key_names_loads_under_the_new_names():
     from recipes.translation.config import upgrade
 
