@@ -38,6 +38,7 @@ from .translation.config import (
     CT2_QUANTIZATIONS,
     DECAYS,
     DECODING,
+    DECODING_RENAMED,
     FAMILIES,
     FAMILY_DEFAULTS,
     MAX_MEMBERS,
@@ -50,16 +51,16 @@ from .translation.config import (
     UPPER_BOUNDS,
     TranslationConfig,
     UsageError,
-    with_recorded_decoding,
 )
 from .translation.data import CorpusError
+from .translation.trained_run import with_run_decoding
 
 
 def decoding_default(name, run):
     """How a decoding flag's default is said: `train` records the flags in
     the run (`run="records"`), evaluate, translate and export use the run's
     (`run="uses"`); the demo has defaults of its own (None)."""
-    default = BEAM_DEFAULTS[DECODING[name]]
+    default = BEAM_DEFAULTS[name]
     if run == "records":
         return (
             f" (default: {default}; recorded in the run as what evaluate, translate and export use)"
@@ -75,45 +76,40 @@ def add_beam_width_flag(command, run, help_text="beam search width"):
     )
 
 
+# The help of each decoding flag but --beam-width (whose help each command
+# words): every decoding option of BeamSearch (`BEAM_DEFAULTS`) needs one.
+DECODING_HELP = {
+    "alpha": "GNMT's length penalty of beam search: hypotheses are ranked by "
+    "log p / ((5 + length) / 6)^alpha (0 to 10; 0: the plain sum)",
+    "min_length": "at least this many target pieces before the end (>= 0)",
+    "no_repeat_ngram_size": "never repeat an n-gram of this many pieces (0: off)",
+    "repetition_penalty": "CTRL's penalty on pieces already generated (0.01 to 100; 1: off)",
+    "coverage_penalty": "GNMT's coverage penalty beta of beam search (0 to 10; 0: off)",
+}
+
+
+def add_decoding_flag(command, name, run):
+    """The flag of decoding option `name` (`--no-repeat-ngram-size` for
+    `no_repeat_ngram_size`), typed as its default."""
+    command.add_argument(
+        "--" + name.replace("_", "-"),
+        type=type(BEAM_DEFAULTS[name]),
+        help=DECODING_HELP[name] + decoding_default(name, run),
+    )
+
+
 def add_alpha_flag(command, run=None):
     """`--alpha`, beam search's length penalty, for every command that
     searches (the demo's default is larger: RESULTS.md)."""
-    command.add_argument(
-        "--alpha",
-        type=float,
-        help="GNMT's length penalty of beam search: hypotheses are ranked by "
-        "log p / ((5 + length) / 6)^alpha (0 to 10; 0: the plain sum)"
-        + decoding_default("alpha", run),
-    )
+    add_decoding_flag(command, "alpha", run)
 
 
 def add_decoding_flags(command, run):
-    """The decoding options of `train` (recorded), `translate` and `export`."""
-    add_alpha_flag(command, run)
-    command.add_argument(
-        "--min-length",
-        type=int,
-        help="at least this many target pieces before the end (>= 0)"
-        + decoding_default("min_length", run),
-    )
-    command.add_argument(
-        "--no-repeat-ngram",
-        type=int,
-        help="never repeat an n-gram of this many pieces (0: off)"
-        + decoding_default("no_repeat_ngram", run),
-    )
-    command.add_argument(
-        "--repetition-penalty",
-        type=float,
-        help="CTRL's penalty on pieces already generated (0.01 to 100; 1: off)"
-        + decoding_default("repetition_penalty", run),
-    )
-    command.add_argument(
-        "--coverage-penalty",
-        type=float,
-        help="GNMT's coverage penalty beta of beam search (0 to 10; 0: off)"
-        + decoding_default("coverage_penalty", run),
-    )
+    """The decoding options of `train` (recorded), `translate` and `export`:
+    one flag for each of `BEAM_DEFAULTS` but the beam width."""
+    for name in DECODING:
+        if name != "beam_width":
+            add_decoding_flag(command, name, run)
 
 
 def add_distill_flag(command):
@@ -173,10 +169,11 @@ class DeprecatedFlag(argparse.Action):
 
 
 def deprecated_aliases(commands):
-    """Give every command that has a renamed flag (`RENAMED`) its old spelling."""
+    """Give every command that has a renamed flag (`RENAMED`,
+    `DECODING_RENAMED`) its old spelling."""
     for command in commands.choices.values():
         flags = {action.dest: action for action in command._actions}
-        for old, new in RENAMED.items():
+        for old, new in {**RENAMED, **DECODING_RENAMED}.items():
             if new in flags:
                 command.add_argument(
                     f"--{old.replace('_', '-')}",
@@ -548,7 +545,7 @@ def check(args):
     receive."""
     settings = {key: value for key, value in vars(args).items() if key != "command"}
     config = TranslationConfig.for_command(args.command, **settings).validate()
-    return with_recorded_decoding(config)  # a decoding flag not given: the run's
+    return with_run_decoding(config)  # a decoding flag not given: the run's
 
 
 def add_ensemble_flag(command):

@@ -306,6 +306,72 @@ def test_old_flag_spellings_still_work_with_a_note_and_are_hidden(capsys):
     assert "--kv-heads" not in help_text and "--num-key-value-heads" in help_text
 
 
+def test_no_repeat_ngram_takes_the_librarys_name_and_the_old_one_with_a_note(capsys):
+    """The flag is BeamSearch's `no_repeat_ngram_size`; `--no-repeat-ngram`
+    (what it was called before) sets the same setting with a note, hidden
+    from --help, and a run that recorded the old key decodes with it."""
+    from recipes.translation.config import TranslationConfig, run_decoding
+
+    for command in ("train", "translate", "export"):
+        config = translate.check(translate.parser().parse_args([command, "--no-repeat-ngram", "3"]))
+        assert config.no_repeat_ngram_size == 3
+        err = capsys.readouterr().err.splitlines()
+        assert err == ["note: --no-repeat-ngram is deprecated; use --no-repeat-ngram-size"]
+        help_text = translate.parser()._subparsers._group_actions[0].choices[command].format_help()
+        assert "--no-repeat-ngram-size" in help_text and "--no-repeat-ngram " not in help_text
+    config = TranslationConfig(command="translate")  # no decoding flag given
+    old_run = {"decoding": {"no_repeat_ngram": 3, "alpha": 1.2}}  # recorded before the rename
+    assert run_decoding(config, old_run).no_repeat_ngram_size == 3
+    assert run_decoding(config.replace(no_repeat_ngram_size=2), old_run).no_repeat_ngram_size == 2
+
+
+def test_every_decoding_option_of_beam_search_is_a_flag_and_reaches_the_export():
+    """Each of `BeamSearch.decoding_options()` (every key of its config but
+    `NOT_DECODING_OPTIONS`) is a flag of train (recorded), translate and
+    export, named as the argument, and reaches the search, the recorded
+    settings and the export's `decoding_options` (and 0.2.0's function of
+    that name): a new BeamSearch argument fails here until it has a flag or
+    is declared not a decoding option."""
+    from keras_attention.seq2seq import BeamSearch
+    from keras_attention.serving import export
+    from keras_attention.serving.graph import beam_options
+    from recipes.translation import decoding
+    from recipes.translation.config import decoding_settings, flag
+
+    search = BeamSearch()
+    defaults = search.decoding_options()
+    assert set(defaults) | set(BeamSearch.NOT_DECODING_OPTIONS) == set(search.get_config())
+    chosen = {  # a value of its own for each, within every range
+        name: value + (1 if isinstance(value, int) else 0.5) for name, value in defaults.items()
+    }
+    flags = [part for name, value in chosen.items() for part in (flag(name), str(value))]
+    expected = {"beam_width": chosen["beam_width"], "num_hypotheses": chosen["beam_width"]}
+    for command in ("train", "translate", "export"):
+        config = translate.check(translate.parser().parse_args([command, *flags]))
+        assert decoding_settings(config) == chosen  # what train records
+        search = decoding.search_from_config(config)
+        assert search.decoding_options() == chosen, command
+        assert beam_options(search) == {**expected, **chosen}  # the exported signature's
+    assert export.decoding_options(**chosen) == {**expected, **chosen}
+
+
+def test_the_checked_settings_are_declared_on_their_fields():
+    """`POSITIVE` and `COUNTS` are made from the fields' declared checks."""
+    from recipes.translation import config
+
+    assert set(config.POSITIVE) == {
+        *("epochs", "batch_size", "max_length", "beam_width", "trials", "limit"),
+        *("vocab_size", "limit_test", "batch_tokens", "patience", "bleu_sentences"),
+        *("last", "nbest", "num_hypotheses", "members"),
+    }
+    assert set(config.COUNTS) == {
+        *("samples", "bleu_trials", "min_length", "no_repeat_ngram_size", "bleu_every"),
+    }
+    for name in config.POSITIVE:
+        with pytest.raises(config.UsageError, match=f"{config.flag(name)} must be >= 1"):
+            config.TranslationConfig(command="translate", **{name: 0}).validate()
+
+
 def test_a_0_2_0_record_with_old_key_names_loads_under_the_new_names():
     from recipes.translation.config import upgrade
 
@@ -358,7 +424,14 @@ def test_the_decoding_flags_become_one_search():
     from recipes.translation import decoding
 
     flags = ["--beam-width", "3", "--num-hypotheses", "2", "--alpha", "1.5", "--min-length", "2"]
-    flags += ["--no-repeat-ngram", "3", "--repetition-penalty", "1.2", "--coverage-penalty", "0.1"]
+    flags += [
+        "--no-repeat-ngram-size",
+        "3",
+        "--repetition-penalty",
+        "1.2",
+        "--coverage-penalty",
+        "0.1",
+    ]
     config = translate.check(translate.parser().parse_args(["export", *flags]))
     search = decoding.search_from_config(config, num_hypotheses=config.num_hypotheses)
     assert isinstance(search, BeamSearch)
@@ -439,8 +512,7 @@ def test_command_line_tables_are_the_librarys():
     assert runs.LIBRARY_ATTENTION == config.LIBRARY_ATTENTION == names()
     assert config.POSITIONS == POSITIONS
     assert config.CT2_QUANTIZATIONS == QUANTIZATIONS
-    beam = BeamSearch().get_config()
-    assert config.BEAM_DEFAULTS == {key: beam[key] for key in config.BEAM_DEFAULTS}
+    assert config.BEAM_DEFAULTS == BeamSearch().decoding_options()  # all of them
     from keras_attention.serving.translator import QUANTIZATIONS
 
     assert config.QUANTIZATIONS == QUANTIZATIONS

@@ -58,7 +58,10 @@ def test_translate_nbest_prints_the_exported_nbest(trained, exported, capsys):
         (["translate", "--beam-width", "2", "--nbest", "3"], "error: --nbest must be at most"),
         (["translate", "--nbest", "0"], "error: --nbest must be >= 1; got 0"),
         (["translate", "--min-length", "-1"], "error: --min-length must be >= 0; got -1"),
-        (["translate", "--no-repeat-ngram", "-2"], "error: --no-repeat-ngram must be >= 0"),
+        (
+            ["translate", "--no-repeat-ngram-size", "-2"],
+            "error: --no-repeat-ngram-size must be >= 0",
+        ),
         (
             ["translate", "--repetition-penalty", "0"],
             "error: --repetition-penalty must be > 0; got 0.0",
@@ -82,7 +85,7 @@ def test_translate_applies_the_decoding_options_with_and_without_nbest(trained, 
     --min-length forces a longer output)."""
     text = "Ich habe keine Zeit."
     flags = ["--output", trained[0], "--beam-width", "2"]
-    options = ["--min-length", "12", "--no-repeat-ngram", "2", "--coverage-penalty", "0.2"]
+    options = ["--min-length", "12", "--no-repeat-ngram-size", "2", "--coverage-penalty", "0.2"]
     _, plain, _ = cli(capsys, "translate", *flags, text)
     status, best, err = cli(capsys, "translate", *flags, *options, text)
     assert status == 0, err
@@ -367,7 +370,7 @@ def test_a_run_records_its_decoding_settings_and_the_commands_use_them(
         "beam_width": 4,
         "alpha": 0.6,
         "min_length": 0,
-        "no_repeat_ngram": 0,
+        "no_repeat_ngram_size": 0,
         "repetition_penalty": 1.0,
         "coverage_penalty": 0.0,
     }
@@ -452,6 +455,39 @@ def test_export_says_each_step_on_stderr(trained, tmp_path, capsys, monkeypatch)
     assert re.fullmatch(r"export: done in \d+s", lines[len(SIGNATURES) + 1])
     assert out.startswith("exported ") and "tracing" not in out
     assert out.rstrip().endswith("; variables/ 0 bytes")  # float32: no second size
+
+
+def test_each_decoding_command_reads_the_runs_config_once(trained, tmp_path, capsys, monkeypatch):
+    """The command line settles the decoding settings against the run's
+    config.json, and the model is loaded with what it read: evaluate,
+    translate and export read the file once (the decoding options reach
+    their search all the same)."""
+    from recipes import runs
+    from recipes.translation import commands
+
+    reads, searches = [], []
+    read_json = runs.read_json
+
+    def counted(path, *args, **kwargs):
+        if os.path.basename(path) == "config.json":
+            reads.append(path)
+        return read_json(path, *args, **kwargs)
+
+    def capture(*args, **kwargs):
+        searches.append(next(a for a in args if hasattr(a, "beam_width")).alpha)
+        raise KeyboardInterrupt  # enough: the search is chosen and the model loaded
+
+    run = str(tmp_path / "run")  # evaluate writes its scores there
+    shutil.copytree(trained[0], run)
+    monkeypatch.setattr(runs, "read_json", counted)
+    output = ["--output", run, "--alpha", "1.1"]
+    status, out, err = cli(capsys, "translate", *output, "Hallo.")
+    assert status == 0 and len(reads) == 1, (reads, err)
+    status, out, err = cli(capsys, "evaluate", *output, "--limit-test", "2", "--samples", "1")
+    assert status == 0 and len(reads) == 2, (reads, err)
+    monkeypatch.setattr(commands, "export_translator", capture)
+    cli(capsys, "export", *output, "--export-dir", str(tmp_path / "x"))
+    assert len(reads) == 3 and searches == [1.1], reads
 
 
 def test_the_demo_records_its_decoding_on_a_run_trained_before_runs_did(trained, tmp_path):

@@ -243,6 +243,24 @@ def test_the_search_config_round_trips_through_the_export(translator):
     }
 
 
+def test_every_decoding_option_reaches_the_nbest_search_and_the_export(translator):
+    """`BeamSearch.decoding_options()` is the one list of decoding options:
+    the n-best search and the `decoding_options` signature carry each of
+    them (the fixture's search sets every one to a value of its own, so a
+    new option left at its default fails here until it is given one)."""
+    from keras_attention.seq2seq import BeamSearch
+
+    translator, loaded, _, _ = translator
+    chosen = translator.search.decoding_options()
+    defaults = BeamSearch().decoding_options()
+    assert set(chosen) == set(defaults)
+    assert all(chosen[name] != defaults[name] for name in defaults), (chosen, defaults)
+    assert translator.nbest_search.decoding_options() == chosen
+    outputs = loaded.signatures["decoding_options"]()
+    exported = json.loads(outputs["options"].numpy().decode())
+    assert {name: exported[name] for name in chosen} == pytest.approx(chosen)
+
+
 def test_empty_requests_and_blank_strings(translator):
     translator, loaded, _, _ = translator
     assert translator.translate([]) == []

@@ -589,14 +589,46 @@ class BeamSearch(Search):
         result = self._run(model, source, prefix, 1)
         return {name: value[:, 0] for name, value in result.items()}  # the best of the K
 
+    # The keys of `get_config()` that are not decoding options: set from the
+    # model (its token ids), by the caller of each search (what it returns,
+    # how many hypotheses, the longest output), or chosen in code only
+    # (`suppress_tokens`, `replace_unknown`). Every other key is a decoding
+    # option (`decoding_options`).
+    NOT_DECODING_OPTIONS = (
+        "max_length",
+        "suppress_tokens",
+        "replace_unknown",
+        "unk_id",
+        "return_attention_scores",
+        "sos_id",
+        "eos_id",
+        "padding_id",
+        "num_hypotheses",
+        "return_token_scores",
+    )
+
     def get_config(self):
         return {
             **super().get_config(),
             "beam_width": self.beam_width,
-            "alpha": self.alpha,
             "coverage_penalty": self.coverage_penalty,
+            "alpha": self.alpha,
             "num_hypotheses": self.num_hypotheses,
             "return_token_scores": self.return_token_scores,
+        }
+
+    def decoding_options(self):
+        """The options that choose how this search decodes, by their
+        argument names: `get_config()` without `NOT_DECODING_OPTIONS`
+        (`min_length`, `no_repeat_ngram_size`, `repetition_penalty`,
+        `beam_width`, `coverage_penalty`, `alpha`). The one list of them:
+        `Translator`'s n-best search, its `decoding_options` signature,
+        0.2.0's export options and the translation recipe's decoding flags
+        are these."""
+        return {
+            name: value
+            for name, value in self.get_config().items()
+            if name not in self.NOT_DECODING_OPTIONS
         }
 
 

@@ -48,13 +48,7 @@ def __getattr__(name):
 
 def _beam_search_options(beam_width=_BEAM.beam_width, num_hypotheses=None, **options):
     """The `BeamSearch` of 0.2.0's export options, checked by it."""
-    known = (
-        "min_length",
-        "no_repeat_ngram_size",
-        "repetition_penalty",
-        "coverage_penalty",
-        "alpha",
-    )
+    known = tuple(name for name in _BEAM.decoding_options() if name != "beam_width")
     unknown = sorted(set(options) - set(known))
     if unknown:
         raise ValueError(

@@ -32,17 +32,13 @@ SIGNATURES = (
 
 def beam_options(search):
     """The 0.2.0 `decoding_options` of a `BeamSearch`, as Python numbers:
-    `beam_width`, `num_hypotheses` (default `beam_width`), `min_length`,
-    `no_repeat_ngram_size`, `repetition_penalty`, `coverage_penalty`,
-    `alpha`."""
+    `beam_width`, `num_hypotheses` (default `beam_width`), then the rest of
+    `search.decoding_options()` (`min_length`, `no_repeat_ngram_size`,
+    `repetition_penalty`, `coverage_penalty`, `alpha`)."""
     return {
         "beam_width": search.beam_width,
         "num_hypotheses": search.num_hypotheses or search.beam_width,
-        "min_length": search.min_length,
-        "no_repeat_ngram_size": search.no_repeat_ngram_size,
-        "repetition_penalty": search.repetition_penalty,
-        "coverage_penalty": search.coverage_penalty,
-        "alpha": search.alpha,
+        **search.decoding_options(),
     }
 
 

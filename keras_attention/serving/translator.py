@@ -185,11 +185,8 @@ class Translator(SignatureFunctions):
         self.greedy_search = GreedySearch(**shared)
         beam = self.search if isinstance(self.search, BeamSearch) else BeamSearch(beam_width=1)
         self.nbest_search = BeamSearch(
-            beam_width=beam.beam_width,
-            alpha=beam.alpha,
-            coverage_penalty=beam.coverage_penalty,
+            **{**beam.decoding_options(), **shared},
             num_hypotheses=beam.num_hypotheses or beam.beam_width,
-            **shared,
         )
         self._functions = {}  # signature name (or ("nbest", n)) -> tf.function
         self.float_model = None  # the model a quantized copy was made of (`quantized`)

@@ -36,7 +36,7 @@ from .decoding import (
     line_translator,
     nbest_lines,
     number_protection,
-    search_from_config,
+    settled_search,
     translate_texts,
 )
 from .members import train_members
@@ -62,7 +62,7 @@ def evaluate(config, log=print):
     test_file = config.test  # the user's test file, read before the model
     pairs = read_pair_file(test_file, "--test", log) if test_file else None
     model, run_config, source_tokenizer, target_tokenizer = load_decoder(config)
-    config = run_decoding(config, run_config)
+    config, search = settled_search(config, run_config)
     own_split = os.path.join(config.output, "data", "test.tsv")
     test_set = None  # the run's own test split
     if test_file and os.path.realpath(test_file) != os.path.realpath(own_split):
@@ -78,7 +78,6 @@ def evaluate(config, log=print):
     log(f"translating the {len(pairs)} test sentences (beam search, width {config.beam_width}) ...")
     started = time.perf_counter()
     common = (model, source_tokenizer, target_tokenizer)
-    search = search_from_config(config)
     numbers = number_protection(run_config)
     hypotheses = translate_texts(
         *common, sources, run_config["max_length"], search, numbers=numbers
@@ -147,7 +146,7 @@ def translate_command(config, log=print):
             source_tokenizer,
             target_tokenizer,
             run_config["max_length"],
-            search_from_config(run_decoding(config, run_config)),
+            settled_search(config, run_config)[1],
             config.nbest,
             number_protection(run_config),
         )
@@ -160,14 +159,14 @@ def translate_command(config, log=print):
             'translate --output runs/translate "Ich habe keine Zeit."'
         )
     model, run_config, source_tokenizer, target_tokenizer = load_decoder(config)
-    config = run_decoding(config, run_config)
+    config, search = settled_search(config, run_config)
     common = (model, source_tokenizer, target_tokenizer, config.text, run_config["max_length"])
     numbers = number_protection(run_config)
     if config.nbest:
-        for line in nbest_lines(*common, search_from_config(config), config.nbest, numbers=numbers):
+        for line in nbest_lines(*common, search, config.nbest, numbers=numbers):
             log(line)
         return
-    translations = translate_texts(*common, search_from_config(config), numbers=numbers)
+    translations = translate_texts(*common, search, numbers=numbers)
     for text, translation in zip(config.text, translations):
         log(f"{text}\n  -> {translation}")
 
@@ -314,7 +313,7 @@ def export_command(config, log=print):
         raise UsageError(f"--export-dir {config.export_dir} is a file; expected a folder")
     runs.check_export_folder("export_dir", config.export_dir)
     model, run_config, source_tokenizer, target_tokenizer = load_decoder(config)
-    config = run_decoding(config, run_config)
+    config, search = settled_search(config, run_config, num_hypotheses=config.num_hypotheses)
     if config.quantize is not None:
         from keras_attention.serving.translator import quantization_of
 
@@ -342,7 +341,7 @@ def export_command(config, log=print):
         source_tokenizer,
         target_tokenizer,
         max_length,
-        search_from_config(config, num_hypotheses=config.num_hypotheses),
+        search,
         config.export_dir,
         config.model_name,
         warmup,
@@ -375,7 +374,7 @@ def convert_command(config, log=print):
             "tokenize without TensorFlow Text; convert a run trained with "
             "--tokenizer sentencepiece (the default)"
         )
-    check_convertible_run(config.output)
+    check_convertible_run(config.output, config.recorded)
     model, run_config, _, _ = load_run(config.output, config, compile=False)
     config = run_decoding(config, run_config)
     from keras_attention.serving.ctranslate2 import convert_to_ctranslate2
@@ -394,7 +393,7 @@ def convert_command(config, log=print):
         "length_penalty": config.alpha,
         "coverage_penalty": config.coverage_penalty,
         "repetition_penalty": config.repetition_penalty,
-        "no_repeat_ngram_size": config.no_repeat_ngram,
+        "no_repeat_ngram_size": config.no_repeat_ngram_size,
         "min_decoding_length": config.min_length,
         "max_input_length": max_length,
         "max_decoding_length": max_length + 1,
@@ -481,15 +480,17 @@ def check_convert_dir(config):
         )
 
 
-def check_convertible_run(output):
+def check_convertible_run(output, run_config=None):
     """`UsageError` in flag words, before the model is loaded, for a run
-    CTranslate2 cannot express (its `config.json`: the family,
-    `--position alibi`, `--sliding-window`); the library's own check
-    (`check_convertible`) stays behind it."""
+    CTranslate2 cannot express (its `config.json`, or `run_config` when the
+    command line read it: the family, `--position alibi`,
+    `--sliding-window`); the library's own check (`check_convertible`)
+    stays behind it."""
     path = os.path.join(output, "config.json")
-    if not os.path.exists(path):
-        return  # load_run says what is missing
-    run_config = upgrade(runs.read_json(path, "the trained model's settings"))
+    if run_config is None:
+        if not os.path.exists(path):
+            return  # load_run says what is missing
+        run_config = upgrade(runs.read_json(path, "the trained model's settings"))
     family = run_config.get("family", "rnn")
     if family != "transformer":
         raise UsageError(

@@ -41,6 +41,10 @@ FAMILIES = ("rnn", "convs2s", "transformer")
 POSITIONS = ("sinusoidal", "learned", "rope", "alibi", "relative")
 CT2_QUANTIZATIONS = ("int8", "int8_float32", "float16")
 CONVERSIONS = ("ctranslate2",)  # convert --to
+# `BeamSearch().decoding_options()`: the decoding options and their defaults,
+# the one list the decoding flags, `decoding_settings` and
+# `decoding.search_from_config` are made from (the test of the copies checks
+# it is the library's whole list, so that a new option needs a flag).
 BEAM_DEFAULTS = {
     "beam_width": 4,
     "alpha": 0.6,
@@ -49,17 +53,13 @@ BEAM_DEFAULTS = {
     "repetition_penalty": 1.0,
     "coverage_penalty": 0.0,
 }
-# The decoding flags, by their settings' names -> BeamSearch's argument names.
+# The decoding settings, by BeamSearch's argument names (the flags' names).
 # A run records them when it trains (`config.json`: "decoding"); the
 # commands that decode use the run's unless a flag is given (`run_decoding`).
-DECODING = {
-    "beam_width": "beam_width",
-    "alpha": "alpha",
-    "min_length": "min_length",
-    "no_repeat_ngram": "no_repeat_ngram_size",
-    "repetition_penalty": "repetition_penalty",
-    "coverage_penalty": "coverage_penalty",
-}
+DECODING = tuple(BEAM_DEFAULTS)
+# Decoding flags (and `config.json` "decoding" keys) renamed since they were
+# recorded -> BeamSearch's names (`upgrade_decoding`; the old flags still parse).
+DECODING_RENAMED = {"no_repeat_ngram": "no_repeat_ngram_size"}
 QUANTIZATIONS = ("int8",)  # export --quantize: weight-only int8 (Translator.export)
 ATTENTION = LIBRARY_ATTENTION + ("none",)  # the RNN's attention, by the library's own names
 DECAYS = ("rsqrt", "cosine")  # --decay
@@ -137,24 +137,8 @@ DATA_KEYS = (
     "shared_vocabulary",
 )  # and `distill_from`, the teachers of a distilled run (`distillation.py`)
 # Checks of the settings (`TranslationConfig.validate`, `model_settings`).
-POSITIVE = (  # integers >= 1
-    "epochs",
-    "batch_size",
-    "max_length",
-    "beam_width",
-    "trials",
-    "limit",
-    "vocab_size",
-    "limit_test",
-    "batch_tokens",
-    "patience",
-    "bleu_sentences",
-    "last",
-    "nbest",
-    "num_hypotheses",
-    "members",
-)
-COUNTS = ("samples", "bleu_trials", "min_length", "no_repeat_ngram", "bleu_every")  # >= 0
+# POSITIVE (integers >= 1) and COUNTS (integers >= 0) are the fields declared
+# with `setting(..., check=...)`, listed below `TranslationConfig`.
 # `train --members`: at most this many, each a TensorFlow process of its own
 # started at once (1000 started two a second and made the load average 151).
 MAX_MEMBERS = 8
@@ -239,6 +223,14 @@ def upgrade(record, window_rule=True):
     return record
 
 
+def setting(default, check=None):
+    """A `TranslationConfig` field with its `check` declared beside it:
+    "positive" (an integer >= 1) or "count" (an integer >= 0), applied by
+    `validate` when the setting is given (not None); `POSITIVE` and `COUNTS`
+    are made from these."""
+    return dataclasses.field(default=default, metadata={"check": check})
+
+
 @dataclasses.dataclass
 class TranslationConfig:
     """Every setting of every command of the translation recipe, with its
@@ -251,15 +243,15 @@ class TranslationConfig:
     # data
     corpus: str = None
     reverse: bool = False
-    limit: int = None
-    vocab_size: int = 8000
+    limit: int = setting(None, check="positive")
+    vocab_size: int = setting(8000, check="positive")
     tokenizer: str = "sentencepiece"
     protect_numbers: bool = True  # tokenizers.numbers: digit groups as a placeholder, copied
-    batch_size: int = 64
-    batch_tokens: int = None
+    batch_size: int = setting(64, check="positive")
+    batch_tokens: int = setting(None, check="positive")
     dictionary: float = 0.0
     alternatives: bool = False  # Ding: the other sentences of each entry, as training pairs
-    max_length: int = 32
+    max_length: int = setting(32, check="positive")
     seed: int = 0
     verbose: int = None
     overwrite: bool = False
@@ -283,40 +275,41 @@ class TranslationConfig:
     word_dropout: float = 0.0  # training only: pieces replaced by [UNK] (`data.make_dataset`)
     subword_sampling: float = 0.0  # training only: SentencePiece's sampling alpha (0: off)
     # training
-    epochs: int = 10  # with time_budget: the most epochs
+    epochs: int = setting(10, check="positive")  # with time_budget: the most epochs
     time_budget: float = None  # minutes of training (`budget.py`); None or 0: --epochs decide
     warmup: int = 0  # steps of learning-rate warm-up (0: a constant rate)
     decay: str = "rsqrt"  # after the warm-up: 1/sqrt(step), or a cosine to 0 at the last step
-    patience: int = None
+    patience: int = setting(None, check="positive")
     hyperparameters: str = None
     mixed_precision: str = None
     jit: bool = False
     valid: str = None
-    bleu_every: int = 0
-    bleu_sentences: int = 200
+    bleu_every: int = setting(0, check="count")
+    bleu_sentences: int = setting(200, check="positive")
     average_last: int = None
-    members: int = 1  # train: models trained at once, one process each (`members.py`)
+    # train: models trained at once, one process each (`members.py`)
+    members: int = setting(1, check="positive")
     # decoding (`decoding.search_from_config`); None: not given, so the run's
     # recorded setting (`run_decoding`), else BeamSearch's own (`BEAM_DEFAULTS`)
-    beam_width: int = None
+    beam_width: int = setting(None, check="positive")
     alpha: float = None  # GNMT's length penalty
-    min_length: int = None
-    no_repeat_ngram: int = None
+    min_length: int = setting(None, check="count")
+    no_repeat_ngram_size: int = setting(None, check="count")
     repetition_penalty: float = None
     coverage_penalty: float = None
     # evaluate, translate, export, average
-    samples: int = 5
-    limit_test: int = None
+    samples: int = setting(5, check="count")
+    limit_test: int = setting(None, check="positive")
     test: str = None
-    nbest: int = None
+    nbest: int = setting(None, check="positive")
     input: str = None
     output_file: str = None
     text: list = dataclasses.field(default_factory=list)
     checkpoints: list = None
-    last: int = None
+    last: int = setting(None, check="positive")
     export_dir: str = "saved_models"
     model_name: str = "translator"
-    num_hypotheses: int = None
+    num_hypotheses: int = setting(None, check="positive")
     ensemble: list = None  # evaluate, translate, export: other runs decoding with --output's
     # convert
     to: str = None
@@ -325,9 +318,13 @@ class TranslationConfig:
     quantize: str = None  # export: None (float32) or one of QUANTIZATIONS
     # tune
     algorithm: str = "hyperband"
-    trials: int = 10
+    trials: int = setting(10, check="positive")
     families: list = dataclasses.field(default_factory=lambda: list(FAMILIES))
-    bleu_trials: int = 3
+    bleu_trials: int = setting(3, check="count")
+    # Not a setting: the --output run's config.json as the command line read
+    # it to settle the decoding settings (`trained_run.with_run_decoding`), so
+    # that `load_run` does not read it again; None: not read.
+    recorded: dict = dataclasses.field(default=None, repr=False, compare=False)
 
     @classmethod
     def for_command(cls, command, **settings):
@@ -458,38 +455,53 @@ class TranslationConfig:
         return self
 
 
+def checked(check):
+    """The names of the settings declared with `setting(check=check)`."""
+    return tuple(
+        field.name
+        for field in dataclasses.fields(TranslationConfig)
+        if field.metadata.get("check") == check
+    )
+
+
+POSITIVE = checked("positive")  # integers >= 1
+COUNTS = checked("count")  # integers >= 0
+
+
 def decoding_settings(config):
     """The decoding settings a run records when it trains: the flags given,
     BeamSearch's defaults for the others."""
     return {
-        name: BEAM_DEFAULTS[argument] if getattr(config, name) is None else getattr(config, name)
-        for name, argument in DECODING.items()
+        name: BEAM_DEFAULTS[name] if getattr(config, name) is None else getattr(config, name)
+        for name in DECODING
     }
 
 
-DECODES = ("evaluate", "translate", "export")  # the commands that decode a trained run
+def upgrade_decoding(recorded):
+    """A run's recorded "decoding" dict with the keys renamed since it was
+    written (`DECODING_RENAMED`: "no_repeat_ngram") under BeamSearch's names;
+    `{}` for a run that recorded none."""
+    if not isinstance(recorded, dict):
+        return {}
+    return {DECODING_RENAMED.get(key, key): value for key, value in recorded.items()}
 
 
-def with_recorded_decoding(config):
-    """`run_decoding` with the run's `config.json` when it has one (read
-    before any work, so that `--nbest` is checked against the run's beam)."""
-    if config.command not in DECODES:
-        return config
-    path = os.path.join(config.output, "config.json")
-    return run_decoding(
-        config, read_json(path, "the trained model's settings") if os.path.exists(path) else {}
-    )
+# The commands that decode a trained run, or convert it with its decoding
+# settings: they settle them against the run's before any work.
+DECODES = ("evaluate", "translate", "export", "convert")
 
 
 def run_decoding(config, run_config):
-    """`config` with each decoding setting not given on the command line
-    taken from the run (`config.json`'s "decoding", what it was trained or
-    demonstrated with), else BeamSearch's default; validated again."""
+    """The one place where the run's recorded decoding options and the flags
+    given are settled: `config` with each decoding setting not given on the
+    command line taken from the run (`config.json`'s "decoding", what it was
+    trained or demonstrated with, `upgrade_decoding`), else BeamSearch's
+    default; validated again. (`decoding.settled_search` makes its BeamSearch.)"""
     recorded = run_config.get("decoding") if isinstance(run_config, dict) else None
-    recorded = recorded if isinstance(recorded, dict) else {}
+    recorded = upgrade_decoding(recorded)
     filled = {
-        name: recorded.get(name, BEAM_DEFAULTS[argument])
-        for name, argument in DECODING.items()
+        name: recorded.get(name, BEAM_DEFAULTS[name])
+        for name in DECODING
         if getattr(config, name) is None
     }
     return config.replace(**filled).validate()

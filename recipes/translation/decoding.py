@@ -20,11 +20,9 @@ import sys
 import time
 import weakref
 
-import keras
+from keras_attention.seq2seq.search import BeamSearch, GreedySearch, get_search
 
-from keras_attention.seq2seq.search import BeamSearch, GreedySearch
-
-from .config import decoding_settings
+from .config import decoding_settings, run_decoding
 
 GREEDY = GreedySearch()  # validation BLEU and the tuner's: plain greedy search
 
@@ -32,21 +30,24 @@ _TRANSLATORS = weakref.WeakKeyDictionary()  # model -> {(tokenizers, length, sea
 
 
 def search_from_config(config, beam_width=None, num_hypotheses=None):
-    """The search the decoding flags of a `TranslationConfig` chose:
-    `BeamSearch(beam_width, alpha, coverage_penalty, num_hypotheses,
-    min_length, no_repeat_ngram_size, repetition_penalty)`; `beam_width`
-    overrides the config's. (A beam of 1 without a coverage penalty
+    """The search the decoding flags of a `TranslationConfig` chose: a
+    `BeamSearch` of its decoding settings (`config.DECODING`, BeamSearch's
+    decoding options) and `num_hypotheses`; `beam_width` overrides the
+    config's. (A beam of 1 without a coverage penalty
     decodes its best hypothesis greedily, as 0.2.0's `generate` did.)"""
     settings = decoding_settings(config)  # a setting not given: BeamSearch's default
-    return BeamSearch(
-        beam_width=beam_width or settings["beam_width"],
-        alpha=settings["alpha"],
-        coverage_penalty=settings["coverage_penalty"],
-        num_hypotheses=num_hypotheses,
-        min_length=settings["min_length"],
-        no_repeat_ngram_size=settings["no_repeat_ngram"],
-        repetition_penalty=settings["repetition_penalty"],
-    )
+    if beam_width:
+        settings["beam_width"] = beam_width
+    return BeamSearch(**settings, num_hypotheses=num_hypotheses)
+
+
+def settled_search(config, run_config, num_hypotheses=None):
+    """`(config, search)`: `config` with its decoding settings settled
+    against the run's `run_config` (`config.run_decoding`: a flag given, else
+    the run's recorded setting, else BeamSearch's default) and the one
+    `BeamSearch` they make (`search_from_config`)."""
+    config = run_decoding(config, run_config)
+    return config, search_from_config(config, num_hypotheses=num_hypotheses)
 
 
 def number_protection(run_config):
@@ -73,7 +74,8 @@ def translator_for(
     functions are traced once)."""
     from keras_attention.serving import Translator
 
-    config = json.dumps(keras.saving.serialize_keras_object(search), sort_keys=True)
+    search = get_search(search)
+    config = (type(search), repr(sorted(search.get_config().items())))
     protection = None if numbers is None else json.dumps(numbers.get_config(), sort_keys=True)
     key = (id(source_tokenizer), id(target_tokenizer), max_length, config, batch_size, protection)
     translators = _TRANSLATORS.setdefault(model, {})

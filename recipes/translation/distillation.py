@@ -26,9 +26,9 @@ import os
 import time
 
 from .. import runs
-from .config import DATA_KEYS, DECODING, UsageError, recorded_defaults, run_decoding, upgrade
+from .config import DATA_KEYS, DECODING, UsageError, recorded_defaults, upgrade
 from .data import read_pairs
-from .decoding import number_protection, search_from_config, translate_texts
+from .decoding import number_protection, settled_search, translate_texts
 from .text_io import append_pairs, write_pair_file
 from .trained_run import check_one_vocabulary, check_same_numbers, finished, load_decoder
 
@@ -135,7 +135,7 @@ def distilled_split(config, paths, log=print):
         **dict.fromkeys(DECODING),  # the teachers' recorded decoding
     )
     model, run_config, source_tokenizer, target_tokenizer = load_decoder(teacher_config)
-    search = search_from_config(run_decoding(teacher_config, run_config))
+    search = settled_search(teacher_config, run_config)[1]
     pairs = read_pairs(paths["train"])
     partial = partial_path(config)
     done = read_pairs(partial)[: len(pairs)] if os.path.exists(partial) else []

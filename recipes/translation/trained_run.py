@@ -16,7 +16,7 @@ import filecmp
 import os
 
 from .. import runs
-from .config import FAMILIES, UsageError, upgrade
+from .config import DECODES, FAMILIES, UsageError, run_decoding, upgrade
 from .data import load_tokenizers, vocabulary_paths
 
 
@@ -41,14 +41,8 @@ def load_run(output, decoding=None, compile=True):
             raise UsageError(
                 f"no trained model in {output} ({path} is missing): run `train --output {output}`"
             )
-    config = upgrade(
-        runs.read_json(config_path, "the trained model's settings", CONFIG_FIELDS, ("max_length",))
-    )
-    if config["max_length"] < 1 or config.get("family", "rnn") not in FAMILIES:
-        raise UsageError(
-            f"{config_path} (the trained model's settings) holds max_length "
-            f"{config['max_length']!r}, family {config.get('family')!r}: it is damaged"
-        )
+    recorded = None if decoding is None or decoding.output != output else decoding.recorded
+    config = read_run_config(output) if recorded is None else recorded
     min_length = None if decoding is None else decoding.min_length  # None: the run's own
     if min_length is not None and min_length > config["max_length"] + 1:
         raise UsageError(
@@ -68,6 +62,36 @@ def load_run(output, decoding=None, compile=True):
     sizes = {f"{side}_vocab": getattr(model, f"{side}_vocab_size", None) for side in SIDES}
     check_vocabularies(output, (source, target), sizes, "model.keras")
     return model, config, source, target
+
+
+def read_run_config(output):
+    """The run's `config.json`, checked (`CONFIG_FIELDS`, a `max_length` >= 1,
+    a known family) and `upgrade`d: the one read of it a command makes
+    (`with_run_decoding`, else `load_run`)."""
+    config_path = os.path.join(output, "config.json")
+    config = upgrade(
+        runs.read_json(config_path, "the trained model's settings", CONFIG_FIELDS, ("max_length",))
+    )
+    if config["max_length"] < 1 or config.get("family", "rnn") not in FAMILIES:
+        raise UsageError(
+            f"{config_path} (the trained model's settings) holds max_length "
+            f"{config['max_length']!r}, family {config.get('family')!r}: it is damaged"
+        )
+    return config
+
+
+def with_run_decoding(config):
+    """For the commands that decode a trained run (`DECODES`): `config` with
+    each decoding setting not given taken from the run (`run_decoding`), read
+    before any work so that `--nbest` is checked against the run's beam, and
+    the run's `config.json` kept as `recorded` for `load_run`. A folder
+    without config.json: `config` as given (`load_run` says what is missing)."""
+    if config.command not in DECODES or not os.path.exists(
+        os.path.join(config.output, "config.json")
+    ):
+        return config
+    recorded = read_run_config(config.output)
+    return run_decoding(config, recorded).replace(recorded=recorded)
 
 
 def load_decoder(config):
