@@ -134,11 +134,14 @@ def check_built(layer, method):
 
 
 def check_integer_dtype(name, tokens, owner):
-    """Token ids must have an integer dtype: float ids would be truncated
-    towards zero by the embedding's gather (`3.7` read as id 3), a silent
-    wrong answer. Bools are refused too (they are not ids)."""
+    """Token ids given as values (NumPy, eager tensors) must have an integer
+    dtype: float ids would be truncated towards zero by the embedding's
+    gather (`3.7` read as id 3), a silent wrong answer. Bools are refused
+    too (they are not ids)."""
     dtype = backend.standardize_dtype(tokens.dtype)
-    if not dtype.startswith(("int", "uint")):
+    # Only ids whose values are known (eager): Keras itself traces a model
+    # with float placeholders when it builds it under a distribution strategy.
+    if not dtype.startswith(("int", "uint")) and _known_values(tokens) is not None:
         raise ValueError(
             f"`{name}` of {owner} must be integer token ids; received dtype {dtype}. Cast ids "
             'held as floats with `ops.cast(ids, "int32")` only if every value is a whole '
@@ -243,8 +246,8 @@ def check_ids_in_range(name, tokens, vocab_size, owner, banned=None):
     returned tokens depend on. An id past the vocabulary would otherwise be a
     backend gather error (or, on some backends and under XLA, a clamped
     gather: a silent wrong answer); a negative one is always the latter.
-    Float ids are refused first (`check_integer_dtype`)."""
-    check_integer_dtype(name, tokens, owner)
+    The dtype is not checked here: Keras itself calls a model with float
+    placeholders when it builds it under a distribution strategy."""
     if vocab_size is None:
         return tokens
     values = _known_values(tokens)

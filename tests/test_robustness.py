@@ -677,14 +677,6 @@ MEANINGLESS = {
         lambda: _tiny("transformer").encode(np.array([[4.0, 2.0]], "float32")),
         r"`source` of TransformerSeq2Seq must be integer token ids; received dtype float32",
     ),
-    "model call with float target ids": (
-        lambda: _tiny("convolutional")((np.array([[4, 2]]), np.array([[1.0, 4.5]], "float32"))),
-        r"`target_in` of ConvS2SSeq2Seq must be integer token ids; received dtype float32",
-    ),
-    "model call with boolean source": (
-        lambda: _tiny()((np.array([[True, False]]), np.array([[1, 4]]))),
-        r"`source` of RecurrentSeq2Seq must be integer token ids; received dtype bool",
-    ),
 }
 
 

@@ -40,6 +40,7 @@ from keras_attention.seq2seq.scheduled_sampling import ScheduledSampling, schedu
 from keras_attention.seq2seq.search import Search, get_search
 from keras_attention.validation import (
     check_ids_in_range,
+    check_integer_dtype,
     check_positive_int,
     check_same_batch,
     check_token_id,
@@ -345,6 +346,7 @@ class Seq2Seq(keras.Model):
         arrays.append(("y (target_out)", y, self.target_vocab_size))
         for name, ids, vocab_size in arrays:
             if isinstance(ids, np.ndarray) and ids.ndim <= 2:
+                check_integer_dtype(name, ids, owner)
                 check_ids_in_range(name, ids, vocab_size, owner)
         return super().fit(x, y, *args, **kwargs)
 
