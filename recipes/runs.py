@@ -541,7 +541,7 @@ def claim(
         recorded = upgrade(recorded)
     deleted = False
     held_names = sorted(name for name in os.listdir(output) if name in entries)
-    if held_names and RUN_FILE not in held_names:
+    if held_names and RUN_FILE not in held_names and not _is_member_folder(output):
         # Names of a run's files, but no record of a run: the user's own
         # files (a corpus in data/, a config.json), which a run would write
         # over and --overwrite would delete.
@@ -573,6 +573,16 @@ def claim(
         record = {"settings": merged, **({"command": command} if command else {})}
         write_json_atomically(os.path.join(output, RUN_FILE), record)
     return deleted
+
+
+def _is_member_folder(output):
+    """True for `RUN/members/K`, a member of `train --members`: the run's
+    process puts the shared data and vocabularies there before the
+    member's own process claims it."""
+    members = os.path.dirname(os.path.realpath(output))
+    return os.path.basename(members) == "members" and os.path.isfile(
+        os.path.join(os.path.dirname(members), RUN_FILE)
+    )
 
 
 class RunInUse(ValueError):
