@@ -448,17 +448,23 @@ def run_holding(path, entries=RUN_ENTRIES):
             return (folder, below) if below in entries and below != "members" else None
 
 
-def check_output_folder(name, path, entries=RUN_ENTRIES):
-    """`UsageError` naming the flag `name` for a folder that a run may not
-    be written into: one inside another run's files (that run's
-    `--overwrite` would delete it; its `data/` holds a run's data) or one
-    that holds runs in its subfolders (a folder of runs is not a run)."""
+def _check_not_inside_a_run(name, path, entries):
+    """`UsageError` naming the flag `name` when `path` lies inside another
+    run's files (`run_holding`): that run's commands write and delete them."""
     inside = run_holding(path, entries)
     if inside:
         raise UsageError(
             f"{flag(name)} {path} lies inside the run {inside[0]} (its {inside[1]}/), which "
             "that run's own commands write and delete: choose a folder outside it"
         )
+
+
+def check_output_folder(name, path, entries=RUN_ENTRIES):
+    """`UsageError` naming the flag `name` for a folder that a run may not
+    be written into: one inside another run's files (that run's
+    `--overwrite` would delete it; its `data/` holds a run's data) or one
+    that holds runs in its subfolders (a folder of runs is not a run)."""
+    _check_not_inside_a_run(name, path, entries)
     if os.path.isdir(path) and not os.path.isfile(os.path.join(path, RUN_FILE)):
         held = sorted(
             entry
@@ -482,12 +488,7 @@ def check_export_folder(name, path, entries=RUN_ENTRIES):
             f"{flag(name)} {path} is a run's folder: exports go to a folder of their own "
             "(default saved_models)"
         )
-    inside = run_holding(path, entries)
-    if inside:
-        raise UsageError(
-            f"{flag(name)} {path} lies inside the run {inside[0]} (its {inside[1]}/), which "
-            "that run's own commands write and delete: choose a folder outside it"
-        )
+    _check_not_inside_a_run(name, path, entries)
     if os.path.isfile(os.path.join(path, "model.bin")):
         raise UsageError(
             f"{flag(name)} {path} holds a CTranslate2 model (model.bin): exports go to a "

@@ -52,6 +52,7 @@ import tempfile
 
 import numpy as np
 
+from keras_attention.serving.versions import umask_mode
 from keras_attention.tokenizers.numbers import (
     _MARK,
     PLACEHOLDER,
@@ -461,7 +462,7 @@ def convert_to_ctranslate2(
         with open(os.path.join(staging, METADATA), "w", encoding="utf-8") as handle:
             json.dump(marked, handle, indent=2, ensure_ascii=False)
             handle.write("\n")
-        os.chmod(staging, 0o777 & ~_umask())
+        os.chmod(staging, umask_mode(0o777))
         if os.path.isdir(output_dir):  # overwrite: the new folder in, the old one out
             _swap(staging, output_dir)  # `staging` now holds the old model
             shutil.rmtree(staging, ignore_errors=True)
@@ -527,12 +528,6 @@ def _swap(new, old):
     os.rename(new, old)
     os.rename(os.path.join(aside, name), new)
     os.rmdir(aside)
-
-
-def _umask():
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def _clean(text):
