@@ -197,12 +197,10 @@ def timed(fn, iters):
     return (time.perf_counter() - start) / iters
 
 
-def profile(model, source, length, repeats):
-    """Where one step of beam search (K=4, batch 32) goes: the whole search
-    per step, against each part run alone in a `while_loop` of L steps: the
-    model's decode_step (with and without the output projection), the
-    reorder of its caches, and the log_softmax and top_k of the search."""
-    batch, K = source.shape[0], 4
+def profile_parts(model, source, length, K):
+    """The functions `profile` times, by name: the whole beam search, and
+    each part of one step alone in a `while_loop` of `length` steps."""
+    batch = source.shape[0]
     rows = batch * K
     state = model.encode(tf.repeat(source, K, axis=0), max_length=length)
     tokens = tf.fill((rows,), model.sos_id)
@@ -237,15 +235,14 @@ def profile(model, source, length, repeats):
     def reorder(t, tokens, state):
         return t + 1, tokens, model.reorder_beams(state, order)
 
-    vocab = model.target_vocab_size
-    logits = tf.random.normal((rows, vocab))
+    logits = tf.random.normal((rows, model.target_vocab_size))
     bias = ForcedLength(model).bias
 
     def choose(t, tokens, state):
         # What beam_search does with the logits before it gathers: the
         # length-forcing bias, log_softmax, and the top 2K of K x V.
         log_probs = tf.nn.log_softmax(logits + bias + tf.cast(tokens[0], tf.float32))
-        top, _ = tf.math.top_k(tf.reshape(log_probs, (batch, K * vocab)), 2 * K)
+        top, _ = tf.math.top_k(tf.reshape(log_probs, (batch, K * model.target_vocab_size)), 2 * K)
         return t + 1, tokens + tf.cast(top[0, 0] > 1e30, tf.int32), state
 
     search = tf.function(searches(model, length)["beam4"], autograph=False)
@@ -256,6 +253,16 @@ def profile(model, source, length, repeats):
         "reorder_beams x L": functools.partial(run, loop(reorder), state),
         "log_softmax + top_k x L": functools.partial(run, loop(choose), state),
     }
+    return search, parts
+
+
+def profile(model, source, length, repeats):
+    """Where one step of beam search (K=4, batch 32) goes: the whole search
+    per step, against each part run alone in a `while_loop` of L steps: the
+    model's decode_step (with and without the output projection), the
+    reorder of its caches, and the log_softmax and top_k of the search."""
+    batch, K = source.shape[0], 4
+    search, parts = profile_parts(model, source, length, K)
     times = {name: [] for name in parts}
     for fn in parts.values():
         fn()
@@ -269,7 +276,8 @@ def profile(model, source, length, repeats):
         timed(lambda: encode(tf.repeat(source, K, axis=0)).numpy(), 1) for _ in range(repeats)
     )
     whole, step, layers, gather, choice = (ms[name] for name in parts)
-    print(f"\none step of beam search, K={K}, batch {batch} ({rows} rows), ms per step:")
+    vocab = model.target_vocab_size
+    print(f"\none step of beam search, K={K}, batch {batch} ({batch * K} rows), ms per step:")
     print(f"  whole search (encode included)  {whole:7.2f}")
     print(f"  encode (once, per step)         {encode_ms / length:7.2f}")
     print(f"  decode_step                     {step:7.2f}")
@@ -358,7 +366,10 @@ def main(argv=None):
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def measure(args, model, int8, source, batches, search_names, workdir):
+def compile_ours(args, model, int8, search_names, workdir):
+    """Our systems, `{label: {search: callable}}` (tf.function, XLA unless
+    --no-xla, and the exported SavedModel, for the float32 model and its
+    int8 copy), and the SavedModels' variable sizes (float32, int8)."""
     ours, loaded = {}, []
     for label, ours_model in (("ours", model), ("ours int8", int8)):
         compiled = {f"{label} tf.function": {}, f"{label} XLA": {}}
@@ -375,16 +386,10 @@ def measure(args, model, int8, source, batches, search_names, workdir):
         folder = os.path.join(workdir, "int8" if ours_model is int8 else "float32")
         loaded.append(export_searches(ours_model, args.length, folder))
         ours[f"{label} SavedModel"] = {name: getattr(loaded[-1], name) for name in search_names}
-    sizes = [export.variables_bytes for export in loaded]
+    return ours, loaded, [export.variables_bytes for export in loaded]
 
-    peer_names = [p for p in args.peers.split(",") if p]
-    peers = None
-    if peer_names and os.path.exists(args.peers_python):
-        peers = Peers(args.peers_python, source, args, workdir, peer_names)
-    elif peer_names:
-        print(f"no peers' virtualenv at {args.peers_python} (make bench-decoding): ours only\n")
-        peer_names = []
 
+def print_setup(args, peers, sizes):
     print(
         f"keras {keras.__version__}, tensorflow {tf.__version__}, {os.cpu_count()} CPUs, "
         f"GPU: {bool(tf.config.list_physical_devices('GPU'))}, {args.threads} threads each"
@@ -400,27 +405,70 @@ def measure(args, model, int8, source, batches, search_names, workdir):
         f"SavedModel variables: float32 {sizes[0] / 2**20:.2f} MiB, int8 {sizes[1] / 2**20:.2f} "
         f"MiB ({sizes[0] / sizes[1]:.2f}x smaller)\n"
     )
+
+
+def time_cell(args, model, ours, peers, peer_names, source, search, batch):
+    """`{system: [seconds per call, one per repeat]}` for one search and
+    batch size, the systems timed in turn."""
+    x = tf.constant(source[:batch])
+    calls = {}
+    for name in ours:
+        fn = ours[name][search]
+        check_lengths(name, fn(x), batch, args.length, model)  # trace, warm up, check
+        start = time.perf_counter()
+        fn(x).numpy()
+        iters = max(1, round(args.min_seconds / (time.perf_counter() - start)))
+        calls[name] = functools.partial(timed, functools.partial(run, fn, x), iters)
+    for name in peer_names:
+        iters = max(1, round(args.min_seconds / peers.time(name, search, batch, 1)))
+        calls[name] = functools.partial(peers.time, name, search, batch, iters)
+    times = {name: [] for name in calls}
+    for _ in range(args.repeats):
+        for name, call in calls.items():  # ours and the peers in turn
+            times[name].append(call())
+    return times
+
+
+def print_ratios(ours, peer_names, rows):
+    print(
+        "\nspeed ratios ours/peer (> 1: ours faster), medians of same-round ratios; "
+        "tf = tf.function, SM = SavedModel, tf8 / XLA8 / SM8 = the same int8, "
+        "HF = Hugging Face, CT2 = CTranslate2 fp32, i8 = CTranslate2 int8:"
+    )
+    short = {"ours tf.function": "tf", "ours XLA": "XLA", "ours SavedModel": "SM"}
+    short.update({"ours int8 tf.function": "tf8", "ours int8 XLA": "XLA8"})
+    short["ours int8 SavedModel"] = "SM8"
+    short.update({"hf": "HF", "ct2-fp32": "CT2", "ct2-int8": "i8"})
+    pairs = [(o, p) for o in ours for p in peer_names]
+    print(
+        f"{'search':<7s} {'batch':>5s} "
+        + "".join(f"{short[o] + '/' + short[p]:>9s}" for o, p in pairs)
+    )
+    for search, batch, times in rows:
+        line = f"{search:<7s} {batch:5d} "
+        for o, p in pairs:
+            line += f"{median_ratio(times[p], times[o]):9.2f}"
+        print(line)
+
+
+def measure(args, model, int8, source, batches, search_names, workdir):
+    ours, loaded, sizes = compile_ours(args, model, int8, search_names, workdir)
+
+    peer_names = [p for p in args.peers.split(",") if p]
+    peers = None
+    if peer_names and os.path.exists(args.peers_python):
+        peers = Peers(args.peers_python, source, args, workdir, peer_names)
+    elif peer_names:
+        print(f"no peers' virtualenv at {args.peers_python} (make bench-decoding): ours only\n")
+        peer_names = []
+
+    print_setup(args, peers, sizes)
     systems = list(ours) + peer_names
     header = f"{'search':<7s} {'batch':>5s} " + "".join(f"{LABELS.get(s, s):>22s}" for s in systems)
     rows = []
     for search in search_names:
         for batch in batches:
-            x = tf.constant(source[:batch])
-            calls = {}
-            for name in ours:
-                fn = ours[name][search]
-                check_lengths(name, fn(x), batch, args.length, model)  # trace, warm up, check
-                start = time.perf_counter()
-                fn(x).numpy()
-                iters = max(1, round(args.min_seconds / (time.perf_counter() - start)))
-                calls[name] = functools.partial(timed, functools.partial(run, fn, x), iters)
-            for name in peer_names:
-                iters = max(1, round(args.min_seconds / peers.time(name, search, batch, 1)))
-                calls[name] = functools.partial(peers.time, name, search, batch, iters)
-            times = {name: [] for name in calls}
-            for _ in range(args.repeats):
-                for name, call in calls.items():  # ours and the peers in turn
-                    times[name].append(call())
+            times = time_cell(args, model, ours, peers, peer_names, source, search, batch)
             rows.append((search, batch, times))
     if peers:
         peers.close()
@@ -432,25 +480,7 @@ def measure(args, model, int8, source, batches, search_names, workdir):
             line += f"{batch * args.length / statistics.median(times[name]):22.0f}"
         print(line)
     if peer_names:
-        print(
-            "\nspeed ratios ours/peer (> 1: ours faster), medians of same-round ratios; "
-            "tf = tf.function, SM = SavedModel, tf8 / XLA8 / SM8 = the same int8, "
-            "HF = Hugging Face, CT2 = CTranslate2 fp32, i8 = CTranslate2 int8:"
-        )
-        short = {"ours tf.function": "tf", "ours XLA": "XLA", "ours SavedModel": "SM"}
-        short.update({"ours int8 tf.function": "tf8", "ours int8 XLA": "XLA8"})
-        short["ours int8 SavedModel"] = "SM8"
-        short.update({"hf": "HF", "ct2-fp32": "CT2", "ct2-int8": "i8"})
-        pairs = [(o, p) for o in ours for p in peer_names]
-        print(
-            f"{'search':<7s} {'batch':>5s} "
-            + "".join(f"{short[o] + '/' + short[p]:>9s}" for o, p in pairs)
-        )
-        for search, batch, times in rows:
-            line = f"{search:<7s} {batch:5d} "
-            for o, p in pairs:
-                line += f"{median_ratio(times[p], times[o]):9.2f}"
-            print(line)
+        print_ratios(ours, peer_names, rows)
     if args.profile:
         profile(model, tf.constant(source[:32]), args.length, args.repeats)
 

@@ -97,30 +97,11 @@ def convert_ct2(model, directory, vocab):
     return ct2_dir
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--source", required=True, help=".npy of int32 source ids (B, S)")
-    parser.add_argument("--workdir", required=True, help="where the converted models go")
-    parser.add_argument("--length", type=int, required=True, help="tokens generated")
-    parser.add_argument("--source-length", type=int, required=True)
-    parser.add_argument("--vocab", type=int, required=True)
-    parser.add_argument("--width", type=int, required=True)
-    parser.add_argument("--layers", type=int, required=True)
-    parser.add_argument("--heads", type=int, required=True)
-    parser.add_argument("--ffn", type=int, required=True)
-    parser.add_argument("--threads", type=int, default=os.cpu_count())
-    parser.add_argument("--systems", default="hf,ct2-fp32,ct2-int8")
-    args = parser.parse_args(argv)
-
+def load_translators(model, args, systems):
+    """CTranslate2's translators of the Hugging Face model, by system name
+    (those of `systems` that are CTranslate2's)."""
     import ctranslate2
-    import torch
-    import transformers
 
-    torch.set_num_threads(args.threads)
-    systems = args.systems.split(",")
-    source = np.load(args.source)
-    model = build_hf(args)
-    vocabulary = Vocabulary(args.vocab)
     translators = {}
     if any(name.startswith("ct2") for name in systems):
         ct2_dir = convert_ct2(model, args.workdir, args.vocab)
@@ -129,9 +110,17 @@ def main(argv=None):
                 translators[name] = ctranslate2.Translator(
                     ct2_dir, device="cpu", compute_type=compute_type, intra_threads=args.threads
                 )
+    return translators
+
+
+def generators(model, translators, source, length, vocab):
+    """`hf(search, batch)` and `ct2(name, search, batch)`: one generation
+    of exactly `length` tokens per row, checked."""
+    import torch
+
+    vocabulary = Vocabulary(vocab)
     source_tokens = [[vocabulary.tokens[i] for i in row] for row in source]
-    L = args.length
-    checked = set()
+    L = length
 
     def hf(search, batch):
         with torch.inference_mode():
@@ -163,13 +152,13 @@ def main(argv=None):
         check(all("</s>" not in r.hypotheses[0] for r in results), f"{name} emitted </s>")
         return results
 
-    versions = {
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
-        "ctranslate2": ctranslate2.__version__,
-        "threads": args.threads,
-    }
-    print(json.dumps({"ready": versions}), flush=True)
+    return hf, ct2
+
+
+def serve(hf, ct2):
+    """Answers the benchmark's requests on stdin (module docstring) until
+    `quit` or the end of stdin."""
+    checked = set()
     for line in sys.stdin:
         request = json.loads(line)
         if request["op"] == "quit":
@@ -187,6 +176,41 @@ def main(argv=None):
             call()
         seconds = (time.perf_counter() - start) / request["iters"]
         print(json.dumps({"seconds": seconds}), flush=True)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--source", required=True, help=".npy of int32 source ids (B, S)")
+    parser.add_argument("--workdir", required=True, help="where the converted models go")
+    parser.add_argument("--length", type=int, required=True, help="tokens generated")
+    parser.add_argument("--source-length", type=int, required=True)
+    parser.add_argument("--vocab", type=int, required=True)
+    parser.add_argument("--width", type=int, required=True)
+    parser.add_argument("--layers", type=int, required=True)
+    parser.add_argument("--heads", type=int, required=True)
+    parser.add_argument("--ffn", type=int, required=True)
+    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--systems", default="hf,ct2-fp32,ct2-int8")
+    args = parser.parse_args(argv)
+
+    import ctranslate2
+    import torch
+    import transformers
+
+    torch.set_num_threads(args.threads)
+    systems = args.systems.split(",")
+    source = np.load(args.source)
+    model = build_hf(args)
+    translators = load_translators(model, args, systems)
+    hf, ct2 = generators(model, translators, source, args.length, args.vocab)
+    versions = {
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "ctranslate2": ctranslate2.__version__,
+        "threads": args.threads,
+    }
+    print(json.dumps({"ready": versions}), flush=True)
+    serve(hf, ct2)
 
 
 if __name__ == "__main__":
