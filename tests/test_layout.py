@@ -233,10 +233,18 @@ def test_every_folder_of_the_package_is_packaged_without_deprecated_metadata():
 # function-level imports), and no recipe reaching into another's modules.
 
 ROOT = os.path.dirname(PACKAGE)
-# Below every recipe: run folders, the command lines' errors and checks
-# (runs.py), the KerasTuner interface (tuning.py) and its chief-and-workers
-# launcher (distributed_tuning.py). They import no recipe.
-PLUMBING = ("recipes", "recipes.runs", "recipes.tuning", "recipes.distributed_tuning")
+# Below every recipe: the command lines' errors and checks, and the names
+# of the two modules below it (runs.py), files written whole (run_files.py),
+# run folders (run_folders.py), the KerasTuner interface (tuning.py) and its
+# chief-and-workers launcher (distributed_tuning.py). They import no recipe.
+PLUMBING = (
+    "recipes",
+    "recipes.run_files",
+    "recipes.run_folders",
+    "recipes.runs",
+    "recipes.tuning",
+    "recipes.distributed_tuning",
+)
 # The translation recipe's modules, each importing only those before it
 # (the command line last; gpu_check, the recipe's GPU check, drives it).
 TRANSLATION = (

@@ -16,7 +16,7 @@ import threading
 
 import pytest
 
-from recipes import runs
+from recipes import run_folders, runs
 from recipes.translation import training
 from recipes.translation.data import DING, CorpusError, prepare, read_pairs, tsv_pairs
 from recipes.translation.text_io import line_writer, read_pair_file, read_sentences
@@ -189,7 +189,7 @@ def test_a_lock_taken_on_a_file_its_holder_removed_is_taken_again(tmp_path, monk
     output = str(tmp_path / "run")
     os.makedirs(output)
     path = os.path.join(output, runs.LOCK_FILE)
-    flock, calls = runs.fcntl.flock, []
+    flock, calls = run_folders.fcntl.flock, []
 
     def holder_removes_it_first(descriptor, operation):
         if not calls:  # the holder removes the file and another process creates it anew
@@ -198,9 +198,9 @@ def test_a_lock_taken_on_a_file_its_holder_removed_is_taken_again(tmp_path, monk
         calls.append(operation)
         return flock(descriptor, operation)
 
-    monkeypatch.setattr(runs.fcntl, "flock", holder_removes_it_first)
+    monkeypatch.setattr(run_folders.fcntl, "flock", holder_removes_it_first)
     with runs.locked(output, "train"):
-        monkeypatch.setattr(runs.fcntl, "flock", flock)
+        monkeypatch.setattr(run_folders.fcntl, "flock", flock)
         assert len(calls) == 2  # locked the removed file, then the one at the path
         with pytest.raises(runs.RunInUse):
             with runs.locked(output, "train"):
