@@ -118,55 +118,82 @@ def beam_search_loop(model, source, max_length, options, search, num_hypotheses)
     `predicted_ids` was `(B, L, K)`:
     `ops.transpose(tokens, (0, 2, 1))`).
     """
-    beam_width, alpha = search.beam_width, search.alpha
-    return_attention = search.return_attention_scores
-    return_token_scores, replace_unknown = search.return_token_scores, search.replace_unknown
-    coverage_penalty = search.coverage_penalty
-    sos_id, eos_id, padding_id = options.sos_id, options.eos_id, options.padding_id
-    unk_id = unk_id_of(model, search.unk_id)
-    K, L = beam_width, max_length
-    N = K if num_hypotheses is None else num_hypotheses
-    # The finished hypothesis that must beat every live one to stop: the
-    # best by default (as before num_hypotheses), the N-th when N is asked for.
-    last = 0 if num_hypotheses is None else N - 1
-    batch = ops.shape(source)[0]
-    source_length = ops.shape(source)[1]
-    beta = float(coverage_penalty)
-    options.repeat(K)  # prefix rows follow the (B·K,) hypotheses
+    loop = _BeamLoop(model, source, max_length, options, search, num_hypotheses)
+    _, _, _, *kept = ops.while_loop(loop.cond, loop.body, loop.start(source))
+    return loop.results(*kept)
 
-    state = model.encode(source, max_length=L)
-    state = model.reorder_state(state, ops.repeat(ops.arange(batch), K))  # (B·K, ...)
-    # Only the first beam is alive at the start, so the K copies do not
-    # all propose the same continuations.
-    alive_scores = ops.tile(
-        ops.concatenate([ops.zeros((1,)), ops.full((K - 1,), NEGATIVE)])[None], (batch, 1)
-    )
-    # Per-hypothesis buffers, flat and source-major: row b·K + k is
-    # hypothesis k of source b (b·2K + k among the 2K candidates of a step),
-    # so that picking hypotheses is one gather of rows. Only those asked for.
-    alive = {"tokens": ops.full((batch * K, L), padding_id, "int32")}
-    if return_attention:
-        alive["attention"] = ops.zeros((batch * K, L, source_length), "float32")
-    if beta:
-        alive["coverage"] = ops.zeros((batch * K, source_length), "float32")
-    if return_token_scores:
-        alive["token_scores"] = ops.zeros((batch * K, L), "float32")
-    if replace_unknown:
-        alive["replacements"] = ops.full((batch * K, L), -1, "int32")
-    finished = dict(alive)
-    finished_scores = ops.full((batch, K), NEGATIVE, "float32")
-    finished_flags = ops.zeros((batch, K), "bool")
-    tokens = ops.full((batch * K,), sos_id, "int32")
-    # What the steps share, made once: each source's first row among its
-    # K hypotheses, its 2K candidates and its K·V scores, and the source
-    # repeated for the candidates.
-    sources = ops.arange(batch)[:, None]  # (B, 1)
-    source_mask = (ops.cast(source, "int32") != padding_id)[:, None, :]  # (B, 1, S)
-    candidate_source = ops.repeat(source, 2 * K, axis=0) if replace_unknown else None
 
-    def body(t, tokens, state, alive_scores, alive, finished, finished_scores, finished_flags):
-        logits, state, step_attention = model.decode_step(tokens, state)
-        log_probs, allowed = options.step(logits, alive["tokens"], t)  # (B·K, V)
+class _BeamLoop:
+    """One beam search's sizes, switches and shared tensors, and the steps
+    of its `keras.ops.while_loop` (`beam_search_loop`): `start` makes the
+    loop variables, `body` extends the hypotheses by one token (`extend`)
+    and keeps the K best live and the K best finished, `cond` is the
+    stopping rule and `results` gathers the N results.
+
+    The per-hypothesis buffers (`tokens`, and of `attention`, `coverage`,
+    `token_scores` and `replacements` only those asked for) are flat and
+    source-major: row b·K + k is hypothesis k of source b (b·2K + k among
+    the 2K candidates of a step), so that picking hypotheses is one gather
+    of rows."""
+
+    def __init__(self, model, source, max_length, options, search, num_hypotheses):
+        self.model, self.options = model, options
+        self.alpha, self.beta = search.alpha, float(search.coverage_penalty)
+        self.return_attention = search.return_attention_scores
+        self.return_token_scores = search.return_token_scores
+        self.replace_unknown = search.replace_unknown
+        self.unk_id = unk_id_of(model, search.unk_id)
+        self.K, self.L = search.beam_width, max_length
+        self.N = self.K if num_hypotheses is None else num_hypotheses
+        # The finished hypothesis that must beat every live one to stop: the
+        # best by default (as before num_hypotheses), the N-th when N is asked for.
+        self.last = 0 if num_hypotheses is None else self.N - 1
+        self.batch = ops.shape(source)[0]
+        self.source_length = ops.shape(source)[1]
+        # What the steps share, made once: each source's first row among its
+        # K hypotheses, its 2K candidates and its K·V scores, the source's
+        # non-padding positions, and the source repeated for the candidates.
+        self.sources = ops.arange(self.batch)[:, None]  # (B, 1)
+        self.source_mask = (ops.cast(source, "int32") != options.padding_id)[
+            :, None, :
+        ]  # (B, 1, S)
+        self.candidate_source = (
+            ops.repeat(source, 2 * self.K, axis=0) if self.replace_unknown else None
+        )
+
+    def start(self, source):
+        """The loop variables at t = 0, the source encoded for K beams each."""
+        K, L, batch = self.K, self.L, self.batch
+        self.options.repeat(K)  # prefix rows follow the (B·K,) hypotheses
+        state = self.model.encode(source, max_length=L)
+        state = self.model.reorder_state(state, ops.repeat(ops.arange(batch), K))  # (B·K, ...)
+        # Only the first beam is alive at the start, so the K copies do not
+        # all propose the same continuations.
+        alive_scores = ops.tile(
+            ops.concatenate([ops.zeros((1,)), ops.full((K - 1,), NEGATIVE)])[None], (batch, 1)
+        )
+        alive = {"tokens": ops.full((batch * K, L), self.options.padding_id, "int32")}
+        if self.return_attention:
+            alive["attention"] = ops.zeros((batch * K, L, self.source_length), "float32")
+        if self.beta:
+            alive["coverage"] = ops.zeros((batch * K, self.source_length), "float32")
+        if self.return_token_scores:
+            alive["token_scores"] = ops.zeros((batch * K, L), "float32")
+        if self.replace_unknown:
+            alive["replacements"] = ops.full((batch * K, L), -1, "int32")
+        finished = dict(alive)
+        finished_scores = ops.full((batch, K), NEGATIVE, "float32")
+        finished_flags = ops.zeros((batch, K), "bool")
+        tokens = ops.full((batch * K,), self.options.sos_id, "int32")
+        return 0, tokens, state, alive_scores, alive, finished, finished_scores, finished_flags
+
+    def extend(self, t, alive_scores, alive, logits, step_attention):
+        """The 2K best one-token extensions of each source's hypotheses:
+        `(top_scores (B, 2K), origin (B·2K,), token (B·2K,), ended (B, 2K),
+        grown)`, `origin` the row each extends, `ended` where it is `<eos>`
+        of a live beam, `grown` the candidates' buffers with step t written."""
+        K, batch, sources = self.K, self.batch, self.sources
+        log_probs, allowed = self.options.step(logits, alive["tokens"], t)  # (B·K, V)
         vocab = ops.shape(allowed)[-1]
         candidates = alive_scores[:, :, None] + ops.reshape(allowed, (batch, K, vocab))
         top_scores, top_index = ops.top_k(
@@ -176,38 +203,48 @@ def beam_search_loop(model, source, max_length, options, search, num_hypotheses)
         origin = ops.reshape(origin, (-1,))  # (B·2K,)
         token = ops.cast(top_index % vocab, "int32")
         # A candidate of a dead beam or of a banned token is dead: it never finishes.
-        ended = ops.logical_and(token == eos_id, top_scores > NEGATIVE / 2)
+        ended = ops.logical_and(token == self.options.eos_id, top_scores > NEGATIVE / 2)
         grown = _rows(alive, origin)  # (B·2K, ...)
-        flat_token = ops.reshape(token, (-1,))
-        grown["tokens"] = write_at(grown["tokens"], flat_token[:, None], t, axis=1)
-        if return_attention or beta or replace_unknown:
+        token = ops.reshape(token, (-1,))
+        grown["tokens"] = write_at(grown["tokens"], token[:, None], t, axis=1)
+        if self.return_attention or self.beta or self.replace_unknown:
             attended = ops.take(ops.cast(step_attention, "float32"), origin, axis=0)  # (B·2K, S)
-        if return_attention:
+        if self.return_attention:
             grown["attention"] = write_at(grown["attention"], attended[:, None], t, axis=1)
-        if beta:
+        if self.beta:
             grown["coverage"] = grown["coverage"] + attended
-        if return_token_scores:
+        if self.return_token_scores:
             gained = ops.take(
                 ops.reshape(log_probs, (-1,)),
                 ops.reshape(sources * (K * vocab) + top_index, (-1,)),
                 axis=0,
             )
             grown["token_scores"] = write_at(grown["token_scores"], gained[:, None], t, axis=1)
-        if replace_unknown:
+        if self.replace_unknown:
             grown["replacements"] = unknown_replacements(
-                candidate_source, attended, flat_token, unk_id, grown["replacements"], t
+                self.candidate_source, attended, token, self.unk_id, grown["replacements"], t
             )
+        return top_scores, origin, token, ended, grown
+
+    def body(
+        self, t, tokens, state, alive_scores, alive, finished, finished_scores, finished_flags
+    ):
+        K, batch, sources = self.K, self.batch, self.sources
+        logits, state, step_attention = self.model.decode_step(tokens, state)
+        top_scores, origin, token, ended, grown = self.extend(
+            t, alive_scores, alive, logits, step_attention
+        )
         # Live beams: the K best candidates that did not just end.
         alive_scores, pick = ops.top_k(ops.where(ended, 2 * NEGATIVE, top_scores), K)
         picked = ops.reshape(sources * (2 * K) + pick, (-1,))  # (B·K,) rows of grown
         alive = _rows(grown, picked)
-        state = reorder_beams(model, state, ops.take(origin, picked, axis=0))
-        tokens = ops.take(flat_token, picked, axis=0)
+        state = reorder_beams(self.model, state, ops.take(origin, picked, axis=0))
+        tokens = ops.take(token, picked, axis=0)
         # Finished: the K best of those already finished and those ending now.
-        normalised = top_scores / length_penalty(t + 1, alpha)
-        if beta:
-            coverage = ops.reshape(grown["coverage"], (batch, 2 * K, source_length))
-            normalised = normalised + coverage_penalty_of(coverage, source_mask, beta)
+        normalised = top_scores / length_penalty(t + 1, self.alpha)
+        if self.beta:
+            coverage = ops.reshape(grown["coverage"], (batch, 2 * K, self.source_length))
+            normalised = normalised + coverage_penalty_of(coverage, self.source_mask, self.beta)
         normalised = ops.where(ended, normalised, NEGATIVE)
         merged_scores = ops.concatenate([finished_scores, normalised], axis=1)  # (B, 3K)
         finished_scores, keep = ops.top_k(merged_scores, K)
@@ -217,60 +254,59 @@ def beam_search_loop(model, source, max_length, options, search, num_hypotheses)
         finished_flags = ops.reshape(ops.take(flags, kept, axis=0), (batch, K))
         return t + 1, tokens, state, alive_scores, alive, finished, finished_scores, finished_flags
 
-    def cond(t, tokens, state, alive_scores, alive, finished, finished_scores, finished_flags):
-        best_possible = alive_scores[:, 0] / length_penalty(L, alpha)
+    def cond(
+        self, t, tokens, state, alive_scores, alive, finished, finished_scores, finished_flags
+    ):
+        best_possible = alive_scores[:, 0] / length_penalty(self.L, self.alpha)
+        last = self.last
         done = ops.logical_and(finished_flags[:, last], finished_scores[:, last] >= best_possible)
-        return ops.logical_and(t < L, ops.logical_not(ops.all(done)))
+        return ops.logical_and(t < self.L, ops.logical_not(ops.all(done)))
 
-    _, _, _, alive_scores, alive, finished, finished_scores, finished_flags = ops.while_loop(
-        cond,
-        body,
-        (0, tokens, state, alive_scores, alive, finished, finished_scores, finished_flags),
-    )
-
-    # The N results: finished hypotheses first (best first), then, for slots
-    # nothing finished for, the best live hypotheses (cut at max_length),
-    # then dead entries, emptied.
-    real = alive_scores > NEGATIVE / 2
-    live = alive_scores / length_penalty(L, alpha)
-    if beta:
-        coverage = ops.reshape(alive["coverage"], (batch, K, source_length))
-        live = live + coverage_penalty_of(coverage, source_mask, beta)
-    rank = ops.concatenate(
-        [
-            ops.where(finished_flags, finished_scores, 3 * NEGATIVE),
-            ops.where(real, live + NEGATIVE, 4 * NEGATIVE),
-        ],
-        axis=1,
-    )
-    rank, pick = ops.top_k(rank, N)
-    empty = rank < 2.5 * NEGATIVE  # (B, N)
-    rows = _merged_rows(pick, sources, batch, K, K)
-    chosen = _rows(_stack(finished, alive), rows)  # (B·N, ...)
-
-    def per_source(value, fill):  # (B·N, L, ...) -> (B, N, L, ...), empty slots filled
-        value = ops.reshape(value, (batch, N) + tuple(ops.shape(value)[1:]))
-        return ops.where(
-            ops.reshape(empty, (batch, N) + (1,) * (len(value.shape) - 2)), fill, value
+    def results(self, alive_scores, alive, finished, finished_scores, finished_flags):
+        """The N results: finished hypotheses first (best first), then, for
+        slots nothing finished for, the best live hypotheses (cut at
+        max_length), then dead entries, emptied."""
+        K, N, batch, padding_id = self.K, self.N, self.batch, self.options.padding_id
+        real = alive_scores > NEGATIVE / 2
+        live = alive_scores / length_penalty(self.L, self.alpha)
+        if self.beta:
+            coverage = ops.reshape(alive["coverage"], (batch, K, self.source_length))
+            live = live + coverage_penalty_of(coverage, self.source_mask, self.beta)
+        rank = ops.concatenate(
+            [
+                ops.where(finished_flags, finished_scores, 3 * NEGATIVE),
+                ops.where(real, live + NEGATIVE, 4 * NEGATIVE),
+            ],
+            axis=1,
         )
+        rank, pick = ops.top_k(rank, N)
+        empty = rank < 2.5 * NEGATIVE  # (B, N)
+        rows = _merged_rows(pick, self.sources, batch, K, K)
+        chosen = _rows(_stack(finished, alive), rows)  # (B·N, ...)
 
-    scores = ops.take_along_axis(ops.concatenate([finished_scores, live], axis=1), pick, axis=1)
-    tokens = per_source(chosen["tokens"], padding_id)
-    # Finished: picked from the finished buffer (its first K slots) with its
-    # flag set; live fragments and empty slots are not.
-    flags = ops.concatenate([finished_flags, ops.zeros_like(finished_flags)], axis=1)
-    result = {
-        "tokens": tokens,
-        "scores": ops.where(empty, NEGATIVE, scores),
-        "lengths": ops.sum(ops.cast(tokens != padding_id, "int32"), axis=2),
-        "finished": ops.logical_and(
-            ops.take_along_axis(flags, pick, axis=1), ops.logical_not(empty)
-        ),
-    }
-    if return_attention:
-        result["attention"] = per_source(chosen["attention"], 0.0)
-    if return_token_scores:
-        result["token_scores"] = per_source(chosen["token_scores"], 0.0)
-    if replace_unknown:
-        result["replacements"] = per_source(chosen["replacements"], -1)
-    return result
+        def per_source(value, fill):  # (B·N, L, ...) -> (B, N, L, ...), empty slots filled
+            value = ops.reshape(value, (batch, N) + tuple(ops.shape(value)[1:]))
+            return ops.where(
+                ops.reshape(empty, (batch, N) + (1,) * (len(value.shape) - 2)), fill, value
+            )
+
+        scores = ops.take_along_axis(ops.concatenate([finished_scores, live], axis=1), pick, axis=1)
+        tokens = per_source(chosen["tokens"], padding_id)
+        # Finished: picked from the finished buffer (its first K slots) with its
+        # flag set; live fragments and empty slots are not.
+        flags = ops.concatenate([finished_flags, ops.zeros_like(finished_flags)], axis=1)
+        result = {
+            "tokens": tokens,
+            "scores": ops.where(empty, NEGATIVE, scores),
+            "lengths": ops.sum(ops.cast(tokens != padding_id, "int32"), axis=2),
+            "finished": ops.logical_and(
+                ops.take_along_axis(flags, pick, axis=1), ops.logical_not(empty)
+            ),
+        }
+        if self.return_attention:
+            result["attention"] = per_source(chosen["attention"], 0.0)
+        if self.return_token_scores:
+            result["token_scores"] = per_source(chosen["token_scores"], 0.0)
+        if self.replace_unknown:
+            result["replacements"] = per_source(chosen["replacements"], -1)
+        return result
