@@ -250,6 +250,9 @@ PLUMBING = (
 TRANSLATION = (
     "recipes.translation",
     "recipes.translation.config",
+    "recipes.translation.corpus",
+    "recipes.translation.splits",
+    "recipes.translation.pipeline",
     "recipes.translation.data",
     "recipes.translation.text_io",
     "recipes.translation.decoding",

@@ -750,7 +750,7 @@ def test_ding_alternatives_pair_every_german_sentence_with_every_english_one(tmp
 
 
 def test_alternatives_add_training_pairs_and_leave_the_held_out_splits_alone(tmp_path):
-    from recipes.translation.data import _words, ding_alternative_pairs, read_pairs
+    from recipes.translation.data import ding_alternative_pairs, read_pairs, words_of
 
     entries = list(itertools.islice(ding_alternative_pairs(), 3000))  # the split's pairs
     plain = prepare(str(tmp_path / "plain"), limit=3000, log=lambda line: None)
@@ -769,12 +769,12 @@ def test_alternatives_add_training_pairs_and_leave_the_held_out_splits_alone(tmp
     for split in ("valid", "test"):
         assert read_pairs(more[split]) == read_pairs(plain[split])
     held_out = {
-        _words(text)
+        words_of(text)
         for split in ("valid", "test")
         for pair in read_pairs(more[split])
         for text in pair
     }
-    leaks = lambda pair: bool({_words(pair[0]), _words(pair[1])} & held_out)  # noqa: E731
+    leaks = lambda pair: bool({words_of(pair[0]), words_of(pair[1])} & held_out)  # noqa: E731
     assert not any(leaks(pair) for pair in added)
     assert len(set(added)) == len(added) and not set(added) & set(base)
     # Exactly the other sentences of the training pairs' entries, less leaks and repeats.

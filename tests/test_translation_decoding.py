@@ -303,19 +303,19 @@ def test_subword_sampling_segments_each_epoch_anew_into_the_same_sentences(train
 
 
 def test_dictionary_entries_are_extra_pairs_and_never_a_held_out_sentence(tmp_path, trained):
-    from recipes.translation.data import _words, make_dataset, prepare, read_pairs
+    from recipes.translation.data import make_dataset, prepare, read_pairs, words_of
 
     paths = prepare(str(tmp_path / "run"), limit=300, dictionary=True, log=lambda line: None)
     entries = read_pairs(paths["dictionary"])
     assert len(entries) > 300_000
     assert ("Bahnhof", "railway station") in entries and ("Bahnhöfe", "railway stations") in entries
     held_out = {
-        _words(text)
+        words_of(text)
         for split in ("valid", "test")
         for pair in read_pairs(paths[split])
         for text in pair
     }
-    assert not any(_words(s) in held_out or _words(t) in held_out for s, t in entries)
+    assert not any(words_of(s) in held_out or words_of(t) in held_out for s, t in entries)
     # Each epoch: the sentence pairs plus `extra_ratio` x as many entries, a new draw.
     extra = str(tmp_path / "entries.tsv")
     with open(extra, "w", encoding="utf-8") as handle:

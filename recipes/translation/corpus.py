@@ -1,0 +1,206 @@
+"""Reading parallel corpora: the Ding dictionary's German-English example
+sentences (Debian package `trans-de-en`), its word and phrase entries, and
+any TSV file, as `(source, target)` pairs; the warnings of what was skipped.
+
+Bad input never stops a run with a traceback. A malformed line (no tab, an
+empty side, bytes that are not UTF-8, a carriage return inside the line) is
+skipped, and reported with its line number. Every reader splits lines on
+`\\n` only, the rule `tf.data.TextLineDataset` follows (which also drops
+every `\\r`; the split files hold none), so the split files and the
+pipelines agree on what a line is.
+"""
+
+import os
+import re
+import sys
+
+from .config import DING
+
+DING_HINT = "install it with: sudo apt-get install -y trans-de-en (make demo and make test do this)"
+_ANNOTATION = re.compile(r"\{[^}]*\}|\[[^\]]*\]|<[^>]*>")
+
+
+class CorpusError(Exception):
+    """A problem with the user's corpus, reported as a message."""
+
+
+BOM = "\ufeff"  # a UTF-8 byte order mark, which some editors write first: stripped on read
+
+
+def check_file(path, flag, error=CorpusError):
+    """`error` naming `flag` unless `path` is a file that can be read: no
+    such file, a directory (not the raw `[Errno 21] Is a directory`)."""
+    if os.path.isdir(path):
+        raise error(f"{flag} {path} is a directory; expected a file")
+    if not os.path.exists(path):
+        raise error(f"{flag} {path}: no such file")
+
+
+def warn(log=print):
+    """Where warnings go: standard error from the command line (`log` is
+    `print`: standard output is for results, e.g. translations), else the
+    caller's `log` (a list the tests read, a logger)."""
+    if log is print:
+        return lambda message: print(message, file=sys.stderr, flush=True)
+    return log
+
+
+def report_skipped(problems, log=print):
+    """Warn of the first 10 `problems` (skipped lines), and how many more."""
+    say = warn(log)
+    for problem in problems[:10]:
+        say(f"warning: {problem}")
+    if len(problems) > 10:
+        say(f"warning: ... and {len(problems) - 10} more lines skipped")
+
+
+def report_replaced(where, lines, log=print):
+    """Warn, in one line, that `lines` (line numbers) of `where` (a flag
+    and its file) held bytes that are not UTF-8, replaced by U+FFFD."""
+    if lines:
+        shown = ", ".join(str(number) for number in lines[:5]) + (", ..." if len(lines) > 5 else "")
+        warn(log)(
+            f"warning: {where}: {len(lines)} line{'s' if len(lines) > 1 else ''} held bytes "
+            f"that are not UTF-8 (line{'s' if len(lines) > 1 else ''} {shown}); each such "
+            "byte was replaced by U+FFFD"
+        )
+
+
+def _clean(text):
+    return re.sub(r"\s+", " ", _ANNOTATION.sub("", text)).strip()
+
+
+def _is_sentence(text):
+    return len(text.split()) >= 3 and text[:1].isupper() and text[-1:] in ".!?"
+
+
+def ding_pairs(path=DING):
+    """(German, English) sentence pairs of the Ding dictionary.
+
+    Lines are `German :: English`; ` | ` separates aligned sub-entries, `;`
+    alternatives (the first is kept), and `{...}`, `[...]`, `<...>` are
+    annotations (removed). A pair is kept when both sides are sentences:
+    three or more words, a capital first letter, and a final `.`, `!` or `?`.
+    """
+    if not os.path.exists(path):
+        raise CorpusError(
+            f"the Ding corpus {path} is missing; {DING_HINT}, or pass --corpus FILE.tsv"
+        )
+    for first, _ in ding_alternative_pairs(path):
+        yield first
+
+
+def _ding_entries(path, every=False):
+    """The first alternative of each German and English sub-entry of the
+    Ding file, as written (`ding_alternative_pairs` keeps the sentences,
+    `ding_dictionary_pairs` the rest); with `every`, the lists of all the
+    alternatives of each side instead."""
+    with open(path, encoding="utf-8-sig", errors="replace", newline="\n") as handle:
+        for line in handle:
+            if line.startswith("#") or " :: " not in line:
+                continue
+            german, english = line.rstrip("\n").split(" :: ", 1)
+            german, english = german.split(" | "), english.split(" | ")
+            if len(german) != len(english):
+                continue
+            for de, en in zip(german, english):
+                de, en = de.split("; "), en.split("; ")
+                yield (de, en) if every else (de[0], en[0])
+
+
+def ding_alternative_pairs(path=DING):
+    """`((German, English), others)` for each pair of `ding_pairs`, in its
+    order (`ding_pairs` is the first of each, so a `--limit` slice of one is
+    that of the other): `others` pairs every German sentence of its
+    sub-entry with every English one, the first pair left out ("Bei meinem
+    Handy war der Akku leer.; Das Handy hatte keinen Akku mehr." :: "My
+    phone had ran out of battery.; My phone had run out of power." gives
+    three more). Alternatives that are not sentences (`ding_pairs`' rule)
+    are left out."""
+    for german, english in _ding_entries(path, every=True):
+        first = _clean(german[0]), _clean(english[0])
+        if not (_is_sentence(first[0]) and _is_sentence(first[1])):
+            continue
+        german = [first[0], *map(_clean, german[1:])]
+        english = [first[1], *map(_clean, english[1:])]
+        others = [
+            (de, en)
+            for de in german
+            if _is_sentence(de)
+            for en in english
+            if _is_sentence(en) and (de, en) != first
+        ]
+        yield first, others
+
+
+_GLOSSES = re.compile(r"\([^)]*\)|(?:^|\s)/[^/]+/(?=\s|$)")  # and /abbreviations/
+_WORDS = re.compile(r"\w+")
+
+
+def ding_dictionary_pairs(path=DING):
+    """(German, English) word and phrase entries of the Ding dictionary: the
+    sub-entries that `ding_pairs` leaves out because neither side is a
+    sentence ("Bahnhof" :: "station", "Bahnhöfe" :: "stations", "zur
+    Sache kommen" :: "to come to the point"). The first alternative of each
+    side is kept, without annotations, parenthesised glosses or
+    abbreviations (`Bahnhof {m} /Bhf./` is "Bahnhof")."""
+    for de, en in _ding_entries(path):
+        de, en = _clean(_GLOSSES.sub("", de)), _clean(_GLOSSES.sub("", en))
+        if de and en and not (_is_sentence(de) or _is_sentence(en)):
+            yield de, en
+
+
+def words_of(text):
+    """What a sentence says, for leak checks: its lower-cased words."""
+    return " ".join(_WORDS.findall(text.lower()))
+
+
+def tsv_pairs(path, problems, flag="--corpus", replaced=None):
+    """`source<TAB>target` pairs of a TSV file, streamed; each skipped line
+    appends a message to `problems`. A byte order mark before the first
+    line is not part of it. A line that is not UTF-8 is skipped, or, given
+    the list `replaced`, kept with each invalid byte as U+FFFD and its
+    line number appended to `replaced` (a user's `--test` and `--valid`
+    files, as `translate --input` reads)."""
+    check_file(path, flag)
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle, 1):
+            try:
+                line = raw.decode("utf-8").removesuffix("\n").removesuffix("\r")
+            except UnicodeDecodeError as error:
+                if replaced is None:
+                    problems.append(
+                        f"{path}:{number}: not valid UTF-8 "
+                        f"({error.reason} at byte {error.start}); skipped"
+                    )
+                    continue
+                replaced.append(number)
+                line = raw.decode("utf-8", "replace").removesuffix("\n").removesuffix("\r")
+            if number == 1:
+                line = line.removeprefix(BOM)
+            if not line.strip():
+                continue  # blank lines are allowed and ignored
+            if "\r" in line:
+                problems.append(
+                    f"{path}:{number}: a carriage return (\\r) inside the line "
+                    "(lines end with \\n or \\r\\n); skipped"
+                )
+                continue
+            if "\t" not in line:
+                problems.append(
+                    f"{path}:{number}: expected 'source<TAB>target', found no tab; skipped"
+                )
+                continue
+            source, target = (part.strip() for part in line.split("\t", 1))
+            if not source or not target or "\t" in target:
+                problems.append(
+                    f"{path}:{number}: expected exactly one non-empty source and target; skipped"
+                )
+                continue
+            yield source, target
+
+
+def read_pairs(path):
+    """The `(source, target)` pairs of a split file, lines split on `\n` only."""
+    with open(path, encoding="utf-8-sig", newline="\n") as handle:
+        return [tuple(line.rstrip("\n").split("\t", 1)) for line in handle if line.strip()]

@@ -1,0 +1,213 @@
+"""The data split of a run: `<output>/data/{train,valid,test}.tsv`, made
+once from the corpus (`prepare`) by a hash of each source sentence
+(`split_of`), with the Ding corpus's alternatives and dictionary entries
+as extra training data. A corpus too small for the split stops the run
+with a message saying so.
+"""
+
+import hashlib
+import itertools
+import os
+import random
+
+from .. import runs
+from .config import corpus_key
+from .corpus import (
+    CorpusError,
+    words_of,
+    check_file,
+    ding_alternative_pairs,
+    ding_dictionary_pairs,
+    ding_pairs,
+    read_pairs,
+    report_skipped,
+    tsv_pairs,
+)
+
+SPLITS = ("train", "valid", "test")
+MIN_PAIRS = {"train": 10, "valid": 1, "test": 1}
+
+
+def split_of(source):
+    """90/5/5 by a hash of the source sentence: adding data never moves a
+    pair to another split, and every translation of one source sentence
+    lands in the same split."""
+    bucket = int(hashlib.sha1(source.encode("utf-8")).hexdigest()[:8], 16) % 100
+    return "train" if bucket < 90 else ("valid" if bucket < 95 else "test")
+
+
+def prepare(
+    output, corpus=None, reverse=False, limit=None, dictionary=False, alternatives=False, log=print
+):
+    """Write `<output>/data/{train,valid,test}.tsv` once (reused by later
+    commands on the same output); returns `{split: path}`.
+
+    With `alternatives` (the Ding corpus only), `train.tsv` also holds the
+    other sentences of its pairs' Ding sub-entries (`ding_alternative_pairs`),
+    after the pairs themselves; validation and test are unchanged, and an
+    alternative whose words are those of a held-out sentence is left out.
+
+    With `dictionary` (the Ding corpus only), also `dictionary.tsv`: the
+    dictionary's word and phrase entries (`ding_dictionary_pairs`) in a
+    fixed random order, training data besides the sentences. An entry
+    whose words are those of a held-out sentence (either side, case and
+    punctuation ignored) is left out, so nothing held out leaks in."""
+    data_dir = os.path.join(output, "data")
+    meta_path = os.path.join(data_dir, "meta.json")
+    meta = {
+        "corpus": corpus_key(corpus),
+        "reverse": reverse,
+        "limit": limit,
+        **({"dictionary": True} if dictionary else {}),  # runs made before it: no key
+        **({"alternatives": True} if alternatives else {}),
+    }
+    if dictionary and corpus:
+        raise CorpusError("the dictionary entries are the Ding corpus's: leave out --corpus")
+    if alternatives and corpus:
+        raise CorpusError("--alternatives are the Ding corpus's: leave out --corpus")
+    paths = {split: os.path.join(data_dir, f"{split}.tsv") for split in SPLITS}
+    if dictionary:
+        paths["dictionary"] = os.path.join(data_dir, "dictionary.tsv")
+    if os.path.exists(meta_path):
+        if runs.read_json(meta_path, "the data split's record") == meta:
+            return paths
+    if corpus:
+        check_file(corpus, "--corpus")
+    problems = []
+    pairs = tsv_pairs(corpus, problems) if corpus else ding_pairs()
+    os.makedirs(data_dir, exist_ok=True)
+    # Unique temporaries (`runs.temporary_path`), renamed into place at the end.
+    written = [name for name in (*SPLITS, "dictionary") if name in paths]
+    temporaries = {name: runs.temporary_path(paths[name]) for name in written}
+    try:
+        counts, leaked = _write_data(
+            pairs, problems, temporaries, reverse, limit, dictionary, alternatives, log
+        )
+        for name in written:
+            os.replace(temporaries[name], paths[name])
+    finally:
+        for temporary in temporaries.values():
+            if os.path.exists(temporary):
+                os.remove(temporary)
+    runs.write_json_atomically(meta_path, meta)
+    log(
+        f"corpus: {counts['train']} train, {counts['valid']} validation, "
+        f"{counts['test']} test pairs"
+        + (f" ({leaked} held-out pairs dropped: their sentence is in train)" if leaked else "")
+        + (f", {len(problems)} lines skipped" if problems else "")
+    )
+    return paths
+
+
+def _write_data(pairs, problems, temporaries, reverse, limit, dictionary, alternatives, log):
+    """Write the split of `pairs` to the `temporaries` (`_write_splits`),
+    then warn of the `problems` its reading met, refuse splits that came out
+    too small, and add the alternatives to train and the dictionary entries
+    (`dictionary` and `alternatives` as `prepare` takes them). Returns
+    `(counts, held-out pairs dropped)`."""
+    counts, sources, held_out, leaked = _write_splits(pairs, temporaries, reverse, limit)
+    report_skipped(problems, log)
+    short = [s for s in SPLITS if counts[s] < MIN_PAIRS[s]]
+    if short:
+        raise CorpusError(_too_small(counts, short, sources))
+    if alternatives or dictionary:
+        held_out_words = {words_of(text) for _, *texts in held_out for text in texts}
+    if alternatives:
+        added = _add_alternatives(temporaries["train"], held_out_words, reverse, limit)
+        log(f"alternatives: {added} more training pairs from the entries' other sentences")
+    if dictionary:
+        entries = _write_dictionary(temporaries["dictionary"], held_out_words, reverse)
+        log(f"dictionary: {entries} word and phrase entries as extra training pairs")
+    return counts, leaked
+
+
+def _write_dictionary(path, held_out_words, reverse):
+    """Write to `path` the `ding_dictionary_pairs` in a fixed random order,
+    none whose words (either side) are in `held_out_words`; returns how many."""
+    entries = [
+        (target, source) if reverse else (source, target)
+        for source, target in ding_dictionary_pairs()
+        if words_of(source) not in held_out_words and words_of(target) not in held_out_words
+    ]
+    random.Random(0).shuffle(entries)
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.writelines(f"{source}\t{target}\n" for source, target in entries)
+    return len(entries)
+
+
+def _write_splits(pairs, temporaries, reverse, limit):
+    """Write the pairs' splits (`split_of`) to the `temporaries`; a held-out
+    pair whose source or target is in train is dropped. Returns `(counts,
+    distinct sources, held-out pairs, dropped)`."""
+    counts = dict.fromkeys(SPLITS, 0)
+    seen_train, sources = set(), set()
+    held_out = []
+    with open(temporaries["train"], "w", encoding="utf-8") as train:
+        for index, (source, target) in enumerate(pairs):
+            if limit is not None and index >= limit:
+                break
+            if reverse:
+                source, target = target, source
+            sources.add(source)
+            split = split_of(source)
+            if split == "train":
+                train.write(f"{source}\t{target}\n")
+                seen_train.update((("s", source), ("t", target)))
+                counts["train"] += 1
+            else:
+                held_out.append((split, source, target))
+    leaked = 0
+    with (
+        open(temporaries["valid"], "w", encoding="utf-8") as valid,
+        open(temporaries["test"], "w", encoding="utf-8") as test,
+    ):
+        outputs = {"valid": valid, "test": test}
+        for split, source, target in held_out:
+            if ("s", source) in seen_train or ("t", target) in seen_train:
+                leaked += 1  # the same sentence is in train: drop it from evaluation
+                continue
+            outputs[split].write(f"{source}\t{target}\n")
+            counts[split] += 1
+    return counts, len(sources), held_out, leaked
+
+
+def _add_alternatives(train_path, held_out_words, reverse, limit):
+    """Append to `train_path` the `ding_alternative_pairs` of the pairs it
+    holds, among the corpus's first `limit` pairs (as the split read them),
+    each once, none already there and none whose words (either side) are in
+    `held_out_words`; returns how many."""
+    train = set(read_pairs(train_path))
+    have, added = set(train), []
+    for first, others in itertools.islice(ding_alternative_pairs(), limit):
+        if (first[::-1] if reverse else first) not in train:
+            continue
+        for pair in others:
+            pair = pair[::-1] if reverse else pair
+            if pair in have or {words_of(pair[0]), words_of(pair[1])} & held_out_words:
+                continue
+            have.add(pair)
+            added.append(pair)
+    with open(train_path, "a", encoding="utf-8") as handle:
+        handle.writelines(f"{source}\t{target}\n" for source, target in added)
+    return len(added)
+
+
+def _too_small(counts, short, sources):
+    """Why the splits `short` got too few pairs: too few pairs, or (the
+    real cause when the corpus repeats itself) too few distinct sentences,
+    since every copy of a source sentence lands in the same split."""
+    total = sum(counts.values())
+    needs = (
+        f"the {'/'.join(short)} split needs at least {', '.join(str(MIN_PAIRS[s]) for s in short)}"
+    )
+    if sources < total:
+        return (
+            f"the corpus gave {total} usable pairs ({counts}) but only {sources} distinct "
+            f"source sentence{'s' if sources != 1 else ''}, and {needs}: every copy of a "
+            "sentence lands in the same split (so that no held-out sentence is trained on), "
+            "so duplicates all land in one split; use a corpus with more different sentences"
+        )
+    return (
+        f"the corpus gave {total} usable pairs ({counts}); {needs} (about 90/5/5 of the pairs "
+        "go to train/valid/test): use a larger corpus or a larger --limit"
+    )
