@@ -15,6 +15,7 @@ import pytest
 
 from recipes import runs
 from recipes import spatial_transformer_digits as recipe
+from recipes.digits.data import clutter
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODELS = ("cnn", "spatial_transformer")
@@ -42,7 +43,7 @@ def test_clutter_places_the_digit_and_clutter():
     rng = np.random.default_rng(0)
     digits = np.zeros((3, 28, 28), "float32")
     digits[:, 10:18, 10:18] = 1.0
-    canvases = recipe.clutter(digits, rng)
+    canvases = clutter(digits, rng)
     assert canvases.shape == (3, 60, 60, 1)
     assert np.all(canvases.sum(axis=(1, 2, 3)) >= 64.0)  # the whole 8x8 stroke is on the canvas
 
