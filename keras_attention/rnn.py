@@ -1,6 +1,5 @@
-"""Recurrent encoder and attention-equipped recurrent decoder.
-
-The decoder implements both formulations of the seeds:
+"""The attention-equipped recurrent decoder, in both formulations of the
+seeds:
 
 - Bahdanau: the query is the previous decoder state s_{t-1};
   c_t = Attention(s_{t-1}, H); s_t = RNN([y_{t-1}; c_t], s_{t-1});
@@ -9,234 +8,25 @@ The decoder implements both formulations of the seeds:
   a_t = Attention(s_t, H); h̃_t = [s_t; a_t]; logits_t = W_o h̃_t + b_o.
 
 and the bottleneck baseline without attention, logits_t = W_o s_t + b_o.
+The encoder whose states H it reads is `rnn_encoder.RecurrentEncoder`, and
+the cells' step `rnn_cells.cell_update`; both are importable from here too.
 """
-
-import types
 
 import keras
 from keras import ops
 
 from keras_attention import compat, masking, registry
 from keras_attention.base import ScoreAttention
+from keras_attention.rnn_cells import CELLS, LAYERS, cell_update, cell_weights  # noqa: F401
+from keras_attention.rnn_encoder import RecurrentEncoder, reverse_valid  # noqa: F401
 from keras_attention.validation import (
     check_choice,
     check_positive_int,
-    check_rank,
     check_rate,
     check_same_batch,
-    check_token_id,
 )
 
 register = keras.saving.register_keras_serializable(package="keras_attention")
-
-CELLS = {"lstm": keras.layers.LSTMCell, "gru": keras.layers.GRUCell}
-LAYERS = {"lstm": keras.layers.LSTM, "gru": keras.layers.GRU}
-
-
-def cell_weights(cell, dtype):
-    """A built Keras `LSTMCell`/`GRUCell`'s weights cast to `dtype`: the
-    input kernel `kernel (D_in, G·U)`, `recurrent_kernel (U, G·U)`, the
-    input bias `input_bias` (LSTM: its only bias) and `recurrent_bias`
-    (GRU's second bias; None for LSTM)."""
-    bias = ops.cast(cell.bias, dtype)
-    two_biases = len(bias.shape) == 2  # GRU(reset_after=True): [b_x, b_h]
-    return {
-        "kernel": ops.cast(cell.kernel, dtype),
-        "recurrent_kernel": ops.cast(cell.recurrent_kernel, dtype),
-        "input_bias": bias[0] if two_biases else bias,
-        "recurrent_bias": bias[1] if two_biases else None,
-    }
-
-
-def cell_update(cell, weights, gates, state):
-    """One step of a Keras `LSTMCell`/`GRUCell` (the options this module
-    creates them with) after its input projection: `gates = x K + b_x`
-    `(B, G·U)` is given, so a caller can compute `x K` for many steps at
-    once, or add up `[x_1; x_2] K = x_1 K_1 + x_2 K_2` piece by piece.
-    `weights` is `cell_weights(cell, dtype)`.
-
-        LSTM:  [i f g o] = gates + h U
-               c' = σ(f) c + σ(i) tanh(g),   h' = σ(o) tanh(c')
-        GRU:   [x_z x_r x_h] = gates,   [h_z h_r h_h] = h U + b_h
-               z = σ(x_z + h_z),  r = σ(x_r + h_r)
-               h' = z h + (1 − z) tanh(x_h + r h_h)       (reset after, Keras's default)
-
-    σ and tanh are the cell's `recurrent_activation` and `activation`.
-    Returns `(h', new state)`, the state a list as the cell's (`[h, c]` or
-    `[h]`): what `cell(x, state)` returns.
-    """
-    h = state[0]
-    inner = ops.matmul(h, weights["recurrent_kernel"])  # (B, G·U)
-    gate, activation = cell.recurrent_activation, cell.activation
-    if len(state) == 2:  # LSTM
-        i, f, g, o = ops.split(gates + inner, 4, axis=-1)
-        c = gate(f) * state[1] + gate(i) * activation(g)
-        h = gate(o) * activation(c)
-        return h, [h, c]
-    x_z, x_r, x_h = ops.split(gates, 3, axis=-1)
-    h_z, h_r, h_h = ops.split(inner + weights["recurrent_bias"], 3, axis=-1)
-    z = gate(x_z + h_z)
-    candidate = activation(x_h + gate(x_r + h_r) * h_h)
-    h = z * h + (1 - z) * candidate
-    return h, [h]
-
-
-def reverse_valid(x, lengths):
-    """Reverse each row's first `lengths[b]` steps, leaving padding in place:
-    `x (B, S, ...)`, `lengths (B,)`."""
-    positions = ops.arange(ops.shape(x)[1])[None, :]  # (1, S)
-    lengths = ops.cast(lengths, positions.dtype)[:, None]
-    index = ops.where(positions < lengths, lengths - 1 - positions, positions)  # (B, S)
-    if len(x.shape) == 3:
-        index = ops.expand_dims(index, -1)
-        index = ops.broadcast_to(index, ops.shape(x))
-    return ops.take_along_axis(x, index, axis=1)
-
-
-@register
-class RecurrentEncoder(keras.layers.Layer):
-    """Token embedding and one or more LSTM/GRU layers over the source.
-
-        e_j = Embedding(x_j)
-        h_j = RNN(e_j, h_{j-1})            (forward, or both ways when bidirectional)
-
-    With `reverse_source=True` the RNN reads each source sentence backwards
-    (Sutskever et al., 2014): the states are then put back in source order,
-    so `outputs[:, j]` is always the state at source token j.
-
-    Args:
-        vocab_size: int.
-        embed_dim: int.
-        units: int, RNN width (each direction).
-        num_layers: int.
-        cell: "lstm" or "gru".
-        bidirectional: bool; outputs and states have width 2·units.
-        reverse_source: bool.
-        dropout: float, between layers.
-        padding_id: token id of padding.
-
-    Call arguments:
-        source_tokens: int `(B, S)`.
-
-    Returns:
-        `(outputs (B, S, U'), final_state)`: the top layer's states at every
-        position (the attention memory, carrying the source mask) and its
-        final state, a list (`[h, c]` for LSTM, `[h]` for GRU).
-    """
-
-    def __init__(
-        self,
-        vocab_size,
-        embed_dim,
-        units,
-        num_layers=1,
-        cell="lstm",
-        bidirectional=False,
-        reverse_source=False,
-        dropout=0.0,
-        padding_id=0,
-        **kwargs,
-    ):
-        super().__init__(**kwargs)
-        owner = "RecurrentEncoder"
-        vocab_size, embed_dim, units, num_layers = (
-            check_positive_int(name, value, owner)
-            for name, value in (
-                ("vocab_size", vocab_size),
-                ("embed_dim", embed_dim),
-                ("units", units),
-                ("num_layers", num_layers),
-            )
-        )
-        check_choice("cell", cell, tuple(CELLS), owner)
-        dropout = check_rate("dropout", dropout, owner)
-        self.vocab_size, self.embed_dim, self.units = vocab_size, embed_dim, units
-        self.num_layers, self.cell = num_layers, cell
-        self.bidirectional, self.reverse_source = bool(bidirectional), bool(reverse_source)
-        self.dropout = dropout
-        self.padding_id = check_token_id("padding_id", padding_id, vocab_size, owner)
-
-    @property
-    def output_width(self):
-        return self.units * (2 if self.bidirectional else 1)
-
-    def build(self, source_tokens_shape):
-        check_rank("source_tokens", source_tokens_shape, (2,), "RecurrentEncoder", "(B, S)")
-        policy = self.dtype_policy
-        self.embedding = keras.layers.Embedding(
-            self.vocab_size, self.embed_dim, dtype=policy, name="embedding"
-        )
-        self.embedding.build(source_tokens_shape)
-        self.rnn_layers = []
-        # keras.layers.Bidirectional copies the cell it wraps through
-        # serialisation. Inside load_model that copy consults a table keyed by
-        # id(); a wrapped cell freed here could hand its id to the next one and
-        # make Keras return the previous layer's backward copy as the new
-        # forward layer. The wrapped cells therefore live as long as the
-        # encoder, in a holder the layer tracker does not walk.
-        self._wrapped_cells = types.SimpleNamespace(cells=[])
-        width = self.embed_dim
-        for index in range(self.num_layers):
-            layer = LAYERS[self.cell](
-                self.units,
-                return_sequences=True,
-                return_state=True,
-                dropout=self.dropout if index else 0.0,
-                dtype=policy,
-                name=f"{self.cell}_{index}",
-            )
-            if self.bidirectional:
-                self._wrapped_cells.cells.append(layer)
-                layer = keras.layers.Bidirectional(
-                    layer, dtype=policy, name=f"bidirectional_{index}"
-                )
-            layer.build(tuple(source_tokens_shape) + (width,))
-            self.rnn_layers.append(layer)
-            width = self.output_width
-        self.built = True
-
-    def source_mask(self, source_tokens):
-        return ops.not_equal(source_tokens, self.padding_id)
-
-    def call(self, source_tokens, training=None):
-        mask = self.source_mask(source_tokens)
-        lengths = ops.sum(ops.cast(mask, "int32"), axis=1)
-        if self.reverse_source:
-            source_tokens = reverse_valid(source_tokens, lengths)
-        x = self.embedding(source_tokens)
-        for layer in self.rnn_layers:
-            x, *state = layer(x, mask=mask, training=training)
-        if self.bidirectional:  # [fw h, (fw c,) bw h, (bw c)] -> concatenated per component
-            half = len(state) // 2
-            state = [ops.concatenate([f, b], axis=-1) for f, b in zip(state[:half], state[half:])]
-        if self.reverse_source:
-            x = reverse_valid(x, lengths)
-        return x, list(state)
-
-    def compute_mask(self, source_tokens, previous_mask=None):
-        return self.source_mask(source_tokens), None
-
-    def compute_output_shape(self, source_tokens_shape):
-        batch = source_tokens_shape[0]
-        states = 2 if self.cell == "lstm" else 1
-        return (
-            tuple(source_tokens_shape) + (self.output_width,),
-            [(batch, self.output_width)] * states,
-        )
-
-    def get_config(self):
-        return {
-            **super().get_config(),
-            "vocab_size": self.vocab_size,
-            "embed_dim": self.embed_dim,
-            "units": self.units,
-            "num_layers": self.num_layers,
-            "cell": self.cell,
-            "bidirectional": self.bidirectional,
-            "reverse_source": self.reverse_source,
-            "dropout": self.dropout,
-            "padding_id": self.padding_id,
-        }
 
 
 @register
