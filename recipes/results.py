@@ -41,7 +41,8 @@ CONFIGURATIONS = [
 ]
 
 
-def main(argv=None):
+def parser():
+    """The command line of `keras-attention-results`."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -70,7 +71,11 @@ def main(argv=None):
         action="store_true",
         help="train nothing: write RESULTS.md from the runs already finished in --output",
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None):
+    args = parser().parse_args(argv)
     common = [
         "--epochs",
         str(args.epochs),
@@ -90,51 +95,78 @@ def main(argv=None):
             args.output,
             name.split(" (")[0].lower().replace(" + ", "-").replace(", ", "-").replace(" ", "-"),
         )
-        vocabularies = ("source.spm", "target.spm")  # train's default --tokenizer, SentencePiece
-        if shared is not None and not os.path.exists(os.path.join(output, vocabularies[0])):
-            # Same data, same vocabularies: copy the first run's split and
-            # vocabulary files instead of learning them again.
-            os.makedirs(output, exist_ok=True)
-            shutil.copytree(
-                os.path.join(shared, "data"), os.path.join(output, "data"), dirs_exist_ok=True
-            )
-            for vocab in vocabularies:
-                shutil.copy(os.path.join(shared, vocab), os.path.join(output, vocab))
+        if shared is not None:
+            share_data(shared, output)
         # The transformer's embedding width is its --hidden-dim (it has no --embed-dim).
         widths = [] if "transformer" in flags else ["--embed-dim", str(args.embed_dim)]
         train = ["train", "--output", output, *flags, *common, *widths]
-        evaluate = ["evaluate", "--output", output, "--beam-width", "4", "--samples", "0"]
         if args.table_only:
             if not os.path.exists(os.path.join(output, "scores.json")):
                 continue
-            commands = ()
         else:
-            commands = (train, evaluate)
-        for command in commands:
-            if command is train and os.path.exists(os.path.join(output, "model.keras")):
-                command = [*train, "--overwrite"]  # train refuses a finished run otherwise
-            print("$ keras-attention-translate " + " ".join(command), flush=True)
-            subprocess.run([sys.executable, "-m", f"{__package__}.translate", *command], check=True)
+            train_and_evaluate(train, output)
         shared = shared or output
-        scores = read_json(os.path.join(output, "scores.json"), "the run's scores")
-        config = read_json(os.path.join(output, "config.json"), "the trained model's settings")
-        import keras
+        rows.append(measured(name, output, train))
+    write_generated_part(args.results, report(args, rows))
+    print(f"wrote {args.results}")
+    if args.plot:
+        plot_by_length([(row[0], row[-1]) for row in rows], args.plot)
+        print(f"wrote {args.plot}")
 
-        import keras_attention  # noqa: F401
 
-        parameters = keras.saving.load_model(os.path.join(output, "model.keras")).count_params()
-        rows.append(
-            (
-                name,
-                scores["bleu"],
-                scores["chrf"],
-                config.get("val_loss", float("nan")),
-                parameters,
-                config["train_seconds"],
-                train,
-                scores.get("bleu_by_source_length", {}),
-            )
-        )
+VOCABULARIES = ("source.spm", "target.spm")  # train's default --tokenizer, SentencePiece
+
+
+def share_data(shared, output):
+    """Same data, same vocabularies: copy the first run's (`shared`) split
+    and vocabulary files into `output` instead of learning them again,
+    unless `output` has its vocabulary already."""
+    if os.path.exists(os.path.join(output, VOCABULARIES[0])):
+        return
+    os.makedirs(output, exist_ok=True)
+    shutil.copytree(os.path.join(shared, "data"), os.path.join(output, "data"), dirs_exist_ok=True)
+    for vocab in VOCABULARIES:
+        shutil.copy(os.path.join(shared, vocab), os.path.join(output, vocab))
+
+
+def train_and_evaluate(train, output):
+    """Run `keras-attention-translate` with the arguments `train`, then
+    `evaluate` (beam 4, no samples) on `output`, each printed first; a
+    finished run is trained again (`--overwrite`)."""
+    evaluate = ["evaluate", "--output", output, "--beam-width", "4", "--samples", "0"]
+    for command in (train, evaluate):
+        if command is train and os.path.exists(os.path.join(output, "model.keras")):
+            command = [*train, "--overwrite"]  # train refuses a finished run otherwise
+        print("$ keras-attention-translate " + " ".join(command), flush=True)
+        subprocess.run([sys.executable, "-m", f"{__package__}.translate", *command], check=True)
+
+
+def measured(name, output, train):
+    """The table's row of the run in `output`: `(name, BLEU, chrF,
+    validation loss, parameters, training seconds, the train arguments,
+    BLEU by source length)`."""
+    scores = read_json(os.path.join(output, "scores.json"), "the run's scores")
+    config = read_json(os.path.join(output, "config.json"), "the trained model's settings")
+    import keras
+
+    import keras_attention  # noqa: F401
+
+    parameters = keras.saving.load_model(os.path.join(output, "model.keras")).count_params()
+    return (
+        name,
+        scores["bleu"],
+        scores["chrf"],
+        config.get("val_loss", float("nan")),
+        parameters,
+        config["train_seconds"],
+        train,
+        scores.get("bleu_by_source_length", {}),
+    )
+
+
+def report(args, rows):
+    """The generated part of RESULTS.md: how the `rows` (`measured`) were
+    made, their table, BLEU by source length, and the commands."""
     with io.StringIO() as handle:
         handle.write("# Results: German → English on the Ding corpus\n\n")
         handle.write(
@@ -174,11 +206,7 @@ def main(argv=None):
         for *_, command, _ in rows:
             handle.write("keras-attention-translate " + " ".join(command) + "\n")
         handle.write("```\n")
-        write_generated_part(args.results, handle.getvalue())
-    print(f"wrote {args.results}")
-    if args.plot:
-        plot_by_length([(row[0], row[-1]) for row in rows], args.plot)
-        print(f"wrote {args.plot}")
+        return handle.getvalue()
 
 
 def length_buckets(rows):

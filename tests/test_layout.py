@@ -262,6 +262,7 @@ TRANSLATION = (
     "recipes.translation.budget",
     "recipes.translation.distillation",
     "recipes.translation.training",
+    "recipes.translation.hyperparameter_search",
     "recipes.translation.members",
     "recipes.translation.commands",
     "recipes.translate",

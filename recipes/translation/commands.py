@@ -1,26 +1,21 @@
-"""The recipe's commands other than `train` (`training.py`): evaluate,
-translate, average, tune, export and the demo. Each takes a validated
+"""The recipe's commands other than `train` (`training.py`) and `tune`
+(`hyperparameter_search.py`): evaluate, translate, average, export,
+convert and the demo, and the table of them all. Each takes a validated
 `TranslationConfig` and a `log`; searches and the export go through
 `decoding.py`.
 """
 
 import importlib.util
-import json
 import os
 import time
-import warnings
 
 import numpy as np
 
-from keras_attention.registry import names as attention_names
 from keras_attention.seq2seq.plotting import plot_attention
-from keras_attention.seq2seq.transformer import POSITIONS
 
 from .. import runs
-from ..tuning import run_search
 from .averaging import average_run
 from .config import (
-    SEARCH_SPACE,
     UsageError,
     decoding_settings,
     flag,
@@ -28,9 +23,8 @@ from .config import (
     run_decoding,
     upgrade,
 )
-from .data import datasets, numbers_to_protect, read_pairs
+from .data import read_pairs
 from .decoding import (
-    GREEDY,
     attention_maps,
     export_translator,
     line_translator,
@@ -39,11 +33,12 @@ from .decoding import (
     settled_search,
     translate_texts,
 )
+from .hyperparameter_search import tune
 from .members import train_members
 from .scores import bleu_by_length, corpus_scores, number_consistency, test_set_name, write_scores
 from .text_io import read_pair_file, reads_lines, translate_file
 from .trained_run import finished, load_decoder, load_run
-from .training import build_model, check_inputs, prepared_run, train, train_settings
+from .training import train, train_settings
 
 DEMO_SENTENCES = (
     "Ich habe keine Zeit.",
@@ -101,18 +96,8 @@ def evaluate(config, log=print):
         log("\n(no heatmaps: the bottleneck baseline has no attention)")
     else:
         folder = os.path.join(config.output, "attention", *([test_set] if test_set else []))
-        os.makedirs(folder, exist_ok=True)
-        maps = attention_maps(
-            *common, sources[: config.samples], run_config["max_length"], search, numbers
-        )
-        for index, alignment in enumerate(maps):
-            plot_attention(
-                alignment["weights"],
-                alignment["source_tokens"],
-                alignment["target_tokens"],
-                os.path.join(folder, f"sample{index}.png"),
-                title=sources[index],
-            )
+        texts = sources[: config.samples]
+        plot_heatmaps(common, texts, run_config["max_length"], search, numbers, folder)
         log(f"\nattention heatmaps: {folder}/sample*.png")
     scores = {
         **scores,
@@ -133,6 +118,21 @@ def evaluate(config, log=print):
     path = write_scores(config.output, scores, test_set)
     log(f"scores: {path}")
     return scores
+
+
+def plot_heatmaps(common, sources, max_length, search, numbers, folder):
+    """`folder/sample<i>.png`: the attention of `common` (model, source and
+    target tokenizers) translating each of `sources` (`attention_maps`)."""
+    os.makedirs(folder, exist_ok=True)
+    maps = attention_maps(*common, sources, max_length, search, numbers)
+    for index, alignment in enumerate(maps):
+        plot_attention(
+            alignment["weights"],
+            alignment["source_tokens"],
+            alignment["target_tokens"],
+            os.path.join(folder, f"sample{index}.png"),
+            title=sources[index],
+        )
 
 
 def translate_command(config, log=print):
@@ -174,131 +174,6 @@ def translate_command(config, log=print):
 def average_command(config, log=print):
     """Replace the run's model by the mean of checkpoints (`averaging.py`)."""
     return average_run(config, load_run(config.output, config), log)
-
-
-def search_space():
-    """The tuner's choices: `SEARCH_SPACE`, narrowed by the JSON object in
-    KERAS_ATTENTION_SEARCH_SPACE when set (the tests keep trials small)."""
-    narrowed = json.loads(os.environ.get("KERAS_ATTENTION_SEARCH_SPACE") or "{}")
-    unknown = set(narrowed) - set(SEARCH_SPACE)
-    if unknown:
-        raise UsageError(
-            f"KERAS_ATTENTION_SEARCH_SPACE names {sorted(unknown)}; "
-            f"expected some of {sorted(SEARCH_SPACE)}"
-        )
-    return {**SEARCH_SPACE, **narrowed}
-
-
-def tune(config, log=print):
-    """A KerasTuner search over families and sizes (`tuning.py`), then the
-    validation BLEU of the best trials."""
-    check_inputs(config)  # before the run folder is claimed
-    chief = os.environ.get("KERASTUNER_TUNER_ID", "chief") == "chief"
-    space = search_space()
-    # What the search's saved state depends on: KerasTuner cannot resume it
-    # under another algorithm, epochs or space (a traceback before).
-    searched = {
-        "algorithm": config.algorithm,
-        "epochs": config.epochs,
-        "families": list(config.families),
-        "search_space": space,
-    }
-    paths, source_tokenizer, target_tokenizer = prepared_run(
-        config, {**config.data_settings(), **searched}, chief, log
-    )
-    numbers = numbers_to_protect(config, paths["train"], log)
-    data = datasets(
-        paths,
-        source_tokenizer,
-        target_tokenizer,
-        config.max_length,
-        config.batch_size,
-        config.seed,
-        log,
-        numbers=numbers,
-    )
-
-    def build(hp):
-        family = hp.Choice("family", list(config.families))
-        transformer = {"parent_name": "family", "parent_values": ["transformer"]}
-        spec = {
-            "family": family,
-            "attention": hp.Choice(
-                "attention", list(attention_names()), parent_name="family", parent_values=["rnn"]
-            )
-            if family == "rnn"
-            else None,
-            # The transformer's embedding width is its hidden_dim; only it has heads.
-            "embed_dim": hp.Choice(
-                "embed_dim",
-                space["embed_dim"],
-                parent_name="family",
-                parent_values=["rnn", "convs2s"],
-            )
-            if family != "transformer"
-            else None,
-            "hidden_dim": hp.Choice("hidden_dim", space["hidden_dim"]),
-            "num_layers": hp.Choice("num_layers", space["num_layers"]),
-            "num_heads": hp.Choice("num_heads", space["num_heads"], **transformer)
-            if family == "transformer"
-            else None,
-            "position": hp.Choice("position", list(POSITIONS), **transformer)
-            if family == "transformer"
-            else None,
-            "num_key_value_heads": hp.Choice(
-                "num_key_value_heads", space["num_key_value_heads"], **transformer
-            )
-            if family == "transformer"
-            else None,
-            "dropout": hp.Float("dropout", 0.0, 0.3, step=0.1),
-            "learning_rate": hp.Float("learning_rate", 3e-4, 3e-3, sampling="log"),
-            "label_smoothing": hp.Choice("label_smoothing", [0.0, 0.1]),
-            "max_length": config.max_length,
-            "style": "luong",
-        }
-        return build_model(spec, source_tokenizer.vocab_size, target_tokenizer.vocab_size)
-
-    tuner, best = run_search(
-        build,
-        (data[0], None),
-        data[1],
-        algorithm=config.algorithm,
-        objective="val_loss",
-        max_trials=config.trials,
-        max_epochs=config.epochs,
-        output=config.output,
-        project="translate",
-    )
-    if best is not None and config.bleu_trials:
-        import sacrebleu
-
-        pairs = read_pairs(paths["valid"])[:200]
-        log(
-            f"\nvalidation BLEU of the {config.bleu_trials} best trials "
-            f"(beam 1, {len(pairs)} sentences):"
-        )
-        with warnings.catch_warnings():
-            # Only the weights are loaded, for inference: the optimizer's state
-            # is not needed (Keras warned that it was skipped).
-            warnings.filterwarnings(
-                "ignore", "Skipping variable loading for optimizer", UserWarning
-            )
-            models = tuner.get_best_models(config.bleu_trials)
-        for trial, model in zip(tuner.oracle.get_best_trials(config.bleu_trials), models):
-            hypotheses = translate_texts(
-                model,
-                source_tokenizer,
-                target_tokenizer,
-                [p[0] for p in pairs],
-                config.max_length,
-                GREEDY,
-                numbers=numbers,
-            )
-            log(
-                f"  trial {trial.trial_id}: BLEU "
-                f"{sacrebleu.corpus_bleu(hypotheses, [[p[1] for p in pairs]]).score:.2f}"
-            )
-    return best
 
 
 def export_command(config, log=print):

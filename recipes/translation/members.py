@@ -103,8 +103,6 @@ def _train_member(config, number, cores, gpus):
 def train_members(config, log=print):
     """Train `config.members` members of the run in `config.output` (see
     the module docstring); returns their folders."""
-    import tensorflow as tf
-
     # Not at module level: a member's process imports this module (to run
     # `_train_member`) before it takes its share of the CPU, and `training`
     # starts TensorFlow.
@@ -129,11 +127,7 @@ def train_members(config, log=print):
     vocabularies = [os.path.basename(p) for p in vocabulary_paths(config.output, config.tokenizer)]
     for folder in folders[1:]:  # each member's copy, put in place whole
         runs.copy_missing(config.output, folder, ("data", *vocabularies))
-    cores = [None] * config.members
-    if hasattr(os, "sched_getaffinity"):
-        cores = shares(sorted(os.sched_getaffinity(0)), config.members, wrap=True)
-    gpu_count = len(tf.config.list_physical_devices("GPU"))
-    gpus = shares(range(gpu_count), config.members) if gpu_count else [None] * config.members
+    cores, gpus = _placements(config.members)
     context = multiprocessing.get_context("spawn")
     processes = []
     for number, folder in enumerate(folders, start=1):
@@ -158,6 +152,31 @@ def train_members(config, log=print):
         )
         process.start()
         processes.append((number, folder, process))
+    _wait_for(processes)
+    log(
+        f"trained {config.members} members; decode them as an ensemble with --output "
+        f"{config.output} --ensemble {' '.join(folders[1:])}"
+    )
+    return folders
+
+
+def _placements(members):
+    """`(cores, gpus)`: the CPU cores (None: all of them) and the GPUs (None:
+    none) of each of `members` members, shared out among them (`shares`)."""
+    import tensorflow as tf
+
+    cores = [None] * members
+    if hasattr(os, "sched_getaffinity"):
+        cores = shares(sorted(os.sched_getaffinity(0)), members, wrap=True)
+    gpu_count = len(tf.config.list_physical_devices("GPU"))
+    gpus = shares(range(gpu_count), members) if gpu_count else [None] * members
+    return cores, gpus
+
+
+def _wait_for(processes):
+    """Wait for the members' `(number, folder, process)`es to end; after
+    Ctrl-C, give each 30 s to save before stopping it. `UsageError` naming
+    the members that failed."""
     try:
         for _, _, process in processes:
             process.join()
@@ -174,8 +193,3 @@ def train_members(config, log=print):
             "; ".join(stopped)
             + ": see its lines above; the same command resumes the members that did not finish"
         )
-    log(
-        f"trained {config.members} members; decode them as an ensemble with --output "
-        f"{config.output} --ensemble {' '.join(folders[1:])}"
-    )
-    return folders

@@ -407,6 +407,70 @@ def _train(config, log, settings, spec, starting=None):
     if config.mixed_precision:
         keras.mixed_precision.set_global_policy(f"mixed_{config.mixed_precision}")
     keras.utils.set_random_seed(config.seed)
+    paths, tokenizers, work, numbers, train_data, valid_data = _inputs(config, settings, spec, log)
+    spec["total_steps"] = config.epochs * int(train_data.cardinality())  # --decay cosine's end
+    with strategy.scope():
+        model = build_model(spec, tokenizers[0].vocab_size, tokenizers[1].vocab_size)
+        model.optimizer.build(model.trainable_variables)
+        adapt_for_distribution(model)  # several replicas: global token counts; multi-worker fixes
+    backup = os.path.join(work, "backup")
+    done = _epochs_done(config, backup, log)
+    best = best_weights(os.path.join(work, "best.weights.h5"), log)
+
+    def translate(texts):
+        return translate_texts(
+            model, *tokenizers, texts, spec["max_length"], GREEDY, numbers=numbers
+        )
+
+    callbacks = _callbacks(config, paths["valid"], translate, work, backup, best, log)
+    budget = None
+    if config.time_budget:  # last: an epoch's time includes the other callbacks'
+        budget = TimeBudget(
+            config.time_budget * 60,
+            int(train_data.cardinality()),
+            config.epochs,
+            work,
+            spent(work, done),
+            planned_schedule(model),
+            log if is_chief() else None,
+        )
+        callbacks.append(budget)
+    log(_training_line(config, spec, strategy))
+    started = time.perf_counter()
+    if starting is not None:
+        starting()  # from here on the run keeps what it wrote (a backup to resume from)
+    with runs.ctrl_c_between_steps() as ctrl_c:
+        history = model.fit(
+            train_data,
+            validation_data=valid_data,
+            # A resumed run whose budget is spent trains no more (the backup's epochs).
+            epochs=done if budget is not None and budget.exhausted() else config.epochs,
+            callbacks=[*callbacks, ctrl_c],
+            shuffle=False,  # the training dataset shuffles itself
+            verbose=fit_verbosity(config.verbose),
+        ).history
+    seconds = time.perf_counter() - started
+    _check_finite(history, config, spec)
+    val_loss, averaged = _final_weights(config, model, history, best, valid_data, work, budget, log)
+    runs.write_atomically(os.path.join(work, "final.weights.h5"), model.save_weights)
+    if is_chief():
+        runs.write_atomically(os.path.join(config.output, "model.keras"), model.save)
+        record = _run_record(config, spec, numbers, tokenizers, seconds, val_loss, averaged, budget)
+        runs.write_json_atomically(os.path.join(config.output, "config.json"), record)
+    # Only now that model.keras and config.json are in place.
+    shutil.rmtree(backup, ignore_errors=True)
+    log(
+        f"trained in {seconds:.0f}s, validation loss {val_loss:.3f} -> "
+        f"{os.path.join(config.output, 'model.keras')}"
+    )
+    return model
+
+
+def _inputs(config, settings, spec, log):
+    """`(paths, (source, target) tokenizers, work folder, numbers, training
+    data, validation data)` of a run: its split and vocabularies
+    (`prepared_run`), the user's `--valid` file instead of the split's,
+    its number protection (`numbers_to_protect`) and its datasets."""
     paths, source_tokenizer, target_tokenizer = prepared_run(
         config, settings, is_chief(), log, refuse_finished=True
     )
@@ -430,12 +494,13 @@ def _train(config, log, settings, spec, starting=None):
         word_dropout=spec["word_dropout"],
         subword_sampling=spec["subword_sampling"],
     )
-    spec["total_steps"] = config.epochs * int(train_data.cardinality())  # --decay cosine's end
-    with strategy.scope():
-        model = build_model(spec, source_tokenizer.vocab_size, target_tokenizer.vocab_size)
-        model.optimizer.build(model.trainable_variables)
-        adapt_for_distribution(model)  # several replicas: global token counts; multi-worker fixes
-    backup = os.path.join(work, "backup")
+    tokenizers = (source_tokenizer, target_tokenizer)
+    return paths, tokenizers, work, numbers, train_data, valid_data
+
+
+def _epochs_done(config, backup, log):
+    """The epochs of an interrupted run that its `backup` holds (said when
+    resuming); `UsageError` when they are more than `--epochs`."""
     done = completed_epochs(backup)
     if done > config.epochs:
         raise UsageError(
@@ -445,46 +510,31 @@ def _train(config, log, settings, spec, starting=None):
         )
     if done:
         log(f"resuming an interrupted run after its epoch {done} of {config.epochs} ({backup})")
-    best = best_weights(os.path.join(work, "best.weights.h5"), log)
+    return done
+
+
+def _callbacks(config, valid_path, translate, work, backup, best, log):
+    """The callbacks of `fit` before the time budget's: the backup, the stop
+    on NaN, the `best` epoch, validation BLEU (`translate(texts)` on the
+    sentences of `valid_path`) and kept epochs, TensorBoard, early stopping."""
     callbacks = [
         runs.resilient_backup(backup, log),
         keras.callbacks.TerminateOnNaN(),
         best,
         # validation BLEU, kept epochs: before TensorBoard, which logs their val_bleu
-        *monitoring_callbacks(
-            config,
-            paths["valid"],
-            lambda texts: translate_texts(
-                model,
-                source_tokenizer,
-                target_tokenizer,
-                texts,
-                spec["max_length"],
-                GREEDY,
-                numbers=numbers,
-            ),
-            work,
-            log if is_chief() else None,
-        ),
+        *monitoring_callbacks(config, valid_path, translate, work, log if is_chief() else None),
         keras.callbacks.TensorBoard(os.path.join(work, "logs")),
     ]
     if config.patience:
         callbacks.append(
             keras.callbacks.EarlyStopping("val_loss", patience=config.patience, verbose=1)
         )
-    budget = None
-    if config.time_budget:  # last: an epoch's time includes the other callbacks'
-        budget = TimeBudget(
-            config.time_budget * 60,
-            int(train_data.cardinality()),
-            config.epochs,
-            work,
-            spent(work, done),
-            planned_schedule(model),
-            log if is_chief() else None,
-        )
-        callbacks.append(budget)
-    log(
+    return callbacks
+
+
+def _training_line(config, spec, strategy):
+    """What is trained, for how long, on how many replicas."""
+    return (
         f"training {spec['family']}"
         + (f" with {spec['attention']} attention" if spec["family"] == "rnn" else "")
         + (
@@ -494,26 +544,22 @@ def _train(config, log, settings, spec, starting=None):
         )
         + f" on {strategy.num_replicas_in_sync} replica(s)"
     )
-    started = time.perf_counter()
-    if starting is not None:
-        starting()  # from here on the run keeps what it wrote (a backup to resume from)
-    with runs.ctrl_c_between_steps() as ctrl_c:
-        history = model.fit(
-            train_data,
-            validation_data=valid_data,
-            # A resumed run whose budget is spent trains no more (the backup's epochs).
-            epochs=done if budget is not None and budget.exhausted() else config.epochs,
-            callbacks=[*callbacks, ctrl_c],
-            shuffle=False,  # the training dataset shuffles itself
-            verbose=fit_verbosity(config.verbose),
-        ).history
-    seconds = time.perf_counter() - started
+
+
+def _check_finite(history, config, spec):
+    """`UsageError` when a loss or metric of `history` is not finite."""
     if not all(math.isfinite(value) for values in history.values() for value in values):
         raise UsageError(
             f"training diverged (loss {history['loss'][-1]}) and stopped; nothing was saved "
             f"and any earlier model in {config.output} is kept: lower --learning-rate "
             f"(now {spec['learning_rate']})"
         )
+
+
+def _final_weights(config, model, history, best, valid_data, work, budget, log):
+    """Give `model` its final weights: the `best` epoch's, or with
+    `--average-last` the mean of the last epochs (`average_last_epochs`).
+    Returns `(validation loss, the averaging's record)`."""
     if best.restore(model):  # the best epoch's weights, not the last's
         val_loss = best.val_loss
     elif history.get("val_loss"):
@@ -521,48 +567,41 @@ def _train(config, log, settings, spec, starting=None):
     else:  # every epoch was done before (a kill during the final save): the backup's model
         result = model.evaluate(valid_data, verbose=0)
         val_loss = float(result[0] if isinstance(result, list) else result)
-    averaged = {}
-    if config.average_last:  # the mean of the last epochs becomes the model
-        count = config.average_last
-        if budget is not None:  # the clock chose the epochs: their second half at most
-            count = budget.epochs_to_average(count)
-            if count < config.average_last:
-                log(
-                    f"--average-last {config.average_last}: "
-                    f"{len(budget.epoch_seconds)} epochs fit the time budget, so the last "
-                    f"{count} (at most half of them) are averaged"
-                )
-        # the last epoch's loss, beside the average's: not the best epoch's
-        last_loss = best.last_val_loss if best.last_val_loss is not None else val_loss
-        averaged = average_last_epochs(model, work, count, valid_data, last_loss, log)
-        val_loss = averaged.pop("val_loss", val_loss)
-    runs.write_atomically(os.path.join(work, "final.weights.h5"), model.save_weights)
-    if is_chief():
-        runs.write_atomically(os.path.join(config.output, "model.keras"), model.save)
-        runs.write_json_atomically(
-            os.path.join(config.output, "config.json"),
-            {
-                **spec,
-                "protect_numbers": numbers is not None,
-                "source_vocab": source_tokenizer.vocab_size,
-                "target_vocab": target_tokenizer.vocab_size,
-                "epochs": config.epochs,
-                # how the validation split was batched, so that `average`
-                # measures its loss as training did (`averaging.average_run`)
-                "batch_size": config.batch_size,
-                "batch_tokens": config.batch_tokens,
-                "train_seconds": round(seconds, 1),
-                "val_loss": round(val_loss, 4),
-                **({"averaged": averaged} if averaged else {}),
-                **({"time_budget": budget.record(config.time_budget)} if budget else {}),
-                # what evaluate, translate and export decode with unless told otherwise
-                "decoding": decoding_settings(config),
-            },
-        )
-    # Only now that model.keras and config.json are in place.
-    shutil.rmtree(backup, ignore_errors=True)
-    log(
-        f"trained in {seconds:.0f}s, validation loss {val_loss:.3f} -> "
-        f"{os.path.join(config.output, 'model.keras')}"
-    )
-    return model
+    if not config.average_last:
+        return val_loss, {}
+    count = config.average_last  # the mean of the last epochs becomes the model
+    if budget is not None:  # the clock chose the epochs: their second half at most
+        count = budget.epochs_to_average(count)
+        if count < config.average_last:
+            log(
+                f"--average-last {config.average_last}: "
+                f"{len(budget.epoch_seconds)} epochs fit the time budget, so the last "
+                f"{count} (at most half of them) are averaged"
+            )
+    # the last epoch's loss, beside the average's: not the best epoch's
+    last_loss = best.last_val_loss if best.last_val_loss is not None else val_loss
+    averaged = average_last_epochs(model, work, count, valid_data, last_loss, log)
+    return averaged.pop("val_loss", val_loss), averaged
+
+
+def _run_record(config, spec, numbers, tokenizers, seconds, val_loss, averaged, budget):
+    """The trained run's `config.json`: the model's settings and what
+    training did (vocabulary sizes, epochs, batching, time, loss, averaging,
+    time budget) and decoded with."""
+    return {
+        **spec,
+        "protect_numbers": numbers is not None,
+        "source_vocab": tokenizers[0].vocab_size,
+        "target_vocab": tokenizers[1].vocab_size,
+        "epochs": config.epochs,
+        # how the validation split was batched, so that `average`
+        # measures its loss as training did (`averaging.average_run`)
+        "batch_size": config.batch_size,
+        "batch_tokens": config.batch_tokens,
+        "train_seconds": round(seconds, 1),
+        "val_loss": round(val_loss, 4),
+        **({"averaged": averaged} if averaged else {}),
+        **({"time_budget": budget.record(config.time_budget)} if budget else {}),
+        # what evaluate, translate and export decode with unless told otherwise
+        "decoding": decoding_settings(config),
+    }
