@@ -112,59 +112,55 @@ class TransformerSeq2Seq(Seq2Seq):
         check_choice("position", position, POSITIONS, "TransformerSeq2Seq")
         self.position = position
         self.num_key_value_heads, self.sliding_window = num_key_value_heads, sliding_window
+        self.tie_embeddings = bool(tie_embeddings)
+        self._make_layers()
+
+    def _make_layers(self):
+        """The sublayers, from the checked options: the two embeddings (the
+        source one reading the target's table with `share_embeddings`), the
+        encoder and decoder stacks, the final norm (pre-norm only) and the
+        output projection (none when tied)."""
+        absolute = self.position in ABSOLUTE
         variants = {
-            "num_key_value_heads": num_key_value_heads,
-            "position_encoding": None if position in ABSOLUTE else position,
-            "sliding_window": sliding_window,
+            "num_key_value_heads": self.num_key_value_heads,
+            "position_encoding": None if absolute else self.position,
+            "sliding_window": self.sliding_window,
         }
 
         def embedding(vocab_size, name):
             # Vaswani et al., Sec. 3.4: embeddings scaled by sqrt(d).
             return TokenAndPositionEmbedding(
                 vocab_size,
-                hidden_dim,
-                max_length,
-                position=position if position in ABSOLUTE else None,
+                self.hidden_dim,
+                self.max_length,
+                position=self.position if absolute else None,
                 scale_embeddings=True,
-                dropout=dropout,
+                dropout=self.dropout,
                 padding_id=self.padding_id,
                 name=name,
             )
 
-        self.source_embedding = embedding(source_vocab_size, "source_embedding")
-        self.target_embedding = embedding(target_vocab_size, "target_embedding")
+        self.source_embedding = embedding(self.source_vocab_size, "source_embedding")
+        self.target_embedding = embedding(self.target_vocab_size, "target_embedding")
         if self.share_embeddings:
             self.source_embedding.share_token_table(self.target_embedding)
+        sizes = (self.num_heads, self.intermediate_dim)
+        options = dict(dropout=self.dropout, norm_first=self.norm_first, **variants)
         self.encoder_layers = [
-            TransformerEncoderLayer(
-                num_heads,
-                intermediate_dim,
-                dropout=dropout,
-                norm_first=norm_first,
-                name=f"encoder_{i}",
-                **variants,
-            )
-            for i in range(num_layers)
+            TransformerEncoderLayer(*sizes, name=f"encoder_{i}", **options)
+            for i in range(self.num_layers)
         ]
         self.decoder_layers = [
-            TransformerDecoderLayer(
-                num_heads,
-                intermediate_dim,
-                dropout=dropout,
-                norm_first=norm_first,
-                name=f"decoder_{i}",
-                **variants,
-            )
-            for i in range(num_layers)
+            TransformerDecoderLayer(*sizes, name=f"decoder_{i}", **options)
+            for i in range(self.num_layers)
         ]
-        self.final_norm = keras.layers.LayerNormalization(epsilon=1e-5) if norm_first else None
-        self.tie_embeddings = bool(tie_embeddings)
+        self.final_norm = keras.layers.LayerNormalization(epsilon=1e-5) if self.norm_first else None
         # Tied (Press & Wolf, 2017; Vaswani et al., Sec. 3.4): the logits are
         # y·E_targetᵀ + b with the target embedding table E_target, unscaled.
         self.output_projection = (
             None
             if self.tie_embeddings
-            else keras.layers.Dense(target_vocab_size, name="output_projection")
+            else keras.layers.Dense(self.target_vocab_size, name="output_projection")
         )
 
     def build_layers(self):
