@@ -98,6 +98,31 @@ def plot_attention(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    panels, source, target = _checked_panels(weights, source_tokens, target_tokens, eos)
+    columns = columns or min(4, len(panels))
+    rows = -(-len(panels) // columns)
+    width, height = _panel_size(len(panels), len(source), len(target), columns, rows)
+    figure, axes = plt.subplots(
+        rows, columns, figsize=(width * columns, height * rows), squeeze=False
+    )
+    for axis in axes.flat[len(panels) :]:
+        axis.axis("off")
+    for axis, (name, matrix) in zip(axes.flat, panels):
+        _draw_panel(figure, axis, name, matrix, source, target)
+    if title:
+        figure.suptitle(title)
+    figure.tight_layout()
+    if path is None:
+        return figure
+    figure.savefig(path, dpi=DPI)
+    plt.close(figure)
+    return path
+
+
+def _checked_panels(weights, source_tokens, target_tokens, eos):
+    """`(panels, source, target)` of `plot_attention`'s arguments, each
+    panel `(T, S)` checked against the labels, and the rows past `eos` or
+    all zero trimmed (`_rows_to_draw`); at most `MAX_TOKENS` per axis."""
     panels = _as_panels(weights)
     source, target = _labels(source_tokens), _labels(target_tokens)
     for name, matrix in panels:
@@ -117,41 +142,37 @@ def plot_attention(
             "(to draw). Plot a slice: weights[:T, :S] with target_tokens[:T] and "
             "source_tokens[:S]."
         )
-    columns = columns or min(4, len(panels))
-    rows = -(-len(panels) // columns)
+    return panels, source, target
+
+
+def _panel_size(panel_count, source_count, target_count, columns, rows):
+    """`(width, height)` in inches of one panel of `target_count` x
+    `source_count` cells; a grid of `rows` x `columns` of them may have at
+    most `MAX_PIXELS`."""
     cell = 0.45
-    width = max(3.0, cell * len(source) + 1.5)
-    height = max(2.5, cell * len(target) + 1.2)
+    width = max(3.0, cell * source_count + 1.5)
+    height = max(2.5, cell * target_count + 1.2)
     pixels = width * columns * DPI * height * rows * DPI
     if pixels > MAX_PIXELS:
         raise ValueError(
-            f"plot_attention: {len(panels)} panels of {len(target)} x {len(source)} tokens make "
-            f"a figure of {pixels / 1e6:.0f} million pixels, more than {MAX_PIXELS // 10**6} "
-            "million; draw fewer panels (or shorter slices) per call."
+            f"plot_attention: {panel_count} panels of {target_count} x {source_count} tokens "
+            f"make a figure of {pixels / 1e6:.0f} million pixels, more than "
+            f"{MAX_PIXELS // 10**6} million; draw fewer panels (or shorter slices) per call."
         )
-    figure, axes = plt.subplots(
-        rows, columns, figsize=(width * columns, height * rows), squeeze=False
+    return width, height
+
+
+def _draw_panel(figure, axis, name, matrix, source, target):
+    """One heatmap, `matrix (T, S)`, labelled and with its colour bar."""
+    image = axis.imshow(
+        matrix, cmap="viridis", vmin=0.0, vmax=max(1e-6, float(matrix.max())), aspect="equal"
     )
-    for axis in axes.flat[len(panels) :]:
-        axis.axis("off")
-    for axis, (name, matrix) in zip(axes.flat, panels):
-        image = axis.imshow(
-            matrix, cmap="viridis", vmin=0.0, vmax=max(1e-6, float(matrix.max())), aspect="equal"
-        )
-        axis.set_xticks(range(len(source)))
-        axis.set_xticklabels([label for _, label in source], rotation=90)
-        axis.set_yticks(range(len(target)))
-        axis.set_yticklabels([label for _, label in target])
-        axis.set_xlabel("source")
-        axis.set_ylabel("target")
-        if name:
-            axis.set_title(name)
-        figure.colorbar(image, ax=axis, fraction=0.046, pad=0.04)
-    if title:
-        figure.suptitle(title)
-    figure.tight_layout()
-    if path is None:
-        return figure
-    figure.savefig(path, dpi=DPI)
-    plt.close(figure)
-    return path
+    axis.set_xticks(range(len(source)))
+    axis.set_xticklabels([label for _, label in source], rotation=90)
+    axis.set_yticks(range(len(target)))
+    axis.set_yticklabels([label for _, label in target])
+    axis.set_xlabel("source")
+    axis.set_ylabel("target")
+    if name:
+        axis.set_title(name)
+    figure.colorbar(image, ax=axis, fraction=0.046, pad=0.04)
