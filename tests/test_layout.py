@@ -261,6 +261,7 @@ TRANSLATION = (
     "recipes.translation.scores",
     "recipes.translation.budget",
     "recipes.translation.distillation",
+    "recipes.translation.model",
     "recipes.translation.training",
     "recipes.translation.hyperparameter_search",
     "recipes.translation.members",

@@ -14,7 +14,8 @@ from ..tuning import run_search
 from .config import SEARCH_SPACE, UsageError
 from .data import datasets, numbers_to_protect, read_pairs
 from .decoding import GREEDY, translate_texts
-from .training import build_model, check_inputs, prepared_run
+from .model import build_model
+from .training import check_inputs, prepared_run
 
 
 def search_space():

@@ -1,7 +1,7 @@
-"""Training a translation model: building it from its settings, the
-learning-rate schedule, the callbacks that make a run resumable (backup,
-best epoch, kept epochs), the distribution strategy, and `train`, which
-writes `model.keras` and `config.json` into the run's folder.
+"""Training a translation model (built by `model.py` from its settings):
+the callbacks that make a run resumable (backup, best epoch, kept epochs),
+the distribution strategy, and `train`, which writes `model.keras` and
+`config.json` into the run's folder.
 
 Functions take a `TranslationConfig` (`config.py`) or the model's settings
 dict (`model_settings`), never the command line's arguments.
@@ -16,23 +16,11 @@ import time
 
 import keras
 
-from keras_attention.seq2seq import (
-    ConvS2SSeq2Seq,
-    InverseSquareRootSchedule,
-    MaskedAccuracy,
-    MaskedCrossEntropy,
-    MaskedPerplexity,
-    PlannedCosineDecay,
-    RecurrentSeq2Seq,
-    TransformerSeq2Seq,
-)
-
 from .. import runs
 from ..tuning import load_hyperparameters
 from .averaging import average_last_epochs
 from .budget import TimeBudget, planned_schedule, spent
 from .config import (
-    FAMILY_DEFAULTS,
     UsageError,
     decoding_settings,
     model_settings,
@@ -50,6 +38,7 @@ from .data import (
 )
 from .decoding import GREEDY, translate_texts
 from .distillation import adopt_teacher_data, check_teachers, distilled_split
+from .model import build_model, learning_rate  # noqa: F401  (learning_rate: imported from here too)
 from .scores import monitoring_callbacks
 from .text_io import validation_file
 from .trained_run import finished
@@ -57,92 +46,6 @@ from .trained_run import finished
 # How long a worker waits for the chief to prepare the data and vocabularies
 # (the Ding corpus's take about two minutes on a 2-core CPU).
 WORKER_WAIT_SECONDS = float(os.environ.get("KERAS_ATTENTION_WORKER_WAIT", 900))
-
-
-def build_model(config, source_vocab, target_vocab):
-    family = config["family"]
-    units, layers = int(config["hidden_dim"]), int(config["num_layers"])
-    if family == "rnn":
-        attention = None if config["attention"] == "none" else config["attention"]
-        model = RecurrentSeq2Seq(
-            source_vocab,
-            target_vocab,
-            int(config["embed_dim"]),
-            units,
-            attention=attention,
-            style=config["style"],
-            num_layers=layers,
-            dropout=float(config["dropout"]),
-        )
-    elif family == "convs2s":
-        convolutions = [(units, 3)] * (2 * layers)
-        model = ConvS2SSeq2Seq(
-            source_vocab,
-            target_vocab,
-            int(config["embed_dim"]),
-            convolutions,
-            convolutions,
-            max_length=int(config["max_length"]) + 2,
-            dropout=float(config["dropout"]),
-            # .get: a config.json written before these flags
-            tie_embeddings=bool(config.get("tie_embeddings")),
-            share_embeddings=bool(config.get("shared_vocabulary")),
-        )
-    else:
-        heads = int(config["num_heads"])
-        model = TransformerSeq2Seq(
-            source_vocab,
-            target_vocab,
-            units,
-            heads,
-            2 * units,
-            layers,
-            max_length=int(config["max_length"]) + 2,
-            dropout=float(config["dropout"]),
-            # .get: a config.json or tuner trial written before these flags
-            position=config.get("position") or FAMILY_DEFAULTS["position"],
-            num_key_value_heads=config.get("num_key_value_heads"),
-            sliding_window=config.get("sliding_window"),
-            tie_embeddings=bool(config.get("tie_embeddings")),
-            share_embeddings=bool(config.get("shared_vocabulary")),
-        )
-    # Build the weights now: KerasTuner loads checkpoints into freshly
-    # built models, and BackupAndRestore restores.
-    model.build()
-    optimizer = keras.optimizers.Adam(learning_rate(config), global_clipnorm=1.0)
-    model.compile(
-        optimizer,
-        MaskedCrossEntropy(label_smoothing=float(config["label_smoothing"])),
-        # token accuracy and perplexity (unsmoothed) of each epoch, padding excluded
-        metrics=[MaskedAccuracy(), MaskedPerplexity()],
-        jit_compile=bool(config.get("jit", False)),
-    )
-    return model
-
-
-def learning_rate(config):
-    """Adam's rate: `learning_rate` constant, or with `warmup` steps of
-    warm-up to it then `decay`: 1/sqrt(step) (`InverseSquareRootSchedule`)
-    or a cosine to 0 at `total_steps`, the run's last step (Keras's
-    `CosineDecay` with its warm-up)."""
-    peak, warmup = float(config["learning_rate"]), int(config.get("warmup") or 0)
-    if config.get("decay") == "cosine" and config.get("time_budget"):
-        # its end moves with the clock
-        return PlannedCosineDecay(peak, warmup, config["total_steps"])
-    if config.get("decay") == "cosine":
-        decay_steps = int(config["total_steps"]) - warmup
-        if decay_steps < 1:
-            raise UsageError(
-                f"--decay cosine needs more training steps than --warmup {warmup}; "
-                f"the run has {config['total_steps']}"
-            )
-        return keras.optimizers.schedules.CosineDecay(
-            0.0 if warmup else peak,
-            decay_steps,
-            warmup_target=peak if warmup else None,
-            warmup_steps=warmup,
-        )
-    return InverseSquareRootSchedule(peak, warmup) if warmup else peak
 
 
 def best_weights(path, log=print):
