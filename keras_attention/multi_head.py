@@ -249,42 +249,13 @@ class MultiHead(quantization.Int8Kernels, keras.layers.Layer):
                 f"even; received key_dim={self.key_dim}."
             )
         kv_heads = self.num_key_value_heads or heads
-
-        def projection(name, fan_in, width, count=heads):
-            kernel = self.add_weight(
-                name=f"{name}_kernel",
-                shape=(fan_in, count, width),
-                initializer=self.kernel_initializer,
-            )
-            bias = None
-            if self.use_bias:
-                bias = self.add_weight(
-                    name=f"{name}_bias", shape=(count, width), initializer=self.bias_initializer
-                )
-            return kernel, bias
-
+        projection = self._add_projection
         self.query_kernel, self.query_bias = projection("query", query_shape[-1], self.key_dim)
         self.key_kernel, self.key_bias = projection("key", key_shape[-1], self.key_dim, kv_heads)
         self.value_kernel, self.value_bias = projection(
             "value", value_shape[-1], self.value_dim, kv_heads
         )
-        self.relative_key = self.relative_value = None
-        if self.position_encoding == "relative":
-            self.relative_key = RelativePositionEmbedding(
-                self.max_relative_position,
-                self.key_dim,
-                dtype=quantization.float_policy(self.dtype_policy),
-                name="relative_key",
-            )
-            self.relative_key.build()
-            if self.relative_values:
-                self.relative_value = RelativePositionEmbedding(
-                    self.max_relative_position,
-                    self.value_dim,
-                    dtype=quantization.float_policy(self.dtype_policy),
-                    name="relative_value",
-                )
-                self.relative_value.build()
+        self._build_relative_positions()
         self.output_kernel = self.add_weight(
             name="output_kernel",
             shape=(heads, self.value_dim, output_dim),
@@ -297,6 +268,46 @@ class MultiHead(quantization.Int8Kernels, keras.layers.Layer):
             )
         self.build_int8()
         self.built = True
+
+    def _add_projection(self, name, fan_in, width, count=None):
+        """The kernel `(fan_in, count, width)` of one per-head projection
+        (`count` heads, default `num_heads`) and its bias `(count, width)`
+        (None without `use_bias`)."""
+        count = self.num_heads if count is None else count
+        kernel = self.add_weight(
+            name=f"{name}_kernel",
+            shape=(fan_in, count, width),
+            initializer=self.kernel_initializer,
+        )
+        bias = None
+        if self.use_bias:
+            bias = self.add_weight(
+                name=f"{name}_bias", shape=(count, width), initializer=self.bias_initializer
+            )
+        return kernel, bias
+
+    def _build_relative_positions(self):
+        """Shaw et al.'s relative position tables: `a^K` of width `key_dim`
+        and, with `relative_values`, `a^V` of width `value_dim` (each None
+        when not used)."""
+        self.relative_key = self.relative_value = None
+        if self.position_encoding != "relative":
+            return
+        self.relative_key = RelativePositionEmbedding(
+            self.max_relative_position,
+            self.key_dim,
+            dtype=quantization.float_policy(self.dtype_policy),
+            name="relative_key",
+        )
+        self.relative_key.build()
+        if self.relative_values:
+            self.relative_value = RelativePositionEmbedding(
+                self.max_relative_position,
+                self.value_dim,
+                dtype=quantization.float_policy(self.dtype_policy),
+                name="relative_value",
+            )
+            self.relative_value.build()
 
     def int8_kernels(self):
         # Per output channel: (head, feature) of W^Q, W^K, W^V; Do of W^O.
