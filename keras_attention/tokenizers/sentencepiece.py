@@ -157,25 +157,9 @@ def train_sentencepiece(
         sentencepiece.SentencePieceTrainer.train(
             sentence_iterator=iter(cleaned),
             model_writer=model,
-            vocab_size=vocab_size,
-            model_type=model_type,
-            character_coverage=character_coverage,
-            byte_fallback=byte_fallback,
-            split_digits=split_digits,
-            required_chars=DIGITS if split_digits else "",
-            user_defined_symbols=[PLACEHOLDER],
-            normalization_rule_name="identity",
-            pad_id=PAD,
-            bos_id=START,
-            eos_id=END,
-            unk_id=UNK,
-            pad_piece=RESERVED[PAD],
-            bos_piece=RESERVED[START],
-            eos_piece=RESERVED[END],
-            unk_piece=RESERVED[UNK],
-            hard_vocab_limit=False,  # a small corpus gives fewer pieces, not an error
-            num_threads=1,
-            minloglevel=2,  # its progress log is long; errors still raise
+            **_trainer_options(
+                vocab_size, model_type, character_coverage, byte_fallback, split_digits
+            ),
         )
     except RuntimeError as error:  # e.g. fewer pieces allowed than characters to keep
         bytes_note = " (byte fallback alone takes 260 pieces, the reserved ones included)"
@@ -185,6 +169,32 @@ def train_sentencepiece(
         ) from None
     _write_atomically(path, model.getvalue())
     return len(sentencepiece_pieces(model.getvalue()))
+
+
+def _trainer_options(vocab_size, model_type, character_coverage, byte_fallback, split_digits):
+    """`SentencePieceTrainer.train`'s options for `train_sentencepiece`:
+    the given ones, and the fixed choices its docstring explains."""
+    return dict(
+        vocab_size=vocab_size,
+        model_type=model_type,
+        character_coverage=character_coverage,
+        byte_fallback=byte_fallback,
+        split_digits=split_digits,
+        required_chars=DIGITS if split_digits else "",
+        user_defined_symbols=[PLACEHOLDER],
+        normalization_rule_name="identity",
+        pad_id=PAD,
+        bos_id=START,
+        eos_id=END,
+        unk_id=UNK,
+        pad_piece=RESERVED[PAD],
+        bos_piece=RESERVED[START],
+        eos_piece=RESERVED[END],
+        unk_piece=RESERVED[UNK],
+        hard_vocab_limit=False,  # a small corpus gives fewer pieces, not an error
+        num_threads=1,
+        minloglevel=2,  # its progress log is long; errors still raise
+    )
 
 
 def _surface(piece, kind, copy=False):
