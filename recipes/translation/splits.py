@@ -14,7 +14,6 @@ from .. import runs
 from .config import corpus_key
 from .corpus import (
     CorpusError,
-    words_of,
     check_file,
     ding_alternative_pairs,
     ding_dictionary_pairs,
@@ -22,6 +21,7 @@ from .corpus import (
     read_pairs,
     report_skipped,
     tsv_pairs,
+    words_of,
 )
 
 SPLITS = ("train", "valid", "test")
