@@ -71,6 +71,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
+from recipes.translation.config import TranslationConfig, model_settings  # noqa: E402
+
 VENVS = {"tf": ".venv", "jax": ".venv-jax", "torch": ".venv-torch"}
 CELLS = {  # name -> (backend, environment, options of the child)
     "tf": ("tf", {}, {}),
@@ -92,20 +94,12 @@ CELLS = {  # name -> (backend, environment, options of the child)
     "convs2s 6+6": ("tf", {}, {"num_layers": 3}),
 }
 BASELINE = "tf"
-DEMO = {  # the demo's model (recipes/translation/config.py, COMMAND_DEFAULTS["demo"])
-    "attention": None,
-    "embed_dim": 128,
-    "hidden_dim": 128,
-    "num_layers": 2,
-    "num_heads": 4,
-    "position": "sinusoidal",
-    "dropout": 0.1,
-    "learning_rate": 5e-3,
-    "label_smoothing": 0.1,
-    "max_length": 32,
-    "style": "luong",
-    "warmup": 400,
-}
+
+
+def demo_settings(**changes):
+    """The demo's model settings (`COMMAND_DEFAULTS["demo"]`, its family's
+    defaults filled in: `model_settings`) with `changes` to its flags."""
+    return model_settings(TranslationConfig.for_command("demo", **changes))
 
 
 def draw_batches(run, steps, path, seed=0):
@@ -123,7 +117,7 @@ def draw_batches(run, steps, path, seed=0):
         os.path.join(run, "data", "train.tsv"),
         source_tokenizer,
         target_tokenizer,
-        DEMO["max_length"],
+        demo_settings()["max_length"],
         64,
         shuffle=True,
         seed=seed,
@@ -167,12 +161,10 @@ def child(args):
     if options.get("bf16"):
         keras.mixed_precision.set_global_policy("mixed_bfloat16")
     keras.utils.set_random_seed(0)
-    config = {
-        **DEMO,
-        "family": options.get("family", "convs2s"),
-        "num_layers": options.get("num_layers", DEMO["num_layers"]),
-        "jit": options.get("jit", False),
-    }
+    config = demo_settings(
+        **{key: options[key] for key in ("family", "num_layers") if key in options}
+    )
+    config["jit"] = options.get("jit", False)
     if strategy is not None:
         from keras_attention.training.distribute import adapt_for_distribution
 
@@ -298,7 +290,7 @@ def profile(args, vocab, batches):
 
     stored = np.load(batches)
     batch = ((stored["source_0"], stored["target_in_0"]), stored["target_out_0"])
-    model = build_model({**DEMO, "family": args.family, "jit": False}, *vocab)
+    model = build_model({**demo_settings(family=args.family), "jit": False}, *vocab)
     for _ in range(3):
         model.train_on_batch(*batch)
     folder = tempfile.mkdtemp(prefix="cpu-profile-")

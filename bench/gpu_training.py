@@ -54,10 +54,11 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
 from recipes import runs  # noqa: E402 (the standard library only: it runs on the GPU machine too)
+from recipes.translation.defaults import COMMAND_DEFAULTS  # noqa: E402 (so is this)
 
 # The settings that differ from the demo's run (its config.json) by model.
 MODELS = {
-    "demo": {"average_last": 3, "epochs": 40},  # COMMAND_DEFAULTS["demo"]
+    "demo": {key: COMMAND_DEFAULTS["demo"][key] for key in ("average_last", "epochs")},
     "translator": {  # the Makefile's TRANSLATOR_WIDE_FLAGS
         "embed_dim": 256,
         "hidden_dim": 256,

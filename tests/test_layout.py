@@ -249,6 +249,8 @@ PLUMBING = (
 # (the command line last; gpu_check, the recipe's GPU check, drives it).
 TRANSLATION = (
     "recipes.translation",
+    "recipes.translation.defaults",
+    "recipes.translation.settings",
     "recipes.translation.config",
     "recipes.translation.corpus",
     "recipes.translation.splits",

@@ -64,7 +64,7 @@ def test_translate_nbest_prints_the_exported_nbest(trained, exported, capsys):
         ),
         (
             ["translate", "--repetition-penalty", "0"],
-            "error: --repetition-penalty must be > 0; got 0.0",
+            "error: --repetition-penalty must be >= 0.01; got 0.0",
         ),
         (["export", "--coverage-penalty", "-1"], "error: --coverage-penalty must be >= 0"),
         (["export", "--coverage-penalty", "nan"], "error: --coverage-penalty must be a finite"),

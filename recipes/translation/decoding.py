@@ -22,7 +22,7 @@ import weakref
 
 from keras_attention.seq2seq.search import BeamSearch, GreedySearch, get_search
 
-from .config import decoding_settings, run_decoding
+from .config import DECODING, run_decoding
 
 GREEDY = GreedySearch()  # validation BLEU and the tuner's: plain greedy search
 
@@ -31,22 +31,26 @@ _TRANSLATORS = weakref.WeakKeyDictionary()  # model -> {(tokenizers, length, sea
 
 def search_from_config(config, beam_width=None, num_hypotheses=None):
     """The search the decoding flags of a `TranslationConfig` chose: a
-    `BeamSearch` of its decoding settings (`config.DECODING`, BeamSearch's
-    decoding options) and `num_hypotheses`; `beam_width` overrides the
-    config's. (A beam of 1 without a coverage penalty
-    decodes its best hypothesis greedily, as 0.2.0's `generate` did.)"""
-    settings = decoding_settings(config)  # a setting not given: BeamSearch's default
+    `BeamSearch` of its decoding settings (`settings.DECODING`, BeamSearch's
+    decoding options; one not given is BeamSearch's default) and
+    `num_hypotheses`; `beam_width` overrides the config's. (A beam of 1
+    without a coverage penalty decodes its best hypothesis greedily, as
+    0.2.0's `generate` did.)"""
+    options = {name: getattr(config, name) for name in DECODING}
     if beam_width:
-        settings["beam_width"] = beam_width
-    return BeamSearch(**settings, num_hypotheses=num_hypotheses)
+        options["beam_width"] = beam_width
+    options = {name: value for name, value in options.items() if value is not None}
+    return BeamSearch(**options, num_hypotheses=num_hypotheses)
 
 
 def settled_search(config, run_config, num_hypotheses=None):
     """`(config, search)`: `config` with its decoding settings settled
     against the run's `run_config` (`config.run_decoding`: a flag given, else
-    the run's recorded setting, else BeamSearch's default) and the one
-    `BeamSearch` they make (`search_from_config`)."""
-    config = run_decoding(config, run_config)
+    the run's recorded setting, else BeamSearch's default), unless the
+    command line settled them (`config.recorded`), and the one `BeamSearch`
+    they make (`search_from_config`)."""
+    if config.recorded is None:
+        config = run_decoding(config, run_config)
     return config, search_from_config(config, num_hypotheses=num_hypotheses)
 
 

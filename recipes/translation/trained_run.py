@@ -16,7 +16,7 @@ import filecmp
 import os
 
 from .. import runs
-from .config import DECODES, FAMILIES, UsageError, run_decoding, upgrade
+from .config import DECODES, FAMILIES, UsageError, upgrade
 from .data import load_tokenizers, vocabulary_paths
 
 
@@ -67,7 +67,7 @@ def load_run(output, decoding=None, compile=True):
 def read_run_config(output):
     """The run's `config.json`, checked (`CONFIG_FIELDS`, a `max_length` >= 1,
     a known family) and `upgrade`d: the one read of it a command makes
-    (`with_run_decoding`, else `load_run`)."""
+    (`recorded_config`, else `load_run`)."""
     config_path = os.path.join(output, "config.json")
     config = upgrade(
         runs.read_json(config_path, "the trained model's settings", CONFIG_FIELDS, ("max_length",))
@@ -80,18 +80,18 @@ def read_run_config(output):
     return config
 
 
-def with_run_decoding(config):
-    """For the commands that decode a trained run (`DECODES`): `config` with
-    each decoding setting not given taken from the run (`run_decoding`), read
-    before any work so that `--nbest` is checked against the run's beam, and
-    the run's `config.json` kept as `recorded` for `load_run`. A folder
-    without config.json: `config` as given (`load_run` says what is missing)."""
-    if config.command not in DECODES or not os.path.exists(
-        os.path.join(config.output, "config.json")
-    ):
-        return config
-    recorded = read_run_config(config.output)
-    return run_decoding(config, recorded).replace(recorded=recorded)
+def recorded_config(config):
+    """For the commands that decode a trained run (`DECODES`): the run's
+    `config.json` (`read_run_config`), read before any work so that the
+    command line settles its decoding settings against it
+    (`config.run_decoding`) and `load_run` does not read it again; None for
+    another command, or a folder without config.json (`load_run` says what
+    is missing)."""
+    if config.command not in DECODES or not config.output:
+        return None
+    if not os.path.exists(os.path.join(config.output, "config.json")):
+        return None
+    return read_run_config(config.output)
 
 
 def load_decoder(config):

@@ -1,0 +1,600 @@
+"""Every setting of the translation recipe, declared once.
+
+Each field of `Settings` carries its default, and in its metadata the help
+of its flag, the commands that take it, its check, the run record it belongs
+to (the model's settings, the data's, the decoding options), the families
+that have it and the name it had before. The command line
+(`recipes/translate.py`), the checks (`config.check_setting`) and the name
+lists (`config.MODEL_KEYS`, ...) are made from these declarations;
+`config.TranslationConfig` adds the behaviour. Example:
+
+    FIELDS["alpha"].metadata["commands"]  # ('train', 'evaluate', 'translate', 'export', 'demo')
+    FIELDS["alpha"].metadata["check"]     # {'low': 0, 'at_most': 10.0}
+"""
+
+import dataclasses
+
+from .defaults import (
+    ALGORITHMS,
+    ATTENTION,
+    CONVERSIONS,
+    CT2_QUANTIZATIONS,
+    DECAYS,
+    FAMILIES,
+    MAX_MEMBERS,
+    POSITIONS,
+    PRECISIONS,
+    QUANTIZATIONS,
+    STYLES,
+    TOKENIZERS,
+)
+
+# The commands and their one-line descriptions, in the order --help lists them.
+COMMANDS = {
+    "train": "train a model",
+    "evaluate": "BLEU/chrF on the test split, samples, attention heatmaps",
+    "translate": "translate sentences with a trained model",
+    "average": "replace the run's model by the mean of checkpoints",
+    "export": "export the trained model as a SavedModel for TensorFlow Serving",
+    "convert": "convert the trained model for another runtime: CTranslate2 (the Transformer "
+    "family)",
+    "tune": "KerasTuner search (resumable; chief/worker distributed)",
+    "demo": "train, evaluate and translate: the main job of `make demo`",
+}
+EVERY = tuple(COMMANDS)
+DATA = ("train", "tune", "demo")  # the commands that build a data split and vocabularies
+MODEL = ("train", "demo")  # the commands that build a model from the flags
+SEARCHING = ("train", "evaluate", "translate", "export", "demo")  # beam width, alpha
+DECODING_FLAGS = ("train", "translate", "export")  # every decoding option
+RUNS = ("evaluate", "translate", "export")  # the commands that decode one run or an ensemble
+
+# The checks a setting may declare (`check_setting`).
+CHECKS = {
+    "positive": {"integer": True, "low": 1},
+    "count": {"integer": True, "low": 0},
+    "fraction": {"low": 0, "below": 1},  # in [0, 1)
+}
+
+
+def setting(
+    default=None,
+    help=None,
+    commands=(),
+    *,
+    check=None,
+    records=(),
+    families=None,
+    family_default=None,
+    old=None,
+    folder=False,
+    help_for=None,
+    factory=None,
+    **argument,
+):
+    """A `Settings` field: its `default` and its declaration.
+
+    Args:
+        default: the value when the flag is not given (a command's own
+            default: `defaults.COMMAND_DEFAULTS`).
+        help: the flag's help; `{family_default}` and `{at_most}` are
+            replaced by those declared here. `help_for` gives a command its
+            own wording.
+        commands: the commands whose command line has the flag.
+        check: "positive" (an integer >= 1), "count" (an integer >= 0),
+            "fraction" (in [0, 1)), or a dict of `check_number`'s arguments
+            (`integer`, `low`, `low_included`, `below`) with `at_most` (the
+            largest value, inclusive) and `why` (said when it is exceeded).
+        records: where a run records it: "model" (`MODEL_KEYS`), "data"
+            (`DATA_KEYS`), "decoding" (`DECODING`).
+        families: the model families that have it (`FAMILY_ONLY`); None: all.
+        family_default: its value for those families when not given.
+        old: the name 0.2.0 gave it (its flag still parses, with a note; a
+            record under it is read under today's name).
+        folder: a folder path (an empty one is refused).
+        factory: a default made fresh for each object (a list).
+        **argument: `argparse` arguments: choices, metavar, nargs,
+            required, aliases (more option strings), positional, and
+            exclusive (the name of a required mutually exclusive group).
+    """
+    check = (CHECKS[check] if isinstance(check, str) else check) or {}
+    placeholders = {"family_default": family_default, "at_most": check.get("at_most")}
+    metadata = {
+        "help": help and help.format(**placeholders),
+        "help_for": {name: text.format(**placeholders) for name, text in (help_for or {}).items()},
+        "commands": commands,
+        "check": check,
+        "records": records,
+        "families": families,
+        "family_default": family_default,
+        "old": old,
+        "folder": folder,
+        "argument": argument,
+    }
+    if factory is not None:
+        return dataclasses.field(default_factory=factory, metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+@dataclasses.dataclass
+class Settings:
+    """Every setting of every command of the translation recipe, with its
+    default; `None` for a model setting means "the family's default"
+    (`family_default`), elsewhere "not given". Named as the model and
+    search arguments they set."""
+
+    command: str = "train"
+    output: str = setting(
+        "runs/translate",
+        "the run's folder (data split, vocabularies, checkpoints, model)",
+        EVERY,
+        folder=True,
+    )
+    # data
+    corpus: str = setting(
+        None, "a TSV file of source<TAB>target lines (default: Ding de-en)", DATA, records=("data",)
+    )
+    reverse: bool = setting(
+        False, "swap the direction (Ding: English -> German)", DATA, records=("data",)
+    )
+    limit: int = setting(
+        None,
+        "use only the first N pairs of the corpus (default: all)",
+        DATA,
+        check="positive",
+        records=("data",),
+    )
+    vocab_size: int = setting(
+        8000, "subword vocabulary size target", DATA, check="positive", records=("data",)
+    )
+    tokenizer: str = setting(
+        "sentencepiece",
+        "subword vocabulary: SentencePiece (decodes to the exact input text) or WordPiece "
+        "(loses where spaces were; the only one before this flag)",
+        DATA,
+        records=("data",),
+        choices=list(TOKENIZERS),
+    )
+    protect_numbers: bool = setting(
+        True,
+        "train on digit groups replaced by a placeholder, and copy the source's numbers into "
+        "the translations",
+        DATA,
+        records=("data",),
+    )
+    batch_size: int = setting(64, "pairs per batch", DATA, check="positive")
+    batch_tokens: int = setting(
+        None,
+        "size batches by this many subword pieces per side instead of --batch-size (batches "
+        "are bucketed by length either way)",
+        DATA,
+        check="positive",
+    )
+    dictionary: float = setting(
+        0.0,
+        "Ding only: per epoch, add this many of the dictionary's word and phrase entries per "
+        "sentence pair as training pairs (a new random draw each epoch; 0: off; at most "
+        "{at_most})",
+        DATA,
+        check={"low": 0, "at_most": 100.0},
+        records=("data",),
+    )
+    alternatives: bool = setting(
+        False,
+        "Ding only: also train on the other sentences of each training pair's entry (its `;` "
+        "alternatives, every German one with every English one); validation and test are "
+        "unchanged",
+        DATA,
+        records=("data",),
+    )
+    max_length: int = setting(
+        32,
+        "longest sentence in subword pieces (longer pairs are left out)",
+        DATA,
+        check="positive",
+        records=("model",),
+    )
+    seed: int = setting(0, "random seed", DATA)
+    verbose: int = setting(
+        None,
+        "Keras fit verbosity (default: a progress bar on a terminal, else a line per epoch)",
+        DATA,
+        choices=[0, 1, 2],
+    )
+    overwrite: bool = setting(
+        False,
+        "delete what an earlier run wrote in --output and start again",
+        (*DATA, "convert"),
+        help_for={"convert": "replace OUT if it exists (atomically)"},
+    )
+    # model
+    family: str = setting(
+        "transformer", "the model family", MODEL, records=("model",), choices=FAMILIES
+    )
+    attention: str = setting(
+        None,
+        "the recurrent model's attention ('none': the bottleneck baseline; default: general)",
+        MODEL,
+        records=("model",),
+        choices=ATTENTION,
+    )
+    style: str = setting(
+        "luong",
+        "where the recurrent decoder applies attention",
+        MODEL,
+        records=("model",),
+        choices=STYLES,
+    )
+    embed_dim: int = setting(
+        None,
+        "embedding width (default: {family_default}; rnn and convs2s only: the transformer's "
+        "is --hidden-dim)",
+        MODEL,
+        check="positive",
+        records=("model",),
+        families=("rnn", "convs2s"),
+        family_default=128,
+    )
+    hidden_dim: int = setting(
+        256, "hidden width", MODEL, check="positive", records=("model",), old="units"
+    )
+    num_layers: int = setting(
+        2, "layers per stack", MODEL, check="positive", records=("model",), old="layers"
+    )
+    num_heads: int = setting(
+        None,
+        "attention heads (default: {family_default}; transformer only)",
+        MODEL,
+        check="positive",
+        records=("model",),
+        families=("transformer",),
+        family_default=4,
+        old="heads",
+    )
+    position: str = setting(
+        None,
+        "how the transformer places tokens: added to the embeddings (sinusoidal, learned) or "
+        "in every self-attention (rope, alibi, relative) (default: {family_default}; "
+        "transformer only)",
+        MODEL,
+        records=("model",),
+        families=("transformer",),
+        family_default="sinusoidal",  # the paper's, and what runs before --position had
+        choices=POSITIONS,
+    )
+    num_key_value_heads: int = setting(
+        None,
+        "key/value heads, dividing --num-heads: grouped-query attention (1: multi-query; "
+        "default: one per head; transformer only)",
+        MODEL,
+        check="positive",
+        records=("model",),
+        families=("transformer",),
+        family_default=None,  # one key/value head per query head
+        old="kv_heads",
+    )
+    sliding_window: int = setting(
+        None,
+        "sliding window w: each self-attention sees positions less than w away, as Keras's "
+        "sliding_window (default: all; transformer only)",
+        MODEL,
+        check="positive",
+        records=("model",),
+        families=("transformer",),
+        family_default=None,  # self-attention sees every position
+        old="window",
+    )
+    dropout: float = setting(0.1, "in [0, 1)", MODEL, check="fraction", records=("model",))
+    learning_rate: float = setting(
+        1e-3,
+        "Adam's learning rate (> 0)",
+        MODEL,
+        check={"low": 0, "low_included": False},
+        records=("model",),
+    )
+    label_smoothing: float = setting(0.1, "in [0, 1)", MODEL, check="fraction", records=("model",))
+    word_dropout: float = setting(  # applied by `data.make_dataset`
+        0.0,
+        "training only: replace each source piece and each piece of the decoder's input by "
+        "[UNK] with this probability, in [0, 1) (default: 0)",
+        MODEL,
+        check="fraction",
+        records=("model",),
+    )
+    subword_sampling: float = setting(
+        0.0,
+        "training only (SentencePiece): segment each training sentence anew every epoch, "
+        "drawing a segmentation with probability proportional to P(segmentation)^ALPHA "
+        "(subword regularization; e.g. 0.3, at most {at_most}; default 0: the best)",
+        MODEL,
+        check={"low": 0, "at_most": 10.0},
+        records=("model",),
+        metavar="ALPHA",
+    )
+    # training
+    epochs: int = setting(
+        10,
+        "epochs to train (with --time-budget: the most)",
+        (*MODEL, "tune"),
+        check="positive",
+        help_for={"tune": "most epochs a trial trains"},
+    )
+    time_budget: float = setting(  # minutes (`budget.py`); None or 0: --epochs decide
+        None,
+        "train for at most this many minutes: the epochs, the cosine decay's end and "
+        "averaging follow the clock (the run records how many epochs fit); 0: no budget, "
+        "--epochs decide (at most {at_most}, a year; the demo's default is 8)",
+        MODEL,
+        # a year: `--time-budget 1e308` trained an epoch, then ended in
+        # "cannot convert float NaN to integer"
+        check={"low": 0, "at_most": 60 * 24 * 365},
+        metavar="MINUTES",
+    )
+    warmup: int = setting(
+        0,
+        "learning-rate warm-up steps, then --decay (--learning-rate is the peak; 0 with "
+        "rsqrt: a constant rate)",
+        MODEL,
+        check="count",
+        records=("model",),
+    )
+    decay: str = setting(
+        "rsqrt",
+        "the rate after the warm-up: as 1/sqrt(step), or along a cosine to 0 at the last "
+        "step of --epochs",
+        MODEL,
+        records=("model",),
+        choices=DECAYS,
+    )
+    tie_embeddings: bool = setting(
+        None,
+        "the output projection is the target embedding table (transformer and convs2s)",
+        MODEL,
+        records=("model",),
+        families=("transformer", "convs2s"),
+        family_default=False,
+    )
+    shared_vocabulary: bool = setting(  # a data setting too: the encoder reads the decoder's table
+        None,
+        "one vocabulary learned from both sides, and one embedding table that the encoder "
+        "and decoder share (with --tie-embeddings: three-way tying; transformer and convs2s)",
+        MODEL,
+        records=("model", "data"),
+        families=("transformer", "convs2s"),
+        family_default=False,  # a vocabulary of each side, and an embedding table of each
+    )
+    patience: int = setting(
+        None,
+        "stop after this many epochs without a better validation loss (the best epoch's "
+        "weights are kept either way)",
+        MODEL,
+        check="positive",
+    )
+    hyperparameters: str = setting(None, "best_hyperparameters.json from `tune`", MODEL)
+    mixed_precision: str = setting(
+        None,
+        "compute in this precision (variables stay float32)",
+        MODEL,
+        choices=PRECISIONS,
+    )
+    jit: bool = setting(False, "compile training with XLA", MODEL)
+    valid: str = setting(
+        None,
+        "validate on this TSV file of source<TAB>target lines instead of the split",
+        ("train", "average"),
+        help_for={"average": "report validation loss on this TSV file"},
+        metavar="FILE",
+    )
+    bleu_every: int = setting(
+        0,
+        "validation BLEU (greedy) every K epochs, logged as val_bleu (0: off)",
+        ("train",),
+        check="count",
+    )
+    bleu_sentences: int = setting(
+        200, "validation pairs --bleu-every translates", ("train",), check="positive"
+    )
+    average_last: int = setting(  # 1 would average one epoch
+        None,
+        "keep the last N epochs' weights (checkpoints/) and save their mean as the model",
+        ("train",),
+        check={"integer": True, "low": 2},
+    )
+    members: int = setting(  # models trained at once, one process each (`members.py`)
+        1,
+        "train N models at once (seeds --seed, --seed + 1, ...), one process each on its "
+        "share of the cores: the first in --output, the others in --output/members/K, all "
+        "of one vocabulary, for --ensemble (default 1; at most {at_most})",
+        ("train",),
+        check={
+            "integer": True,
+            "low": 1,
+            "at_most": MAX_MEMBERS,
+            "why": "each member is a TensorFlow process of its own, all started at once",
+        },
+    )
+    distill_from: list = setting(
+        None,
+        "train on these trained runs' translations of the training split instead of its "
+        "references (sequence-level distillation; several runs translate as an ensemble); "
+        "the run takes their data split and vocabularies",
+        MODEL,
+        nargs="+",
+        metavar="RUN",
+    )
+    ensemble: list = setting(
+        None,
+        "decode with these runs' models and --output's as one: each step's next-piece "
+        "probabilities averaged (seq2seq.Ensemble); every run needs --output's vocabulary "
+        "files (train them with the same data settings)",
+        RUNS,
+        nargs="+",
+        metavar="RUN",
+    )
+    # decoding (`decoding.search_from_config`); None: not given, so the run's
+    # recorded setting (`config.run_decoding`), else BeamSearch's own
+    # (`BEAM_DEFAULTS`); every one of BeamSearch's decoding options is here.
+    beam_width: int = setting(
+        None,
+        "beam search width",
+        SEARCHING,
+        check="positive",
+        records=("decoding",),
+        help_for={"export": "beam width of serving_default and nbest"},
+    )
+    alpha: float = setting(
+        None,
+        "GNMT's length penalty of beam search: hypotheses are ranked by "
+        "log p / ((5 + length) / 6)^alpha (0 to {at_most}; 0: the plain sum)",
+        SEARCHING,
+        check={"low": 0, "at_most": 10.0},
+        records=("decoding",),
+    )
+    min_length: int = setting(
+        None,
+        "at least this many target pieces before the end (>= 0)",
+        DECODING_FLAGS,
+        check="count",
+        records=("decoding",),
+    )
+    no_repeat_ngram_size: int = setting(
+        None,
+        "never repeat an n-gram of this many pieces (0: off)",
+        DECODING_FLAGS,
+        check="count",
+        records=("decoding",),
+        old="no_repeat_ngram",
+    )
+    repetition_penalty: float = setting(
+        None,
+        "CTRL's penalty on pieces already generated (0.01 to {at_most}; 1: off)",
+        DECODING_FLAGS,
+        # 1e-300 is 0 in float32: a division by it
+        check={"low": 0.01, "at_most": 100.0},
+        records=("decoding",),
+    )
+    coverage_penalty: float = setting(
+        None,
+        "GNMT's coverage penalty beta of beam search (0 to {at_most}; 0: off)",
+        DECODING_FLAGS,
+        check={"low": 0, "at_most": 10.0},
+        records=("decoding",),
+    )
+    # evaluate, translate, export, average
+    samples: int = setting(
+        5, "sample translations and heatmaps shown", ("evaluate",), check="count"
+    )
+    limit_test: int = setting(
+        None,
+        "evaluate only the first N test sentences",
+        ("evaluate", "demo"),
+        check="positive",
+        help_for={"demo": "evaluate only the first N test sentences (default: all)"},
+    )
+    test: str = setting(
+        None,
+        "score this TSV file of source<TAB>target lines instead of the test split",
+        ("evaluate",),
+        metavar="FILE",
+    )
+    nbest: int = setting(
+        None,
+        "print the N best hypotheses of each sentence instead: N lines per sentence, "
+        "sentences in order, best first, each `score<TAB>translation` (score: "
+        "log-probability over the length penalty, plus the coverage penalty; an unfilled "
+        "slot is -1000000000.0 and empty); N <= --beam-width",
+        ("translate",),
+        check="positive",
+        aliases=("--num-hypotheses",),
+    )
+    input: str = setting(
+        None,
+        "translate the lines of FILE (-: standard input, also read when it is not a terminal "
+        "and no text is given): a line out for each line in",
+        ("translate",),
+        metavar="FILE",
+    )
+    output_file: str = setting(
+        None,
+        "write the translations there, a line each, atomically (default: stdout)",
+        ("translate",),
+        metavar="FILE",
+    )
+    text: list = setting(
+        help="the sentences to translate",
+        commands=("translate",),
+        factory=list,
+        positional=True,
+        nargs="*",
+    )
+    checkpoints: list = setting(
+        None,
+        ".weights.h5 files of the run's model",
+        ("average",),
+        nargs="+",
+        metavar="FILE",
+        exclusive="checkpoints",
+    )
+    last: int = setting(
+        None,
+        "the last N epochs train --average-last kept",
+        ("average",),
+        check="positive",
+        exclusive="checkpoints",
+    )
+    export_dir: str = setting(
+        "saved_models",
+        "base directory: <dir>/<name>/<version>/",
+        ("export",),
+        folder=True,
+    )
+    model_name: str = setting("translator", "the served model's name", ("export",))
+    num_hypotheses: int = setting(
+        None,
+        "hypotheses the nbest signature returns (default: --beam-width; at most that)",
+        ("export",),
+        check="positive",
+    )
+    quantize: str = setting(
+        None,
+        "export a weight-only int8 copy of the model: int8 weights with per-channel float "
+        "scales, computed in float32 (variables/ about 4x smaller for the quantized layers; "
+        "the run's model is not changed; default: float32)",
+        ("export",),
+        metavar="{" + ",".join(QUANTIZATIONS) + "}",
+    )
+    # convert
+    to: str = setting(
+        None, "the runtime to convert for", ("convert",), choices=CONVERSIONS, required=True
+    )
+    dir: str = setting(
+        None,
+        "the model folder to write (with the run's source.spm and target.spm)",
+        ("convert",),
+        folder=True,
+        metavar="OUT",
+        required=True,
+    )
+    quantization: str = setting(
+        None,
+        "CTranslate2's weight type (default: float32)",
+        ("convert",),
+        choices=CT2_QUANTIZATIONS,
+    )
+    # tune
+    algorithm: str = setting("hyperband", "the search algorithm", ("tune",), choices=ALGORITHMS)
+    trials: int = setting(10, "trials for bayesian/random", ("tune",), check="positive")
+    families: list = setting(
+        help="families searched",
+        commands=("tune",),
+        factory=lambda: list(FAMILIES),
+        nargs="+",
+        choices=FAMILIES,
+    )
+    bleu_trials: int = setting(3, "report validation BLEU of the N best", ("tune",), check="count")
+    # Not a setting: the --output run's config.json as the command line read
+    # it to settle the decoding settings (`translate.check`), so
+    # that `load_run` does not read it again; None: not read.
+    recorded: dict = dataclasses.field(default=None, repr=False, compare=False)
+
+
+FIELDS = {field.name: field for field in dataclasses.fields(Settings)}
