@@ -38,6 +38,7 @@ from .translation.config import (
     run_decoding,
 )
 from .translation.data import CorpusError
+from .translation.defaults import PRESET_KEYS
 from .translation.settings import COMMANDS, FIELDS
 from .translation.trained_run import recorded_config
 
@@ -72,7 +73,7 @@ class DeprecatedFlag(argparse.Action):
 
 def add_setting(command, name, field, groups):
     """The flag of setting `field` on `command` (named `name`), as its
-    declaration says (`settings.setting`): typed as the field, a switch for
+    declaration says (`declare.setting`): typed as the field, a switch for
     a boolean, its old spelling hidden beside it."""
     declared = field.metadata
     argument = dict(declared["argument"])
@@ -119,11 +120,24 @@ def parser():
             if name in field.metadata.get("commands", ()):
                 add_setting(command, name, field, groups)
         defaults = TranslationConfig.for_command(name)
+        presets = name in FIELDS["preset"].metadata["commands"]
         for action in command._actions:
             if action.default is not argparse.SUPPRESS and hasattr(defaults, action.dest):
                 action.default = getattr(defaults, action.dest)
+                if presets and action.dest in PRESET_KEYS:
+                    preset_default(action)
         command.set_defaults(command=name)
     return main
+
+
+def preset_default(action):
+    """A flag of a setting that `--preset` fills: left out of the parsed
+    arguments unless given, so that a preset fills it
+    (`TranslationConfig.for_command`) and a flag given wins; its default is
+    said in its help."""
+    if action.default not in (None, False) and "default:" not in action.help:
+        action.help += f" (default: {action.default})"
+    action.default = argparse.SUPPRESS
 
 
 def check(args):
@@ -135,7 +149,7 @@ def check(args):
     config = TranslationConfig.for_command(args.command, **settings)
     if args.command not in DECODES:
         return config.validate()
-    recorded = recorded_config(config)  # the run's config.json, read once
+    recorded = recorded_config(config.output)  # the run's config.json, read once
     return run_decoding(config, recorded).replace(recorded=recorded)
 
 

@@ -16,7 +16,7 @@ import filecmp
 import os
 
 from .. import runs
-from .config import DECODES, FAMILIES, UsageError, upgrade
+from .config import FAMILIES, UsageError, upgrade
 from .data import load_tokenizers, vocabulary_paths
 
 
@@ -80,18 +80,15 @@ def read_run_config(output):
     return config
 
 
-def recorded_config(config):
-    """For the commands that decode a trained run (`DECODES`): the run's
-    `config.json` (`read_run_config`), read before any work so that the
-    command line settles its decoding settings against it
-    (`config.run_decoding`) and `load_run` does not read it again; None for
-    another command, or a folder without config.json (`load_run` says what
-    is missing)."""
-    if config.command not in DECODES or not config.output:
+def recorded_config(output):
+    """The `config.json` of the run in `output` (`read_run_config`), which the
+    command line reads before any work to settle the decoding settings
+    against it (`config.run_decoding`), so that `load_run` does not read it
+    again; None for no folder, or a folder without config.json (`load_run`
+    says what is missing)."""
+    if not output or not os.path.exists(os.path.join(output, "config.json")):
         return None
-    if not os.path.exists(os.path.join(config.output, "config.json")):
-        return None
-    return read_run_config(config.output)
+    return read_run_config(output)
 
 
 def load_decoder(config):
