@@ -103,6 +103,22 @@ class MultiHead(quantization.Int8Kernels, keras.layers.Layer):
       `relative_values=True`, `z_i = Σ_j α_ij (v_j + a^V_ij)`, `a_ij` learned
       per clipped distance `clip(j - i, -k, k)`, `k = max_relative_position`.
 
+    Two paths compute the same heads. The fused one hands the product, the
+    mask and the softmax to `keras.ops.dot_product_attention`, which on a GPU
+    may run a fused cuDNN / flash kernel that never holds the `(Tq, Tv)`
+    weights in memory (the backend chooses; `keras.config
+    .disable_flash_attention()` rules flash kernels out). It is taken only
+    where it computes exactly the layer above: no weights asked for
+    (`return_attention_scores=False`), attention dropout inactive (`dropout=0`
+    or not training), no score bias (`position_encoding` None or "rope") and
+    `value_dim == key_dim`; padding, causal and explicit masks and the
+    sliding window go to it as one boolean mask, and a query with no allowed
+    key is set to 0 after it, as on the plain path. Everything else (weights
+    returned, dropout while training, ALiBi, Shaw relative) takes the plain
+    path, written out below: scores, `masking.masked_softmax`, dropout,
+    weighted sum. `use_fused_attention=False` keeps every call on the plain
+    path.
+
     Positions are `0 .. Tq-1` for the queries and `0 .. Tv-1` for the keys
     in `call` (a rank-2 query is position 0), and the absolute positions of
     the cache in `step`.
@@ -124,6 +140,9 @@ class MultiHead(quantization.Int8Kernels, keras.layers.Layer):
         max_relative_position: int `k` of "relative" (default 16).
         relative_values: bool, "relative" also adds `a^V` to the values.
         rope_max_wavelength: float, RoPE's base (default 10000).
+        use_fused_attention: bool (default True), take the fused path in
+            the cases it computes exactly (above); False: always the plain
+            path.
 
     Call arguments:
         query: `(B, Tq, Dq)`, or `(B, Dq)` for one decoder step (the output
@@ -174,6 +193,7 @@ class MultiHead(quantization.Int8Kernels, keras.layers.Layer):
         max_relative_position=16,
         relative_values=True,
         rope_max_wavelength=10000.0,
+        use_fused_attention=True,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -208,6 +228,12 @@ class MultiHead(quantization.Int8Kernels, keras.layers.Layer):
         self.max_relative_position = max_relative_position
         self.relative_values = bool(relative_values)
         self.rope_max_wavelength = check_wavelength(rope_max_wavelength, "MultiHead")
+        if not isinstance(use_fused_attention, bool):
+            raise ValueError(
+                "`use_fused_attention` of MultiHead must be True or False; received "
+                f"use_fused_attention={use_fused_attention!r}."
+            )
+        self.use_fused_attention = use_fused_attention
         self.supports_masking = True
         self._dropout_layer = keras.layers.Dropout(
             dropout, seed=seed, dtype=quantization.float_policy(self.dtype_policy)
@@ -353,12 +379,15 @@ class MultiHead(quantization.Int8Kernels, keras.layers.Layer):
         training=None,
         query_positions=None,
         key_positions=None,
+        return_weights=True,
     ):
         """Attention of raw `query` `(B, Tq, Dq)` over projected `key`/`value`
         `(B, G, Tv, d)`; `attention_mask` broadcastable to `(B, Tq, Tv)`.
         `query_positions` `(Tq,)` and `key_positions` `(Tv,)` (default
         `0 .. T-1`) place the queries and keys for the position encodings and
-        the sliding window. Returns `(output (B, Tq, Do), weights (B, H, Tq, Tv))`."""
+        the sliding window. Returns `(output (B, Tq, Do), weights (B, H, Tq,
+        Tv))`; with `return_weights=False` the weights are None and the fused
+        path may run (see the class docstring)."""
         query = ops.cast(query, self.compute_dtype)
         q = self._split_heads(query, "query")  # (B, H, Tq, d_k)
         positional = self.position_encoding is not None or self.sliding_window is not None
@@ -372,6 +401,72 @@ class MultiHead(quantization.Int8Kernels, keras.layers.Layer):
             key_positions = ops.cast(key_positions, "int32")
         if self.position_encoding == "rope":
             q = rotary(q, query_positions, self.rope_max_wavelength)
+        mask = None if attention_mask is None else ops.expand_dims(attention_mask, 1)
+        if self.sliding_window is not None:
+            distance = ops.abs(query_positions[:, None] - key_positions[None, :])  # (Tq, Tv)
+            window = ops.less(distance, self.sliding_window)[None, None]  # (1, 1, Tq, Tv)
+            mask = window if mask is None else ops.logical_and(mask, window)
+        if self._fused_path_applies(return_weights, training):
+            heads, weights = self._fused_heads(q, key, value, mask), None  # (B, Tq, H, d_v)
+        else:
+            heads, weights = self._plain_heads(
+                q, key, value, mask, training, query_positions, key_positions
+            )  # (B, Tq, H, d_v), (B, H, Tq, Tv)
+        shape = ops.shape(heads)
+        heads = ops.reshape(heads, (shape[0], shape[1], self.num_heads * self.value_dim))
+        weight, scale = quantization.kernel(self, "output_kernel", heads.dtype)
+        output = ops.matmul(heads, ops.reshape(weight, (self.num_heads * self.value_dim, -1)))
+        output = quantization.rescale(output, scale)
+        if self.output_bias is not None:
+            output = output + ops.cast(self.output_bias, output.dtype)
+        return output, (weights if return_weights else None)  # (B, Tq, Do), (B, H, Tq, Tv)
+
+    def _fused_path_applies(self, return_weights, training):
+        """Whether `keras.ops.dot_product_attention` computes exactly this
+        call: it returns no weights, has no dropout, adds no score bias
+        (ALiBi, Shaw) and needs values as wide as keys."""
+        return (
+            self.use_fused_attention
+            and not return_weights
+            and (self.dropout == 0.0 or not training)
+            and self.position_encoding in (None, "rope")
+            and self.value_dim == self.key_dim
+        )
+
+    def _fused_heads(self, q, key, value, mask):
+        """The heads `(B, Tq, H, d_v)` by `keras.ops.dot_product_attention`:
+        `q` `(B, H, Tq, d_k)` (rotated, unscaled), `key`/`value` `(B, G, Tv,
+        d)`, `mask` broadcastable to `(B, 1, Tq, Tv)` or None."""
+        if mask is not None:
+            batch, length = ops.shape(q)[0], ops.shape(q)[2]
+            # (B, 1, Tq, Tv): the shape every backend's op accepts.
+            mask = ops.broadcast_to(ops.cast(mask, "bool"), (batch, 1, length, ops.shape(key)[2]))
+            value = masking.zero_unattended(value, mask)  # no 0 * NaN from a masked key
+        if self.num_key_value_heads == 1 and self.num_heads > 1:
+            # The op groups G > 1 key/value heads itself; TF's cannot broadcast G = 1.
+            key = ops.repeat(key, self.num_heads, axis=1)  # (B, H, Tv, d_k)
+            value = ops.repeat(value, self.num_heads, axis=1)  # (B, H, Tv, d_v)
+        # Flash kernels where the backend has them (None: its choice), unless
+        # keras.config.disable_flash_attention(); never forced, since TF has none.
+        flash = None if keras.config.is_flash_attention_enabled() is not False else False
+        heads = ops.dot_product_attention(
+            ops.transpose(q, (0, 2, 1, 3)),  # (B, Tq, H, d_k)
+            ops.transpose(key, (0, 2, 1, 3)),  # (B, Tv, G, d_k)
+            ops.transpose(value, (0, 2, 1, 3)),  # (B, Tv, G, d_v)
+            mask=mask,
+            scale=1.0 / math.sqrt(self.key_dim),
+            flash_attention=flash,
+        )  # (B, Tq, H, d_v)
+        if mask is None:
+            return heads
+        # The op spreads a query with no allowed key evenly over the keys; here it gets 0.
+        attends = ops.transpose(ops.any(mask, axis=-1), (0, 2, 1))[..., None]  # (B, Tq, 1, 1)
+        return ops.where(attends, heads, ops.zeros_like(heads))
+
+    def _plain_heads(self, q, key, value, mask, training, query_positions, key_positions):
+        """The heads `(B, Tq, H, d_v)` and weights `(B, H, Tq, Tv)` written
+        out: `q` `(B, H, Tq, d_k)` (rotated, unscaled), `key`/`value` `(B, G,
+        Tv, d)`, `mask` broadcastable to `(B, 1, Tq, Tv)` or None."""
         groups = self.num_heads // (self.num_key_value_heads or self.num_heads)
         if groups > 1:  # query head h reads key/value head h // groups
             key = ops.repeat(key, groups, axis=1)  # (B, H, Tv, d_k)
@@ -389,11 +484,6 @@ class MultiHead(quantization.Int8Kernels, keras.layers.Layer):
             )
             if self.relative_value is not None:
                 relative_value = self.relative_value(query_positions, key_positions)
-        mask = None if attention_mask is None else ops.expand_dims(attention_mask, 1)
-        if self.sliding_window is not None:
-            distance = ops.abs(query_positions[:, None] - key_positions[None, :])  # (Tq, Tv)
-            window = ops.less(distance, self.sliding_window)[None, None]  # (1, 1, Tq, Tv)
-            mask = window if mask is None else ops.logical_and(mask, window)
         weights = masking.masked_softmax(scores, mask)  # (B, H, Tq, Tv)
         weights = ops.cast(weights, value.dtype)
         dropped = self._dropout_layer(weights, training=training)
@@ -403,15 +493,7 @@ class MultiHead(quantization.Int8Kernels, keras.layers.Layer):
             heads = heads + ops.einsum(
                 "bhqk,qkd->bhqd", dropped, ops.cast(relative_value, dropped.dtype)
             )
-        heads = ops.transpose(heads, (0, 2, 1, 3))  # (B, Tq, H, d_v)
-        shape = ops.shape(heads)
-        heads = ops.reshape(heads, (shape[0], shape[1], self.num_heads * self.value_dim))
-        weight, scale = quantization.kernel(self, "output_kernel", heads.dtype)
-        output = ops.matmul(heads, ops.reshape(weight, (self.num_heads * self.value_dim, -1)))
-        output = quantization.rescale(output, scale)
-        if self.output_bias is not None:
-            output = output + ops.cast(self.output_bias, output.dtype)
-        return output, weights  # (B, Tq, Do), (B, H, Tq, Tv)
+        return ops.transpose(heads, (0, 2, 1, 3)), weights  # (B, Tq, H, d_v), (B, H, Tq, Tv)
 
     def call(
         self,
@@ -443,12 +525,21 @@ class MultiHead(quantization.Int8Kernels, keras.layers.Layer):
             query, key, query_mask, value_mask, attention_mask, use_causal_mask, "MultiHead"
         )
         projected_key, projected_value = self.project_key_value(value, key)
-        output, weights = self.attend(query, projected_key, projected_value, mask, training)
+        output, weights = self.attend(
+            query,
+            projected_key,
+            projected_value,
+            mask,
+            training,
+            return_weights=return_attention_scores,
+        )
         if single_step:
-            output, weights = output[:, 0], weights[:, :, 0]  # (B, Do), (B, H, Tv)
-        if return_attention_scores:
-            return output, weights
-        return output
+            output = output[:, 0]  # (B, Do)
+        if not return_attention_scores:
+            return output
+        if single_step:
+            weights = weights[:, :, 0]  # (B, H, Tv)
+        return output, weights
 
     # -- incremental decoding ----------------------------------------------
     def init_cache(self, batch_size, max_length, dtype=None):
@@ -469,7 +560,7 @@ class MultiHead(quantization.Int8Kernels, keras.layers.Layer):
             ops.zeros((batch_size, heads, max_length, self.value_dim), dtype),
         )
 
-    def step(self, inputs, cache, cache_index, query_mask=None, training=None):
+    def step(self, inputs, cache, cache_index, query_mask=None, training=None, return_weights=True):
         """Causal self-attention of `Tx` new positions over a cache.
 
         Args:
@@ -480,9 +571,11 @@ class MultiHead(quantization.Int8Kernels, keras.layers.Layer):
             cache_index: int scalar (a tensor inside a loop), where the new
                 positions start.
             query_mask: optional `(B, Tx)` padding mask of the new positions.
+            return_weights: False returns None for the weights, and lets
+                the fused path run (see the class docstring).
 
         Returns:
-            `(output (B, Tx, Do), weights (B, H, Tx, S), cache)`: the new
+            `(output (B, Tx, Do), weights (B, H, Tx, S) or None, cache)`: the new
             cache holds the new positions' keys and values; position j of
             the cache is attended to iff `j <= cache_index + i`.
 
@@ -504,7 +597,7 @@ class MultiHead(quantization.Int8Kernels, keras.layers.Layer):
             query_mask = masking.as_boolean(query_mask, "query_mask", "MultiHead.step")
             mask = ops.logical_and(mask, ops.expand_dims(query_mask, -1))
         output, weights = self.attend(
-            inputs, key_cache, value_cache, mask, training, steps, positions
+            inputs, key_cache, value_cache, mask, training, steps, positions, return_weights
         )
         return output, weights, (key_cache, value_cache)
 
@@ -561,4 +654,5 @@ class MultiHead(quantization.Int8Kernels, keras.layers.Layer):
             "max_relative_position": self.max_relative_position,
             "relative_values": self.relative_values,
             "rope_max_wavelength": self.rope_max_wavelength,
+            "use_fused_attention": self.use_fused_attention,
         }
