@@ -8,7 +8,8 @@
     teacher_forcing.py      target_in / target_out framing
     scheduled_sampling.py   ScheduledSampling and its decoding loop
     losses.py               MaskedCrossEntropy; MaskedAccuracy, MaskedPerplexity metrics
-    schedules.py            InverseSquareRootSchedule (warm-up, 1/sqrt(step)), PlannedCosineDecay
+    schedules.py            InverseSquareRootSchedule (warm-up, 1/sqrt(step)), PlannedCosineDecay,
+                            PerUpdateSchedule (a schedule of updates under accumulation)
     search.py               GreedySearch, BeamSearch, RandomSampling, get_search: the strategies
     generation.py           greedy_search, sample, beam_search, generate: 0.2.0's wrappers
     beam.py                 beam search's loop, GNMT length and coverage penalties
@@ -24,7 +25,11 @@ from keras_attention.seq2seq.generation import beam_search, generate, greedy_sea
 from keras_attention.seq2seq.losses import MaskedAccuracy, MaskedCrossEntropy, MaskedPerplexity
 from keras_attention.seq2seq.recurrent import RecurrentSeq2Seq
 from keras_attention.seq2seq.scheduled_sampling import ScheduledSampling
-from keras_attention.seq2seq.schedules import InverseSquareRootSchedule, PlannedCosineDecay
+from keras_attention.seq2seq.schedules import (
+    InverseSquareRootSchedule,
+    PerUpdateSchedule,
+    PlannedCosineDecay,
+)
 from keras_attention.seq2seq.search import (
     BeamSearch,
     GreedySearch,
@@ -44,6 +49,7 @@ __all__ = [
     "MaskedAccuracy",
     "MaskedCrossEntropy",
     "MaskedPerplexity",
+    "PerUpdateSchedule",
     "PlannedCosineDecay",
     "RandomSampling",
     "RecurrentSeq2Seq",

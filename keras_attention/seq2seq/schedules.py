@@ -99,3 +99,47 @@ class PlannedCosineDecay(keras.optimizers.schedules.LearningRateSchedule):
             "warmup_steps": self.warmup_steps,
             "total_steps": float(ops.convert_to_numpy(self.total_steps)),
         }
+
+
+@keras.saving.register_keras_serializable(package="keras_attention")
+class PerUpdateSchedule(keras.optimizers.schedules.LearningRateSchedule):
+    """A schedule of optimizer updates for an optimizer that accumulates
+    gradients over K batches.
+
+        lr(step) = schedule(floor(step / K))
+
+    A Keras optimizer with `gradient_accumulation_steps=K` updates the
+    weights every K batches but calls its schedule with the batches seen
+    (its `_iterations`), while its `iterations`, and Adam's bias correction,
+    count updates. Wrapped, the schedule counts updates too: its warm-up
+    and decay steps are updates, and every update reads the rate a run
+    without accumulation reads at that update (fairseq's `--update-freq`).
+
+    Args:
+        schedule: a `LearningRateSchedule` (or its config) counting updates.
+        update_freq: int K >= 1, the batches of one update.
+
+    >>> schedule = PerUpdateSchedule(InverseSquareRootSchedule(1e-3, 100), update_freq=4)
+    >>> [round(float(schedule(s)), 6) for s in (0, 3, 4, 399)]
+    [1e-05, 1e-05, 2e-05, 0.001]
+    """
+
+    def __init__(self, schedule, update_freq):
+        if isinstance(schedule, dict):
+            schedule = keras.saving.deserialize_keras_object(schedule)
+        if not isinstance(schedule, keras.optimizers.schedules.LearningRateSchedule):
+            raise ValueError(
+                "`schedule` of PerUpdateSchedule must be a LearningRateSchedule; received "
+                f"schedule={schedule!r}."
+            )
+        self.schedule = schedule
+        self.update_freq = check_positive_int("update_freq", update_freq, "PerUpdateSchedule")
+
+    def __call__(self, step):
+        return self.schedule(ops.floor_divide(step, self.update_freq))
+
+    def get_config(self):
+        return {
+            "schedule": keras.saving.serialize_keras_object(self.schedule),
+            "update_freq": self.update_freq,
+        }
