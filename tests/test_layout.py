@@ -250,6 +250,7 @@ PLUMBING = (
 TRANSLATION = (
     "recipes.translation",
     "recipes.translation.defaults",
+    "recipes.translation.declare",
     "recipes.translation.settings",
     "recipes.translation.config",
     "recipes.translation.corpus",

@@ -34,7 +34,7 @@ import time
 
 import keras
 
-from keras_attention.seq2seq import PlannedCosineDecay
+from keras_attention.seq2seq import PerUpdateSchedule, PlannedCosineDecay
 
 from .. import runs
 
@@ -43,9 +43,12 @@ RECORD = "budget.json"
 
 def planned_schedule(model):
     """The model's `PlannedCosineDecay`, if its optimizer runs one (the inner
-    optimizer's, under mixed float16's loss scaling)."""
+    optimizer's, under mixed float16's loss scaling; the one a
+    `PerUpdateSchedule` wraps, under gradient accumulation)."""
     optimizer = getattr(model.optimizer, "inner_optimizer", model.optimizer)
     schedule = getattr(optimizer, "_learning_rate", None)  # Keras keeps the schedule here
+    if isinstance(schedule, PerUpdateSchedule):
+        schedule = schedule.schedule
     return schedule if isinstance(schedule, PlannedCosineDecay) else None
 
 
@@ -78,6 +81,8 @@ class TimeBudget(keras.callbacks.Callback):
     Args:
         seconds: the budget.
         steps_per_epoch: the training batches of an epoch.
+        update_freq: the batches of an optimizer update (`--update-freq`):
+            the schedule's steps are updates.
         max_epochs: `--epochs`, the ceiling.
         work: the run's folder for `budget.json`.
         spent: what the epochs done before a resume recorded (`spent`).
@@ -86,9 +91,18 @@ class TimeBudget(keras.callbacks.Callback):
     """
 
     def __init__(
-        self, seconds, steps_per_epoch, max_epochs, work, spent=None, schedule=None, log=None
+        self,
+        seconds,
+        steps_per_epoch,
+        max_epochs,
+        work,
+        spent=None,
+        schedule=None,
+        log=None,
+        update_freq=1,
     ):
         super().__init__()
+        self.update_freq = update_freq
         self.seconds, self.steps_per_epoch, self.max_epochs = seconds, steps_per_epoch, max_epochs
         self.work, self.schedule, self.log = work, schedule, log
         spent = spent or {"epoch_seconds": [], "epochs": []}
@@ -114,7 +128,7 @@ class TimeBudget(keras.callbacks.Callback):
     def on_train_begin(self, logs=None):
         self._mark, self._reported = time.perf_counter(), False
         if self.epoch_seconds and self.schedule is not None:  # resumed: the plan as it was
-            self.schedule.total_steps.assign(float(self.planned_epochs() * self.steps_per_epoch))
+            self.schedule.total_steps.assign(self.updates(self.planned_epochs()))
 
     def on_train_batch_end(self, batch, logs=None):
         self.steps += 1
@@ -132,7 +146,7 @@ class TimeBudget(keras.callbacks.Callback):
         self._mark = now
         last, done, fit = self.epoch_seconds[-1], len(self.epoch_seconds), self.planned_epochs()
         if self.schedule is not None:
-            self.schedule.total_steps.assign(float(fit * self.steps_per_epoch))
+            self.schedule.total_steps.assign(self.updates(fit))
         if self.log is not None and not self._reported:
             self._reported = True
             self.log(
@@ -146,6 +160,10 @@ class TimeBudget(keras.callbacks.Callback):
             os.path.join(self.work, RECORD),
             {"epoch_seconds": self.epoch_seconds, "epochs": self.epochs},
         )
+
+    def updates(self, epochs):
+        """The optimizer updates of `epochs` epochs: the cosine's last step."""
+        return float(epochs * self.steps_per_epoch // self.update_freq)
 
     def epochs_to_average(self, count):
         """How many of the last epochs `--average-last count` averages: at

@@ -34,6 +34,7 @@ from .defaults import (  # noqa: F401  (the recipe's tables, imported from here 
     MAX_MEMBERS,
     POSITIONS,
     PRECISIONS,
+    PRESETS,
     QUANTIZATIONS,
     SEARCH_SPACE,
     STYLES,
@@ -134,11 +135,15 @@ class TranslationConfig(Settings):
 
     @classmethod
     def for_command(cls, command, **settings):
-        """The defaults of `command` (`COMMAND_DEFAULTS`), then `settings`."""
+        """The defaults of `command` (`COMMAND_DEFAULTS`), then those of the
+        `preset` in `settings` (`PRESETS`), then `settings`: a setting given
+        wins over its preset's. (The command line passes only the flags
+        given for the settings a preset names.)"""
         output = "runs/demo" if command == "demo" else "runs/translate"
+        preset = PRESETS.get(settings.get("preset"), {})
         return cls(
             command=command,
-            **{"output": output, **COMMAND_DEFAULTS.get(command, {}), **settings},
+            **{"output": output, **COMMAND_DEFAULTS.get(command, {}), **preset, **settings},
         )
 
     def replace(self, **changes):
@@ -176,6 +181,20 @@ class TranslationConfig(Settings):
                     )
                 seen[real] = run
 
+    def check_preset(self):
+        """`UsageError` for a `--preset` not in `PRESETS`, or given with a
+        family other than the Transformer it is."""
+        if self.preset is None:
+            return
+        if self.preset not in PRESETS:
+            raise UsageError(f"--preset must be one of {list(PRESETS)}; got {self.preset!r}")
+        if self.family != "transformer":
+            raise UsageError(
+                f"--preset {self.preset} is the Transformer of 'Attention Is All You Need': "
+                f"it implies --family transformer; got --family {self.family}: leave out "
+                "--family or --preset"
+            )
+
     def data_settings(self):
         """What a run's data split and vocabularies are built from (`run.json`)."""
         return {
@@ -200,6 +219,7 @@ class TranslationConfig(Settings):
                     f"{flag(name)} is empty (that would be the current folder): name a folder"
                 )
         self.check_runs_named_once()
+        self.check_preset()
         if self.subword_sampling and self.tokenizer != "sentencepiece":
             raise UsageError(
                 "--subword-sampling needs --tokenizer sentencepiece (WordPiece has one "
@@ -314,6 +334,9 @@ def model_settings(config, hyperparameters=None):
     for key in ("word_dropout", "subword_sampling"):  # records made before the flags
         settings[key] = settings[key] or 0.0
     settings["warmup"] = 0 if settings["warmup"] is None else settings["warmup"]
+    settings["update_freq"] = settings["update_freq"] or 1  # records made before the flag
+    if settings["family"] == "transformer" and settings["intermediate_dim"] is None:
+        settings["intermediate_dim"] = 2 * int(settings["hidden_dim"])  # what it was before
     for key in ("learning_rate", "dropout", "label_smoothing"):  # no default: a number is needed
         if settings[key] is None:
             raise UsageError(f"{flag(key)} must be a number; got None")
@@ -361,8 +384,15 @@ def recorded_defaults(settings):
         },
         # a tuning run's record has no family: its data settings say False
         **({} if family else {"shared_vocabulary": False}),
+        # the feed-forward width before it was a setting
+        **(
+            {"intermediate_dim": 2 * int(settings["hidden_dim"])}
+            if family == "transformer" and settings.get("hidden_dim")
+            else {}
+        ),
         "warmup": 0,
         "decay": "rsqrt",
+        "update_freq": 1,
         "dictionary": 0.0,
         "alternatives": False,
         "protect_numbers": False,

@@ -83,6 +83,44 @@ COMMAND_DEFAULTS = {
         "samples": 5,
     },
 }
+# `--preset`: the Transformers of Vaswani et al., "Attention Is All You
+# Need" (2017), Table 3: each fills the settings it names unless their flags
+# are given (`TranslationConfig.for_command`). Their rate schedule, d^-0.5 ·
+# min(s^-0.5, s · w^-1.5), is the rsqrt decay with --warmup w peaking at
+# s = w, so --learning-rate is that peak, d^-0.5 · w^-0.5 (6.99e-4 for
+# base, 4.94e-4 for big). Their vocabulary: 32,000 shared byte-pair pieces
+# (WMT En-De; here SentencePiece's); the output projection, both embeddings
+# one table (their Sec. 3.4).
+PAPER = {
+    "family": "transformer",
+    "num_layers": 6,  # each for the encoder and the decoder
+    "vocab_size": 32000,
+    "shared_vocabulary": True,
+    "tie_embeddings": True,
+    "label_smoothing": 0.1,
+    "warmup": 4000,
+    "decay": "rsqrt",
+}
+PRESETS = {
+    "base": {
+        **PAPER,
+        "hidden_dim": 512,
+        "num_heads": 8,
+        "intermediate_dim": 2048,
+        "dropout": 0.1,
+        "learning_rate": (512 * 4000) ** -0.5,
+    },
+    "big": {
+        **PAPER,
+        "hidden_dim": 1024,
+        "num_heads": 16,
+        "intermediate_dim": 4096,
+        "dropout": 0.3,
+        "learning_rate": (1024 * 4000) ** -0.5,
+    },
+}
+PRESET_KEYS = tuple(dict.fromkeys(key for preset in PRESETS.values() for key in preset))
+
 # The tuner's search space (`tune`); KERAS_ATTENTION_SEARCH_SPACE (a JSON
 # object of the same keys) narrows it, as the tests do to keep trials small.
 SEARCH_SPACE = {

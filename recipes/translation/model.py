@@ -11,6 +11,7 @@ from keras_attention.seq2seq import (
     MaskedAccuracy,
     MaskedCrossEntropy,
     MaskedPerplexity,
+    PerUpdateSchedule,
     PlannedCosineDecay,
     RecurrentSeq2Seq,
     TransformerSeq2Seq,
@@ -58,7 +59,8 @@ def build_model(config, source_vocab, target_vocab):
             target_vocab,
             units,
             heads,
-            2 * units,
+            # .get: a config.json or tuner trial written before the setting
+            int(config.get("intermediate_dim") or 2 * units),
             layers,
             max_length=int(config["max_length"]) + 2,
             dropout=float(config["dropout"]),
@@ -72,7 +74,13 @@ def build_model(config, source_vocab, target_vocab):
     # Build the weights now: KerasTuner loads checkpoints into freshly
     # built models, and BackupAndRestore restores.
     model.build()
-    optimizer = keras.optimizers.Adam(learning_rate(config), global_clipnorm=1.0)
+    update_freq = int(config.get("update_freq") or 1)
+    optimizer = keras.optimizers.Adam(
+        learning_rate(config),
+        global_clipnorm=1.0,  # of the update's gradient, the mean of its batches'
+        # Keras's mean of the gradients of K batches; None: every batch updates
+        gradient_accumulation_steps=update_freq if update_freq > 1 else None,
+    )
     model.compile(
         optimizer,
         MaskedCrossEntropy(label_smoothing=float(config["label_smoothing"])),
@@ -87,7 +95,18 @@ def learning_rate(config):
     """Adam's rate: `learning_rate` constant, or with `warmup` steps of
     warm-up to it then `decay`: 1/sqrt(step) (`InverseSquareRootSchedule`)
     or a cosine to 0 at `total_steps`, the run's last step (Keras's
-    `CosineDecay` with its warm-up)."""
+    `CosineDecay` with its warm-up). A step is an optimizer update: with
+    `update_freq` K > 1 the schedule reads the batches over K
+    (`PerUpdateSchedule`)."""
+    schedule = _schedule(config)
+    update_freq = int(config.get("update_freq") or 1)
+    if update_freq > 1 and isinstance(schedule, keras.optimizers.schedules.LearningRateSchedule):
+        return PerUpdateSchedule(schedule, update_freq)
+    return schedule
+
+
+def _schedule(config):
+    """`learning_rate`'s schedule of updates."""
     peak, warmup = float(config["learning_rate"]), int(config.get("warmup") or 0)
     if config.get("decay") == "cosine" and config.get("time_budget"):
         # its end moves with the clock

@@ -14,6 +14,17 @@ lists (`config.MODEL_KEYS`, ...) are made from these declarations;
 
 import dataclasses
 
+from .declare import (  # noqa: F401  (COMMANDS, CHECKS: read from here too)
+    CHECKS,
+    COMMANDS,
+    DATA,
+    DECODING_FLAGS,
+    EVERY,
+    MODEL,
+    RUNS,
+    SEARCHING,
+    setting,
+)
 from .defaults import (
     ALGORITHMS,
     ATTENTION,
@@ -24,95 +35,11 @@ from .defaults import (
     MAX_MEMBERS,
     POSITIONS,
     PRECISIONS,
+    PRESETS,
     QUANTIZATIONS,
     STYLES,
     TOKENIZERS,
 )
-
-# The commands and their one-line descriptions, in the order --help lists them.
-COMMANDS = {
-    "train": "train a model",
-    "evaluate": "BLEU/chrF on the test split, samples, attention heatmaps",
-    "translate": "translate sentences with a trained model",
-    "average": "replace the run's model by the mean of checkpoints",
-    "export": "export the trained model as a SavedModel for TensorFlow Serving",
-    "convert": "convert the trained model for another runtime: CTranslate2 (the Transformer "
-    "family)",
-    "tune": "KerasTuner search (resumable; chief/worker distributed)",
-    "demo": "train, evaluate and translate: the main job of `make demo`",
-}
-EVERY = tuple(COMMANDS)
-DATA = ("train", "tune", "demo")  # the commands that build a data split and vocabularies
-MODEL = ("train", "demo")  # the commands that build a model from the flags
-SEARCHING = ("train", "evaluate", "translate", "export", "demo")  # beam width, alpha
-DECODING_FLAGS = ("train", "translate", "export")  # every decoding option
-RUNS = ("evaluate", "translate", "export")  # the commands that decode one run or an ensemble
-
-# The checks a setting may declare (`check_setting`).
-CHECKS = {
-    "positive": {"integer": True, "low": 1},
-    "count": {"integer": True, "low": 0},
-    "fraction": {"low": 0, "below": 1},  # in [0, 1)
-}
-
-
-def setting(
-    default=None,
-    help=None,
-    commands=(),
-    *,
-    check=None,
-    records=(),
-    families=None,
-    family_default=None,
-    old=None,
-    folder=False,
-    help_for=None,
-    factory=None,
-    **argument,
-):
-    """A `Settings` field: its `default` and its declaration.
-
-    Args:
-        default: the value when the flag is not given (a command's own
-            default: `defaults.COMMAND_DEFAULTS`).
-        help: the flag's help; `{family_default}` and `{at_most}` are
-            replaced by those declared here. `help_for` gives a command its
-            own wording.
-        commands: the commands whose command line has the flag.
-        check: "positive" (an integer >= 1), "count" (an integer >= 0),
-            "fraction" (in [0, 1)), or a dict of `check_number`'s arguments
-            (`integer`, `low`, `low_included`, `below`) with `at_most` (the
-            largest value, inclusive) and `why` (said when it is exceeded).
-        records: where a run records it: "model" (`MODEL_KEYS`), "data"
-            (`DATA_KEYS`), "decoding" (`DECODING`).
-        families: the model families that have it (`FAMILY_ONLY`); None: all.
-        family_default: its value for those families when not given.
-        old: the name 0.2.0 gave it (its flag still parses, with a note; a
-            record under it is read under today's name).
-        folder: a folder path (an empty one is refused).
-        factory: a default made fresh for each object (a list).
-        **argument: `argparse` arguments: choices, metavar, nargs,
-            required, aliases (more option strings), positional, and
-            exclusive (the name of a required mutually exclusive group).
-    """
-    check = (CHECKS[check] if isinstance(check, str) else check) or {}
-    placeholders = {"family_default": family_default, "at_most": check.get("at_most")}
-    metadata = {
-        "help": help and help.format(**placeholders),
-        "help_for": {name: text.format(**placeholders) for name, text in (help_for or {}).items()},
-        "commands": commands,
-        "check": check,
-        "records": records,
-        "families": families,
-        "family_default": family_default,
-        "old": old,
-        "folder": folder,
-        "argument": argument,
-    }
-    if factory is not None:
-        return dataclasses.field(default_factory=factory, metadata=metadata)
-    return dataclasses.field(default=default, metadata=metadata)
 
 
 @dataclasses.dataclass
@@ -207,6 +134,17 @@ class Settings:
         help_for={"convert": "replace OUT if it exists (atomically)"},
     )
     # model
+    preset: str = setting(  # applied by `TranslationConfig.for_command`
+        None,
+        "the Transformer base or big of 'Attention Is All You Need': sets --family "
+        "transformer, --num-layers 6, --hidden-dim 512|1024, --num-heads 8|16, "
+        "--intermediate-dim 2048|4096, --dropout 0.1|0.3, --vocab-size 32000, "
+        "--shared-vocabulary, --tie-embeddings, --label-smoothing 0.1, --warmup 4000, "
+        "--decay rsqrt and --learning-rate d^-0.5 * 4000^-0.5 (the paper's schedule's "
+        "peak); a flag given wins",
+        MODEL,
+        choices=list(PRESETS),
+    )
     family: str = setting(
         "transformer", "the model family", MODEL, records=("model",), choices=FAMILIES
     )
@@ -249,6 +187,15 @@ class Settings:
         families=("transformer",),
         family_default=4,
         old="heads",
+    )
+    intermediate_dim: int = setting(
+        None,
+        "the feed-forward width of each layer (default: 2 * --hidden-dim; transformer only)",
+        MODEL,
+        check="positive",
+        records=("model",),
+        families=("transformer",),
+        family_default=None,  # 2 * hidden_dim (`config.model_settings`)
     )
     position: str = setting(
         None,
@@ -318,6 +265,16 @@ class Settings:
         check="positive",
         help_for={"tune": "most epochs a trial trains"},
     )
+    update_freq: int = setting(  # Keras's gradient_accumulation_steps (`model.build_model`)
+        1,
+        "update the weights once every K batches, with the mean of their gradients "
+        "(gradient accumulation: the batch of an update is K batches, in the memory of one); "
+        "--warmup and the decay count updates; an interrupted run resumes with its own K",
+        MODEL,
+        check="positive",
+        records=("model",),
+        metavar="K",
+    )
     time_budget: float = setting(  # minutes (`budget.py`); None or 0: --epochs decide
         None,
         "train for at most this many minutes: the epochs, the cosine decay's end and "
@@ -332,7 +289,7 @@ class Settings:
     warmup: int = setting(
         0,
         "learning-rate warm-up steps, then --decay (--learning-rate is the peak; 0 with "
-        "rsqrt: a constant rate)",
+        "rsqrt: a constant rate); a step is an optimizer update (--update-freq batches)",
         MODEL,
         check="count",
         records=("model",),

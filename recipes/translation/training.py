@@ -311,7 +311,8 @@ def _train(config, log, settings, spec, starting=None):
         keras.mixed_precision.set_global_policy(f"mixed_{config.mixed_precision}")
     keras.utils.set_random_seed(config.seed)
     paths, tokenizers, work, numbers, train_data, valid_data = _inputs(config, settings, spec, log)
-    spec["total_steps"] = config.epochs * int(train_data.cardinality())  # --decay cosine's end
+    # --decay cosine's end, in optimizer updates
+    spec["total_steps"] = config.epochs * int(train_data.cardinality()) // spec["update_freq"]
     with strategy.scope():
         model = build_model(spec, tokenizers[0].vocab_size, tokenizers[1].vocab_size)
         model.optimizer.build(model.trainable_variables)
@@ -336,6 +337,7 @@ def _train(config, log, settings, spec, starting=None):
             spent(work, done),
             planned_schedule(model),
             log if is_chief() else None,
+            spec["update_freq"],
         )
         callbacks.append(budget)
     log(_training_line(config, spec, strategy))
