@@ -611,7 +611,9 @@ def test_an_int8_export_stores_int8_weights_and_records_both_sizes(int8_transfor
     assert weights <= variables_bytes(float_path) < 1.1 * weights
 
 
-@pytest.mark.parametrize("family", ["convs2s", "rnn"])  # the transformer: the fixture above
+# The transformer: the fixture above, checked with each case; convs2s is
+# large (`make test-large`): one family's case suffices in `make test`.
+@pytest.mark.parametrize("family", [pytest.param("convs2s", marks=pytest.mark.large), "rnn"])
 def test_int8_exports_pass_the_op_check_of_every_tf_serving_release(
     family, int8_transformer, tmp_path
 ):

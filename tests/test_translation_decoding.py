@@ -133,6 +133,9 @@ def test_a_run_recorded_before_the_tokenizer_flag_is_a_wordpiece_run(tmp_path):
     ]
 
 
+# Large: a whole run trained and exported (the default transformer's export
+# and op check: tests/test_export.py's int8_transformer).
+@pytest.mark.large
 def test_export_of_a_rope_multi_query_windowed_transformer(tmp_path):
     """The transformer family exports, with a position scheme and head
     layout other than the default: the TensorFlow-only process gives the

@@ -28,7 +28,11 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-@pytest.mark.parametrize("family", ["convs2s"])  # the transformer: the test below
+# Large: a whole run of each other family trained and exported (the shared
+# run's family, rnn, is exported and checked in `make test`: `exported`,
+# test_export_loads_in_plain_tensorflow_and_matches_in_process below).
+@pytest.mark.large
+@pytest.mark.parametrize("family", ["convs2s"])  # the transformer: test_translation_decoding.py
 def test_export_of_the_other_families(tmp_path, family):
     run("train", "--output", str(tmp_path / "run"), "--family", family, "--epochs", "1", *TINY)
     check_export(str(tmp_path / "run"), tmp_path)
@@ -177,8 +181,8 @@ def test_export_passes_the_op_check_of_every_tf_serving_release(exported):
     assert check.check_export(exported) == {s: [] for s in check.available_servings()}
 
 
-def test_export_loads_in_plain_tensorflow_and_matches_in_process(trained, tmp_path):
-    check_export(trained[0], tmp_path)
+def test_export_loads_in_plain_tensorflow_and_matches_in_process(trained, exported, tmp_path):
+    check_export(trained[0], tmp_path, exported)  # the session's export of the shared run
 
 
 NUMBER_TEMPLATES = [
@@ -191,6 +195,7 @@ NUMBER_TEMPLATES = [
 ]
 
 
+@pytest.mark.large  # a run trained and exported end to end (tests/test_numbers.py: in process)
 def test_an_export_copies_numbers_it_never_saw(tmp_path):
     """End to end: a corpus whose numbers are copied trains with
     them protected, and the export (plain TensorFlow, what TF Serving runs)

@@ -62,31 +62,38 @@ def message_line(stderr):
     return stderr.splitlines()[-1] + "\n"
 
 
-def check_export(output, tmp_path):
+def check_export(output, tmp_path, exported=None):
     """The exported translator runs in a fresh process that imports only
     tensorflow and tensorflow_text, from a moved directory, and gives the
     in-process model's tokens and scores; an empty request gives empty
-    outputs from every signature."""
+    outputs from every signature. `exported`: the run's export with beam
+    width 2 made already (the session's `exported`), copied instead of
+    exporting again; it was written into `atomic_version_dir`'s staging
+    folder, gone since, so it loads from a folder it was not written in
+    as a moved one does."""
     import tensorflow as tf
 
     from keras_attention.seq2seq.generation import greedy_search
 
-    path = export_via_cli(
-        translate.parser().parse_args(
-            [
-                "export",
-                "--output",
-                output,
-                "--export-dir",
-                str(tmp_path / "exports"),
-                "--beam-width",
-                "2",
-            ]
-        ),
-        log=lambda _: 0,
-    )
     moved = tmp_path / "moved"
-    shutil.move(path, moved)  # assets must be relative
+    if exported is not None:
+        shutil.copytree(exported, moved)
+    else:
+        path = export_via_cli(
+            translate.parser().parse_args(
+                [
+                    "export",
+                    "--output",
+                    output,
+                    "--export-dir",
+                    str(tmp_path / "exports"),
+                    "--beam-width",
+                    "2",
+                ]
+            ),
+            log=lambda _: 0,
+        )
+        shutil.move(path, moved)  # assets must be relative
     texts = [
         "Ich habe keine Zeit.",
         "Wo ist der Bahnhof?",
