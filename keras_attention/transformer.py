@@ -179,6 +179,17 @@ class _TransformerLayer(keras.layers.Layer):
         x = x + self._dropout_layer(y, training=training)
         return (x if self.norm_first else norm(x)), extra
 
+    @staticmethod
+    def _attention_with_scores(attention, x, mask, with_scores, training):
+        """`attention(x, x)` as `(y, scores)`, the scores None unless
+        `with_scores`: a call that asks for none leaves `MultiHead` its
+        fused path."""
+        if with_scores:
+            return attention(
+                x, x, attention_mask=mask, return_attention_scores=True, training=training
+            )
+        return attention(x, x, attention_mask=mask, training=training), None
+
     def _head_dim(self, owner, width):
         if self.key_dim is not None:
             return self.key_dim
@@ -277,8 +288,8 @@ class TransformerEncoderLayer(_TransformerLayer):
         )
 
         def attention(x):
-            return self.self_attention(
-                x, x, attention_mask=mask, return_attention_scores=True, training=training
+            return self._attention_with_scores(
+                self.self_attention, x, mask, return_attention_scores, training
             )
 
         x, scores = self._residual(inputs, self.self_attention_norm, attention, training)
@@ -370,14 +381,19 @@ class TransformerDecoderLayer(_TransformerLayer):
                 f"(cross-attention) but was called with {given} encoder_sequence."
             )
 
-    def _blocks(self, x, self_attention, encoder_kv, encoder_mask, training):
-        """The three residual blocks; `self_attention(h) -> (y, scores)`."""
+    def _blocks(
+        self, x, self_attention, encoder_kv, encoder_mask, training, with_cross_scores=True
+    ):
+        """The three residual blocks; `self_attention(h) -> (y, scores)`; the
+        cross-attention scores are None unless `with_cross_scores`."""
         x, self_scores = self._residual(x, self.self_attention_norm, self_attention, training)
         cross_scores = None
         if self.cross_attention is not None:
 
             def cross(h):
-                return self.cross_attention.attend(h, *encoder_kv, encoder_mask, training)
+                return self.cross_attention.attend(
+                    h, *encoder_kv, encoder_mask, training, return_weights=with_cross_scores
+                )
 
             x, cross_scores = self._residual(x, self.cross_attention_norm, cross, training)
         x, _ = self._residual(
@@ -424,12 +440,17 @@ class TransformerDecoderLayer(_TransformerLayer):
             encoder_kv = self.cross_attention.project_key_value(encoder_sequence)
 
         def self_attention(h):
-            return self.self_attention(
-                h, h, attention_mask=self_mask, return_attention_scores=True, training=training
+            return self._attention_with_scores(
+                self.self_attention, h, self_mask, return_attention_scores, training
             )
 
         x, self_scores, cross_scores = self._blocks(
-            decoder_sequence, self_attention, encoder_kv, encoder_mask, training
+            decoder_sequence,
+            self_attention,
+            encoder_kv,
+            encoder_mask,
+            training,
+            return_attention_scores,
         )
         if not return_attention_scores:
             return x
@@ -464,7 +485,11 @@ class TransformerDecoderLayer(_TransformerLayer):
 
         def self_attention(h):
             output, weights, (key, value) = self.self_attention.step(
-                h, (cache["self_key"], cache["self_value"]), cache_index, training=training
+                h,
+                (cache["self_key"], cache["self_value"]),
+                cache_index,
+                training=training,
+                return_weights=False,  # not returned by `step`: lets the fused path run
             )
             new_cache["self_key"], new_cache["self_value"] = key, value
             return output, weights
