@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from keras_attention.seq2seq import InverseSquareRootSchedule, PerUpdateSchedule
 from recipes import runs, translate
+from recipes.translation import training
 from recipes.translation.config import (
     UsageError,
     model_settings,
@@ -25,6 +26,8 @@ from recipes.translation.defaults import PRESETS
 from recipes.translation.model import build_model, learning_rate
 from recipes.translation.training import train_settings
 from tests.translation_helpers import TINY, run
+
+pytestmark = pytest.mark.tensorflow  # tf.GradientTape; the recipe trains with TensorFlow
 
 
 def config_of(*argv):
@@ -252,6 +255,21 @@ def test_a_run_resumes_only_with_its_own_update_freq(tmp_path):
     runs.claim(old, other, defaults=recorded_defaults(other), upgrade=upgrade)
     with pytest.raises(ValueError, match="update_freq"):
         runs.claim(old, claimed, defaults=recorded_defaults(claimed), upgrade=upgrade)
+
+
+def test_update_freq_is_refused_across_replicas(tmp_path, monkeypatch):
+    """Keras 3.15's accumulation under MirroredStrategy with two replicas
+    raised "merge_call called while defining a new graph" (its update is
+    inside a cond): refused before the run is written."""
+
+    class TwoReplicas:
+        num_replicas_in_sync = 2
+
+    monkeypatch.setattr(training, "choose_strategy", TwoReplicas)
+    output = tmp_path / "run"
+    with pytest.raises(UsageError, match="--update-freq 2 trains on one device: .* the 2 replicas"):
+        training.train(config_of("train", "--output", str(output), "--update-freq", "2", *TINY))
+    assert not output.exists()
 
 
 @pytest.mark.skipif(not os.path.exists(DING), reason=f"{DING} missing")

@@ -307,6 +307,16 @@ def _train(config, log, settings, spec, starting=None):
     spec["jit"] = config.jit
     spec["time_budget"] = config.time_budget
     strategy = choose_strategy()  # first: collective ops must be set up before any other TF op
+    if spec["update_freq"] > 1 and strategy.num_replicas_in_sync > 1:
+        # Keras 3's accumulation updates inside a cond, and tf.distribute
+        # cannot synchronise replicas there ("merge_call called while
+        # defining a new graph")
+        raise UsageError(
+            f"--update-freq {spec['update_freq']} trains on one device: Keras's gradient "
+            f"accumulation cannot synchronise the {strategy.num_replicas_in_sync} replicas; "
+            "larger batches across the replicas (--batch-tokens) give the larger batch, or "
+            "train on one GPU (CUDA_VISIBLE_DEVICES=0)"
+        )
     if config.mixed_precision:
         keras.mixed_precision.set_global_policy(f"mixed_{config.mixed_precision}")
     keras.utils.set_random_seed(config.seed)
