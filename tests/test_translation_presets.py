@@ -236,6 +236,27 @@ def test_the_schedule_counts_updates():
     assert float(model.optimizer.learning_rate) == pytest.approx(float(updates(1)))
 
 
+def test_the_time_budget_plans_the_cosine_in_updates(tmp_path, monkeypatch):
+    """10 batches an epoch, 2 a update: the cosine ends at 5 updates an epoch."""
+    from keras_attention.seq2seq import PlannedCosineDecay
+    from recipes.translation import budget
+
+    now = [0.0]
+    monkeypatch.setattr(budget.time, "perf_counter", lambda: now[0])
+    schedule = PlannedCosineDecay(1e-3, 0, 1000)
+    callback = budget.TimeBudget(100, 10, 5, str(tmp_path), schedule=schedule, update_freq=2)
+    callback.set_model(type("FakeModel", (), {"stop_training": False})())
+    callback.on_train_begin()
+    now[0] = 10.0  # an epoch of 10 s: all 5 fit
+    callback.on_epoch_end(0, {"val_loss": 3.0})
+    assert float(schedule.total_steps) == 5 * 10 / 2
+    model = build_model(
+        {**tiny_spec(2, warmup=1), "decay": "cosine", "time_budget": 1, "total_steps": 50}, 20, 20
+    )
+    model.optimizer.build(model.trainable_variables)
+    assert isinstance(budget.planned_schedule(model), PlannedCosineDecay)
+
+
 def test_a_run_resumes_only_with_its_own_update_freq(tmp_path):
     """Another K would meet the optimizer's accumulators and its batch
     counter, which the schedule divides by K: refused, naming the setting."""
