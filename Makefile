@@ -2,7 +2,9 @@
 #   make demo   set up (virtualenv, packages, the Ding corpus) and run the main job
 #   make test   set up, lint, build the docs strictly, and run the test suite (TensorFlow, then
 #               the portable part on JAX), less the tests marked `large`
-# make test-large runs those: a recipe's processes end to end (.ci/run runs it after make test).
+# make test-large runs those: a recipe's processes end to end, whole runs exported beyond the
+#   shared one, the other cases of sweeps, the rest of the portable part on JAX (.ci/run runs it
+#   after make test).
 # make docs builds the documentation site (docs/, mkdocs.yml) into site/.
 # Also: make test-torch (the portable part on PyTorch), make bench, make bench-decoding,
 #   make bench-rnn, make bench-training, make results, make bottleneck (attention against the
@@ -32,13 +34,23 @@ export TF_CPP_MIN_LOG_LEVEL ?= 2
 
 # What must hold on every backend: the shared layer harness, each family
 # trained, decoding and saving, 0.1.0 files, the decoding options, and the
-# docstring examples.
+# docstring examples. `make test`'s JAX run takes PORTABLE_JAX_K of them (the
+# docstring examples, every layer's harness and every family trained,
+# generating and saved: test_portability.py, and the registry and layout
+# checks); `make test-large`'s JAX run takes the rest (0.1.0 and 0.2.0
+# files, the decoding options, the searches, quantization, ensembles), so
+# that .ci/run runs each JAX case once. make test-torch runs them all.
 PORTABLE := tests/test_portability.py tests/test_compatibility.py tests/test_registry.py tests/test_layout.py \
 	tests/test_score_attention.py tests/test_multi_head.py tests/test_attention_variants.py \
 	tests/test_positional.py tests/test_transformer.py tests/test_convs2s.py tests/test_rnn.py \
 	tests/test_spatial.py tests/test_cell.py tests/test_decoding_options.py tests/test_search.py \
 	tests/test_quantization.py tests/test_ensemble.py
-PORTABLE_ARGS := -q -n 2 -p no:cacheprovider -m "not tensorflow" -k "harness or portability or compatibility or registry or layout or decoding_options or search or quantization or ensemble"
+PORTABLE_K := harness or portability or compatibility or registry or layout or decoding_options or search or quantization or ensemble
+PORTABLE_JAX_K := harness or portability or registry or layout
+PORTABLE_ARGS := -q -n 2 -p no:cacheprovider -m "not tensorflow" -k "$(PORTABLE_K)"
+PORTABLE_JAX_ARGS := -q -n 2 --dist loadgroup -p no:cacheprovider -m "not tensorflow" -k "$(PORTABLE_JAX_K)"
+PORTABLE_JAX_LARGE_ARGS := -q -n 2 --dist loadgroup -p no:cacheprovider -m "not tensorflow" \
+	-k "($(PORTABLE_K)) and not ($(PORTABLE_JAX_K))"
 # The JAX run compiles hundreds of tiny programs and runs each a few times,
 # so the tests compile at XLA's backend optimisation level 0 (no
 # vectorisation: results may differ in the last bits, within the tests'
@@ -166,16 +178,20 @@ lint: $(STAMP)
 test: lint $(STAMP) $(JAX_STAMP) $(DING)
 	site=$$(mktemp -d) && NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir $$site; \
 		status=$$?; rm -rf $$site; exit $$status
-	$(PY) -m pytest -q -rs -n 2 --durations=10 tests
+	$(PY) -m pytest -q -rs -n 2 --dist loadgroup --durations=10 tests
 	$(JAX_TEST_ENV) $(JAX_CACHE_ENV) $(VENV_JAX)/bin/python -m pytest $(DOCTESTS)
-	$(JAX_TEST_ENV) $(JAX_CACHE_ENV) $(VENV_JAX)/bin/python -m pytest $(PORTABLE_ARGS) $(PORTABLE)
+	$(JAX_TEST_ENV) $(JAX_CACHE_ENV) $(VENV_JAX)/bin/python -m pytest $(PORTABLE_JAX_ARGS) $(PORTABLE)
 
 # The tests marked `large` (tests/conftest.py): several TensorFlow processes at
 # once (distributed training and tuning, ensemble members, replicas), signals to
-# running processes, the translation recipe's KerasTuner searches and the
-# benchmarks' smoke runs. `make test` skips them; CI runs both.
-test-large: $(STAMP) $(DING)
-	$(PY) -m pytest -q -rs -n 2 --durations=5 --run_large -m large tests
+# running processes, the translation recipe's KerasTuner searches, the
+# benchmarks' smoke runs, whole runs trained and exported beyond the shared one,
+# and the other cases of sweeps that `make test` checks with one case; then the
+# portable tests on JAX that `make test` leaves out (PORTABLE_JAX_K above).
+# `make test` skips them; CI runs both.
+test-large: $(STAMP) $(JAX_STAMP) $(DING)
+	$(PY) -m pytest -q -rs -n 2 --dist loadgroup --durations=5 --run_large -m large tests
+	$(JAX_TEST_ENV) $(JAX_CACHE_ENV) $(VENV_JAX)/bin/python -m pytest $(PORTABLE_JAX_LARGE_ARGS) $(PORTABLE)
 
 # The documentation site, into site/ (not committed). MathJax, which renders
 # the equations, comes from the npm package (npm pack, not committed); without

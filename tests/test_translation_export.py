@@ -251,6 +251,9 @@ def test_an_export_copies_numbers_it_never_saw(tmp_path):
     assert check.check_export(export) == {s: [] for s in check.available_servings()}
 
 
+# Large: the shared run exported a second time, through the command line;
+# `make test` keeps the library's int8 export (tests/test_export.py).
+@pytest.mark.large
 def test_export_quantize_int8_reports_both_sizes_and_translates_as_in_process(trained, tmp_path):
     """`export --quantize int8`: the last line gives the variables' bytes
     and the float32 model's, the export records int8, its

@@ -120,7 +120,8 @@ def test_translating_in_chunks_traces_the_search_once_and_agrees(trained):
     assert translator.function("serving_default").experimental_get_tracing_count() == 1
 
 
-@pytest.mark.parametrize("family", ["transformer"])  # convs2s: its export test trains one
+# convs2s: its export test trains one (large; make test-large)
+@pytest.mark.parametrize("family", ["transformer"])
 def test_other_families_train(tmp_path, family):
     """(With WordPiece, the other --tokenizer: the other tests use SentencePiece.)"""
     flags = ("--family", family, "--epochs", "1", "--tokenizer", "wordpiece")
