@@ -18,11 +18,17 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 
 # On JAX and PyTorch a test that sweeps configurations (`parametrize`) runs
 # its first case only, except the layer harnesses and the portability and
-# compatibility tests, which check every layer and family on the backend:
-# the other sweeps run the same `keras.ops` code, which TensorFlow's run
-# checks case by case. KERAS_ATTENTION_EVERY_CASE=1 runs every case
+# compatibility tests, which check every layer and family on the backend,
+# and the fused attention tests, whose op is each backend's own: the other
+# sweeps run the same `keras.ops` code, which TensorFlow's run checks case
+# by case. KERAS_ATTENTION_EVERY_CASE=1 runs every case
 # (`make test-torch` does); `make test`'s JAX run keeps the suite in time.
-EVERY_CASE_ON_EVERY_BACKEND = ("test_portability.py", "test_compatibility.py", "harness")
+EVERY_CASE_ON_EVERY_BACKEND = (
+    "test_portability.py",
+    "test_compatibility.py",
+    "harness",
+    "test_fused_attention.py",
+)
 
 
 # KerasHub's convention: a `large` test runs only with `--run_large` (the
