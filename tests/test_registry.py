@@ -58,7 +58,9 @@ def test_the_table_is_the_only_one():
     """Models and recipes resolve names here: their choices are the table's."""
     from recipes import translate
 
-    assert set(translate.ATTENTION) == set(ATTENTION) | {"none"}
+    train = translate.parser()._subparsers._group_actions[0].choices["train"]
+    (attention,) = [action for action in train._actions if action.dest == "attention"]
+    assert set(attention.choices) == set(ATTENTION) | {"none"}
     assert keras_attention.registry.names() == tuple(ATTENTION)
 
 
