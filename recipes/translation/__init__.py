@@ -1,13 +1,18 @@
-"""The translation recipe's parts below its command line (`recipes/translate.py`).
+"""The translation recipe's parts below its command line (`recipes/translate.py`),
+each importing only those listed before it.
 
-- `config`: `TranslationConfig`, every setting's default and check;
-- `data`: corpora, the split, vocabularies and `tf.data` pipelines;
+- `defaults`, `declare`, `settings`, `config`: the tables, every setting
+  declared once (its flag, help, commands and check), `TranslationConfig`
+  and the checks that span settings;
+- `corpus`, `splits`, `pipeline`, `data`: corpora, the split, the `tf.data`
+  pipelines, vocabularies and number protection;
 - `text_io`: sentences in and out of files and pipes;
+- `decoding`: every search, translation and the export;
 - `trained_run`: reading a trained run back (its model, alone or as an
   ensemble, and the checks that runs decode as one);
-- `training`: building and training a run's model;
-- `averaging`: checkpoint averaging;
-- `decoding`: every search, translation and the export;
-- `scores`: BLEU, chrF, validation BLEU, BLEU by source length;
-- `commands`: evaluate, translate, average, tune, export, demo.
+- `averaging`, `scores`, `budget`, `distillation`: checkpoint averaging,
+  BLEU and chrF, the time budget, sequence-level distillation;
+- `model`, `training`, `hyperparameter_search`, `members`: building and
+  training a run's model, tuning, several members at once;
+- `commands`: evaluate, translate, average, tune, export, convert, demo.
 """
