@@ -49,8 +49,8 @@ PORTABLE := tests/test_portability.py tests/test_compatibility.py tests/test_reg
 PORTABLE_K := harness or portability or compatibility or registry or layout or decoding_options or search or quantization or ensemble or fused
 PORTABLE_JAX_K := harness or portability or registry or layout
 PORTABLE_ARGS := -q -n 2 -p no:cacheprovider -m "not tensorflow" -k "$(PORTABLE_K)"
-PORTABLE_JAX_ARGS := -q -n 2 --dist loadgroup -p no:cacheprovider -m "not tensorflow" -k "$(PORTABLE_JAX_K)"
-PORTABLE_JAX_LARGE_ARGS := -q -n 2 --dist loadgroup -p no:cacheprovider -m "not tensorflow" \
+PORTABLE_JAX_ARGS := -q -n 2 -p no:cacheprovider -m "not tensorflow" -k "$(PORTABLE_JAX_K)"
+PORTABLE_JAX_LARGE_ARGS := -q -n 2 -p no:cacheprovider -m "not tensorflow" \
 	-k "($(PORTABLE_K)) and not ($(PORTABLE_JAX_K))"
 # The JAX run compiles hundreds of tiny programs and runs each a few times,
 # so the tests compile at XLA's backend optimisation level 0 (no
@@ -179,7 +179,7 @@ lint: $(STAMP)
 test: lint $(STAMP) $(JAX_STAMP) $(DING)
 	site=$$(mktemp -d) && NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir $$site; \
 		status=$$?; rm -rf $$site; exit $$status
-	$(PY) -m pytest -q -rs -n 2 --dist loadgroup --durations=10 tests
+	$(PY) -m pytest -q -rs -n 2 --durations=10 tests
 	$(JAX_TEST_ENV) $(JAX_CACHE_ENV) $(VENV_JAX)/bin/python -m pytest $(DOCTESTS)
 	$(JAX_TEST_ENV) $(JAX_CACHE_ENV) $(VENV_JAX)/bin/python -m pytest $(PORTABLE_JAX_ARGS) $(PORTABLE)
 
@@ -191,7 +191,7 @@ test: lint $(STAMP) $(JAX_STAMP) $(DING)
 # portable tests on JAX that `make test` leaves out (PORTABLE_JAX_K above).
 # `make test` skips them; CI runs both.
 test-large: $(STAMP) $(JAX_STAMP) $(DING)
-	$(PY) -m pytest -q -rs -n 2 --dist loadgroup --durations=5 --run_large -m large tests
+	$(PY) -m pytest -q -rs -n 2 --durations=5 --run_large -m large tests
 	$(JAX_TEST_ENV) $(JAX_CACHE_ENV) $(VENV_JAX)/bin/python -m pytest $(PORTABLE_JAX_LARGE_ARGS) $(PORTABLE)
 
 # The documentation site, into site/ (not committed). MathJax, which renders

@@ -44,9 +44,7 @@ EVERY_CASE_ON_EVERY_BACKEND = (
 # at least one case of every capability: the shared run's export and its
 # op check, the library's int8 export of a transformer and its op check, a
 # digits recipe run and its KerasTuner search, one case of each sweep.
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (below)
 def pytest_collection_modifyitems(config, items):
-    group_module_fixture_users(items)
     if not config.getoption("--run_large"):
         skip_large = pytest.mark.skip(reason="large: `make test-large` runs it (--run_large)")
         for item in items:
@@ -66,23 +64,6 @@ def pytest_collection_modifyitems(config, items):
     if left_out:
         config.hook.pytest_deselected(items=left_out)
         items[:] = kept
-
-
-# `make test` runs `pytest -n 2 --dist loadgroup`: the tests of a file that
-# share a module-scoped fixture (an export, a built or trained model) go to
-# one worker, which makes the fixture once; without the group, xdist spreads
-# them over both workers and each makes its own. Runs and exports shared by
-# several files are made once per session by `shared_once` (below).
-def group_module_fixture_users(items):
-    for item in items:
-        info = getattr(item, "_fixtureinfo", None)
-        if info is None or item.get_closest_marker("xdist_group"):
-            continue
-        if any(
-            definitions[-1].scope == "module" and definitions[-1].baseid == item.parent.nodeid
-            for definitions in info.name2fixturedefs.values()
-        ):
-            item.add_marker(pytest.mark.xdist_group(item.parent.nodeid))
 
 
 @pytest.fixture(autouse=True)
