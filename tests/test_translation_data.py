@@ -621,7 +621,7 @@ def test_the_demo_defaults_pass_the_checks_for_every_family(family):
     assert config["family"] == family and args.alpha == 1.2 and args.epochs == 40
     assert args.time_budget == 8.0
     assert config["hidden_dim"] == 128 and args.average_last == 3
-    assert translate.parser().parse_args(["demo"]).family == "convs2s"
+    assert translate.check(translate.parser().parse_args(["demo"])).family == "convs2s"
 
 
 # -- one vocabulary and one embedding table ------------------------------------------

@@ -335,13 +335,13 @@ def model_settings(config, hyperparameters=None):
         settings[key] = settings[key] or 0.0
     settings["warmup"] = 0 if settings["warmup"] is None else settings["warmup"]
     settings["update_freq"] = settings["update_freq"] or 1  # records made before the flag
-    if settings["family"] == "transformer" and settings["intermediate_dim"] is None:
-        settings["intermediate_dim"] = 2 * int(settings["hidden_dim"])  # what it was before
     for key in ("learning_rate", "dropout", "label_smoothing"):  # no default: a number is needed
         if settings[key] is None:
             raise UsageError(f"{flag(key)} must be a number; got None")
     for key in MODEL_KEYS:  # each one's declared check
         check_setting(key, settings[key])
+    if settings["family"] == "transformer" and settings["intermediate_dim"] is None:
+        settings["intermediate_dim"] = 2 * settings["hidden_dim"]  # what it was before
     settings["decay"] = settings["decay"] or "rsqrt"
     if settings["decay"] not in DECAYS:
         raise UsageError(f"--decay must be one of {list(DECAYS)}; got {settings['decay']!r}")
