@@ -91,7 +91,9 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefau
     the help text where "None" would not tell it, and left out for switches)."""
 
     def _get_help_string(self, action):
-        if action.default is None or action.default is False or "default:" in action.help:
+        if action.default is None or action.default is False or action.default == []:
+            return action.help  # "not given", a switch off, no text
+        if "default:" in action.help:
             return action.help
         return super()._get_help_string(action)
 
