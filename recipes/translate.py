@@ -84,7 +84,9 @@ def add_setting(command, name, field, groups):
     names = [field.name] if argument.pop("positional", False) else [flag(field.name)]
     names += argument.pop("aliases", ())
     if field.type is bool:
-        argument["action"] = argparse.BooleanOptionalAction if field.default else "store_true"
+        # a switch a preset may turn on can be turned off (`--no-tie-embeddings`)
+        off = field.default or field.name in PRESET_KEYS
+        argument["action"] = argparse.BooleanOptionalAction if off else "store_true"
     else:  # a list's items are strings
         argument["type"] = str if field.type is list else field.type
     help_text = declared["help_for"].get(name, declared["help"])
@@ -135,7 +137,8 @@ def preset_default(action):
     arguments unless given, so that a preset fills it
     (`TranslationConfig.for_command`) and a flag given wins; its default is
     said in its help."""
-    if action.default not in (None, False) and "default:" not in action.help:
+    given = action.default is not None and action.default is not False  # 0 is a default
+    if given and "default:" not in action.help:
         action.help += f" (default: {action.default})"
     action.default = argparse.SUPPRESS
 

@@ -131,6 +131,12 @@ def test_flags_win_over_a_preset_and_a_preset_implies_the_transformer(capsys):
     assert "--preset {base,big}" in help_text and "--update-freq K" in help_text
     assert "hidden width (default: 256)" in help_text  # a preset's setting still says its default
     assert "a step is an optimizer update" in help_text
+    assert "(--update-freq batches) (default: 0)" in help_text  # a default of 0 is said too
+    # the switches a preset turns on can be turned off
+    off = config_of("train", "--preset", "base", "--no-tie-embeddings", "--no-shared-vocabulary")
+    assert (off.tie_embeddings, off.shared_vocabulary, off.hidden_dim) == (False, False, 512)
+    on = config_of("train", "--preset", "base")
+    assert (on.tie_embeddings, on.shared_vocabulary) == (True, True)
 
 
 def tiny_spec(update_freq, warmup=0):
