@@ -442,3 +442,23 @@ def test_a_single_string_is_refused_where_a_list_of_texts_is_wanted(tmp_path):
             "string 'Ich habe keine Zeit.' (wrap it in a list)."
         )
     assert not os.listdir(tmp_path)
+
+
+def test_a_new_wordpiece_tokenizer_never_reads_an_earlier_one_s_vocabulary(tmp_path):
+    """Its lookup tables are private: shared ones were named after the
+    vocabulary Asset's address, which a later tokenizer could reuse, and
+    that tokenizer then read the earlier (freed) one's vocabulary."""
+    import gc
+
+    from keras_attention.tokenizers import RESERVED, SubwordTokenizer
+
+    for i in range(30):
+        words = [f"w{j}" for j in range(5 if i % 2 else 200)]
+        path = tmp_path / f"vocab{i}.txt"
+        path.write_text("\n".join(RESERVED + words) + "\n")
+        tokenizer = SubwordTokenizer(str(path))
+        assert int(tokenizer._tokens.size()) == len(RESERVED) + len(words)
+        assert int(tokenizer._ids.size()) == len(RESERVED) + len(words) + 1  # the OOV bucket
+        assert tokenizer._tokens._is_anonymous and tokenizer._ids._table._is_anonymous
+        del tokenizer
+        gc.collect()

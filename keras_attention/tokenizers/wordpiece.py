@@ -104,12 +104,16 @@ class SubwordTokenizer(_InGraphTokenizer):
                 self.vocabulary_file, tf.string, index.WHOLE_LINE, tf.int64, index.LINE_NUMBER
             ),
             num_oov_buckets=1,
+            # private tables: a shared one is named after the Asset's address,
+            # which a later tokenizer may reuse and then read another vocabulary
+            experimental_is_anonymous=True,
         )
         self._tokens = tf.lookup.StaticHashTable(
             tf.lookup.TextFileInitializer(
                 self.vocabulary_file, tf.int64, index.LINE_NUMBER, tf.string, index.WHOLE_LINE
             ),
             default_value="[UNK]",
+            experimental_is_anonymous=True,
         )
         self._tokenizer = text.BertTokenizer(
             self._ids, lower_case=lower_case, unknown_token="[UNK]"
