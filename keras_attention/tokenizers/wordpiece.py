@@ -7,6 +7,8 @@ Lossy: it splits punctuation off words and cannot say where spaces were
 punctuation and contractions by rule.
 """
 
+import hashlib
+
 import tensorflow as tf
 
 from keras_attention.tokenizers.base import (
@@ -71,6 +73,26 @@ def digits_split(vocabulary):
     return [*vocabulary[: len(RESERVED)], *single, *kept]
 
 
+class _VocabularyFileInitializer(tf.lookup.TextFileInitializer):
+    """A `TextFileInitializer` whose table is shared under a name made of the
+    vocabulary's contents.
+
+    TensorFlow names a file's table after its filename argument, which for an
+    Asset is the object's address: a later tokenizer given the same address
+    would read an earlier tokenizer's table. Named after the contents, two
+    tables share only when they hold the same entries. The table stays a
+    named (not anonymous) one, which TF1-style loaders (TF Serving's) initialise
+    with the SavedModel's main op."""
+
+    def __init__(self, asset, digest, key_dtype, key_index, value_dtype, value_index):
+        super().__init__(asset, key_dtype, key_index, value_dtype, value_index)
+        self._digest = digest
+
+    @property
+    def _shared_name(self):
+        return f"wordpiece_{self._digest}_{self._key_index}_{self._value_index}"
+
+
 class SubwordTokenizer(_InGraphTokenizer):
     """WordPiece tokenisation and detokenisation in TensorFlow ops.
 
@@ -89,8 +111,10 @@ class SubwordTokenizer(_InGraphTokenizer):
         super().__init__(name=name)
         text = _import_text()
         self.vocabulary_file = tf.saved_model.Asset(vocabulary_path)
-        with open(vocabulary_path, encoding="utf-8") as handle:
-            tokens = handle.read().splitlines()
+        with open(vocabulary_path, "rb") as handle:
+            contents = handle.read()
+        tokens = contents.decode("utf-8").splitlines()
+        digest = hashlib.sha256(contents).hexdigest()[:32]
         if tokens[: len(RESERVED)] != RESERVED:
             raise ValueError(
                 f"vocabulary {vocabulary_path} must start with the reserved tokens {RESERVED}; "
@@ -100,20 +124,26 @@ class SubwordTokenizer(_InGraphTokenizer):
         self.lower_case = lower_case
         index = tf.lookup.TextFileIndex
         self._ids = tf.lookup.StaticVocabularyTable(
-            tf.lookup.TextFileInitializer(
-                self.vocabulary_file, tf.string, index.WHOLE_LINE, tf.int64, index.LINE_NUMBER
+            _VocabularyFileInitializer(
+                self.vocabulary_file,
+                digest,
+                tf.string,
+                index.WHOLE_LINE,
+                tf.int64,
+                index.LINE_NUMBER,
             ),
             num_oov_buckets=1,
-            # private tables: a shared one is named after the Asset's address,
-            # which a later tokenizer may reuse and then read another vocabulary
-            experimental_is_anonymous=True,
         )
         self._tokens = tf.lookup.StaticHashTable(
-            tf.lookup.TextFileInitializer(
-                self.vocabulary_file, tf.int64, index.LINE_NUMBER, tf.string, index.WHOLE_LINE
+            _VocabularyFileInitializer(
+                self.vocabulary_file,
+                digest,
+                tf.int64,
+                index.LINE_NUMBER,
+                tf.string,
+                index.WHOLE_LINE,
             ),
             default_value="[UNK]",
-            experimental_is_anonymous=True,
         )
         self._tokenizer = text.BertTokenizer(
             self._ids, lower_case=lower_case, unknown_token="[UNK]"
