@@ -175,41 +175,109 @@ def ctrl_c_between_steps():
         raise KeyboardInterrupt
 
 
-def resilient_backup(directory, log=print):
-    """`BackupAndRestore` that keeps the two last epochs and, when the latest
-    backup does not load (a kill while it was written leaves a truncated
-    file), says so and resumes from the one before; a `ValueError` when
-    neither loads. Keras itself falls back only on `OSError`; a truncated
-    HDF5 file raises `ValueError` too. An epoch with a non-finite loss or
-    metric (stopped by `TerminateOnNaN`) is not backed up. The backup is
-    kept at the end of `fit`: the caller deletes it once the trained
-    model is saved, so that a kill in between loses nothing."""
+def backup_position(directory):
+    """`(epoch, steps)` of the backup in `directory`: the epochs done, and
+    the steps done of the next one (0 at an epoch end); `(0, 0)` without a
+    backup."""
+    path = os.path.join(directory, "training_metadata.json")
+    if not os.path.exists(path):
+        return 0, 0
+    saved = read_json(path, "the backup's epoch", {"epoch": int, "steps": int})
+    return int(saved.get("epoch", 0)), int(saved.get("steps", 0))
+
+
+def resilient_backup(directory, log=print, save_every=0, position=(0, 0), moves_fit=True):
+    """`BackupAndRestore` that keeps the two last backups and, when the latest
+    does not load (a kill while it was written leaves a truncated file),
+    says so and resumes from the one before; a `ValueError` when neither
+    loads. Keras itself falls back only on `OSError`; a truncated HDF5 file
+    raises `ValueError` too. An epoch with a non-finite loss or metric
+    (stopped by `TerminateOnNaN`) is not backed up. The backup is kept at
+    the end of `fit`: the caller deletes it once the trained model is
+    saved, so that a kill in between loses nothing.
+
+    A backup is written at every epoch end and, with `save_every` N > 0,
+    every N steps within an epoch; `training_metadata.json` holds the
+    epochs done and the `steps` done of the next (Keras's own "batch" is
+    written too, but Keras restarts an epoch from its first batch). The
+    backup is restored when `fit` begins, or before by `restore()`, which
+    returns its `(epoch, steps)` (`backup_position`). With `moves_fit`
+    (Keras's way), `fit` then starts at the backup's epoch, from its first
+    batch; without, the caller starts `fit` where the backup is itself,
+    its first `steps` batches left out. `position` is where training
+    starts, for counting steps. Each function of `saved` is called with `(epoch,
+    steps)` after every backup written."""
     import keras
 
     class ResilientBackup(keras.callbacks.BackupAndRestore):
-        def on_epoch_end(self, epoch, logs=None):
-            if all(math.isfinite(value) for value in (logs or {}).values()):
-                super().on_epoch_end(epoch, logs)
+        def __init__(self):
+            super().__init__(directory, double_checkpoint=True, delete_checkpoint=False)
+            self.save_every, self.position, self.saved = save_every, tuple(position), []
+            self.restored, self.epoch, self.steps, self.unsaved = False, 0, 0, 0
 
         def on_train_begin(self, logs=None):
+            if not self.restored:
+                self.restore()
+
+        def restore(self):
+            """Load the backup (the one before when the latest does not
+            load) into the model; its `(epoch, steps)`."""
+            self.restored = True
             try:
                 self._load_model()
             except (OSError, ValueError) as error:
                 if not os.path.exists(self._prev_weights_path):
                     raise ValueError(
-                        f"the backup in {directory} does not load ({str(error).splitlines()[0]}) "
-                        "and there is no earlier one: remove that folder to start over"
+                        f"the backup in {directory} does not load "
+                        f"({str(error).splitlines()[0]}) and there is no earlier one: remove "
+                        "that folder to start over"
                     ) from error
                 log(
                     f"the last backup did not load ({type(error).__name__}); "
-                    "resuming from the epoch before it"
+                    "resuming from the one before it"
                 )
                 shutil.copy(self._prev_weights_path, self._weights_path)
                 if os.path.exists(self._prev_training_metadata_path):
                     shutil.copy(self._prev_training_metadata_path, self._training_metadata_path)
                 self._load_model()
+            self.position = backup_position(directory)
+            # Keras's load set `fit`'s first epoch; without `moves_fit`, fit's own decides
+            self.model._initial_epoch = self.position[0] if moves_fit else None
+            return self.position
 
-    return ResilientBackup(directory, double_checkpoint=True, delete_checkpoint=False)
+        def on_epoch_begin(self, epoch, logs=None):
+            self.epoch = epoch
+            self.steps = self.position[1] if epoch == self.position[0] else 0
+
+        def on_train_batch_end(self, batch, logs=None):
+            self.steps += 1
+            self.unsaved += 1
+            if self.save_every and self.unsaved >= self.save_every:
+                self.save(self.epoch, self.steps)
+
+        def on_epoch_end(self, epoch, logs=None):
+            if all(math.isfinite(value) for value in (logs or {}).values()):
+                self.save(epoch + 1, 0)
+
+        def save(self, epoch, steps):
+            """Back up the model as `steps` steps after `epoch` epochs."""
+            os.makedirs(directory, exist_ok=True)
+            for path, previous in (
+                (self._weights_path, self._prev_weights_path),
+                (self._training_metadata_path, self._prev_training_metadata_path),
+            ):
+                if os.path.exists(path):
+                    shutil.copy(path, previous)
+            write_atomically(self._weights_path, self.model.save_weights)
+            write_json_atomically(
+                self._training_metadata_path,
+                {"epoch": epoch, "batch": max(0, steps - 1), "steps": steps},
+            )
+            self.position, self.unsaved = (epoch, steps), 0
+            for saved in self.saved:
+                saved(epoch, steps)
+
+    return ResilientBackup()
 
 
 def import_tensorflow_quietly():

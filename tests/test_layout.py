@@ -263,6 +263,7 @@ TRANSLATION = (
     "recipes.translation.averaging",
     "recipes.translation.scores",
     "recipes.translation.budget",
+    "recipes.translation.steps",
     "recipes.translation.distillation",
     "recipes.translation.model",
     "recipes.translation.training",

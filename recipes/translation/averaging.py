@@ -12,12 +12,16 @@ checkpoint's: an average of moments is no optimizer state.
 
 Checkpoints are Keras `.weights.h5` files, which hold the optimizer's
 variables too; `checkpoints/epoch-0007.weights.h5` is the model after
-epoch 7.
+epoch 7. A run backed up every N steps (`train --save-every`) keeps step
+checkpoints instead, the backups themselves: `checkpoints/step-00001200.weights.h5`
+is the model after its 1200th training step (counted over the whole run),
+written every N steps of an epoch and at each epoch end (`KeepLastSteps`).
 """
 
 import math
 import os
 import re
+import shutil
 import warnings
 
 import keras
@@ -30,6 +34,7 @@ from .text_io import validation_file
 
 FOLDER = "checkpoints"
 _EPOCH_FILE = re.compile(r"^epoch-(\d+)\.weights\.h5$")
+_STEP_FILE = re.compile(r"^step-(\d+)\.weights\.h5$")
 
 
 def epoch_path(folder, epoch):
@@ -37,12 +42,44 @@ def epoch_path(folder, epoch):
     return os.path.join(folder, f"epoch-{epoch:04d}.weights.h5")
 
 
-def kept_checkpoints(folder):
-    """`[(epoch, path)]` of the epoch checkpoints in `folder`, oldest first."""
+def step_path(folder, step):
+    """The checkpoint of the run's `step`th training step (counted from 1)."""
+    return os.path.join(folder, f"step-{step:08d}.weights.h5")
+
+
+def kept_checkpoints(folder, steps=False):
+    """`[(epoch, path)]` of the epoch checkpoints in `folder`, oldest first;
+    with `steps`, `[(step, path)]` of the step checkpoints."""
     if not os.path.isdir(folder):
         return []
-    found = (_EPOCH_FILE.match(name) for name in os.listdir(folder))
+    pattern = _STEP_FILE if steps else _EPOCH_FILE
+    found = (pattern.match(name) for name in os.listdir(folder))
     return sorted((int(m.group(1)), os.path.join(folder, m.group(0))) for m in found if m)
+
+
+class KeepLastSteps:
+    """Called by the run's backup (`runs.resilient_backup`'s `saved`) after
+    each backup it writes, every N steps and at epoch ends: copies the
+    backup's weights (`weights`, a file) into `folder` as the checkpoint of
+    the run's step (`epoch` x `steps_per_epoch` + `steps`) and deletes all
+    but the newest `keep` (and any later one, left by an earlier try of
+    the run)."""
+
+    def __init__(self, folder, keep, weights, steps_per_epoch):
+        self.folder, self.keep, self.weights = folder, keep, weights
+        self.steps_per_epoch = steps_per_epoch
+
+    def __call__(self, epoch, steps):
+        step = epoch * self.steps_per_epoch + steps
+        os.makedirs(self.folder, exist_ok=True)
+        runs.write_atomically(
+            step_path(self.folder, step), lambda temporary: shutil.copy(self.weights, temporary)
+        )
+        kept = kept_checkpoints(self.folder, steps=True)
+        newer = [done for done, _ in kept if done <= step][-self.keep :]
+        for done, path in kept:
+            if done not in newer:
+                os.remove(path)
 
 
 class KeepLastEpochs(keras.callbacks.Callback):
@@ -63,10 +100,10 @@ class KeepLastEpochs(keras.callbacks.Callback):
     def on_train_begin(self, logs=None):
         metadata = os.path.join(self.backup or "", "training_metadata.json")
         if self.backup and os.path.exists(metadata):
-            restored = int(
-                runs.read_json(metadata, "the backup's epoch", {"epoch": int}).get("epoch", 0)
-            )
-            if restored and not os.path.exists(epoch_path(self.folder, restored)):
+            saved = runs.read_json(metadata, "the backup's epoch", {"epoch": int, "steps": int})
+            restored = int(saved.get("epoch", 0))
+            at_epoch_end = not saved.get("steps")  # a backup mid-epoch is no epoch's weights
+            if restored and at_epoch_end and not os.path.exists(epoch_path(self.folder, restored)):
                 self.save(restored)
 
     def on_epoch_end(self, epoch, logs=None):
@@ -125,25 +162,27 @@ def validation_loss(model, data):
     return float(result[0] if isinstance(result, list) else result)
 
 
-def average_last_epochs(model, work, count, valid_data, last_loss, log=print):
+def average_last_epochs(model, work, count, valid_data, last_loss, log=print, steps=False):
     """`train --average-last`: average the last `count` epochs kept in
-    `<work>/checkpoints` into `model` (all of them when fewer were trained). Returns
-    what `config.json` records: the averaged epochs, the validation loss
-    of the average (`val_loss`) and of the last epoch alone
-    (`val_loss_last`); empty with a single epoch or a `count` under 2
-    (nothing to average)."""
-    kept = kept_checkpoints(os.path.join(work, FOLDER))[-count:] if count >= 2 else []
+    `<work>/checkpoints` into `model` (all of them when fewer were trained);
+    with `steps`, the last `count` step checkpoints (`KeepLastSteps`).
+    Returns what `config.json` records: the averaged epochs (or `steps`),
+    the validation loss of the average (`val_loss`) and of the last
+    checkpoint alone (`val_loss_last`); empty with a single checkpoint or
+    a `count` under 2 (nothing to average)."""
+    kind = "steps" if steps else "epochs"
+    kept = kept_checkpoints(os.path.join(work, FOLDER), steps)[-count:] if count >= 2 else []
     if len(kept) < 2:
-        log("averaging: fewer than 2 epochs to average, the model is kept as it is")
+        log(f"averaging: fewer than 2 {kind} to average, the model is kept as it is")
         return {}
     average_checkpoints(model, [path for _, path in kept])
     val_loss = validation_loss(model, valid_data)
-    epochs = [epoch for epoch, _ in kept]
+    done = [number for number, _ in kept]
     log(
-        f"averaged the weights of epochs {epochs[0]}-{epochs[-1]}: validation loss "
-        f"{val_loss:.3f} (epoch {epochs[-1]} alone: {last_loss:.3f}); the average is saved"
+        f"averaged the weights of {kind} {done[0]}-{done[-1]}: validation loss "
+        f"{val_loss:.3f} ({kind[:-1]} {done[-1]} alone: {last_loss:.3f}); the average is saved"
     )
-    return {"epochs": epochs, "val_loss": val_loss, "val_loss_last": round(last_loss, 4)}
+    return {kind: done, "val_loss": val_loss, "val_loss_last": round(last_loss, 4)}
 
 
 def average_run(config, loaded, log=print):

@@ -22,10 +22,16 @@ a ceiling. Three things follow the clock:
 The epochs' durations (and their losses and validation BLEU: a curve
 against the clock, `bench/bleu_minutes.py`) are kept in
 `<run>/budget.json` beside the backup, so an interrupted run resumes with
-the time its completed epochs took (the interrupted epoch's is lost; an
-epoch whose entry a kill lost counts as long as the one before), its
-cosine planned as it was, and trains no more if no epoch fits. The run record
-(`config.json`) says what fit: epochs, steps, seconds, and what ended it.
+the time its completed epochs took (an epoch whose entry a kill lost
+counts as long as the one before), its cosine planned as it was, and
+trains no more if no epoch fits. A run backed up every N steps
+(`--save-every`) also records, at each such backup, the steps and seconds
+of the epoch under way (`partial`): resumed mid-epoch, it counts them, and
+an epoch longer than the whole budget still ends at the step where the
+budget does, however often the run was interrupted. Otherwise the
+interrupted epoch's time is lost. The run record (`config.json`) says
+what fit: epochs, steps (of `epoch_steps` an epoch), seconds, and what
+ended it.
 """
 
 import json
@@ -52,26 +58,41 @@ def planned_schedule(model):
     return schedule if isinstance(schedule, PlannedCosineDecay) else None
 
 
-def spent(work, epochs_done):
+def spent(work, epochs_done, steps_done=0):
     """What the first `epochs_done` epochs of an interrupted run recorded
     (its `budget.json`: `epoch_seconds`, and each epoch's validation loss
-    and BLEU in `epochs`), or empty lists for a new run."""
+    and BLEU in `epochs`), or empty lists for a new run; resumed
+    `steps_done` steps into the next epoch, also `partial`: those steps
+    and their seconds (as recorded at the backup, or in proportion to a
+    later record's)."""
     path = os.path.join(work, RECORD)
     empty = {"epoch_seconds": [], "epochs": []}
-    if not epochs_done or not os.path.exists(path):
+    if not (epochs_done or steps_done) or not os.path.exists(path):
         return empty
     try:
         with open(path) as handle:
             record = json.load(handle)
         seconds = [float(s) for s in record["epoch_seconds"][:epochs_done]]
         epochs = list(record.get("epochs", []))[:epochs_done]
+        partial = record.get("partial") or {}
+        if steps_done and partial.get("epoch") == epochs_done and partial.get("steps"):
+            share = min(1.0, steps_done / int(partial["steps"]))
+            partial = {"steps": steps_done, "seconds": float(partial["seconds"]) * share}
+        else:
+            partial = {"steps": steps_done, "seconds": 0.0} if steps_done else None
     except (OSError, ValueError, KeyError, TypeError):
         return empty  # a damaged record: the budget starts again
+    if partial:
+        empty["partial"] = partial
     if seconds and len(seconds) < epochs_done:
         # A kill between the backup and this record lost an epoch's entry:
         # count it as long as the one before.
         seconds += [seconds[-1]] * (epochs_done - len(seconds))
-    return {"epoch_seconds": seconds, "epochs": epochs + [{}] * (len(seconds) - len(epochs))}
+    return {
+        **empty,
+        "epoch_seconds": seconds,
+        "epochs": epochs + [{}] * (len(seconds) - len(epochs)),
+    }
 
 
 class TimeBudget(keras.callbacks.Callback):
@@ -107,11 +128,33 @@ class TimeBudget(keras.callbacks.Callback):
         self.work, self.schedule, self.log = work, schedule, log
         spent = spent or {"epoch_seconds": [], "epochs": []}
         self.epoch_seconds, self.epochs = list(spent["epoch_seconds"]), list(spent["epochs"])
-        self.steps = len(self.epoch_seconds) * steps_per_epoch
+        partial = spent.get("partial") or {"steps": 0, "seconds": 0.0}
+        # the epoch under way: its steps and seconds before a resume
+        self.partial_seconds = float(partial["seconds"])
+        self.steps = len(self.epoch_seconds) * steps_per_epoch + int(partial["steps"])
         self.stopped_by = None
 
     def elapsed(self):
-        return sum(self.epoch_seconds) + time.perf_counter() - self._mark
+        return sum(self.epoch_seconds) + self.partial_seconds + time.perf_counter() - self._mark
+
+    def backed_up(self, epoch, steps):
+        """Record the epoch under way's steps and seconds when the backup
+        is written mid-epoch (`steps` steps into `epoch`; called by the
+        backup, `runs.resilient_backup`'s `saved`): a run resumed from it
+        counts them."""
+        if steps:
+            seconds = self.partial_seconds + time.perf_counter() - self._mark
+            self._write({"epoch": epoch, "steps": steps, "seconds": round(seconds, 3)})
+
+    def _write(self, partial=None):
+        runs.write_json_atomically(
+            os.path.join(self.work, RECORD),
+            {
+                "epoch_seconds": self.epoch_seconds,
+                "epochs": self.epochs,
+                **({"partial": partial} if partial else {}),
+            },
+        )
 
     def planned_epochs(self):
         """The epochs that fit: those done, and as many more of the last
@@ -138,7 +181,8 @@ class TimeBudget(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         now = time.perf_counter()
-        self.epoch_seconds.append(now - self._mark)
+        self.epoch_seconds.append(now - self._mark + self.partial_seconds)
+        self.partial_seconds = 0.0
         logs = logs or {}
         self.epochs.append(
             {key: float(logs[key]) for key in ("loss", "val_loss", "val_bleu") if key in logs}
@@ -156,10 +200,7 @@ class TimeBudget(keras.callbacks.Callback):
         if fit <= done and done < self.max_epochs and not self.model.stop_training:
             self.model.stop_training = True
             self.stopped_by = "time budget"
-        runs.write_json_atomically(
-            os.path.join(self.work, RECORD),
-            {"epoch_seconds": self.epoch_seconds, "epochs": self.epochs},
-        )
+        self._write()
 
     def updates(self, epochs):
         """The optimizer updates of `epochs` epochs: the cosine's last step."""
@@ -181,6 +222,7 @@ class TimeBudget(keras.callbacks.Callback):
             "minutes": minutes,
             "epochs": len(self.epoch_seconds),
             "steps": self.steps,
+            "epoch_steps": self.steps_per_epoch,
             "seconds": round(sum(self.epoch_seconds), 1),
             "ended_by": self.stopped_by
             or ("--patience" if len(self.epoch_seconds) < self.max_epochs else "--epochs"),

@@ -13,6 +13,7 @@ process.
 """
 
 import itertools
+from typing import Any, NamedTuple
 
 from .config import UsageError
 
@@ -46,6 +47,7 @@ def make_dataset(
     numbers=None,
     word_dropout=0.0,
     subword_sampling=0.0,
+    epochs=None,
 ):
     """`((source, target_in), target_out)` batches from a split file,
     tokenised in the graph: `target_in = [START] y`, `target_out = y [END]`.
@@ -82,7 +84,17 @@ def make_dataset(
     Returns `(dataset, kept, total)`: the pairs of `path` that fit, counted
     first, and all of them. The dataset knows its length in batches (Keras
     then knows an epoch's length): exact without `extra_path`; with it, the
-    expected number, each epoch cut or topped up to that number."""
+    expected number, each epoch cut or topped up to that number.
+
+    `epochs` (for training, with `shuffle`): `(first, last, skip)` makes the
+    dataset a list of `EpochStream`s, the batches of epochs `first` to
+    `last - 1` (counted from 0) for `fit`, each epoch's order (its shuffle,
+    draws and word dropout) a function of `seed` and the epoch alone
+    (`epoch_seed`): an epoch's batches are the same whenever and in
+    whichever process it is built. The first `skip` batches of epoch
+    `first` (those a run resumed mid-epoch trained before) are left out:
+    that epoch's other batches are a stream of their own.
+    SentencePiece's subword sampling draws anew in every process."""
     import tensorflow as tf
 
     encode = _encoder(source_tokenizer, target_tokenizer, max_length, numbers)
@@ -90,21 +102,70 @@ def make_dataset(
     sizes = bucket_batch_sizes(boundaries, batch_size, batch_tokens)
     found, total = _lengths(encode, path)
     per_bucket = _bucket_counts(found, boundaries, sizes)
-    lines = tf.data.TextLineDataset(path)
-    if shuffle:
-        lines = lines.shuffle(50_000, seed=seed, reshuffle_each_iteration=True)
+    draws = 0
     if extra_path is not None and extra_ratio > 0:
         draws = int(round(extra_ratio * len(found)))
         per_bucket = per_bucket + draws * _bucket_shares(encode, extra_path, boundaries, sizes)
-        lines = _with_draws(lines, extra_path, draws, len(found), seed)
     batches = _expected_batches(per_bucket, sizes)
-    pairs = _bucketed(lines, encode, boundaries, sizes, subword_sampling)
-    if shuffle:  # an epoch of exactly `batches` batches, whatever the draw
-        pairs = pairs.repeat().take(batches)
-    batched = _shifted(pairs.apply(tf.data.experimental.assert_cardinality(batches)))
-    if word_dropout > 0:
-        batched = _with_word_dropout(batched, word_dropout, seed)
-    return _untuned(batched), len(found), total
+
+    def one_epoch(shuffle_seed):  # one epoch's batches, drawn with `shuffle_seed`
+        lines = tf.data.TextLineDataset(path)
+        if shuffle and epochs:  # the epoch's own order, whenever it is built
+            lines = _shuffled(lines, shuffle_seed)
+        elif shuffle:  # a new order each pass
+            lines = lines.shuffle(50_000, seed=shuffle_seed, reshuffle_each_iteration=True)
+        if draws:
+            lines = _with_draws(lines, extra_path, draws, len(found), shuffle_seed, bool(epochs))
+        pairs = _bucketed(lines, encode, boundaries, sizes, subword_sampling)
+        if shuffle:  # an epoch of exactly `batches` batches, whatever the draw
+            pairs = pairs.repeat().take(batches)
+        batched = _shifted(pairs.apply(tf.data.experimental.assert_cardinality(batches)))
+        if word_dropout > 0:
+            batched = _with_word_dropout(batched, word_dropout, shuffle_seed, bool(epochs))
+        return batched
+
+    if epochs is None:
+        return _untuned(one_epoch(seed)), len(found), total
+    return _epoch_streams(one_epoch, seed, batches, *epochs), len(found), total
+
+
+class EpochStream(NamedTuple):
+    """Batches for `fit(dataset, initial_epoch=first, epochs=last,
+    steps_per_epoch=steps)`: epochs `first` to `last - 1`, `steps` batches each."""
+
+    dataset: Any
+    first: int
+    last: int
+    steps: int
+
+
+def epoch_seed(seed, epoch):
+    """The shuffle seed of `epoch` (from 0) of a run seeded `seed` (an int,
+    or a scalar int64 tensor for `epoch`)."""
+    return seed * 1_000_003 + epoch
+
+
+def _epoch_streams(one_epoch, seed, batches, first, last, skip=0):
+    """`make_dataset`'s `EpochStream`s: epoch `first` less its first `skip`
+    batches (when `skip`), then the epochs after it up to `last`."""
+    import tensorflow as tf
+
+    def epochs(start, stop):
+        return tf.data.Dataset.range(start, stop).flat_map(
+            tf.autograph.experimental.do_not_convert(lambda e: one_epoch(epoch_seed(seed, e)))
+        )
+
+    streams = []
+    if skip:
+        partial = epochs(first, first + 1).skip(skip)
+        partial = partial.apply(tf.data.experimental.assert_cardinality(batches - skip))
+        streams.append(EpochStream(_untuned(partial), first, first + 1, batches - skip))
+        first += 1
+    rest = epochs(first, last).apply(
+        tf.data.experimental.assert_cardinality(max(0, last - first) * batches)
+    )
+    streams.append(EpochStream(_untuned(rest), first, max(first, last), batches))
+    return streams
 
 
 def _encoder(source_tokenizer, target_tokenizer, max_length, numbers):
@@ -172,18 +233,63 @@ def _expected_batches(per_bucket, sizes):
     return int(sum(np.ceil(n / size) for n, size in zip(per_bucket, sizes) if n > 0))
 
 
-def _with_draws(lines, extra_path, draws, kept, seed):
-    """`lines` (`kept` pairs) and `draws` lines drawn at random from
-    `extra_path`, a new draw every epoch, mixed at random."""
+def _shuffled(lines, seed, size=50_000):
+    """`lines` in an order drawn from `seed` (an int or an int64 scalar
+    tensor): each `size` lines in turn permuted, with stateless draws, so
+    that one seed gives one order in any process (`Dataset.shuffle`'s order
+    depends on the passes made before, and takes no tensor seed)."""
     import tensorflow as tf
 
+    seed = tf.cast(seed, tf.int64)
+    permuted = tf.autograph.experimental.do_not_convert(
+        lambda index, chunk: tf.random.experimental.stateless_shuffle(
+            chunk, seed=tf.stack([seed, index])
+        )
+    )
+    return lines.batch(size).enumerate().map(permuted).unbatch()
+
+
+def _stateless_seeds(seed, width=2):
+    """An endless dataset of `[seed, width * i + k for k < width]`-style
+    seeds (`width` stateless seeds of 2 numbers each, side by side) for the
+    i-th element."""
+    import tensorflow as tf
+
+    seed = tf.cast(seed, tf.int64)
+    return tf.data.Dataset.range(2**62).map(
+        tf.autograph.experimental.do_not_convert(
+            lambda i: tf.reshape(
+                tf.stack([tf.fill([width], seed), width * i + tf.range(width, dtype=tf.int64)], 1),
+                [2 * width],
+            )
+        )
+    )
+
+
+def _with_draws(lines, extra_path, draws, kept, seed, stateless=False):
+    """`lines` (`kept` pairs) and `draws` lines drawn at random from
+    `extra_path`, a new draw every epoch, mixed at random; `stateless`: the
+    draw and the mix a function of `seed` alone (an int64 scalar tensor)."""
+    import tensorflow as tf
+
+    share = draws / (kept + draws)
+    if stateless:
+        extra = _shuffled(tf.data.TextLineDataset(extra_path), seed + 1, 1_000_000).take(draws)
+        choices = _stateless_seeds(seed, 1).map(
+            tf.autograph.experimental.do_not_convert(
+                lambda s: tf.cast(tf.random.stateless_uniform([], s) < share, tf.int64)
+            )
+        )
+        return tf.data.Dataset.choose_from_datasets(
+            [lines, extra], choices, stop_on_empty_dataset=False
+        )
     extra = (
         tf.data.TextLineDataset(extra_path)
         .shuffle(1_000_000, seed=seed + 1, reshuffle_each_iteration=True)
         .take(draws)
     )
     return tf.data.Dataset.sample_from_datasets(
-        [lines, extra], weights=[kept / (kept + draws), draws / (kept + draws)], seed=seed
+        [lines, extra], weights=[1 - share, share], seed=seed
     )
 
 
@@ -229,10 +335,11 @@ def _shifted(pairs):
     )
 
 
-def _with_word_dropout(batched, word_dropout, seed):
+def _with_word_dropout(batched, word_dropout, seed, stateless=False):
     """`batched` with each piece of `source` and `target_in` replaced by
     `[UNK]` with probability `word_dropout`; `[PAD]`, `[START]` and `[END]`
-    stay, and `target_out` is never changed."""
+    stay, and `target_out` is never changed. `stateless`: the draws a
+    function of `seed` (an int64 scalar tensor) and the batch alone."""
     import tensorflow as tf
 
     from keras_attention.tokenizers import UNK
@@ -243,7 +350,10 @@ def _with_word_dropout(batched, word_dropout, seed):
 
     # Stateless draws seeded from a stream of `seed`: the same noise
     # for the same batches, whatever the parallelism.
-    seeds = tf.data.Dataset.random(seed=seed + 2).batch(4, drop_remainder=True)
+    if stateless:
+        seeds = _stateless_seeds(seed + 2)
+    else:
+        seeds = tf.data.Dataset.random(seed=seed + 2).batch(4, drop_remainder=True)
     return tf.data.Dataset.zip(batched, seeds).map(
         tf.autograph.experimental.do_not_convert(
             lambda batch, s: (
@@ -286,13 +396,16 @@ def datasets(
     numbers=None,
     word_dropout=0.0,
     subword_sampling=0.0,
+    epochs=None,
 ):
     """The training and validation datasets; each split's pairs are counted
     after the `max_length` filter, reported, and an empty split stops the
     run with a message. With `dictionary` > 0, each training epoch adds that
     many dictionary entries per sentence pair; `numbers` protects the
     numbers of pairs that share them, and `word_dropout` and
-    `subword_sampling` are the training batches' (`make_dataset`)."""
+    `subword_sampling` are the training batches' (`make_dataset`). With
+    `epochs` (`(first, last, skip)`), the training data is `make_dataset`'s
+    list of `EpochStream`s."""
     made = []
     for split in ("train", "valid"):
         training = split == "train"
@@ -310,6 +423,7 @@ def datasets(
             numbers=numbers,
             word_dropout=word_dropout if training else 0.0,
             subword_sampling=subword_sampling if training else 0.0,
+            epochs=epochs if training else None,
         )
         log(
             f"{split}: {kept} of {total} pairs fit --max-length {max_length}"

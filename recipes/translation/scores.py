@@ -137,12 +137,13 @@ def monitoring_callbacks(config, valid_path, translate, work, log=print):
     `--bleu-sentences` pairs of `valid_path` (`translate`: greedy
     `texts -> translations`), and the last `--average-last` epochs'
     weights kept in `<work>/checkpoints/` (also the one `<work>/backup/`
-    restores)."""
+    restores; with `--save-every`, the trainer keeps the backups instead:
+    `averaging.KeepLastSteps`)."""
     callbacks = []
     if config.bleu_every:
         pairs = read_pairs(valid_path)[: config.bleu_sentences]
         callbacks.append(ValidationBleu(config.bleu_every, pairs, translate, log))
-    if config.average_last:
+    if config.average_last and not config.save_every:
         callbacks.append(
             KeepLastEpochs(
                 os.path.join(work, FOLDER), config.average_last, os.path.join(work, "backup")

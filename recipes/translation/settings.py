@@ -319,6 +319,25 @@ class Settings:
         families=("transformer", "convs2s"),
         family_default=False,  # a vocabulary of each side, and an embedding table of each
     )
+    save_every: int = setting(  # the backup's steps (`runs.resilient_backup`), not the model's
+        0,
+        "back the run up every N training steps as well as at each epoch end: a killed run "
+        "resumes from the last backup mid-epoch, without training again the batches done; "
+        "with --average-last, the last backups are the checkpoints averaged "
+        "(0: at epoch ends only)",
+        MODEL,
+        check="count",
+        metavar="STEPS",
+    )
+    validate_every: int = setting(  # `steps.StepValidation`
+        0,
+        "every N training steps, validation loss (on the first validation batches) and greedy "
+        "BLEU (on the first --bleu-sentences validation pairs), logged, in "
+        "validation_steps.jsonl and in TensorBoard (logs/steps) (0: at epoch ends only)",
+        MODEL,
+        check="count",
+        metavar="STEPS",
+    )
     patience: int = setting(
         None,
         "stop after this many epochs without a better validation loss (the best epoch's "
@@ -352,7 +371,8 @@ class Settings:
     )
     average_last: int = setting(  # 1 would average one epoch
         None,
-        "keep the last N epochs' weights (checkpoints/) and save their mean as the model",
+        "keep the last N epochs' weights (checkpoints/) and save their mean as the model "
+        "(with --save-every: the last N backups')",
         ("train",),
         check={"integer": True, "low": 2},
     )

@@ -18,7 +18,7 @@ import keras
 
 from .. import runs
 from ..tuning import load_hyperparameters
-from .averaging import average_last_epochs
+from .averaging import FOLDER, KeepLastSteps, average_last_epochs
 from .budget import TimeBudget, planned_schedule, spent
 from .config import (
     UsageError,
@@ -34,12 +34,14 @@ from .data import (
     load_tokenizers,
     numbers_to_protect,
     prepare,
+    read_pairs,
     vocabulary_paths,
 )
 from .decoding import GREEDY, translate_texts
 from .distillation import adopt_teacher_data, check_teachers, distilled_split
 from .model import build_model, learning_rate  # noqa: F401  (learning_rate: imported from here too)
 from .scores import monitoring_callbacks
+from .steps import StepValidation, fit_streams
 from .text_io import validation_file
 from .trained_run import finished
 
@@ -320,15 +322,21 @@ def _train(config, log, settings, spec, starting=None):
     if config.mixed_precision:
         keras.mixed_precision.set_global_policy(f"mixed_{config.mixed_precision}")
     keras.utils.set_random_seed(config.seed)
-    paths, tokenizers, work, numbers, train_data, valid_data = _inputs(config, settings, spec, log)
-    # --decay cosine's end, in optimizer updates
-    spec["total_steps"] = config.epochs * int(train_data.cardinality()) // spec["update_freq"]
+    paths, tokenizers, work, numbers = _inputs(config, settings, log)
+    backup_folder = os.path.join(work, "backup")
+    position = _epochs_done(config, backup_folder, log)
+    streams, valid_data = _datasets(config, paths, tokenizers, numbers, spec, log, position)
+    batches = streams[-1].steps  # an epoch's
+    spec["total_steps"] = config.epochs * batches // spec["update_freq"]  # --decay cosine's end
     with strategy.scope():
         model = build_model(spec, tokenizers[0].vocab_size, tokenizers[1].vocab_size)
         model.optimizer.build(model.trainable_variables)
         adapt_for_distribution(model)  # several replicas: global token counts; multi-worker fixes
-    backup = os.path.join(work, "backup")
-    done = _epochs_done(config, backup, log)
+    backup = runs.resilient_backup(backup_folder, log, config.save_every, position, moves_fit=False)
+    backup.set_model(model)
+    if backup.restore() != position:  # the latest backup did not load: the one before's
+        position = backup.position
+        streams, _ = _datasets(config, paths, tokenizers, numbers, spec, log, position)
     best = best_weights(os.path.join(work, "best.weights.h5"), log)
 
     def translate(texts):
@@ -336,34 +344,25 @@ def _train(config, log, settings, spec, starting=None):
             model, *tokenizers, texts, spec["max_length"], GREEDY, numbers=numbers
         )
 
-    callbacks = _callbacks(config, paths["valid"], translate, work, backup, best, log)
-    budget = None
-    if config.time_budget:  # last: an epoch's time includes the other callbacks'
-        budget = TimeBudget(
-            config.time_budget * 60,
-            int(train_data.cardinality()),
-            config.epochs,
-            work,
-            spent(work, done),
-            planned_schedule(model),
-            log if is_chief() else None,
-            spec["update_freq"],
-        )
+    steps = (valid_data, batches, position)
+    callbacks = _callbacks(config, paths["valid"], translate, work, backup, best, log, steps)
+    budget = _budget(config, model, work, batches, position, spec, backup, log)
+    if budget is not None:  # last: an epoch's time includes the other callbacks'
         callbacks.append(budget)
     log(_training_line(config, spec, strategy))
     started = time.perf_counter()
     if starting is not None:
         starting()  # from here on the run keeps what it wrote (a backup to resume from)
     with runs.ctrl_c_between_steps() as ctrl_c:
-        history = model.fit(
-            train_data,
-            validation_data=valid_data,
+        history = fit_streams(
+            model,
+            streams,
             # A resumed run whose budget is spent trains no more (the backup's epochs).
-            epochs=done if budget is not None and budget.exhausted() else config.epochs,
+            position[0] if budget is not None and budget.exhausted() else config.epochs,
+            validation_data=valid_data,
             callbacks=[*callbacks, ctrl_c],
-            shuffle=False,  # the training dataset shuffles itself
             verbose=fit_verbosity(config.verbose),
-        ).history
+        )
     seconds = time.perf_counter() - started
     _check_finite(history, config, spec)
     val_loss, averaged = _final_weights(config, model, history, best, valid_data, work, budget, log)
@@ -373,7 +372,7 @@ def _train(config, log, settings, spec, starting=None):
         record = _run_record(config, spec, numbers, tokenizers, seconds, val_loss, averaged, budget)
         runs.write_json_atomically(os.path.join(config.output, "config.json"), record)
     # Only now that model.keras and config.json are in place.
-    shutil.rmtree(backup, ignore_errors=True)
+    shutil.rmtree(backup_folder, ignore_errors=True)
     log(
         f"trained in {seconds:.0f}s, validation loss {val_loss:.3f} -> "
         f"{os.path.join(config.output, 'model.keras')}"
@@ -381,11 +380,11 @@ def _train(config, log, settings, spec, starting=None):
     return model
 
 
-def _inputs(config, settings, spec, log):
-    """`(paths, (source, target) tokenizers, work folder, numbers, training
-    data, validation data)` of a run: its split and vocabularies
-    (`prepared_run`), the user's `--valid` file instead of the split's,
-    its number protection (`numbers_to_protect`) and its datasets."""
+def _inputs(config, settings, log):
+    """`(paths, (source, target) tokenizers, work folder, numbers)` of a
+    run: its split and vocabularies (`prepared_run`), the user's `--valid`
+    file instead of the split's, and its number protection
+    (`numbers_to_protect`)."""
     paths, source_tokenizer, target_tokenizer = prepared_run(
         config, settings, is_chief(), log, refuse_finished=True
     )
@@ -395,10 +394,18 @@ def _inputs(config, settings, spec, log):
     if config.valid:  # the user's validation file instead of the split's
         paths = {**paths, "valid": validation_file(config.output, config.valid, work, log)}
     numbers = numbers_to_protect(config, paths["train"], log)
-    train_data, valid_data = datasets(
+    return paths, (source_tokenizer, target_tokenizer), work, numbers
+
+
+def _datasets(config, paths, tokenizers, numbers, spec, log, position):
+    """`(training streams, validation data)`: the training batches from
+    `position` (`(epoch, steps)`, a resumed run's backup) to `--epochs`,
+    each epoch's order a function of `--seed` and the epoch
+    (`pipeline.EpochStream`s), and the validation split's batches."""
+    first, skip = position
+    return datasets(
         paths,
-        source_tokenizer,
-        target_tokenizer,
+        *tokenizers,
         spec["max_length"],
         config.batch_size,
         config.seed,
@@ -408,38 +415,86 @@ def _inputs(config, settings, spec, log):
         numbers=numbers,
         word_dropout=spec["word_dropout"],
         subword_sampling=spec["subword_sampling"],
+        # at least one epoch: its length is the run's steps per epoch
+        epochs=(first, max(config.epochs, first + 1), skip),
     )
-    tokenizers = (source_tokenizer, target_tokenizer)
-    return paths, tokenizers, work, numbers, train_data, valid_data
+
+
+def _budget(config, model, work, batches, position, spec, backup, log):
+    """`--time-budget`'s callback (None without one), resumed with what the
+    backup's epochs and steps spent (`budget.spent`); the `backup` tells it
+    of each backup written mid-epoch."""
+    if not config.time_budget:
+        return None
+    budget = TimeBudget(
+        config.time_budget * 60,
+        batches,
+        config.epochs,
+        work,
+        spent(work, *position),
+        planned_schedule(model),
+        log if is_chief() else None,
+        spec["update_freq"],
+    )
+    backup.saved.append(budget.backed_up)
+    return budget
 
 
 def _epochs_done(config, backup, log):
-    """The epochs of an interrupted run that its `backup` holds (said when
-    resuming); `UsageError` when they are more than `--epochs`."""
-    done = completed_epochs(backup)
+    """`(epoch, steps)` of an interrupted run that its `backup` holds: the
+    epochs done and the steps done of the next (`runs.backup_position`;
+    said when resuming); `UsageError` when the epochs are more than
+    `--epochs`."""
+    done, steps = runs.backup_position(backup)
     if done > config.epochs:
         raise UsageError(
             f"{done} epochs of the run in {config.output} are done, more than --epochs "
             f"{config.epochs}: pass --epochs {done} or more to continue it, or --overwrite "
             "to start again"
         )
-    if done:
+    if steps:
+        log(
+            f"resuming an interrupted run at step {steps} of its epoch {done + 1} of "
+            f"{config.epochs} ({backup}); the epoch's batches before it are not trained again"
+        )
+    elif done:
         log(f"resuming an interrupted run after its epoch {done} of {config.epochs} ({backup})")
-    return done
+    return done, steps
 
 
-def _callbacks(config, valid_path, translate, work, backup, best, log):
-    """The callbacks of `fit` before the time budget's: the backup, the stop
-    on NaN, the `best` epoch, validation BLEU (`translate(texts)` on the
-    sentences of `valid_path`) and kept epochs, TensorBoard, early stopping."""
+def _callbacks(config, valid_path, translate, work, backup, best, log, steps):
+    """The callbacks of `fit` before the time budget's: the `backup` (a
+    `runs.resilient_backup`), the stop on NaN, the `best` epoch,
+    validation BLEU (`translate(texts)` on the sentences of `valid_path`)
+    and kept epochs, or with `--save-every` kept backups
+    (`KeepLastSteps`), validation every `--validate-every` steps
+    (`StepValidation`; `steps`: the validation data, an epoch's batches
+    and where training starts), TensorBoard, early stopping."""
+    valid_data, batches, position = steps
+    chief_log = log if is_chief() else None
     callbacks = [
-        runs.resilient_backup(backup, log),
+        backup,
         keras.callbacks.TerminateOnNaN(),
         best,
         # validation BLEU, kept epochs: before TensorBoard, which logs their val_bleu
-        *monitoring_callbacks(config, valid_path, translate, work, log if is_chief() else None),
+        *monitoring_callbacks(config, valid_path, translate, work, chief_log),
         keras.callbacks.TensorBoard(os.path.join(work, "logs")),
     ]
+    if config.save_every and config.average_last:
+        folder = os.path.join(work, FOLDER)
+        backup.saved.append(
+            KeepLastSteps(folder, config.average_last, backup._weights_path, batches)
+        )
+    if config.validate_every:
+        # a fixed sample: the first validation batches, about --bleu-sentences pairs
+        sample = valid_data.take(max(1, math.ceil(config.bleu_sentences / config.batch_size)))
+        pairs = read_pairs(valid_path)[: config.bleu_sentences]
+        callbacks.insert(
+            3,
+            StepValidation(
+                config.validate_every, sample, pairs, translate, batches, position, work, chief_log
+            ),
+        )
     if config.patience:
         callbacks.append(
             keras.callbacks.EarlyStopping("val_loss", patience=config.patience, verbose=1)
@@ -487,15 +542,20 @@ def _final_weights(config, model, history, best, valid_data, work, budget, log):
     count = config.average_last  # the mean of the last epochs becomes the model
     if budget is not None:  # the clock chose the epochs: their second half at most
         count = budget.epochs_to_average(count)
+        if config.save_every:  # the backups every --save-every steps: their second half
+            count = min(config.average_last, budget.steps // config.save_every // 2)
         if count < config.average_last:
+            fit = f"{budget.steps} steps" if config.save_every else ""
             log(
-                f"--average-last {config.average_last}: "
-                f"{len(budget.epoch_seconds)} epochs fit the time budget, so the last "
+                f"--average-last {config.average_last}: {fit or len(budget.epoch_seconds)} "
+                f"{'' if fit else 'epochs '}fit the time budget, so the last "
                 f"{count} (at most half of them) are averaged"
             )
     # the last epoch's loss, beside the average's: not the best epoch's
     last_loss = best.last_val_loss if best.last_val_loss is not None else val_loss
-    averaged = average_last_epochs(model, work, count, valid_data, last_loss, log)
+    averaged = average_last_epochs(
+        model, work, count, valid_data, last_loss, log, steps=bool(config.save_every)
+    )
     return averaged.pop("val_loss", val_loss), averaged
 
 
