@@ -214,6 +214,7 @@ def resilient_backup(directory, log=print, save_every=0, position=(0, 0), moves_
             super().__init__(directory, double_checkpoint=True, delete_checkpoint=False)
             self.save_every, self.position, self.saved = save_every, tuple(position), []
             self.restored, self.epoch, self.steps, self.unsaved = False, 0, 0, 0
+            self._random_path = os.path.join(directory, "random.npz")
 
         def on_train_begin(self, logs=None):
             if not self.restored:
@@ -237,9 +238,11 @@ def resilient_backup(directory, log=print, save_every=0, position=(0, 0), moves_
                     "resuming from the one before it"
                 )
                 shutil.copy(self._prev_weights_path, self._weights_path)
-                if os.path.exists(self._prev_training_metadata_path):
-                    shutil.copy(self._prev_training_metadata_path, self._training_metadata_path)
+                for path in (self._training_metadata_path, self._random_path):
+                    if os.path.exists(f"{path}.bkp"):
+                        shutil.copy(f"{path}.bkp", path)
                 self._load_model()
+            self._load_random_state()
             self.position = backup_position(directory)
             # Keras's load set `fit`'s first epoch; without `moves_fit`, fit's own decides
             self.model._initial_epoch = self.position[0] if moves_fit else None
@@ -264,11 +267,13 @@ def resilient_backup(directory, log=print, save_every=0, position=(0, 0), moves_
             os.makedirs(directory, exist_ok=True)
             for path, previous in (
                 (self._weights_path, self._prev_weights_path),
+                (self._random_path, f"{self._random_path}.bkp"),
                 (self._training_metadata_path, self._prev_training_metadata_path),
             ):
                 if os.path.exists(path):
                     shutil.copy(path, previous)
             write_atomically(self._weights_path, self.model.save_weights)
+            write_atomically(self._random_path, self._save_random_state)
             write_json_atomically(
                 self._training_metadata_path,
                 {"epoch": epoch, "batch": max(0, steps - 1), "steps": steps},
@@ -276,6 +281,33 @@ def resilient_backup(directory, log=print, save_every=0, position=(0, 0), moves_
             self.position, self.unsaved = (epoch, steps), 0
             for saved in self.saved:
                 saved(epoch, steps)
+
+        def _seed_states(self):
+            """The model's random state (its `SeedGenerator`s' variables,
+            e.g. dropout's): not among the weights a `.weights.h5` holds."""
+            weights = {id(variable) for variable in self.model.weights}
+            return [v for v in self.model.variables if id(v) not in weights]
+
+        def _save_random_state(self, path):
+            import numpy as np
+
+            states = [keras.ops.convert_to_numpy(v) for v in self._seed_states()]
+            with open(path, "wb") as handle:
+                np.savez(handle, *states)
+
+        def _load_random_state(self):
+            """The backup's random state, when it has the model's: a resumed
+            run draws what the uninterrupted run would have (dropout's masks)."""
+            import numpy as np
+
+            if not os.path.exists(self._random_path):
+                return
+            with np.load(self._random_path) as saved:
+                values = [saved[f"arr_{i}"] for i in range(len(saved.files))]
+            states = self._seed_states()
+            if [v.shape for v in values] == [tuple(s.shape) for s in states]:
+                for state, value in zip(states, values):
+                    state.assign(value)
 
     return ResilientBackup()
 

@@ -67,6 +67,7 @@ def test_training_ends_at_the_last_epoch_that_fits_and_plans_the_cosine(tmp_path
         "minutes": 100 / 60,
         "epochs": 3,
         "steps": 30,
+        "epoch_steps": 10,
         "seconds": 90.0,
         "ended_by": "time budget",
     }
@@ -119,6 +120,45 @@ def test_the_epochs_ceiling_and_a_resumed_run_s_spent_time(tmp_path, clock):
     lost = budget.spent(str(tmp_path), 6)
     assert lost["epoch_seconds"] == [40.0, 40.0, 15.0, 15.0, 15.0, 15.0]
     assert len(lost["epochs"]) == 6
+
+
+def test_a_run_resumed_mid_epoch_counts_the_epoch_s_steps_and_seconds_before(tmp_path, clock):
+    """With --save-every, each backup mid-epoch records the epoch's steps
+    and seconds so far: resumed after a kill, an epoch longer than the
+    budget still ends at the step where the whole budget is spent."""
+    first = budget.TimeBudget(100, 10, 5, str(tmp_path))
+    first.set_model(FakeModel())
+    first.on_train_begin()
+    first.on_epoch_begin(0)
+    for step in range(5):  # 15 s a step; a backup after 4 steps, killed after 5
+        clock.now += 15.0
+        first.on_train_batch_end(step)
+        if step == 3:
+            first.backed_up(0, 4)
+    spent = budget.spent(str(tmp_path), 0, 4)
+    assert spent["partial"] == {"steps": 4, "seconds": 60.0}
+    assert budget.spent(str(tmp_path), 0, 2)["partial"] == {"steps": 2, "seconds": 30.0}
+    resumed = budget.TimeBudget(100, 10, 5, str(tmp_path), spent)
+    model = FakeModel()
+    resumed.set_model(model)
+    resumed.on_train_begin()
+    resumed.on_epoch_begin(0)
+    for step in range(6):  # the epoch's steps 5-10
+        clock.now += 15.0
+        resumed.on_train_batch_end(step)
+        if model.stop_training:
+            break
+    resumed.on_epoch_end(0, {"val_loss": 3.0})
+    # 60 s before the kill, then 3 steps: 105 s > 100 at the epoch's 7th step.
+    assert resumed.record(100 / 60) == {
+        "minutes": 100 / 60,
+        "epochs": 1,
+        "steps": 7,
+        "epoch_steps": 10,
+        "seconds": 105.0,
+        "ended_by": "time budget (mid-epoch)",
+    }
+    assert "partial" not in json.load(open(tmp_path / budget.RECORD))
 
 
 def test_the_planned_cosine_is_keras_s_cosine_decay_for_the_same_end():

@@ -391,6 +391,7 @@ def test_every_declared_check_refuses_a_value_out_of_its_range():
     assert set(config.POSITIVE) == {k for k, c in checked.items() if c == CHECKS["positive"]}
     assert {"epochs", "beam_width", "nbest", "hidden_dim"} <= set(config.POSITIVE)
     assert {"samples", "min_length", "no_repeat_ngram_size"} <= set(config.COUNTS)
+    assert {"save_every", "validate_every"} <= set(config.COUNTS)
     for key, check in checked.items():
         cases = []
         if check.get("low") is not None:

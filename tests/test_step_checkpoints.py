@@ -1,0 +1,214 @@
+"""Training that lives through long epochs (`train --save-every`,
+`--validate-every`, `--average-last` of step checkpoints, a time budget
+that ends mid-epoch), on the 200-pair slice of the Ding corpus with tiny
+models (`TINY`, in batches of 4: several steps an epoch)."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from recipes.translation import averaging, pipeline
+from recipes.translation.data import DING
+from tests.translation_helpers import ROOT, TINY, run, weight_arrays
+
+pytestmark = pytest.mark.skipif(
+    not os.path.exists(DING), reason=f"{DING} missing: make test installs trans-de-en"
+)
+
+STEPS = [*TINY, "--family", "rnn", "--batch-size", "4"]
+
+# `train` in a process that kills itself (SIGKILL, no clean-up of any
+# kind) at step `KILL_AT` of epoch 2, one step after the backup written at
+# step `KILL_AT - 1` (`--save-every` of the command line).
+KILLED_TRAIN = """
+import os, signal, sys
+from recipes import runs, translate
+
+made = runs.resilient_backup
+KILL_AT = int(sys.argv[1])
+
+def resilient_backup(*args, **kwargs):
+    backup = made(*args, **kwargs)
+    step_end = backup.on_train_batch_end
+
+    def on_train_batch_end(batch, logs=None):
+        step_end(batch, logs)
+        if backup.epoch == 1 and backup.steps == KILL_AT:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    backup.on_train_batch_end = on_train_batch_end
+    return backup
+
+runs.resilient_backup = resilient_backup
+translate.main(sys.argv[2:])
+"""
+
+
+def iterations(path):
+    """The optimizer's update count in a `.weights.h5` file (its one
+    integer scalar)."""
+    (count,) = [
+        int(value)
+        for value in weight_arrays(path, optimizer=True).values()
+        if value.shape == () and value.dtype.kind == "i"
+    ]
+    return count
+
+
+def test_a_run_killed_mid_epoch_resumes_at_its_last_step_backup(tmp_path):
+    """A kill -9 one step after a mid-epoch backup loses that step only: the
+    resumed run starts at the backup's step, trains none of the epoch's
+    batches before it again, and ends with the uninterrupted run's update
+    count and (each epoch's batches in the same order) its weights."""
+    whole, killed = tmp_path / "whole", tmp_path / "killed"
+    # dropout and word dropout: their draws resume as they were
+    flags = [
+        "--epochs",
+        "2",
+        *STEPS,
+        "--dropout",
+        "0.2",
+        "--word-dropout",
+        "0.1",
+        "--save-every",
+        "2",
+    ]
+    run("train", "--output", str(whole), *flags)
+    process = subprocess.run(
+        [sys.executable, "-c", KILLED_TRAIN, "3", "train", "--output", str(killed), *flags],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert process.returncode == -signal.SIGKILL, process.stderr[-2000:]
+    metadata = json.load(open(killed / "backup" / "training_metadata.json"))
+    assert (metadata["epoch"], metadata["steps"]) == (1, 2)
+    # resumed with another --save-every: the backups' spacing is no setting of the run
+    log = run("train", "--output", str(killed), *flags[:-1], "3")
+    assert "resuming an interrupted run at step 2 of its epoch 2 of 2" in log
+    ours, theirs = killed / "final.weights.h5", whole / "final.weights.h5"
+    assert iterations(ours) == iterations(theirs) > 6  # 2 epochs of more than 3 steps
+    for name, value in weight_arrays(theirs).items():
+        np.testing.assert_allclose(weight_arrays(ours)[name], value, rtol=1e-5, atol=1e-6)
+
+
+def epoch_batches(stream, count):
+    return [
+        [np.asarray(part) for part in (source, target_in, target_out)]
+        for (source, target_in), target_out in stream.dataset.take(count).as_numpy_iterator()
+    ]
+
+
+def test_an_epoch_s_batches_are_a_function_of_the_seed_and_the_epoch(trained):
+    """Built again, from its first epoch or from its own, or in the middle
+    of it, an epoch has the same batches; another epoch or seed has others."""
+    from recipes.translation.data import load_tokenizers, make_dataset
+
+    output, _ = trained
+    path = os.path.join(output, "data", "train.tsv")
+    tokenizers = load_tokenizers(output)
+
+    def streams(seed, epochs):
+        return make_dataset(path, *tokenizers, 24, 8, True, seed, epochs=epochs, word_dropout=0.1)[
+            0
+        ]
+
+    (whole,) = streams(0, (0, 3, 0))
+    batches = whole.steps
+    assert (whole.first, whole.last) == (0, 3) and batches > 3
+    everything = epoch_batches(whole, 3 * batches)
+    (second,) = streams(0, (1, 3, 0))
+    partial, rest = streams(0, (1, 3, 2))
+    assert (partial.first, partial.last, partial.steps) == (1, 2, batches - 2)
+    assert (rest.first, rest.last, rest.steps) == (2, 3, batches)
+
+    def same(first, other):
+        assert len(first) == len(other)
+        for a, b in zip(first, other):
+            for x, y in zip(a, b):
+                np.testing.assert_array_equal(x, y)
+
+    same(epoch_batches(second, 2 * batches), everything[batches:])
+    same(epoch_batches(partial, batches), everything[batches + 2 : 2 * batches])
+    same(epoch_batches(rest, batches), everything[2 * batches :])
+    first_pairs = sorted(str(batch[0].tolist()) for batch in everything[:batches])
+    assert [str(b[0].tolist()) for b in everything[:batches]] != [
+        str(b[0].tolist()) for b in everything[batches : 2 * batches]
+    ]
+    other = epoch_batches(streams(1, (0, 1, 0))[0], batches)
+    assert sorted(str(batch[0].tolist()) for batch in other) != first_pairs or len(other) < 2
+    assert pipeline.epoch_seed(3, 1) != pipeline.epoch_seed(3, 2) != pipeline.epoch_seed(4, 1)
+
+
+def test_validation_every_n_steps_and_the_average_of_the_last_step_checkpoints(tmp_path):
+    """--validate-every 3 logs the validation loss and BLEU at steps 3, 6,
+    ... (in validation_steps.jsonl, TensorBoard and the log); --average-last
+    3 with --save-every 2 keeps the last 3 backups as step checkpoints and
+    the model is their mean."""
+    log = run(
+        "train",
+        "--output",
+        str(tmp_path),
+        "--epochs",
+        "2",
+        *STEPS,
+        "--save-every",
+        "2",
+        "--validate-every",
+        "3",
+        "--average-last",
+        "3",
+        "--bleu-sentences",
+        "5",
+    )
+    record = json.load(open(tmp_path / "config.json"))
+    records = [json.loads(line) for line in open(tmp_path / "validation_steps.jsonl")]
+    total = records and max(r["step"] for r in records)
+    assert [r["step"] for r in records] == list(range(3, total + 1, 3)) and len(records) >= 2
+    assert all(np.isfinite(r["val_loss"]) and 0 <= r["val_bleu"] <= 100 for r in records)
+    assert f"step 3 (epoch 1): validation loss {records[0]['val_loss']:.3f}, BLEU" in log
+    assert os.listdir(tmp_path / "logs" / "steps")  # TensorBoard's events
+    kept = averaging.kept_checkpoints(str(tmp_path / averaging.FOLDER), steps=True)
+    assert len(kept) == 3 and record["averaged"]["steps"] == [step for step, _ in kept]
+    files = [weight_arrays(path) for _, path in kept]
+    for name, value in weight_arrays(tmp_path / "final.weights.h5").items():
+        if np.issubdtype(value.dtype, np.floating):
+            mean = np.mean([np.asarray(f[name], "float64") for f in files], axis=0)
+            np.testing.assert_allclose(value, mean, rtol=1e-5, atol=1e-6)
+    assert not os.path.exists(tmp_path / "backup")  # deleted once the model is saved
+
+
+def test_a_budget_shorter_than_an_epoch_ends_at_a_step_and_records_its_steps(tmp_path):
+    """--time-budget shorter than an epoch ends the first epoch at the step
+    that overruns it; the record says how many steps of how many ran."""
+    run(
+        "train",
+        "--output",
+        str(tmp_path),
+        *STEPS,
+        "--epochs",
+        "3",
+        "--time-budget",
+        "0.0001",  # 6 ms: the first step overruns it
+        "--save-every",
+        "2",
+    )
+    budget = json.load(open(tmp_path / "config.json"))["time_budget"]
+    assert budget["ended_by"] == "time budget (mid-epoch)"
+    assert budget["epochs"] == 1 and 1 <= budget["steps"] < budget["epoch_steps"]
+
+
+@pytest.mark.parametrize("flag", ["--save-every", "--validate-every"])
+def test_a_negative_step_count_is_refused_naming_its_flag(flag, capsys):
+    from recipes import translate
+
+    with pytest.raises(SystemExit) as stopped:
+        translate.main(["train", flag, "-1", "--output", "unused"])
+    assert stopped.value.code == 2
+    assert f"{flag} must be >= 0; got -1" in capsys.readouterr().err
