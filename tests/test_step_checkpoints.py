@@ -150,7 +150,7 @@ def test_validation_every_n_steps_and_the_average_of_the_last_step_checkpoints(t
     """--validate-every 3 logs the validation loss and BLEU at steps 3, 6,
     ... (in validation_steps.jsonl, TensorBoard and the log); --average-last
     3 with --save-every 2 keeps the last 3 backups as step checkpoints and
-    the model is their mean."""
+    the model is their mean (and `average --last` averages them again)."""
     log = run(
         "train",
         "--output",
@@ -182,6 +182,8 @@ def test_validation_every_n_steps_and_the_average_of_the_last_step_checkpoints(t
             mean = np.mean([np.asarray(f[name], "float64") for f in files], axis=0)
             np.testing.assert_allclose(value, mean, rtol=1e-5, atol=1e-6)
     assert not os.path.exists(tmp_path / "backup")  # deleted once the model is saved
+    # `average --last` takes the kept step checkpoints too
+    assert "averaged 2 checkpoints" in run("average", "--output", str(tmp_path), "--last", "2")
 
 
 def test_a_budget_shorter_than_an_epoch_ends_at_a_step_and_records_its_steps(tmp_path):

@@ -188,7 +188,8 @@ def average_last_epochs(model, work, count, valid_data, last_loss, log=print, st
 def average_run(config, loaded, log=print):
     """The `average` command: replace `model.keras` of the run in
     `config.output` by the mean of `config.checkpoints` (files) or of the
-    `config.last` epochs `train --average-last` kept, written atomically,
+    `config.last` epochs (or step checkpoints) `train --average-last` kept,
+    written atomically,
     and record it in `config.json`. `config` is a `TranslationConfig`;
     `loaded` is the run's `(model, config, source_tokenizer,
     target_tokenizer)`. Returns the validation
@@ -200,7 +201,8 @@ def average_run(config, loaded, log=print):
             check_file(path, "--checkpoints", ValueError)
     else:
         folder = os.path.join(config.output, FOLDER)
-        kept = kept_checkpoints(folder)
+        # a run trained with --save-every keeps step checkpoints instead
+        kept = kept_checkpoints(folder) or kept_checkpoints(folder, steps=True)
         if len(kept) < config.last:
             raise ValueError(
                 f"--last {config.last}: {folder} holds {len(kept)} epoch checkpoint(s); train "
