@@ -190,23 +190,21 @@ def resilient_backup(directory, log=print, save_every=0, position=(0, 0), moves_
     """`BackupAndRestore` that keeps the two last backups and, when the latest
     does not load (a kill while it was written leaves a truncated file),
     says so and resumes from the one before; a `ValueError` when neither
-    loads. Keras itself falls back only on `OSError`; a truncated HDF5 file
-    raises `ValueError` too. An epoch with a non-finite loss or metric
-    (stopped by `TerminateOnNaN`) is not backed up. The backup is kept at
-    the end of `fit`: the caller deletes it once the trained model is
-    saved, so that a kill in between loses nothing.
+    loads (Keras itself falls back only on `OSError`). An epoch with a
+    non-finite loss or metric (stopped by `TerminateOnNaN`) is not backed
+    up. The backup is kept at the end of `fit`: the caller deletes it once
+    the trained model is saved, so that a kill in between loses nothing.
 
     A backup is written at every epoch end and, with `save_every` N > 0,
-    every N steps within an epoch; `training_metadata.json` holds the
-    epochs done and the `steps` done of the next (Keras's own "batch" is
-    written too, but Keras restarts an epoch from its first batch). The
-    backup is restored when `fit` begins, or before by `restore()`, which
-    returns its `(epoch, steps)` (`backup_position`). With `moves_fit`
-    (Keras's way), `fit` then starts at the backup's epoch, from its first
-    batch; without, the caller starts `fit` where the backup is itself,
-    its first `steps` batches left out. `position` is where training
-    starts, for counting steps. Each function of `saved` is called with `(epoch,
-    steps)` after every backup written."""
+    every N steps within an epoch: the weights, the model's random state
+    (`random.npz`, `save_random_state`) and `training_metadata.json`, the
+    epochs done and the `steps` done of the next. It is restored when
+    `fit` begins, or before by `restore()`, which returns that `(epoch,
+    steps)`. With `moves_fit` (Keras's way), `fit` then starts at the
+    backup's epoch, from its first batch; without, the caller starts `fit`
+    where the backup is, the epoch's first `steps` batches left out.
+    `position` is where training starts, for counting steps; each function
+    of `saved` is called with `(epoch, steps)` after every backup written."""
     import keras
 
     class ResilientBackup(keras.callbacks.BackupAndRestore):
@@ -214,7 +212,7 @@ def resilient_backup(directory, log=print, save_every=0, position=(0, 0), moves_
             super().__init__(directory, double_checkpoint=True, delete_checkpoint=False)
             self.save_every, self.position, self.saved = save_every, tuple(position), []
             self.restored, self.epoch, self.steps, self.unsaved = False, 0, 0, 0
-            self._random_path = os.path.join(directory, "random.npz")
+            self.random_path = os.path.join(directory, "random.npz")
 
         def on_train_begin(self, logs=None):
             if not self.restored:
@@ -227,22 +225,9 @@ def resilient_backup(directory, log=print, save_every=0, position=(0, 0), moves_
             try:
                 self._load_model()
             except (OSError, ValueError) as error:
-                if not os.path.exists(self._prev_weights_path):
-                    raise ValueError(
-                        f"the backup in {directory} does not load "
-                        f"({str(error).splitlines()[0]}) and there is no earlier one: remove "
-                        "that folder to start over"
-                    ) from error
-                log(
-                    f"the last backup did not load ({type(error).__name__}); "
-                    "resuming from the one before it"
-                )
-                shutil.copy(self._prev_weights_path, self._weights_path)
-                for path in (self._training_metadata_path, self._random_path):
-                    if os.path.exists(f"{path}.bkp"):
-                        shutil.copy(f"{path}.bkp", path)
+                _fall_back(self, directory, error, log)
                 self._load_model()
-            self._load_random_state()
+            load_random_state(self.model, self.random_path)
             self.position = backup_position(directory)
             # Keras's load set `fit`'s first epoch; without `moves_fit`, fit's own decides
             self.model._initial_epoch = self.position[0] if moves_fit else None
@@ -265,15 +250,11 @@ def resilient_backup(directory, log=print, save_every=0, position=(0, 0), moves_
         def save(self, epoch, steps):
             """Back up the model as `steps` steps after `epoch` epochs."""
             os.makedirs(directory, exist_ok=True)
-            for path, previous in (
-                (self._weights_path, self._prev_weights_path),
-                (self._random_path, f"{self._random_path}.bkp"),
-                (self._training_metadata_path, self._prev_training_metadata_path),
-            ):
+            for path in (self._weights_path, self.random_path, self._training_metadata_path):
                 if os.path.exists(path):
-                    shutil.copy(path, previous)
+                    shutil.copy(path, f"{path}.bkp")  # Keras's names of the one before
             write_atomically(self._weights_path, self.model.save_weights)
-            write_atomically(self._random_path, self._save_random_state)
+            write_atomically(self.random_path, lambda path: save_random_state(self.model, path))
             write_json_atomically(
                 self._training_metadata_path,
                 {"epoch": epoch, "batch": max(0, steps - 1), "steps": steps},
@@ -282,34 +263,53 @@ def resilient_backup(directory, log=print, save_every=0, position=(0, 0), moves_
             for saved in self.saved:
                 saved(epoch, steps)
 
-        def _seed_states(self):
-            """The model's random state (its `SeedGenerator`s' variables,
-            e.g. dropout's): not among the weights a `.weights.h5` holds."""
-            weights = {id(variable) for variable in self.model.weights}
-            return [v for v in self.model.variables if id(v) not in weights]
-
-        def _save_random_state(self, path):
-            import numpy as np
-
-            states = [keras.ops.convert_to_numpy(v) for v in self._seed_states()]
-            with open(path, "wb") as handle:
-                np.savez(handle, *states)
-
-        def _load_random_state(self):
-            """The backup's random state, when it has the model's: a resumed
-            run draws what the uninterrupted run would have (dropout's masks)."""
-            import numpy as np
-
-            if not os.path.exists(self._random_path):
-                return
-            with np.load(self._random_path) as saved:
-                values = [saved[f"arr_{i}"] for i in range(len(saved.files))]
-            states = self._seed_states()
-            if [v.shape for v in values] == [tuple(s.shape) for s in states]:
-                for state, value in zip(states, values):
-                    state.assign(value)
-
     return ResilientBackup()
+
+
+def _fall_back(backup, directory, error, log):
+    """Put the backup before the latest in its place (`error`: why the
+    latest did not load); `ValueError` when there is none."""
+    if not os.path.exists(backup._prev_weights_path):
+        raise ValueError(
+            f"the backup in {directory} does not load ({str(error).splitlines()[0]}) and "
+            "there is no earlier one: remove that folder to start over"
+        ) from error
+    log(f"the last backup did not load ({type(error).__name__}); resuming from the one before it")
+    for path in (backup._weights_path, backup._training_metadata_path, backup.random_path):
+        if os.path.exists(f"{path}.bkp"):
+            shutil.copy(f"{path}.bkp", path)
+
+
+def _seed_states(model):
+    """The model's random state: its `SeedGenerator`s' variables (dropout's
+    seeds), which a `.weights.h5` file does not hold."""
+    weights = {id(variable) for variable in model.weights}
+    return [variable for variable in model.variables if id(variable) not in weights]
+
+
+def save_random_state(model, path):
+    """Write the model's random state (`_seed_states`) to `path` (`.npz`)."""
+    import keras
+    import numpy as np
+
+    with open(path, "wb") as handle:
+        np.savez(handle, *[keras.ops.convert_to_numpy(v) for v in _seed_states(model)])
+
+
+def load_random_state(model, path):
+    """Give the model the random state saved in `path`, when there is one
+    of the model's shapes: a resumed run draws what the uninterrupted run
+    would have (dropout's masks)."""
+    import numpy as np
+
+    if not os.path.exists(path):
+        return
+    with np.load(path) as saved:
+        values = [saved[f"arr_{i}"] for i in range(len(saved.files))]
+    states = _seed_states(model)
+    if [value.shape for value in values] == [tuple(state.shape) for state in states]:
+        for state, value in zip(states, values):
+            state.assign(value)
 
 
 def import_tensorflow_quietly():

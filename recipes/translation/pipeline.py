@@ -12,6 +12,7 @@ included) for nothing: about 1.5 s of a recipe process's start, in every
 process.
 """
 
+import functools
 import itertools
 from typing import Any, NamedTuple
 
@@ -86,17 +87,9 @@ def make_dataset(
     then knows an epoch's length): exact without `extra_path`; with it, the
     expected number, each epoch cut or topped up to that number.
 
-    `epochs` (for training, with `shuffle`): `(first, last, skip)` makes the
-    dataset a list of `EpochStream`s, the batches of epochs `first` to
-    `last - 1` (counted from 0) for `fit`, each epoch's order (its shuffle,
-    draws and word dropout) a function of `seed` and the epoch alone
-    (`epoch_seed`): an epoch's batches are the same whenever and in
-    whichever process it is built. The first `skip` batches of epoch
-    `first` (those a run resumed mid-epoch trained before) are left out:
-    that epoch's other batches are a stream of their own.
-    SentencePiece's subword sampling draws anew in every process."""
-    import tensorflow as tf
-
+    `epochs` (training): `(first, last, skip)`, the dataset is a list of
+    `EpochStream`s, each epoch's order a function of `seed` and the epoch,
+    epoch `first` without its first `skip` batches (`_epoch_streams`)."""
     encode = _encoder(source_tokenizer, target_tokenizer, max_length, numbers)
     boundaries = bucket_boundaries(max_length)
     sizes = bucket_batch_sizes(boundaries, batch_size, batch_tokens)
@@ -107,26 +100,47 @@ def make_dataset(
         draws = int(round(extra_ratio * len(found)))
         per_bucket = per_bucket + draws * _bucket_shares(encode, extra_path, boundaries, sizes)
     batches = _expected_batches(per_bucket, sizes)
-
-    def one_epoch(shuffle_seed):  # one epoch's batches, drawn with `shuffle_seed`
-        lines = tf.data.TextLineDataset(path)
-        if shuffle and epochs:  # the epoch's own order, whenever it is built
-            lines = _shuffled(lines, shuffle_seed)
-        elif shuffle:  # a new order each pass
-            lines = lines.shuffle(50_000, seed=shuffle_seed, reshuffle_each_iteration=True)
-        if draws:
-            lines = _with_draws(lines, extra_path, draws, len(found), shuffle_seed, bool(epochs))
-        pairs = _bucketed(lines, encode, boundaries, sizes, subword_sampling)
-        if shuffle:  # an epoch of exactly `batches` batches, whatever the draw
-            pairs = pairs.repeat().take(batches)
-        batched = _shifted(pairs.apply(tf.data.experimental.assert_cardinality(batches)))
-        if word_dropout > 0:
-            batched = _with_word_dropout(batched, word_dropout, shuffle_seed, bool(epochs))
-        return batched
-
+    one_epoch = functools.partial(
+        _one_epoch,
+        path=path,
+        encode=encode,
+        buckets=(boundaries, sizes, batches),
+        shuffle=shuffle,
+        stateless=epochs is not None,
+        extra=(extra_path, draws, len(found)),
+        word_dropout=word_dropout,
+        subword_sampling=subword_sampling,
+    )
     if epochs is None:
         return _untuned(one_epoch(seed)), len(found), total
     return _epoch_streams(one_epoch, seed, batches, *epochs), len(found), total
+
+
+def _one_epoch(
+    shuffle_seed, path, encode, buckets, shuffle, stateless, extra, word_dropout, subword_sampling
+):
+    """One epoch's batches of `make_dataset`, its draws made with
+    `shuffle_seed`: `stateless` ones (a function of the seed alone, which
+    may be a tensor), or a new shuffle and draw each pass. `buckets`:
+    `(boundaries, sizes, batches)`; `extra`: `(extra_path, draws, kept)`."""
+    import tensorflow as tf
+
+    boundaries, sizes, batches = buckets
+    extra_path, draws, kept = extra
+    lines = tf.data.TextLineDataset(path)
+    if shuffle and stateless:  # the epoch's own order, whenever it is built
+        lines = _shuffled(lines, shuffle_seed)
+    elif shuffle:  # a new order each pass
+        lines = lines.shuffle(50_000, seed=shuffle_seed, reshuffle_each_iteration=True)
+    if draws:
+        lines = _with_draws(lines, extra_path, draws, kept, shuffle_seed, stateless)
+    pairs = _bucketed(lines, encode, boundaries, sizes, subword_sampling)
+    if shuffle:  # an epoch of exactly `batches` batches, whatever the draw
+        pairs = pairs.repeat().take(batches)
+    batched = _shifted(pairs.apply(tf.data.experimental.assert_cardinality(batches)))
+    if word_dropout > 0:
+        batched = _with_word_dropout(batched, word_dropout, shuffle_seed, stateless)
+    return batched
 
 
 class EpochStream(NamedTuple):
@@ -146,8 +160,15 @@ def epoch_seed(seed, epoch):
 
 
 def _epoch_streams(one_epoch, seed, batches, first, last, skip=0):
-    """`make_dataset`'s `EpochStream`s: epoch `first` less its first `skip`
-    batches (when `skip`), then the epochs after it up to `last`."""
+    """`make_dataset`'s `EpochStream`s for `fit`: the batches of epochs
+    `first` to `last - 1` (counted from 0), each epoch's order (its shuffle,
+    draws and word dropout) a function of `seed` and the epoch alone
+    (`epoch_seed`), so that an epoch's batches are the same whenever and in
+    whichever process it is built (SentencePiece's subword sampling draws
+    anew). With `skip`, the first `skip` batches of epoch `first` (those a
+    run resumed mid-epoch trained before) are left out, and its other
+    batches are a stream of their own, before the later epochs'.
+    `one_epoch(seed)`: an epoch's batches."""
     import tensorflow as tf
 
     def epochs(start, stop):
