@@ -214,3 +214,45 @@ def test_a_negative_step_count_is_refused_naming_its_flag(flag, capsys):
         translate.main(["train", flag, "-1", "--output", "unused"])
     assert stopped.value.code == 2
     assert f"{flag} must be >= 0; got -1" in capsys.readouterr().err
+
+
+def test_a_step_backup_falls_back_to_the_one_before_with_its_position_and_random_state(tmp_path):
+    """`runs.resilient_backup(save_every=2)` on a tiny model with dropout (4
+    steps an epoch): backups at steps 2 and 4 and the epoch's end; the
+    latest truncated, `restore()` takes the one before (step 4 of epoch 1)
+    with its dropout seeds, and says so."""
+    import keras
+
+    from recipes import runs
+
+    def model():
+        built = keras.Sequential([keras.Input((3,)), keras.layers.Dropout(0.5, seed=1)])
+        built.add(keras.layers.Dense(1))
+        built.compile("sgd", "mse")
+        return built
+
+    x = np.random.default_rng(0).normal(size=(16, 3)).astype("float32")
+    backup, trained = str(tmp_path / "backup"), model()
+    positions = []
+    callback = runs.resilient_backup(backup, save_every=2, moves_fit=False)
+    callback.saved.append(lambda *position: positions.append(position))
+    seeds = []
+
+    class Seeds(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):  # after the backup's
+            seeds.append([np.array(v) for v in runs._seed_states(self.model)])
+
+    trained.fit(x, x[:, :1], batch_size=4, epochs=1, verbose=0, callbacks=[callback, Seeds()])
+    assert positions == [(0, 2), (0, 4), (1, 0)]
+    assert runs.backup_position(backup) == (1, 0)
+    latest = os.path.join(backup, "latest.weights.h5")
+    with open(latest, "r+b") as handle:
+        handle.truncate(os.path.getsize(latest) // 2)
+    messages, resumed = [], model()
+    restoring = runs.resilient_backup(backup, messages.append, moves_fit=False)
+    restoring.set_model(resumed)
+    assert restoring.restore() == (0, 4)
+    assert "the last backup did not load" in messages[0]
+    for ours, theirs in zip(runs._seed_states(resumed), seeds[3]):
+        np.testing.assert_array_equal(np.array(ours), theirs)
+    assert not all(np.array_equal(a, b) for a, b in zip(seeds[1], seeds[3]))
