@@ -175,11 +175,13 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 
 # The two virtualenvs install one after the other: both editable installs
-# write keras_attention.egg-info into this folder.
+# write keras_attention.egg-info into this folder. `--dist loadfile` runs each
+# test file on one worker, so a file's module fixtures (tiny translators and
+# their exports) are built once.
 test: lint $(STAMP) $(JAX_STAMP) $(DING)
 	site=$$(mktemp -d) && NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir $$site; \
 		status=$$?; rm -rf $$site; exit $$status
-	$(PY) -m pytest -q -rs -n 2 --durations=10 tests
+	$(PY) -m pytest -q -rs -n 2 --dist loadfile --durations=10 tests
 	$(JAX_TEST_ENV) $(JAX_CACHE_ENV) $(VENV_JAX)/bin/python -m pytest $(DOCTESTS)
 	$(JAX_TEST_ENV) $(JAX_CACHE_ENV) $(VENV_JAX)/bin/python -m pytest $(PORTABLE_JAX_ARGS) $(PORTABLE)
 

@@ -47,6 +47,7 @@ def test_each_model_is_what_its_name_says(bench, name):
     assert model.optimizer is not None and model.loss is not None  # compiled
 
 
+@pytest.mark.large
 @pytest.mark.skipif(not os.path.exists(DING), reason="needs the Debian package trans-de-en")
 def test_the_keras_reference_lowers_its_validation_loss_on_a_run(bench, trained):
     # (The recipe's own models train in the recipe's tests.)

@@ -156,6 +156,7 @@ def test_0_2_0_export_loads_and_answers_as_it_did():
 
 
 @pytest.mark.tensorflow
+@pytest.mark.large
 def test_0_2_0_translator_exported_again_answers_the_same(tmp_path):
     """The 0.2.0 translator's `.keras` file and vocabulary, exported by
     today's code with 0.2.0's call, answer every request as 0.2.0's export."""

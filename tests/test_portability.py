@@ -58,7 +58,15 @@ def data(count=32, length=5):
     return source, target_in, target_out
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+# Under TensorFlow, tests/test_seq2seq.py trains every family with `fit`
+# (scheduled sampling included) in `make test`: these fits are large there,
+# and `make test`'s on JAX.
+LARGE_ON_TENSORFLOW = pytest.mark.large if keras.backend.backend() == "tensorflow" else ()
+
+
+@pytest.mark.parametrize(
+    "family", [pytest.param(family, marks=LARGE_ON_TENSORFLOW) for family in FAMILIES]
+)
 @pytest.mark.parametrize("scheduled", [False, True])
 def test_fit_one_epoch(family, scheduled):
     source, target_in, target_out = data()

@@ -216,6 +216,7 @@ print("ok")
     assert result.returncode == 0 and "ok" in result.stdout, result.stderr[-2000:]
 
 
+@pytest.mark.large
 def test_tuning_runs_and_resumes(tmp_path, capsys):
     args = [
         "--tune",

@@ -452,7 +452,7 @@ def test_a_new_wordpiece_tokenizer_never_reads_an_earlier_one_s_vocabulary(tmp_p
 
     from keras_attention.tokenizers import RESERVED, SubwordTokenizer
 
-    for i in range(30):
+    for i in range(6):
         words = [f"w{j}" for j in range(5 if i % 2 else 200)]
         path = tmp_path / f"vocab{i}.txt"
         path.write_text("\n".join(RESERVED + words) + "\n")

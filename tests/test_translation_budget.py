@@ -195,7 +195,8 @@ def test_a_run_with_a_time_budget_records_what_fit(tmp_path):
     run_record = json.load(open(tmp_path / "config.json"))
     record = run_record["time_budget"]
     assert 1 <= record["epochs"] < 200 and record["ended_by"].startswith("time budget")
-    assert record["seconds"] <= 9 + 5  # the budget, and at most a step and a validation more
+    # (When it stops, to the step, the scripted-clock tests above check: a
+    # wall-clock bound here would fail on a loaded machine.)
     # The first plan counts the first epoch's tracing: later epochs are faster.
     assert re.search(r"an epoch takes \d+s, so \d+ of at most 200 epochs fit", log)
     assert "for 0.15 minutes (at most 200 epochs)" in log

@@ -453,6 +453,7 @@ def test_average_measures_the_validation_loss_as_training_does(trained, tmp_path
     assert reported == pytest.approx(model.evaluate(valid_data, verbose=0)[0], abs=6e-5)
 
 
+@pytest.mark.large
 def test_averaging_reports_the_last_epoch_beside_the_average_not_the_best(
     tmp_path, monkeypatch, capsys
 ):

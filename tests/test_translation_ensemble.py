@@ -59,6 +59,7 @@ def test_a_run_ensembled_with_its_copy_translates_as_the_run(trained, tmp_path):
     assert (together["bleu"], together["chrf"]) == (alone["bleu"], alone["chrf"])
 
 
+@pytest.mark.large
 def test_an_ensemble_export_serves_what_translate_ensemble_prints(trained, tmp_path):
     import tensorflow as tf
 
