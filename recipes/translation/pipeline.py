@@ -13,8 +13,10 @@ process.
 """
 
 import itertools
+import os
 
 from .config import UsageError
+from .shards import read_meta, shard_key, shard_pairs, write_shards
 
 
 def bucket_boundaries(max_length, width=4):
@@ -46,6 +48,7 @@ def make_dataset(
     numbers=None,
     word_dropout=0.0,
     subword_sampling=0.0,
+    shards=None,
 ):
     """`((source, target_in), target_out)` batches from a split file,
     tokenised in the graph: `target_in = [START] y`, `target_out = y [END]`.
@@ -79,6 +82,12 @@ def make_dataset(
     segmentation does not fit `max_length` sits that epoch out; `kept`
     counts the pairs whose best segmentation fits.
 
+    `shards` (a folder of `shards.write_shards`, `path`'s pairs tokenised
+    as here): the pairs are read from it instead of tokenising `path`, and
+    counted from its `meta.json`; the same batches. Not with
+    `subword_sampling`, which segments the text anew each epoch, nor with
+    `extra_path`'s draws, which are text: those read `path`.
+
     Returns `(dataset, kept, total)`: the pairs of `path` that fit, counted
     first, and all of them. The dataset knows its length in batches (Keras
     then knows an epoch's length): exact without `extra_path`; with it, the
@@ -88,6 +97,11 @@ def make_dataset(
     encode = _encoder(source_tokenizer, target_tokenizer, max_length, numbers)
     boundaries = bucket_boundaries(max_length)
     sizes = bucket_batch_sizes(boundaries, batch_size, batch_tokens)
+    if shards is not None and reads_shards(extra_path, extra_ratio, subword_sampling):
+        kept, total, per_bucket, pairs = _from_shards(shards, boundaries, sizes, shuffle, seed)
+        batches = _expected_batches(per_bucket, sizes)
+        pairs = _bucket(pairs, boundaries, sizes)
+        return _batches(pairs, batches, shuffle, word_dropout, seed), kept, total
     found, total = _lengths(encode, path)
     per_bucket = _bucket_counts(found, boundaries, sizes)
     lines = tf.data.TextLineDataset(path)
@@ -99,12 +113,52 @@ def make_dataset(
         lines = _with_draws(lines, extra_path, draws, len(found), seed)
     batches = _expected_batches(per_bucket, sizes)
     pairs = _bucketed(lines, encode, boundaries, sizes, subword_sampling)
+    return _batches(pairs, batches, shuffle, word_dropout, seed), len(found), total
+
+
+def _batches(pairs, batches, shuffle, word_dropout, seed):
+    """`make_dataset`'s batches of the bucketed `pairs`: `batches` of them
+    an epoch (with `shuffle`, repeated and cut to that), shifted, with word
+    dropout, prefetched."""
+    import tensorflow as tf
+
     if shuffle:  # an epoch of exactly `batches` batches, whatever the draw
         pairs = pairs.repeat().take(batches)
     batched = _shifted(pairs.apply(tf.data.experimental.assert_cardinality(batches)))
     if word_dropout > 0:
         batched = _with_word_dropout(batched, word_dropout, seed)
-    return _untuned(batched), len(found), total
+    return _untuned(batched)
+
+
+def reads_shards(extra_path, extra_ratio, subword_sampling):
+    """Whether `make_dataset` reads a training split's shards: not with
+    `subword_sampling` nor with `extra_path`'s draws (both need text)."""
+    return not subword_sampling and not (extra_path is not None and extra_ratio > 0)
+
+
+def training_shards(path, source_tokenizer, target_tokenizer, max_length, numbers, log=print):
+    """The shard set of the training split `path` (`shards.write_shards`,
+    beside it, named by `shards.shard_key`), written when missing; returns
+    its folder."""
+    tokenizers = (source_tokenizer, target_tokenizer)
+    key = shard_key(path, tokenizers, max_length, numbers)
+    folder = os.path.join(os.path.dirname(os.path.abspath(path)), f"shards-{key}")
+    encode = _encoder(source_tokenizer, target_tokenizer, max_length, numbers)
+    write_shards(folder, path, encode, max_length, log=log)
+    return folder
+
+
+def _from_shards(folder, boundaries, sizes, shuffle, seed):
+    """`(kept, total, pairs per bucket, unpadded pairs)` of a shard set."""
+    import numpy as np
+
+    meta = read_meta(folder)
+    if meta is None:
+        raise UsageError(f"{folder} is not a complete shard set: train again to write it")
+    counts = np.asarray(meta["lengths"])
+    buckets = np.searchsorted(boundaries, np.arange(len(counts)), side="right")
+    per_bucket = np.bincount(buckets, weights=counts, minlength=len(sizes)).astype(np.int64)
+    return meta["pairs"], meta["lines"], per_bucket, shard_pairs(folder, meta, shuffle, seed)
 
 
 def _encoder(source_tokenizer, target_tokenizer, max_length, numbers):
@@ -207,7 +261,15 @@ def _bucketed(lines, encode, boundaries, sizes, subword_sampling):
         )
 
     pairs = lines.batch(1024).map(fitting, num_parallel_calls=tf.data.AUTOTUNE).unbatch()
-    pairs = pairs.map(unpadded, num_parallel_calls=tf.data.AUTOTUNE)
+    return _bucket(pairs.map(unpadded, num_parallel_calls=tf.data.AUTOTUNE), boundaries, sizes)
+
+
+def _bucket(pairs, boundaries, sizes):
+    """Unpadded `(source, target)` pairs in batches by length: bucket i's
+    `sizes[i]` pairs to a batch, padded to its boundary less one."""
+    import tensorflow as tf
+
+    graph_only = tf.autograph.experimental.do_not_convert
     return pairs.bucket_by_sequence_length(
         graph_only(lambda source, target: tf.maximum(tf.size(source), tf.size(target))),
         boundaries,
@@ -292,8 +354,17 @@ def datasets(
     run with a message. With `dictionary` > 0, each training epoch adds that
     many dictionary entries per sentence pair; `numbers` protects the
     numbers of pairs that share them, and `word_dropout` and
-    `subword_sampling` are the training batches' (`make_dataset`)."""
+    `subword_sampling` are the training batches' (`make_dataset`). The
+    training split is tokenised once into shards (`training_shards`) and
+    read from them, unless `subword_sampling` or the dictionary's draws
+    need its text."""
     made = []
+    extra = paths.get("dictionary") if dictionary else None
+    shards = None
+    if reads_shards(extra, dictionary, subword_sampling):  # the training split: read once
+        shards = training_shards(
+            paths["train"], source_tokenizer, target_tokenizer, max_length, numbers, log
+        )
     for split in ("train", "valid"):
         training = split == "train"
         data, kept, total = make_dataset(
@@ -310,6 +381,7 @@ def datasets(
             numbers=numbers,
             word_dropout=word_dropout if training else 0.0,
             subword_sampling=subword_sampling if training else 0.0,
+            shards=shards if training else None,
         )
         log(
             f"{split}: {kept} of {total} pairs fit --max-length {max_length}"
