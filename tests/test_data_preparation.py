@@ -7,6 +7,8 @@ Tiny generated corpora: each test takes seconds."""
 import glob
 import os
 import random
+import socket
+import subprocess
 
 import numpy as np
 import pytest
@@ -149,6 +151,13 @@ def pairs_of(batches):
     return found
 
 
+def dead_pid():
+    """The id of a process that has ended."""
+    process = subprocess.Popen(["true"])
+    process.wait()
+    return process.pid
+
+
 def test_a_shard_set_killed_while_written_is_written_again(tmp_path, monkeypatch):
     corpus = str(tmp_path / "corpus.tsv")
     write_corpus(corpus)
@@ -158,8 +167,11 @@ def test_a_shard_set_killed_while_written_is_written_again(tmp_path, monkeypatch
     # A writer killed before its rename left a partial folder: the next
     # writer removes it; one stopped inside `write_shards` (here: before
     # the record) leaves none of its own.
-    os.rename(folder, folder + ".partial-killed")
-    os.remove(os.path.join(folder + ".partial-killed", "meta.json"))
+    partial = f"{folder}.partial-{socket.gethostname()}-{dead_pid()}-x1y2"
+    os.rename(folder, partial)
+    os.remove(os.path.join(partial, "meta.json"))
+    alive = f"{folder}.partial-{socket.gethostname()}-{os.getpid()}-x1y2"
+    os.makedirs(alive)  # a writer at work now: left alone
 
     def killed(*args):
         raise KeyboardInterrupt
@@ -167,7 +179,10 @@ def test_a_shard_set_killed_while_written_is_written_again(tmp_path, monkeypatch
     monkeypatch.setattr(shards_module.runs, "write_json_atomically", killed)
     with pytest.raises(KeyboardInterrupt):
         training_shards(paths["train"], *tokenizers, 12, numbers)
-    assert not [name for name in os.listdir(os.path.dirname(folder)) if "shards" in name]
+    assert [name for name in os.listdir(os.path.dirname(folder)) if "shards" in name] == [
+        os.path.basename(alive)
+    ]
+    os.rmdir(alive)
     monkeypatch.undo()
     # A folder without its record (not one `write_shards` renamed) is not used either.
     os.makedirs(folder)

@@ -15,8 +15,10 @@ The key names what the tokens depend on: the split file's bytes, the
 vocabulary files' bytes, `max_length`, the number protection and the
 record format. The set is written into a temporary folder renamed into
 place at the end (`meta.json` written last, inside it): a process killed
-while writing leaves a `.partial-` folder, removed by the next writer, and
-never a set that is read.
+while writing leaves a `.partial-<host>-<pid>-` folder, removed by the
+next writer on that machine once that process is gone, and never a set
+that is read. Two processes writing one set at once (workers) write the
+same bytes; the first rename wins.
 """
 
 import glob
@@ -25,6 +27,7 @@ import itertools
 import json
 import os
 import shutil
+import socket
 import tempfile
 
 from .. import runs
@@ -91,11 +94,11 @@ def write_shards(folder, train_path, encode, max_length, shards=SHARDS, log=prin
     if meta is not None:
         return meta
     parent, name = os.path.split(folder)
-    for stale in glob.glob(os.path.join(parent, f"{name}.partial-*")):
-        shutil.rmtree(stale, ignore_errors=True)  # a writer killed before its rename
+    _remove_stale(parent, name)
     if os.path.exists(folder):  # not a complete set (written by hand?): made again
         shutil.rmtree(folder)
-    temporary = tempfile.mkdtemp(dir=parent, prefix=f"{name}.partial-")
+    owner = f"{socket.gethostname()}-{os.getpid()}"
+    temporary = tempfile.mkdtemp(dir=parent, prefix=f"{name}.partial-{owner}-")
     try:
         meta = _write_records(temporary, train_path, encode, max_length, shards)
         runs.write_json_atomically(os.path.join(temporary, "meta.json"), meta)
@@ -111,6 +114,29 @@ def write_shards(folder, train_path, encode, max_length, shards=SHARDS, log=prin
         f"{shards} files -> {folder}"
     )
     return meta
+
+
+def _remove_stale(parent, name):
+    """Remove the partial folders of set `name` whose writer, a process of
+    this machine, is gone (killed before its rename); another machine's, or
+    a live writer's (a worker writing the same set at once), stay."""
+    for stale in glob.glob(os.path.join(parent, f"{name}.partial-*")):
+        host, _, rest = os.path.basename(stale)[len(name) + len(".partial-") :].rpartition("-")
+        host, _, pid = host.rpartition("-")
+        if host != socket.gethostname() or not pid.isdigit() or _alive(int(pid)):
+            continue
+        shutil.rmtree(stale, ignore_errors=True)
+
+
+def _alive(pid):
+    """Whether process `pid` of this machine runs."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's
+        return True
+    return True
 
 
 def _write_records(folder, train_path, encode, max_length, shards):
