@@ -223,3 +223,25 @@ def test_a_held_out_pair_whose_target_is_a_train_target_is_dropped(tmp_path):
     assert "the same target" in open(paths["train"]).read()
     assert "the same target" not in open(paths["valid"]).read()
     assert "(1 held-out pairs dropped" in logs[-1]
+
+
+def test_the_number_check_counts_a_split_once(tmp_path, monkeypatch):
+    from keras_attention.tokenizers import numbers as numbers_module
+
+    corpus = str(tmp_path / "corpus.tsv")
+    write_corpus(corpus)
+    paths = prepare(str(tmp_path / "run"), corpus, log=[].append)
+    logs = []
+    assert numbers_to_protect(Config, paths["train"], logs.append) is not None
+
+    def counted_again(text):
+        raise AssertionError("counted again")
+
+    monkeypatch.setattr(numbers_module, "numbers_in", counted_again)
+    again = []
+    assert numbers_to_protect(Config, paths["train"], again.append) is not None
+    assert again == logs
+    with open(paths["train"], "a", encoding="utf-8") as handle:
+        handle.write("neu 12\tnew 12\n")
+    with pytest.raises(AssertionError, match="counted again"):  # another file: counted
+        numbers_to_protect(Config, paths["train"], again.append)

@@ -5,6 +5,7 @@ its vocabularies and tokenizers (`load_tokenizers`) and whether its
 numbers are protected (`numbers_to_protect`).
 """
 
+import hashlib
 import os
 import random
 import shutil
@@ -42,17 +43,13 @@ def numbers_to_protect(config, train_path, log=print):
     `--no-protect-numbers`, and None when fewer than `PROTECTED_SHARE` of
     the training pairs with numbers hold the same numbers on both sides
     (spelled-out dates -> ISO dates: `22 juin 1975` -> `1975-06-22`), since
-    a model that never saw the placeholder cannot place it. Logs which."""
-    from keras_attention.tokenizers.numbers import NumberProtection, numbers_in, same_number
+    a model that never saw the placeholder cannot place it. Logs which.
+    The counts are kept for the next start (`_number_counts`)."""
+    from keras_attention.tokenizers.numbers import NumberProtection
 
     if not config.protect_numbers:
         return None
-    with_numbers = protectable = 0
-    for source, target in read_pairs(train_path):
-        found = numbers_in(source), numbers_in(target)
-        if found[0] or found[1]:
-            with_numbers += 1
-            protectable += len(found[0]) == len(found[1]) and all(map(same_number, *found))
+    with_numbers, protectable = _number_counts(train_path)
     if with_numbers == 0:
         return None
     share = protectable / with_numbers
@@ -67,6 +64,42 @@ def numbers_to_protect(config, train_path, log=print):
         "and copied from the source when translating"
     )
     return NumberProtection(swap_separators=True)
+
+
+def _number_counts(train_path):
+    """`(training pairs with digits, pairs of them with the same numbers on
+    both sides)` of `train_path`, counted once and kept beside it in
+    `numbers-<hash of the file>.json` for the next start."""
+    from keras_attention.tokenizers.numbers import numbers_in, same_number
+
+    digest = hashlib.sha256()
+    with open(train_path, "rb") as handle:
+        while block := handle.read(1 << 20):
+            digest.update(block)
+    folder = os.path.dirname(os.path.abspath(train_path))
+    record = os.path.join(folder, f"numbers-{digest.hexdigest()[:16]}.json")
+    if os.path.exists(record):
+        try:
+            counts = runs.read_json(record, "the number count", required=("with", "same"))
+            return counts["with"], counts["same"]
+        except ValueError:
+            pass  # damaged: counted again
+    with_numbers = protectable = 0
+    for source, target in _streamed_pairs(train_path):
+        found = numbers_in(source), numbers_in(target)
+        if found[0] or found[1]:
+            with_numbers += 1
+            protectable += len(found[0]) == len(found[1]) and all(map(same_number, *found))
+    runs.write_json_atomically(record, {"with": with_numbers, "same": protectable})
+    return with_numbers, protectable
+
+
+def _streamed_pairs(path):
+    """`read_pairs`'s pairs of a split file, one at a time."""
+    with open(path, encoding="utf-8-sig", newline="\n") as handle:
+        for line in handle:
+            if line.strip():
+                yield tuple(line.rstrip("\n").split("\t", 1))
 
 
 # -- vocabularies and datasets of a run ---------------------------------------------
