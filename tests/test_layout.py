@@ -255,6 +255,7 @@ TRANSLATION = (
     "recipes.translation.config",
     "recipes.translation.corpus",
     "recipes.translation.splits",
+    "recipes.translation.shards",
     "recipes.translation.pipeline",
     "recipes.translation.data",
     "recipes.translation.text_io",

@@ -115,6 +115,9 @@ def train_sentencepiece(
     byte_fallback=True,
     split_digits=True,
     seed=0,
+    input_sentence_size=0,
+    shuffle_input_sentence=True,
+    num_threads=1,
 ):
     """Train a SentencePiece model on `texts` (strings) and write it to
     `path` (atomically: the old file or the new one, never half of one).
@@ -138,8 +141,17 @@ def train_sentencepiece(
       carry no punctuation;
     - `tokenizers.numbers.PLACEHOLDER`, the token of a protected number, is a
       piece of its own (a user-defined one);
-    - one thread, a fixed `seed`, all the texts (no sampling): the same
-      texts give the same file.
+    - a fixed `seed`: the same texts and options give the same file.
+
+    `input_sentence_size` > 0: SentencePiece learns from at most that many
+    of the texts (with `shuffle_input_sentence`, a sample drawn with
+    `seed`; otherwise the first ones); 0 learns from all of them.
+    `num_threads`: the threads of SentencePiece's training. Each thread
+    sums the expected piece counts of its share of the texts, and the
+    sums' float rounding then depends on the number of threads: the same
+    texts give the same file for the same `num_threads`, and may give
+    another for another number (one thread gives what this function gave
+    before it had the option).
     Texts are cleaned as `SentencePieceTokenizer.clean` does (empty ones
     left out). `ValueError` when `vocab_size` is too small for the texts'
     characters (with byte fallback: 260 pieces plus one per kept character),
@@ -160,6 +172,9 @@ def train_sentencepiece(
             **_trainer_options(
                 vocab_size, model_type, character_coverage, byte_fallback, split_digits
             ),
+            input_sentence_size=input_sentence_size,
+            shuffle_input_sentence=shuffle_input_sentence,
+            num_threads=num_threads,
         )
     except RuntimeError as error:  # e.g. fewer pieces allowed than characters to keep
         bytes_note = " (byte fallback alone takes 260 pieces, the reserved ones included)"
@@ -192,7 +207,6 @@ def _trainer_options(vocab_size, model_type, character_coverage, byte_fallback, 
         eos_piece=RESERVED[END],
         unk_piece=RESERVED[UNK],
         hard_vocab_limit=False,  # a small corpus gives fewer pieces, not an error
-        num_threads=1,
         minloglevel=2,  # its progress log is long; errors still raise
     )
 

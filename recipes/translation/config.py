@@ -378,6 +378,8 @@ def recorded_defaults(settings):
     family = settings.get("family")
     return {
         "tokenizer": "wordpiece",
+        # runs made before the sample: their vocabularies are there already
+        "vocab_sample": FIELDS["vocab_sample"].default,
         **{
             key: FAMILY_DEFAULTS[key] if family in FAMILY_ONLY[key] else None
             for key in (*TRANSFORMER_ONLY[1:], "tie_embeddings", "shared_vocabulary")

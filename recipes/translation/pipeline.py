@@ -14,9 +14,11 @@ process.
 
 import functools
 import itertools
+import os
 from typing import Any, NamedTuple
 
 from .config import UsageError
+from .shards import decode_records, read_meta, shard_key, shard_records, write_shards
 
 
 def bucket_boundaries(max_length, width=4):
@@ -48,6 +50,7 @@ def make_dataset(
     numbers=None,
     word_dropout=0.0,
     subword_sampling=0.0,
+    shards=None,
     epochs=None,
 ):
     """`((source, target_in), target_out)` batches from a split file,
@@ -82,6 +85,12 @@ def make_dataset(
     segmentation does not fit `max_length` sits that epoch out; `kept`
     counts the pairs whose best segmentation fits.
 
+    `shards` (a folder of `shards.write_shards`, `path`'s pairs tokenised
+    as here): the pairs are read from it instead of tokenising `path`, and
+    counted from its `meta.json`; the same batches. Not with
+    `subword_sampling`, which segments the text anew each epoch, nor with
+    `extra_path`'s draws, which are text: those read `path`.
+
     Returns `(dataset, kept, total)`: the pairs of `path` that fit, counted
     first, and all of them. The dataset knows its length in batches (Keras
     then knows an epoch's length): exact without `extra_path`; with it, the
@@ -93,48 +102,69 @@ def make_dataset(
     encode = _encoder(source_tokenizer, target_tokenizer, max_length, numbers)
     boundaries = bucket_boundaries(max_length)
     sizes = bucket_batch_sizes(boundaries, batch_size, batch_tokens)
-    found, total = _lengths(encode, path)
-    per_bucket = _bucket_counts(found, boundaries, sizes)
-    draws = 0
-    if extra_path is not None and extra_ratio > 0:
-        draws = int(round(extra_ratio * len(found)))
-        per_bucket = per_bucket + draws * _bucket_shares(encode, extra_path, boundaries, sizes)
+    if shards is not None and reads_shards(extra_path, extra_ratio, subword_sampling):
+        kept, total, per_bucket, meta = _shard_counts(shards, boundaries, sizes)
+        pieces = (functools.partial(shard_records, shards, meta), _bucket_records)
+        extra = (None, 0, kept)
+    else:
+        found, total = _lengths(encode, path)
+        kept, per_bucket = len(found), _bucket_counts(found, boundaries, sizes)
+        extra = (extra_path, 0, kept)
+        if extra_path is not None and extra_ratio > 0:
+            extra = (extra_path, int(round(extra_ratio * kept)), kept)
+            per_bucket = per_bucket + extra[1] * _bucket_shares(
+                encode, extra_path, boundaries, sizes
+            )
+        pieces = (
+            functools.partial(_text_lines, path),
+            functools.partial(_bucketed, encode=encode, subword_sampling=subword_sampling),
+        )
     batches = _expected_batches(per_bucket, sizes)
     one_epoch = functools.partial(
         _one_epoch,
-        path=path,
-        encode=encode,
+        pieces=pieces,
         buckets=(boundaries, sizes, batches),
         shuffle=shuffle,
         stateless=epochs is not None,
-        extra=(extra_path, draws, len(found)),
+        extra=extra,
         word_dropout=word_dropout,
-        subword_sampling=subword_sampling,
     )
     if epochs is None:
-        return _untuned(one_epoch(seed)), len(found), total
-    return _epoch_streams(one_epoch, seed, batches, *epochs), len(found), total
+        return _untuned(one_epoch(seed)), kept, total
+    return _epoch_streams(one_epoch, seed, batches, *epochs), kept, total
 
 
-def _one_epoch(
-    shuffle_seed, path, encode, buckets, shuffle, stateless, extra, word_dropout, subword_sampling
-):
+def _text_lines(path):
+    import tensorflow as tf
+
+    return tf.data.TextLineDataset(path)
+
+
+def _bucket_records(records, boundaries, sizes):
+    """`_bucket` of the pairs of shard `records`."""
+    return _bucket(decode_records(records), boundaries, sizes)
+
+
+def _one_epoch(shuffle_seed, pieces, buckets, shuffle, stateless, extra, word_dropout):
     """One epoch's batches of `make_dataset`, its draws made with
     `shuffle_seed`: `stateless` ones (a function of the seed alone, which
-    may be a tensor), or a new shuffle and draw each pass. `buckets`:
+    may be a tensor), or a new shuffle and draw each pass. `pieces`:
+    `(read(), bucketed(elements, boundaries, sizes))`, the elements (text
+    lines or shard records) and their batches by length; `buckets`:
     `(boundaries, sizes, batches)`; `extra`: `(extra_path, draws, kept)`."""
     import tensorflow as tf
 
+    read, bucketed = pieces
     boundaries, sizes, batches = buckets
     extra_path, draws, kept = extra
-    lines = tf.data.TextLineDataset(path)
+    elements = read()
     if shuffle and stateless:  # the epoch's own order, whenever it is built
-        lines = _shuffled(lines, shuffle_seed)
+        elements = _shuffled(elements, shuffle_seed)
     elif shuffle:  # a new order each pass
-        lines = lines.shuffle(50_000, seed=shuffle_seed, reshuffle_each_iteration=True)
+        elements = elements.shuffle(50_000, seed=shuffle_seed, reshuffle_each_iteration=True)
     if draws:
-        lines = _with_draws(lines, extra_path, draws, kept, shuffle_seed, stateless)
-    pairs = _bucketed(lines, encode, boundaries, sizes, subword_sampling)
+        elements = _with_draws(elements, extra_path, draws, kept, shuffle_seed, stateless)
+    pairs = bucketed(elements, boundaries=boundaries, sizes=sizes)
     if shuffle:  # an epoch of exactly `batches` batches, whatever the draw
         pairs = pairs.repeat().take(batches)
     batched = _shifted(pairs.apply(tf.data.experimental.assert_cardinality(batches)))
@@ -187,6 +217,37 @@ def _epoch_streams(one_epoch, seed, batches, first, last, skip=0):
     )
     streams.append(EpochStream(_untuned(rest), first, max(first, last), batches))
     return streams
+
+
+def reads_shards(extra_path, extra_ratio, subword_sampling):
+    """Whether `make_dataset` reads a training split's shards: not with
+    `subword_sampling` nor with `extra_path`'s draws (both need text)."""
+    return not subword_sampling and not (extra_path is not None and extra_ratio > 0)
+
+
+def training_shards(path, source_tokenizer, target_tokenizer, max_length, numbers, log=print):
+    """The shard set of the training split `path` (`shards.write_shards`,
+    beside it, named by `shards.shard_key`), written when missing; returns
+    its folder."""
+    tokenizers = (source_tokenizer, target_tokenizer)
+    key = shard_key(path, tokenizers, max_length, numbers)
+    folder = os.path.join(os.path.dirname(os.path.abspath(path)), f"shards-{key}")
+    encode = _encoder(source_tokenizer, target_tokenizer, max_length, numbers)
+    write_shards(folder, path, encode, max_length, log=log)
+    return folder
+
+
+def _shard_counts(folder, boundaries, sizes):
+    """`(kept, total, pairs per bucket, meta)` of a shard set."""
+    import numpy as np
+
+    meta = read_meta(folder)
+    if meta is None:
+        raise UsageError(f"{folder} is not a complete shard set: train again to write it")
+    counts = np.asarray(meta["lengths"])
+    buckets = np.searchsorted(boundaries, np.arange(len(counts)), side="right")
+    per_bucket = np.bincount(buckets, weights=counts, minlength=len(sizes)).astype(np.int64)
+    return meta["pairs"], meta["lines"], per_bucket, meta
 
 
 def _encoder(source_tokenizer, target_tokenizer, max_length, numbers):
@@ -334,7 +395,15 @@ def _bucketed(lines, encode, boundaries, sizes, subword_sampling):
         )
 
     pairs = lines.batch(1024).map(fitting, num_parallel_calls=tf.data.AUTOTUNE).unbatch()
-    pairs = pairs.map(unpadded, num_parallel_calls=tf.data.AUTOTUNE)
+    return _bucket(pairs.map(unpadded, num_parallel_calls=tf.data.AUTOTUNE), boundaries, sizes)
+
+
+def _bucket(pairs, boundaries, sizes):
+    """Unpadded `(source, target)` pairs in batches by length: bucket i's
+    `sizes[i]` pairs to a batch, padded to its boundary less one."""
+    import tensorflow as tf
+
+    graph_only = tf.autograph.experimental.do_not_convert
     return pairs.bucket_by_sequence_length(
         graph_only(lambda source, target: tf.maximum(tf.size(source), tf.size(target))),
         boundaries,
@@ -424,10 +493,18 @@ def datasets(
     run with a message. With `dictionary` > 0, each training epoch adds that
     many dictionary entries per sentence pair; `numbers` protects the
     numbers of pairs that share them, and `word_dropout` and
-    `subword_sampling` are the training batches' (`make_dataset`). With
-    `epochs` (`(first, last, skip)`), the training data is `make_dataset`'s
-    list of `EpochStream`s."""
+    `subword_sampling` are the training batches' (`make_dataset`). The
+    training split is tokenised once into shards (`training_shards`) and
+    read from them, unless `subword_sampling` or the dictionary's draws
+    need its text. With `epochs` (`(first, last, skip)`), the training data
+    is `make_dataset`'s list of `EpochStream`s."""
     made = []
+    extra = paths.get("dictionary") if dictionary else None
+    shards = None
+    if reads_shards(extra, dictionary, subword_sampling):  # the training split: read once
+        shards = training_shards(
+            paths["train"], source_tokenizer, target_tokenizer, max_length, numbers, log
+        )
     for split in ("train", "valid"):
         training = split == "train"
         data, kept, total = make_dataset(
@@ -444,6 +521,7 @@ def datasets(
             numbers=numbers,
             word_dropout=word_dropout if training else 0.0,
             subword_sampling=subword_sampling if training else 0.0,
+            shards=shards if training else None,
             epochs=epochs if training else None,
         )
         log(

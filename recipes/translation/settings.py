@@ -81,6 +81,14 @@ class Settings:
         records=("data",),
         choices=list(TOKENIZERS),
     )
+    vocab_sample: int = setting(
+        200_000,
+        "learn the vocabularies from a seeded sample of at most this many training pairs "
+        "(sentences per side; a smaller split: all of it)",
+        DATA,
+        check="positive",
+        records=("data",),
+    )
     protect_numbers: bool = setting(
         True,
         "train on digit groups replaced by a placeholder, and copy the source's numbers into "

@@ -5,6 +5,7 @@ as extra training data. A corpus too small for the split stops the run
 with a message saying so.
 """
 
+import array
 import hashlib
 import itertools
 import os
@@ -74,7 +75,10 @@ def prepare(
     if corpus:
         check_file(corpus, "--corpus")
     problems = []
-    pairs = tsv_pairs(corpus, problems) if corpus else ding_pairs()
+
+    def pairs(problems):
+        return tsv_pairs(corpus, problems) if corpus else ding_pairs()
+
     os.makedirs(data_dir, exist_ok=True)
     # Unique temporaries (`runs.temporary_path`), renamed into place at the end.
     written = [name for name in (*SPLITS, "dictionary") if name in paths]
@@ -104,14 +108,24 @@ def _write_data(pairs, problems, temporaries, reverse, limit, dictionary, altern
     then warn of the `problems` its reading met, refuse splits that came out
     too small, and add the alternatives to train and the dictionary entries
     (`dictionary` and `alternatives` as `prepare` takes them). Returns
-    `(counts, held-out pairs dropped)`."""
-    counts, sources, held_out, leaked = _write_splits(pairs, temporaries, reverse, limit)
-    report_skipped(problems, log)
-    short = [s for s in SPLITS if counts[s] < MIN_PAIRS[s]]
-    if short:
-        raise CorpusError(_too_small(counts, short, sources))
-    if alternatives or dictionary:
-        held_out_words = {words_of(text) for _, *texts in held_out for text in texts}
+    `(counts, held-out pairs dropped)`.
+
+    `pairs` is a function giving a new iterator of the corpus's pairs: the
+    distinct sources that explain a split too small are counted by
+    reading the corpus again, only then."""
+    held_out_path = runs.temporary_path(temporaries["train"])
+    try:
+        counts, leaked = _write_splits(pairs(problems), temporaries, reverse, limit, held_out_path)
+        report_skipped(problems, log)
+        short = [s for s in SPLITS if counts[s] < MIN_PAIRS[s]]
+        if short:
+            raise CorpusError(_too_small(counts, short, _distinct_sources(pairs, reverse, limit)))
+        if alternatives or dictionary:
+            held_out_words = {
+                words_of(text) for _, *texts in _held_out(held_out_path) for text in texts
+            }
+    finally:
+        os.remove(held_out_path)
     if alternatives:
         added = _add_alternatives(temporaries["train"], held_out_words, reverse, limit)
         log(f"alternatives: {added} more training pairs from the entries' other sentences")
@@ -135,40 +149,70 @@ def _write_dictionary(path, held_out_words, reverse):
     return len(entries)
 
 
-def _write_splits(pairs, temporaries, reverse, limit):
-    """Write the pairs' splits (`split_of`) to the `temporaries`; a held-out
-    pair whose source or target is in train is dropped. Returns `(counts,
-    distinct sources, held-out pairs, dropped)`."""
+def sentence_hash(text):
+    """A 64-bit hash of a sentence (the leak check's: sets of these instead
+    of the sentences)."""
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little")
+
+
+def _first(pairs, reverse, limit):
+    """The first `limit` of `pairs`, each `(target, source)` with `reverse`."""
+    for source, target in itertools.islice(pairs, limit):
+        yield (target, source) if reverse else (source, target)
+
+
+def _write_splits(pairs, temporaries, reverse, limit, held_out_path):
+    """Write the pairs' splits (`split_of`) to the `temporaries`, streamed:
+    train as it comes, the held-out pairs first to `held_out_path`
+    (`split<TAB>source<TAB>target`), then, once every train target is
+    known, to valid and test, each dropped whose target is a train target
+    (its source cannot be a train source: the split is by source). Only
+    the train targets' 64-bit hashes (`sentence_hash`) are kept, in a
+    NumPy array. Returns `(counts, held-out pairs dropped)`."""
+    import numpy as np
+
     counts = dict.fromkeys(SPLITS, 0)
-    seen_train, sources = set(), set()
-    held_out = []
-    with open(temporaries["train"], "w", encoding="utf-8") as train:
-        for index, (source, target) in enumerate(pairs):
-            if limit is not None and index >= limit:
-                break
-            if reverse:
-                source, target = target, source
-            sources.add(source)
+    train_targets = array.array("Q")
+    with (
+        open(temporaries["train"], "w", encoding="utf-8") as train,
+        open(held_out_path, "w", encoding="utf-8") as held_out,
+    ):
+        for source, target in _first(pairs, reverse, limit):
             split = split_of(source)
             if split == "train":
                 train.write(f"{source}\t{target}\n")
-                seen_train.update((("s", source), ("t", target)))
+                train_targets.append(sentence_hash(target))
                 counts["train"] += 1
             else:
-                held_out.append((split, source, target))
+                held_out.write(f"{split}\t{source}\t{target}\n")
+    train_targets = np.unique(np.frombuffer(train_targets, np.uint64))
     leaked = 0
     with (
         open(temporaries["valid"], "w", encoding="utf-8") as valid,
         open(temporaries["test"], "w", encoding="utf-8") as test,
     ):
         outputs = {"valid": valid, "test": test}
-        for split, source, target in held_out:
-            if ("s", source) in seen_train or ("t", target) in seen_train:
+        for split, source, target in _held_out(held_out_path):
+            found = np.searchsorted(train_targets, np.uint64(sentence_hash(target)))
+            if found < len(train_targets) and train_targets[found] == sentence_hash(target):
                 leaked += 1  # the same sentence is in train: drop it from evaluation
                 continue
             outputs[split].write(f"{source}\t{target}\n")
             counts[split] += 1
-    return counts, len(sources), held_out, leaked
+    return counts, leaked
+
+
+def _held_out(path):
+    """The `(split, source, target)` of `_write_splits`'s held-out file."""
+    with open(path, encoding="utf-8", newline="\n") as handle:
+        for line in handle:
+            yield tuple(line.rstrip("\n").split("\t", 2))
+
+
+def _distinct_sources(pairs, reverse, limit):
+    """How many distinct source sentences the corpus's first `limit` pairs
+    hold (their hashes counted), read again."""
+    return len({sentence_hash(source) for source, _ in _first(pairs([]), reverse, limit)})
 
 
 def _add_alternatives(train_path, held_out_words, reverse, limit):

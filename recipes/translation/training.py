@@ -189,6 +189,7 @@ def prepared_run(config, settings, chief, log, refuse_finished=False):
             log,
             config.tokenizer,
             shared=bool(config.shared_vocabulary),
+            sample=config.vocab_sample,
         )
         if config.distill_from:
             paths = {**paths, "train": distilled_split(config, paths, log)}
