@@ -18,6 +18,13 @@ only, so the model classes stay backend-neutral.
    replicas (its symbolic build), which fails on nested integer batches.
    A model whose weights and optimizer are built has nothing to build, so
    that step is skipped.
+4. The logged loss is a mean over steps weighted by each replica's own
+   batch size, of the replica's share times the replica count: right
+   only when every replica holds as many examples. A batch the replicas
+   split unevenly (bucketed batches of any size; a last, smaller batch)
+   logged another loss than one replica did. `adapt_for_distribution`
+   weights every replica's update by the global batch size, so that the
+   logged loss is the one replica's, whatever the split.
 """
 
 import keras
@@ -42,6 +49,23 @@ def _global_token_count(count):
     return context.all_reduce("SUM", tf.stop_gradient(count))
 
 
+def _weigh_by_global_batch(tracker):
+    """Make the loss tracker (a `Mean`) weigh each replica's update by the
+    global batch size (the sum of the replicas' weights) instead of the
+    replica's own: the weighted sum of the replicas' shares, each times
+    the replica count, over that count, is then the global batch's loss."""
+    import tensorflow as tf
+
+    update = tracker.update_state
+
+    def update_state(values, sample_weight=None):
+        if sample_weight is not None:
+            sample_weight = _global_token_count(tf.cast(sample_weight, "float32"))
+        return update(values, sample_weight=sample_weight)
+
+    object.__setattr__(tracker, "update_state", update_state)  # this tracker only
+
+
 def adapt_for_distribution(model):
     """Make `model.fit`/`evaluate` correct on several replicas and working
     under MultiWorkerMirroredStrategy.
@@ -59,6 +83,8 @@ def adapt_for_distribution(model):
         for loss in keras.tree.flatten(model.loss):
             if isinstance(loss, MaskedCrossEntropy):
                 loss.global_count = _global_token_count
+        if getattr(model, "_loss_tracker", None) is not None:
+            _weigh_by_global_batch(model._loss_tracker)
     if not in_multi_worker_mode():
         return model
 
