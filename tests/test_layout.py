@@ -268,6 +268,7 @@ TRANSLATION = (
     "recipes.translation.training",
     "recipes.translation.hyperparameter_search",
     "recipes.translation.members",
+    "recipes.translation.workers",
     "recipes.translation.commands",
     "recipes.translate",
     "recipes.gpu_check",
@@ -287,6 +288,8 @@ DEFERRED = {
     # A member's process imports members.py before it takes its share of
     # the CPU, and training.py starts TensorFlow.
     ("recipes.translation.members", "recipes.translation.training"),
+    # The same for a worker of `train --workers` and workers.py.
+    ("recipes.translation.workers", "recipes.translation.training"),
 }
 
 

@@ -1,0 +1,175 @@
+"""`train --workers N` (`recipes/translation/workers.py`): its checks, its
+ports and the state a resumed run's workers share, a worker that dies,
+and (large) two workers training the model one process trains."""
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from recipes.translation.config import UsageError
+from recipes.translation.data import DING
+from recipes.translation.workers import LOG_NAME, _share_chief_state, free_ports
+from tests.translation_helpers import ROOT, TINY, run
+
+needs_ding = pytest.mark.skipif(not os.path.exists(DING), reason=f"{DING} missing")
+
+
+@pytest.mark.parametrize("value", ["-1", "0", "65"])
+def test_workers_flag_is_checked(value):
+    with pytest.raises(UsageError, match="--workers"):
+        run("train", "--output", "unused", "--workers", value)
+
+
+@pytest.mark.parametrize(
+    "flags, named",
+    [
+        (("--time-budget", "5"), "--time-budget"),
+        (("--members", "2"), "--members"),
+        (("--update-freq", "2"), "--update-freq"),
+    ],
+)
+def test_what_workers_cannot_do_is_refused_before_any_work(tmp_path, flags, named):
+    output = tmp_path / "run"
+    with pytest.raises(UsageError, match=f"{named}.*--workers 2|--workers 2.*{named}"):
+        run("train", "--output", str(output), "--workers", "2", *flags)
+    assert not output.exists()
+
+
+def test_workers_in_a_tf_config_cluster_are_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"worker": ["a:1", "b:2"]}}))
+    with pytest.raises(UsageError, match="TF_CONFIG already makes"):
+        run("train", "--output", str(tmp_path / "run"), "--workers", "2")
+
+
+def test_free_ports_are_distinct_bindable_and_outside_the_ephemeral_range():
+    ports = free_ports(4)
+    assert len(set(ports)) == 4
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as handle:
+        low = int(handle.read().split()[0])
+    for port in ports:
+        assert 10_000 <= port < low
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", port))
+
+
+def test_every_worker_resumes_from_the_chiefs_state(tmp_path):
+    """The chief's backup and best epoch replace the workers' (an earlier
+    run with fewer workers left none, or a kill left older ones), and what
+    the chief lacks is removed from them."""
+    (tmp_path / "backup").mkdir()
+    (tmp_path / "backup" / "training_metadata.json").write_text('{"epoch": 3}')
+    (tmp_path / "best.weights.h5").write_text("chief's")
+    stale = tmp_path / "worker-1"
+    (stale / "backup").mkdir(parents=True)
+    (stale / "backup" / "training_metadata.json").write_text('{"epoch": 2}')
+    (stale / "checkpoints").mkdir()
+    (stale / LOG_NAME).write_text("kept")
+    _share_chief_state(str(tmp_path), 3)
+    for worker in ("worker-1", "worker-2"):
+        folder = tmp_path / worker
+        assert (folder / "backup" / "training_metadata.json").read_text() == '{"epoch": 3}'
+        assert (folder / "best.weights.h5").read_text() == "chief's"
+        assert not (folder / "checkpoints").exists()
+    assert (stale / LOG_NAME).read_text() == "kept"
+
+
+def _train(output, *flags, **popen):
+    command = [sys.executable, "-m", "recipes.translate", "train", "--output", str(output)]
+    command += ["--family", "rnn", "--seed", "3", *TINY, *flags]
+    env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    return subprocess.Popen(
+        command,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        **popen,
+    )
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is gone too
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@needs_ding
+def test_a_dying_worker_stops_the_cluster(tmp_path):
+    """Worker 1 killed: the command stops worker 0 (which would wait for it
+    forever) and fails naming worker 1 and its output, without hanging."""
+    output = tmp_path / "run"
+    process = _train(output, "--workers", "2", "--epochs", "1")
+    log = output / "worker-1" / LOG_NAME
+    deadline = time.time() + 120
+    while time.time() < deadline and not (log.exists() and "process" in log.read_text()):
+        time.sleep(0.1)
+    worker = int(re.search(r"process (\d+)", log.read_text()).group(1))
+    os.kill(worker, signal.SIGKILL)
+    text = process.communicate(timeout=120)[0]
+    assert process.returncode != 0, text[-2000:]
+    assert "worker 1 was killed by signal 9" in text, text[-2000:]
+    assert str(log) in text and "Traceback" not in text
+    chief = int(re.search(r"worker 0 \(process (\d+)", text).group(1))
+    assert not _alive(chief)
+
+
+def _weights(path):
+    import h5py
+
+    arrays = {}
+    with h5py.File(path, "r") as handle:
+        handle.visititems(
+            lambda name, item: (
+                arrays.__setitem__(name, item[()]) if isinstance(item, h5py.Dataset) else None
+            )
+        )
+    return arrays
+
+
+def _losses(text):
+    return [float(value) for value in re.findall(r" - loss: ([\d.]+)", text)]
+
+
+@pytest.mark.large
+@needs_ding
+def test_two_workers_train_the_model_one_process_trains(tmp_path):
+    """Dropout off (a worker draws its part of the batch's masks): the same
+    global batches, the loss over the global batch's tokens and the
+    gradients summed over the workers give one process's losses and
+    weights, up to float rounding."""
+    flags = ("--epochs", "2", "--dropout", "0", "--verbose", "2")
+    runs = {}
+    for workers in (1, 2):
+        process = _train(tmp_path / str(workers), *flags, "--workers", str(workers))
+        text = process.communicate(timeout=600)[0]
+        assert process.returncode == 0, text[-3000:]
+        runs[workers] = text
+    assert "on 2 replica(s)" in runs[2] and "on 1 replica(s)" in runs[1]
+    assert len(_losses(runs[1])) == 2
+    np.testing.assert_allclose(_losses(runs[2]), _losses(runs[1]), rtol=1e-4)
+    one, two = (_weights(str(tmp_path / k / "final.weights.h5")) for k in ("1", "2"))
+    assert one.keys() == two.keys() and len(one) > 5
+    for name in one:
+        np.testing.assert_allclose(two[name], one[name], rtol=1e-3, atol=1e-5, err_msg=name)
+    worker = _weights(str(tmp_path / "2" / "worker-1" / "final.weights.h5"))
+    for name in two:
+        np.testing.assert_array_equal(worker[name], two[name], err_msg=name)
+    config = json.loads((tmp_path / "2" / "config.json").read_text())
+    assert config["val_loss"] == pytest.approx(
+        json.loads((tmp_path / "1" / "config.json").read_text())["val_loss"], rel=1e-4
+    )
