@@ -173,3 +173,57 @@ def test_two_workers_train_the_model_one_process_trains(tmp_path):
     assert config["val_loss"] == pytest.approx(
         json.loads((tmp_path / "1" / "config.json").read_text())["val_loss"], rel=1e-4
     )
+
+
+def _read_until(process, needle, seconds):
+    """The lines `process` wrote until one holding `needle` (a deadline of
+    `seconds`; the caller's timeout ends a process that never writes it)."""
+    lines, deadline = [], time.time() + seconds
+    while time.time() < deadline:
+        line = process.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        if needle in line:
+            break
+    return "".join(lines)
+
+
+@pytest.mark.large
+@needs_ding
+def test_ctrl_c_stops_every_worker(tmp_path):
+    """Ctrl-C reaches the command only (its workers have their own process
+    group): it passes it on, each worker stops between two steps, and no
+    worker outlives the command."""
+    process = _train(tmp_path / "run", "--workers", "2", "--epochs", "3", "--verbose", "2")
+    text = _read_until(process, "Epoch 1/", 300)
+    assert "Epoch 1/" in text, text[-2000:]
+    pids = [int(pid) for pid in re.findall(r"worker \d \(process (\d+)", text)]
+    assert len(pids) == 2
+    process.send_signal(signal.SIGINT)
+    text += process.communicate(timeout=180)[0]
+    assert process.returncode == 1, text[-2000:]
+    assert "interrupted" in text and "Traceback" not in text, text[-2000:]
+    assert not any(_alive(pid) for pid in pids)
+
+
+@pytest.mark.large
+@needs_ding
+def test_a_run_resumes_with_more_workers(tmp_path):
+    """A one-process run interrupted after its first epoch resumes with two
+    workers: worker 1, which has no backup of its own, starts from the
+    chief's, at the same epoch."""
+    output = tmp_path / "run"
+    flags = ("--epochs", "2", "--verbose", "2")
+    process = _train(output, *flags)
+    text = _read_until(process, "Epoch 2/", 300)
+    process.send_signal(signal.SIGINT)
+    text += process.communicate(timeout=180)[0]
+    assert (output / "backup").exists(), text[-2000:]
+    process = _train(output, *flags, "--workers", "2")
+    text = process.communicate(timeout=600)[0]
+    assert process.returncode == 0, text[-3000:]
+    resumed = "resuming an interrupted run after its epoch 1 of 2"
+    assert resumed in text
+    assert resumed in (output / "worker-1" / LOG_NAME).read_text()
+    assert (output / "model.keras").exists()
