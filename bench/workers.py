@@ -22,12 +22,14 @@ epoch at the demo's `--batch-tokens 1536` (the 3 most frequent shapes,
 as `bench/cpu_training.py` does). Each process builds the demo's model
 (`recipes.translation.training.build_model`) and runs `fit` for two
 epochs over the batches, timing the second (the first traces the step
-and, in a cluster, sets up the collectives). Pieces/s count the real
-target pieces of the global batches, once; the cluster's time is its
-slowest worker's. The table holds medians over `--repeats` rounds and
-the median of each round's ratio to `1 process`. The load average is
-printed before each round (other programs on the machine slow every
-cell).
+and, in a cluster, sets up the collectives): its steps, from the first
+one's start to the last one's end, and the whole epoch, whose end
+includes what `fit` does before the next (in a cluster far longer than
+a step). Pieces/s count the real target pieces of the global batches,
+once; the cluster's time is its slowest worker's. The table holds
+medians over `--repeats` rounds and the median of each round's ratio to
+`1 process`. The load average is printed before each round (other
+programs on the machine slow every cell).
 
     python bench/workers.py --run runs/demo [--workers 2] [--steps 32] [--repeats 5]
         [--upper-bound]
@@ -106,15 +108,24 @@ def child(args):
 
     class Clock(keras.callbacks.Callback):  # the second epoch: the first traced the step
         def on_epoch_begin(self, epoch, logs=None):
-            self.wall, self.cpu = time.perf_counter(), time.process_time()
+            self.epoch, self.cpu = time.perf_counter(), time.process_time()
+
+        def on_train_batch_begin(self, batch, logs=None):
+            if batch == 0:
+                self.first = time.perf_counter()
+
+        def on_train_batch_end(self, batch, logs=None):
+            self.last = time.perf_counter()
 
         def on_epoch_end(self, epoch, logs=None):
-            self.wall, self.cpu = time.perf_counter() - self.wall, time.process_time() - self.cpu
+            self.epoch = time.perf_counter() - self.epoch
+            self.cpu = time.process_time() - self.cpu
 
     clock = Clock()
     model.fit(dataset(batches), epochs=2, verbose=0, shuffle=False, callbacks=[clock])
-    wall, cpu = clock.wall, clock.cpu
-    print(json.dumps({"steps": count, "tokens": tokens, "wall": wall, "cpu": cpu}))
+    # the steps, and the whole epoch (its end included: a new iterator for the next)
+    wall, epoch, cpu = clock.last - clock.first, clock.epoch, clock.cpu
+    print(json.dumps({"steps": count, "tokens": tokens, "wall": wall, "epoch": epoch, "cpu": cpu}))
 
 
 def launch(args, vocab, batches, options, tf_config=None):
@@ -132,7 +143,10 @@ def launch(args, vocab, batches, options, tf_config=None):
 
 
 def measure(cell, args, vocab, batches):
-    """`(steps/s, pieces/s, CPU-seconds)` of one run of `cell`."""
+    """`(steps/s, pieces/s, CPU-seconds, epoch seconds)` of one run of `cell`:
+    the steps' rates from the first step's start to the last one's end,
+    the epoch's seconds from its start to its end (what `fit` does
+    between epochs included)."""
     count = 1 if cell == "1 process" else args.workers
     cores = shares(sorted(os.sched_getaffinity(0)), count, wrap=True) if count > 1 else [None]
     configs = [None] * count
@@ -155,7 +169,8 @@ def measure(cell, args, vocab, batches):
     wall = max(r["wall"] for r in results)
     # the global batches' pieces: the cluster's workers each count all of them
     tokens = results[0]["tokens"] if cell.endswith("workers") else sum(r["tokens"] for r in results)
-    return results[0]["steps"] / wall, tokens / wall, sum(r["cpu"] for r in results)
+    epoch = max(r["epoch"] for r in results)
+    return results[0]["steps"] / wall, tokens / wall, sum(r["cpu"] for r in results), epoch
 
 
 def main():
@@ -199,15 +214,16 @@ def main():
             + ", ".join(f"{cell} {r[1]:.0f} pieces/s" for cell, r in results.items()),
             flush=True,
         )
-    print("\n| cell | steps/s | target pieces/s | x 1 process (range) | CPU-s |")
-    print("|---|---|---|---|---|")
+    print("\n| cell | steps/s | target pieces/s | x 1 process (range) | CPU-s | epoch s |")
+    print("|---|---|---|---|---|---|")
     for cell in cells:
         ratios = [r[cell][1] / r["1 process"][1] for r in rounds]
         print(
             f"| {cell} | {statistics.median(r[cell][0] for r in rounds):.2f} | "
             f"{statistics.median(r[cell][1] for r in rounds):,.0f} | "
             f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}) | "
-            f"{statistics.median(r[cell][2] for r in rounds):.1f} |"
+            f"{statistics.median(r[cell][2] for r in rounds):.1f} | "
+            f"{statistics.median(r[cell][3] for r in rounds):.1f} |"
         )
 
 

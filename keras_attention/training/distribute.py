@@ -25,6 +25,12 @@ only, so the model classes stay backend-neutral.
    logged another loss than one replica did. `adapt_for_distribution`
    weights every replica's update by the global batch size, so that the
    logged loss is the one replica's, whatever the split.
+
+Apart from these, `fit` makes a new distributed iterator over its
+training data at each epoch's end, which under
+`MultiWorkerMirroredStrategy` took far longer than a training step;
+`repeated_for_fit` gives `fit` a dataset that one iterator serves for
+every epoch.
 """
 
 import keras
@@ -110,3 +116,21 @@ def adapt_for_distribution(model):
     object.__setattr__(model, "test_step", test_step)
     object.__setattr__(model, "_maybe_symbolic_build", maybe_symbolic_build)
     return model
+
+
+def repeated_for_fit(model, dataset):
+    """`(data, steps_per_epoch)` for `model.fit`: under several workers,
+    `dataset` repeated, with its length in batches as an epoch's steps,
+    so that `fit` keeps one iterator for all epochs (each pass over the
+    repeated dataset is a new iteration of `dataset`: a shuffle with
+    `reshuffle_each_iteration` draws a new order, as for a new iterator);
+    otherwise, or when the length is unknown, `(dataset, None)`."""
+    if keras.backend.backend() != "tensorflow":
+        return dataset, None
+    strategy = model.distribute_strategy
+    if not strategy.extended._in_multi_worker_mode():
+        return dataset, None
+    batches = int(dataset.cardinality())
+    if batches <= 0:  # unknown, infinite or empty: as given
+        return dataset, None
+    return dataset.repeat(), batches

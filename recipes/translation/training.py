@@ -302,7 +302,7 @@ def train(config, log=print):
 def _train(config, log, settings, spec, starting=None):
     """`train` once the run is checked (and locked on the chief);
     `starting()` is called just before the first epoch."""
-    from keras_attention.training.distribute import adapt_for_distribution
+    from keras_attention.training.distribute import adapt_for_distribution, repeated_for_fit
 
     spec["jit"] = config.jit
     spec["time_budget"] = config.time_budget
@@ -354,9 +354,11 @@ def _train(config, log, settings, spec, starting=None):
     started = time.perf_counter()
     if starting is not None:
         starting()  # from here on the run keeps what it wrote (a backup to resume from)
+    fit_data, steps = repeated_for_fit(model, train_data)  # several workers: one iterator
     with runs.ctrl_c_between_steps() as ctrl_c:
         history = model.fit(
-            train_data,
+            fit_data,
+            steps_per_epoch=steps,
             validation_data=valid_data,
             # A resumed run whose budget is spent trains no more (the backup's epochs).
             epochs=done if budget is not None and budget.exhausted() else config.epochs,
