@@ -16,7 +16,7 @@ import pytest
 
 from recipes.translation.config import UsageError
 from recipes.translation.data import DING
-from recipes.translation.workers import LOG_NAME, _share_chief_state, free_ports
+from recipes.translation.workers import LOG_NAME, _failure, _share_chief_state, free_ports
 from tests.translation_helpers import ROOT, TINY, run
 
 needs_ding = pytest.mark.skipif(not os.path.exists(DING), reason=f"{DING} missing")
@@ -79,6 +79,18 @@ def test_every_worker_resumes_from_the_chiefs_state(tmp_path):
         assert (folder / "best.weights.h5").read_text() == "chief's"
         assert not (folder / "checkpoints").exists()
     assert (stale / LOG_NAME).read_text() == "kept"
+
+
+def test_a_failed_worker_is_named_with_its_output(tmp_path):
+    log = tmp_path / LOG_NAME
+    log.write_text("--- worker 1\nerror: --output x holds another run\nlater\n")
+    refused = _failure(1, 2, str(log))
+    assert refused.startswith("worker 1 stopped with exit status 2")
+    assert f"see {log} (its last line: error: --output x holds another run)" in refused
+    assert "resumes" not in refused  # a refusal: its line says what to change
+    killed = _failure(0, -9, None)
+    assert killed.startswith("worker 0 was killed by signal 9")
+    assert "see its lines above" in killed and "resumes the run" in killed
 
 
 def _train(output, *flags, **popen):

@@ -286,6 +286,8 @@ def _failure(index, code, log_path):
         errors = [line for line in lines if line.startswith("error:")]
         if errors or lines:
             where += f" (its last line: {(errors or lines)[-1]})"
+    if code == 2:  # a refusal (`runs.command_errors`): its line says what to change
+        return f"worker {index} {how}, and the other workers were stopped: {where}"
     return (
         f"worker {index} {how}, and the other workers were stopped: {where}; "
         "the same command resumes the run from its last completed epoch"
