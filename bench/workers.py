@@ -23,13 +23,14 @@ as `bench/cpu_training.py` does). Each process builds the demo's model
 (`recipes.translation.training.build_model`) and runs `fit` for two
 epochs over the batches, timing the second (the first traces the step
 and, in a cluster, sets up the collectives): its steps, from the first
-one's start to the last one's end, and the whole epoch, whose end
-includes what `fit` does before the next (in a cluster far longer than
-a step). Pieces/s count the real target pieces of the global batches,
-once; the cluster's time is its slowest worker's. The table holds
-medians over `--repeats` rounds and the median of each round's ratio to
-`1 process`. The load average is printed before each round (other
-programs on the machine slow every cell).
+one's start to the last one's end, and the whole epoch. A cluster's
+workers are given the batches as the recipe gives them
+(`repeated_for_fit`: one iterator for every epoch). Pieces/s count
+the real target pieces of the global batches, once; the cluster's time
+is its slowest worker's. The table holds medians over `--repeats`
+rounds and the median of each round's ratio to `1 process`. The load
+average is printed before each round (other programs on the machine
+slow every cell).
 
     python bench/workers.py --run runs/demo [--workers 2] [--steps 32] [--repeats 5]
         [--upper-bound]
@@ -72,7 +73,7 @@ def child(args):
     strategy = tf.distribute.MultiWorkerMirroredStrategy() if os.environ.get("TF_CONFIG") else None
     import keras
 
-    from keras_attention.training.distribute import adapt_for_distribution
+    from keras_attention.training.distribute import adapt_for_distribution, repeated_for_fit
     from recipes.translation.training import build_model
 
     stored = np.load(args.batches)
@@ -122,7 +123,8 @@ def child(args):
             self.cpu = time.process_time() - self.cpu
 
     clock = Clock()
-    model.fit(dataset(batches), epochs=2, verbose=0, shuffle=False, callbacks=[clock])
+    data, steps = repeated_for_fit(model, dataset(batches))  # as the recipe feeds it
+    model.fit(data, steps_per_epoch=steps, epochs=2, verbose=0, shuffle=False, callbacks=[clock])
     # the steps, and the whole epoch (its end included: a new iterator for the next)
     wall, epoch, cpu = clock.last - clock.first, clock.epoch, clock.cpu
     print(json.dumps({"steps": count, "tokens": tokens, "wall": wall, "epoch": epoch, "cpu": cpu}))

@@ -27,8 +27,8 @@ only, so the model classes stay backend-neutral.
    logged loss is the one replica's, whatever the split.
 
 Apart from these, `fit` makes a new distributed iterator over its
-training data at each epoch's end, which under
-`MultiWorkerMirroredStrategy` took far longer than a training step;
+training data at each epoch's end, where `MultiWorkerMirroredStrategy`
+workers were seen to wait far longer than a training step;
 `repeated_for_fit` gives `fit` a dataset that one iterator serves for
 every epoch.
 """
