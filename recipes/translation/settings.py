@@ -375,7 +375,7 @@ class Settings:
         "train one model in N worker processes of this machine, each on its share of the "
         "cores: a MultiWorkerMirroredStrategy cluster on loopback, as TF_CONFIG makes one "
         "across machines; --batch-size/--batch-tokens stay the global batch, split among "
-        "the workers (default 1: one process; at most {at_most})",
+        "the workers (default: 1, one process; at most {at_most})",
         ("train",),
         check={
             "integer": True,
