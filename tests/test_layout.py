@@ -270,6 +270,7 @@ TRANSLATION = (
     "recipes.translation.training",
     "recipes.translation.hyperparameter_search",
     "recipes.translation.members",
+    "recipes.translation.workers",
     "recipes.translation.commands",
     "recipes.translate",
     "recipes.gpu_check",
@@ -289,6 +290,8 @@ DEFERRED = {
     # A member's process imports members.py before it takes its share of
     # the CPU, and training.py starts TensorFlow.
     ("recipes.translation.members", "recipes.translation.training"),
+    # The same for a worker of `train --workers` and workers.py.
+    ("recipes.translation.workers", "recipes.translation.training"),
 }
 
 

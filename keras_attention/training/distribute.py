@@ -18,6 +18,19 @@ only, so the model classes stay backend-neutral.
    replicas (its symbolic build), which fails on nested integer batches.
    A model whose weights and optimizer are built has nothing to build, so
    that step is skipped.
+4. The logged loss is a mean over steps weighted by each replica's own
+   batch size, of the replica's share times the replica count: right
+   only when every replica holds as many examples. A batch the replicas
+   split unevenly (bucketed batches of any size; a last, smaller batch)
+   logged another loss than one replica did. `adapt_for_distribution`
+   weights every replica's update by the global batch size, so that the
+   logged loss is the one replica's, whatever the split.
+
+Apart from these, `fit` makes a new distributed iterator over its
+training data at each epoch's end, where `MultiWorkerMirroredStrategy`
+workers were seen to wait far longer than a training step;
+`repeated_for_fit` gives `fit` a dataset that one iterator serves for
+every epoch.
 """
 
 import keras
@@ -42,6 +55,23 @@ def _global_token_count(count):
     return context.all_reduce("SUM", tf.stop_gradient(count))
 
 
+def _weigh_by_global_batch(tracker):
+    """Make the loss tracker (a `Mean`) weigh each replica's update by the
+    global batch size (the sum of the replicas' weights) instead of the
+    replica's own: the weighted sum of the replicas' shares, each times
+    the replica count, over that count, is then the global batch's loss."""
+    import tensorflow as tf
+
+    update = tracker.update_state
+
+    def update_state(values, sample_weight=None):
+        if sample_weight is not None:
+            sample_weight = _global_token_count(tf.cast(sample_weight, "float32"))
+        return update(values, sample_weight=sample_weight)
+
+    object.__setattr__(tracker, "update_state", update_state)  # this tracker only
+
+
 def adapt_for_distribution(model):
     """Make `model.fit`/`evaluate` correct on several replicas and working
     under MultiWorkerMirroredStrategy.
@@ -59,6 +89,8 @@ def adapt_for_distribution(model):
         for loss in keras.tree.flatten(model.loss):
             if isinstance(loss, MaskedCrossEntropy):
                 loss.global_count = _global_token_count
+        if getattr(model, "_loss_tracker", None) is not None:
+            _weigh_by_global_batch(model._loss_tracker)
     if not in_multi_worker_mode():
         return model
 
@@ -84,3 +116,21 @@ def adapt_for_distribution(model):
     object.__setattr__(model, "test_step", test_step)
     object.__setattr__(model, "_maybe_symbolic_build", maybe_symbolic_build)
     return model
+
+
+def repeated_for_fit(model, dataset):
+    """`(data, steps_per_epoch)` for `model.fit`: under several workers,
+    `dataset` repeated, with its length in batches as an epoch's steps,
+    so that `fit` keeps one iterator for all epochs (each pass over the
+    repeated dataset is a new iteration of `dataset`: a shuffle with
+    `reshuffle_each_iteration` draws a new order, as for a new iterator);
+    otherwise, or when the length is unknown, `(dataset, None)`."""
+    if keras.backend.backend() != "tensorflow":
+        return dataset, None
+    strategy = model.distribute_strategy
+    if not strategy.extended._in_multi_worker_mode():
+        return dataset, None
+    batches = int(dataset.cardinality())
+    if batches <= 0:  # unknown, infinite or empty: as given
+        return dataset, None
+    return dataset.repeat(), batches

@@ -39,6 +39,7 @@ from .scores import bleu_by_length, corpus_scores, number_consistency, test_set_
 from .text_io import read_pair_file, reads_lines, translate_file
 from .trained_run import finished, load_decoder, load_run
 from .training import train, train_settings
+from .workers import train_workers
 
 DEMO_SENTENCES = (
     "Ich habe keine Zeit.",
@@ -483,7 +484,10 @@ def everyday_scores(serve, log=print):
 
 
 def train_command(config, log=print):
-    """`train`, or with `--members N` its N members at once (`members.py`)."""
+    """`train`, or with `--members N` its N members at once (`members.py`),
+    or with `--workers N` in N local worker processes (`workers.py`)."""
+    if config.workers > 1:
+        return train_workers(config, log)
     return train_members(config, log) if config.members > 1 else train(config, log)
 
 

@@ -51,6 +51,8 @@ BEAM_DEFAULTS = {
 # `train --members`: at most this many, each a TensorFlow process of its own
 # started at once (1000 started two a second and made the load average 151).
 MAX_MEMBERS = 8
+# `train --workers`: at most this many local worker processes, for the same reason.
+MAX_WORKERS = 64
 # Recorded beside a `sliding_window` since it means Keras's window (`upgrade`).
 WINDOW_RULE = "sliding_window_rule"
 

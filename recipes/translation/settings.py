@@ -33,6 +33,7 @@ from .defaults import (
     DECAYS,
     FAMILIES,
     MAX_MEMBERS,
+    MAX_WORKERS,
     POSITIONS,
     PRECISIONS,
     PRESETS,
@@ -395,6 +396,20 @@ class Settings:
             "low": 1,
             "at_most": MAX_MEMBERS,
             "why": "each member is a TensorFlow process of its own, all started at once",
+        },
+    )
+    workers: int = setting(  # one model, several processes (`workers.py`); not recorded
+        1,
+        "train one model in N worker processes of this machine, each on its share of the "
+        "cores: a MultiWorkerMirroredStrategy cluster on loopback, as TF_CONFIG makes one "
+        "across machines; --batch-size/--batch-tokens stay the global batch, split among "
+        "the workers (default: 1, one process; at most {at_most})",
+        ("train",),
+        check={
+            "integer": True,
+            "low": 1,
+            "at_most": MAX_WORKERS,
+            "why": "each worker is a TensorFlow process of its own, all started at once",
         },
     )
     distill_from: list = setting(

@@ -1,0 +1,241 @@
+"""`train --workers N` (`recipes/translation/workers.py`): its checks, its
+ports and the state a resumed run's workers share, a worker that dies,
+and (large) two workers training the model one process trains."""
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from recipes.translation.config import UsageError
+from recipes.translation.data import DING
+from recipes.translation.workers import LOG_NAME, _failure, _share_chief_state, free_ports
+from tests.translation_helpers import ROOT, TINY, run
+
+needs_ding = pytest.mark.skipif(not os.path.exists(DING), reason=f"{DING} missing")
+
+
+@pytest.mark.parametrize("value", ["-1", "0", "65"])
+def test_workers_flag_is_checked(value):
+    with pytest.raises(UsageError, match="--workers"):
+        run("train", "--output", "unused", "--workers", value)
+
+
+@pytest.mark.parametrize(
+    "flags, named",
+    [
+        (("--time-budget", "5"), "--time-budget"),
+        (("--members", "2"), "--members"),
+        (("--update-freq", "2"), "--update-freq"),
+    ],
+)
+def test_what_workers_cannot_do_is_refused_before_any_work(tmp_path, flags, named):
+    output = tmp_path / "run"
+    with pytest.raises(UsageError, match=f"{named}.*--workers 2|--workers 2.*{named}"):
+        run("train", "--output", str(output), "--workers", "2", *flags)
+    assert not output.exists()
+
+
+def test_workers_in_a_tf_config_cluster_are_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"worker": ["a:1", "b:2"]}}))
+    with pytest.raises(UsageError, match="TF_CONFIG already makes"):
+        run("train", "--output", str(tmp_path / "run"), "--workers", "2")
+
+
+def test_free_ports_are_distinct_bindable_and_outside_the_ephemeral_range():
+    ports = free_ports(4)
+    assert len(set(ports)) == 4
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as handle:
+        low = int(handle.read().split()[0])
+    for port in ports:
+        assert 10_000 <= port < low
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", port))
+
+
+def test_every_worker_resumes_from_the_chiefs_state(tmp_path):
+    """The chief's backup and best epoch replace the workers' (an earlier
+    run with fewer workers left none, or a kill left older ones), and what
+    the chief lacks is removed from them."""
+    (tmp_path / "backup").mkdir()
+    (tmp_path / "backup" / "training_metadata.json").write_text('{"epoch": 3}')
+    (tmp_path / "best.weights.h5").write_text("chief's")
+    stale = tmp_path / "worker-1"
+    (stale / "backup").mkdir(parents=True)
+    (stale / "backup" / "training_metadata.json").write_text('{"epoch": 2}')
+    (stale / "checkpoints").mkdir()
+    (stale / LOG_NAME).write_text("kept")
+    _share_chief_state(str(tmp_path), 3)
+    for worker in ("worker-1", "worker-2"):
+        folder = tmp_path / worker
+        assert (folder / "backup" / "training_metadata.json").read_text() == '{"epoch": 3}'
+        assert (folder / "best.weights.h5").read_text() == "chief's"
+        assert not (folder / "checkpoints").exists()
+    assert (stale / LOG_NAME).read_text() == "kept"
+
+
+def test_a_failed_worker_is_named_with_its_output(tmp_path):
+    log = tmp_path / LOG_NAME
+    log.write_text("--- worker 1\nerror: --output x holds another run\nlater\n")
+    refused = _failure(1, 2, str(log))
+    assert refused.startswith("worker 1 stopped with exit status 2")
+    assert f"see {log} (its last line: error: --output x holds another run)" in refused
+    assert "resumes" not in refused  # a refusal: its line says what to change
+    killed = _failure(0, -9, None)
+    assert killed.startswith("worker 0 was killed by signal 9")
+    assert "see its lines above" in killed and "resumes the run" in killed
+
+
+def _train(output, *flags, **popen):
+    command = [sys.executable, "-m", "recipes.translate", "train", "--output", str(output)]
+    command += ["--family", "rnn", "--seed", "3", *TINY, *flags]
+    env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    return subprocess.Popen(
+        command,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        **popen,
+    )
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is gone too
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@needs_ding
+def test_a_dying_worker_stops_the_cluster(tmp_path):
+    """Worker 1 killed: the command stops worker 0 (which would wait for it
+    forever) and fails naming worker 1 and its output, without hanging."""
+    output = tmp_path / "run"
+    process = _train(output, "--workers", "2", "--epochs", "1")
+    log = output / "worker-1" / LOG_NAME
+    deadline = time.time() + 120
+    while time.time() < deadline and not (log.exists() and "process" in log.read_text()):
+        time.sleep(0.1)
+    worker = int(re.search(r"process (\d+)", log.read_text()).group(1))
+    os.kill(worker, signal.SIGKILL)
+    text = process.communicate(timeout=120)[0]
+    assert process.returncode != 0, text[-2000:]
+    assert "worker 1 was killed by signal 9" in text, text[-2000:]
+    assert str(log) in text and "Traceback" not in text
+    chief = int(re.search(r"worker 0 \(process (\d+)", text).group(1))
+    assert not _alive(chief)
+
+
+def _weights(path):
+    import h5py
+
+    arrays = {}
+    with h5py.File(path, "r") as handle:
+        handle.visititems(
+            lambda name, item: (
+                arrays.__setitem__(name, item[()]) if isinstance(item, h5py.Dataset) else None
+            )
+        )
+    return arrays
+
+
+def _losses(text):
+    return [float(value) for value in re.findall(r" - loss: ([\d.]+)", text)]
+
+
+@pytest.mark.large
+@needs_ding
+def test_two_workers_train_the_model_one_process_trains(tmp_path):
+    """Dropout off (a worker draws its part of the batch's masks): the same
+    global batches, the loss over the global batch's tokens and the
+    gradients summed over the workers give one process's losses and
+    weights, up to float rounding."""
+    flags = ("--epochs", "2", "--dropout", "0", "--verbose", "2")
+    runs = {}
+    for workers in (1, 2):
+        process = _train(tmp_path / str(workers), *flags, "--workers", str(workers))
+        text = process.communicate(timeout=600)[0]
+        assert process.returncode == 0, text[-3000:]
+        runs[workers] = text
+    assert "on 2 replica(s)" in runs[2] and "on 1 replica(s)" in runs[1]
+    assert len(_losses(runs[1])) == 2
+    np.testing.assert_allclose(_losses(runs[2]), _losses(runs[1]), rtol=1e-4)
+    one, two = (_weights(str(tmp_path / k / "final.weights.h5")) for k in ("1", "2"))
+    assert one.keys() == two.keys() and len(one) > 5
+    for name in one:
+        np.testing.assert_allclose(two[name], one[name], rtol=1e-3, atol=1e-5, err_msg=name)
+    worker = _weights(str(tmp_path / "2" / "worker-1" / "final.weights.h5"))
+    for name in two:
+        np.testing.assert_array_equal(worker[name], two[name], err_msg=name)
+    config = json.loads((tmp_path / "2" / "config.json").read_text())
+    assert config["val_loss"] == pytest.approx(
+        json.loads((tmp_path / "1" / "config.json").read_text())["val_loss"], rel=1e-4
+    )
+
+
+def _read_until(process, needle, seconds):
+    """The lines `process` wrote until one holding `needle` (a deadline of
+    `seconds`; the caller's timeout ends a process that never writes it)."""
+    lines, deadline = [], time.time() + seconds
+    while time.time() < deadline:
+        line = process.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        if needle in line:
+            break
+    return "".join(lines)
+
+
+@pytest.mark.large
+@needs_ding
+def test_ctrl_c_stops_every_worker(tmp_path):
+    """Ctrl-C reaches the command only (its workers have their own process
+    group): it passes it on, each worker stops between two steps, and no
+    worker outlives the command."""
+    process = _train(tmp_path / "run", "--workers", "2", "--epochs", "3", "--verbose", "2")
+    text = _read_until(process, "Epoch 1/", 300)
+    assert "Epoch 1/" in text, text[-2000:]
+    pids = [int(pid) for pid in re.findall(r"worker \d \(process (\d+)", text)]
+    assert len(pids) == 2
+    process.send_signal(signal.SIGINT)
+    text += process.communicate(timeout=180)[0]
+    assert process.returncode == 1, text[-2000:]
+    assert "interrupted" in text and "Traceback" not in text, text[-2000:]
+    assert not any(_alive(pid) for pid in pids)
+
+
+@pytest.mark.large
+@needs_ding
+def test_a_run_resumes_with_more_workers(tmp_path):
+    """A one-process run interrupted after its first epoch resumes with two
+    workers: worker 1, which has no backup of its own, starts from the
+    chief's, at the same epoch."""
+    output = tmp_path / "run"
+    flags = ("--epochs", "2", "--verbose", "2")
+    process = _train(output, *flags)
+    text = _read_until(process, "Epoch 2/", 300)
+    process.send_signal(signal.SIGINT)
+    text += process.communicate(timeout=180)[0]
+    assert (output / "backup").exists(), text[-2000:]
+    process = _train(output, *flags, "--workers", "2")
+    text = process.communicate(timeout=600)[0]
+    assert process.returncode == 0, text[-3000:]
+    resumed = "resuming an interrupted run after its epoch 1 of 2"
+    assert resumed in text
+    assert resumed in (output / "worker-1" / LOG_NAME).read_text()
+    assert (output / "model.keras").exists()
