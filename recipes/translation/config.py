@@ -349,6 +349,16 @@ def model_settings(config, hyperparameters=None):
         raise UsageError(
             f"--position must be one of {list(POSITIONS)}; got {settings['position']!r}"
         )
+    _check_widths(settings)
+    if settings["sliding_window"] is not None:  # recorded as Keras's window (`upgrade`)
+        settings[WINDOW_RULE] = "keras"
+    return settings
+
+
+def _check_widths(settings):
+    """`UsageError` when the model's widths do not fit together: the heads
+    that share a key/value head, the features of a head, a ConvS2S output
+    scored against its embedding table."""
     heads, kv_heads = settings["num_heads"], settings["num_key_value_heads"]
     if kv_heads is not None and heads % kv_heads:
         raise UsageError(
@@ -367,9 +377,6 @@ def model_settings(config, hyperparameters=None):
             f"decoder's output is scored against the embedding table); got {embed_dim} and "
             f"{hidden_dim}"
         )
-    if settings["sliding_window"] is not None:  # recorded as Keras's window (`upgrade`)
-        settings[WINDOW_RULE] = "keras"
-    return settings
 
 
 def recorded_defaults(settings):
