@@ -197,7 +197,8 @@ def test_batches_are_bucketed_by_length_and_hold_every_pair_once(trained):
     ]
     assert sum(s[0] * s[1] for s, _, _ in shapes) == sum(bucket_width) < len(fits) * 48
     # Untuned: dropping an autotuned epoch's iterator stalled training for
-    # 15-30 s at some epoch boundaries (BENCHMARKS.md, "The stalls between epochs").
+    # 15-30 s at some epoch boundaries (docs/archive/benchmarks-history.md,
+    # "The stalls between epochs").
     assert data.options().autotune.enabled is False
 
 

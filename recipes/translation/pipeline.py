@@ -465,10 +465,11 @@ def _untuned(batched):
     # No autotuning. Keras drops an epoch's iterator when the next begins,
     # and the drop waited for a tf.data thread (the autotuner's, by the
     # stack) 15-30 s with every core idle, at 3 of 10 epoch boundaries of
-    # the demo on the AVX2 EPYC; none in 20 untuned (BENCHMARKS.md, "The
-    # stalls between epochs"). Untuned, the maps run min(16, cores) calls
-    # at once and the prefetch grows its own buffer; the pipeline, a few
-    # seconds of an epoch's minute, costs less CPU so.
+    # the demo on the AVX2 EPYC; none in 20 untuned (docs/archive/
+    # benchmarks-history.md, "The stalls between epochs"). Untuned, the
+    # maps run min(16, cores) calls at once and the prefetch grows its own
+    # buffer; the pipeline, a few seconds of an epoch's minute, costs less
+    # CPU so.
     options.autotune.enabled = False
     return batched.prefetch(tf.data.AUTOTUNE).with_options(options)
 
