@@ -63,38 +63,27 @@ def make_dataset(
     pieces per side (long sentences in small batches), otherwise every batch
     holds `batch_size` pairs.
 
-    `extra_path` (with `shuffle`, for training): each epoch also draws
-    `extra_ratio` x (the pairs of `path`) pairs at random from this file,
-    e.g. the Ding dictionary's entries; a new draw every epoch.
+    `extra_path` (training): each epoch also draws `extra_ratio` x (the
+    pairs of `path`) pairs from this file (the Ding dictionary's entries).
 
-    `numbers` (a `serving.NumberProtection`): the digit groups of each
-    pair whose two sides hold the same numbers are replaced by the
-    placeholder (`NumberProtection.protect_pairs`), as the translator
-    replaces a source's before its model.
+    `numbers` (a `NumberProtection`): `protect_pairs` replaces the numbers
+    that a pair's two sides share by the placeholder, as the translator does.
 
-    `word_dropout` (for training): each piece of `source` and of
-    `target_in` is replaced by `[UNK]` with this probability, a new draw
-    for every batch (Gal and Ghahramani's word dropout, which Sennrich and
-    Zhang found worth several BLEU on small data); `[PAD]`, `[START]` and
-    `[END]` stay, and `target_out`, what the loss scores, is never changed.
+    `word_dropout` (for training): each piece of `source` and `target_in`
+    becomes `[UNK]` with this probability (`_with_word_dropout`: Gal and
+    Ghahramani's word dropout); `target_out` is never changed.
 
-    `subword_sampling` a > 0 (for training, SentencePiece tokenizers):
-    each epoch segments every sentence anew, drawing a segmentation with
-    probability proportional to P(segmentation)^a (Kudo's subword
-    regularization; `SentencePieceTokenizer.pieces`). A pair whose drawn
-    segmentation does not fit `max_length` sits that epoch out; `kept`
-    counts the pairs whose best segmentation fits.
+    `subword_sampling` a > 0 (for training, SentencePiece): each epoch draws
+    a segmentation with probability ~ P(segmentation)^a (Kudo's subword
+    regularization); a pair whose draw does not fit sits that epoch out.
 
-    `shards` (a folder of `shards.write_shards`, `path`'s pairs tokenised
-    as here): the pairs are read from it instead of tokenising `path`, and
-    counted from its `meta.json`; the same batches. Not with
-    `subword_sampling`, which segments the text anew each epoch, nor with
-    `extra_path`'s draws, which are text: those read `path`.
+    `shards` (`shards.write_shards` of `path`): the pairs and their counts
+    are read from it, the same batches; not with `subword_sampling` nor
+    `extra_path`'s draws, which need the text (`reads_shards`).
 
-    Returns `(dataset, kept, total)`: the pairs of `path` that fit, counted
-    first, and all of them. The dataset knows its length in batches (Keras
-    then knows an epoch's length): exact without `extra_path`; with it, the
-    expected number, each epoch cut or topped up to that number.
+    Returns `(dataset, kept, total)`: the pairs of `path` that fit, and all
+    of them. The dataset knows its length in batches (exact; with
+    `extra_path`, the expected number, each epoch cut or topped up to it).
 
     `epochs` (training): `(first, last, skip)`, the dataset is a list of
     `EpochStream`s, each epoch's order a function of `seed` and the epoch,
@@ -107,14 +96,9 @@ def make_dataset(
         pieces = (functools.partial(shard_records, shards, meta), _bucket_records)
         extra = (None, 0, kept)
     else:
-        found, total = _lengths(encode, path)
-        kept, per_bucket = len(found), _bucket_counts(found, boundaries, sizes)
-        extra = (extra_path, 0, kept)
-        if extra_path is not None and extra_ratio > 0:
-            extra = (extra_path, int(round(extra_ratio * kept)), kept)
-            per_bucket = per_bucket + extra[1] * _bucket_shares(
-                encode, extra_path, boundaries, sizes
-            )
+        kept, total, per_bucket, extra = _text_counts(
+            encode, path, boundaries, sizes, extra_path, extra_ratio
+        )
         pieces = (
             functools.partial(_text_lines, path),
             functools.partial(_bucketed, encode=encode, subword_sampling=subword_sampling),
@@ -132,6 +116,18 @@ def make_dataset(
     if epochs is None:
         return _untuned(one_epoch(seed)), kept, total
     return _epoch_streams(one_epoch, seed, batches, *epochs), kept, total
+
+
+def _text_counts(encode, path, boundaries, sizes, extra_path, extra_ratio):
+    """`(kept, total, pairs per bucket, (extra_path, draws, kept))` of a
+    split read as text: its pairs that fit counted (`_lengths`), and the
+    expected share of each epoch's `extra_ratio` draws from `extra_path`."""
+    found, total = _lengths(encode, path)
+    kept, per_bucket = len(found), _bucket_counts(found, boundaries, sizes)
+    draws = int(round(extra_ratio * kept)) if extra_path is not None and extra_ratio > 0 else 0
+    if draws:
+        per_bucket = per_bucket + draws * _bucket_shares(encode, extra_path, boundaries, sizes)
+    return kept, total, per_bucket, (extra_path, draws, kept)
 
 
 def _text_lines(path):
