@@ -27,6 +27,7 @@ from tests.translation_helpers import (
     TINY,
     cli,
     free_port,
+    h5_arrays,
     run,
 )
 
@@ -209,20 +210,8 @@ def test_two_workers_train_to_identical_weights(tmp_path):
     worker_dirs = [d for d in os.listdir(prepared) if d.startswith("worker-")]
     assert len(worker_dirs) == 1
 
-    def weights(path):
-        import h5py
-
-        arrays = {}
-        with h5py.File(path, "r") as handle:
-            handle.visititems(
-                lambda name, item: (
-                    arrays.__setitem__(name, item[()]) if isinstance(item, h5py.Dataset) else None
-                )
-            )
-        return arrays
-
-    chief = weights(str(prepared / "final.weights.h5"))
-    other = weights(str(prepared / worker_dirs[0] / "final.weights.h5"))
+    chief = h5_arrays(str(prepared / "final.weights.h5"))
+    other = h5_arrays(str(prepared / worker_dirs[0] / "final.weights.h5"))
     assert chief.keys() == other.keys() and len(chief) > 5
     for name in chief:
         np.testing.assert_array_equal(chief[name], other[name], err_msg=name)

@@ -287,3 +287,17 @@ def export_shared_run(output, folder):
         log=lambda _: 0,
     )
     return os.path.relpath(path, folder)
+
+
+def h5_arrays(path):
+    """Every array of a `.weights.h5` file, by its path inside the file."""
+    import h5py
+
+    arrays = {}
+    with h5py.File(path, "r") as handle:
+        handle.visititems(
+            lambda name, item: (
+                arrays.__setitem__(name, item[()]) if isinstance(item, h5py.Dataset) else None
+            )
+        )
+    return arrays
