@@ -35,12 +35,12 @@ export TF_CPP_MIN_LOG_LEVEL ?= 2
 # What must hold on every backend: the shared layer harness, each family
 # trained, decoding and saving, 0.1.0 files, the decoding options, and the
 # docstring examples. `make test`'s JAX run takes PORTABLE_JAX_K of them (the
-# docstring examples, every layer's harness and every family trained,
-# generating and saved: test_portability.py, and the registry and layout
-# checks); `make test-large`'s JAX run takes the rest (0.1.0 and 0.2.0
-# files, the decoding options, the searches, quantization, ensembles, the
-# fused attention path against the plain one), so
-# that .ci/run runs each JAX case once. make test-torch runs them all.
+# docstring examples, every layer's harness, each family trained, generating
+# and saved: test_portability.py, and the registry and layout checks);
+# `make test-large`'s JAX run takes the rest (the families' variants, 0.1.0
+# and 0.2.0 files, the decoding options, the searches, quantization,
+# ensembles, the fused attention path against the plain one), so that
+# .ci/run runs each JAX case once. make test-torch runs them all.
 PORTABLE := tests/test_portability.py tests/test_compatibility.py tests/test_registry.py tests/test_layout.py \
 	tests/test_score_attention.py tests/test_multi_head.py tests/test_attention_variants.py \
 	tests/test_positional.py tests/test_transformer.py tests/test_convs2s.py tests/test_rnn.py \
@@ -52,6 +52,10 @@ PORTABLE_ARGS := -q -n 2 -p no:cacheprovider -m "not tensorflow" -k "$(PORTABLE_
 PORTABLE_JAX_ARGS := -q -n 2 -p no:cacheprovider -m "not tensorflow" -k "$(PORTABLE_JAX_K)"
 PORTABLE_JAX_LARGE_ARGS := -q -n 2 -p no:cacheprovider -m "not tensorflow" \
 	-k "($(PORTABLE_K)) and not ($(PORTABLE_JAX_K))"
+# ... and the cases of PORTABLE_JAX_K marked large on JAX (test_portability.py's
+# variants of each family).
+PORTABLE_JAX_MARKED_LARGE_ARGS := -q -n 2 -p no:cacheprovider --run_large -m "large and not tensorflow" \
+	-k "$(PORTABLE_JAX_K)"
 # The JAX run compiles hundreds of tiny programs and runs each a few times,
 # so the tests compile at XLA's backend optimisation level 0 (no
 # vectorisation: results may differ in the last bits, within the tests'
@@ -195,6 +199,7 @@ test: lint $(STAMP) $(JAX_STAMP) $(DING)
 test-large: $(STAMP) $(JAX_STAMP) $(DING)
 	$(PY) -m pytest -q -rs -n 2 --durations=5 --run_large -m large tests
 	$(JAX_TEST_ENV) $(JAX_CACHE_ENV) $(VENV_JAX)/bin/python -m pytest $(PORTABLE_JAX_LARGE_ARGS) $(PORTABLE)
+	$(JAX_TEST_ENV) $(JAX_CACHE_ENV) $(VENV_JAX)/bin/python -m pytest $(PORTABLE_JAX_MARKED_LARGE_ARGS) $(PORTABLE)
 
 # The documentation site, into site/ (not committed). MathJax, which renders
 # the equations, comes from the npm package (npm pack, not committed); without

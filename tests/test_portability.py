@@ -59,15 +59,34 @@ def data(count=32, length=5):
 
 
 # Under TensorFlow, tests/test_seq2seq.py trains every family with `fit`
-# (scheduled sampling included) in `make test`: these fits are large there,
-# and `make test`'s on JAX.
-LARGE_ON_TENSORFLOW = pytest.mark.large if keras.backend.backend() == "tensorflow" else ()
+# (scheduled sampling included) in `make test`: these fits are large there.
+# Under JAX, `make test` fits and generates with the three families as they
+# come (`BASE`), scheduled sampling on; the variants (local attention, tied
+# and shared tables) and the fits without scheduled sampling are large.
+BACKEND = keras.backend.backend()
+BASE = ("rnn", "convs2s", "transformer")
 
 
-@pytest.mark.parametrize(
-    "family", [pytest.param(family, marks=LARGE_ON_TENSORFLOW) for family in FAMILIES]
-)
-@pytest.mark.parametrize("scheduled", [False, True])
+def large_on(*backends):
+    """The `large` mark if this run's backend is one of `backends`."""
+    return [pytest.mark.large] if BACKEND in backends else []
+
+
+def families(*variants_large_on, large_on_backends=()):
+    """FAMILIES as parameters: each large on `large_on_backends`, the
+    variants (not in BASE) also on `variants_large_on`."""
+    return [
+        pytest.param(
+            family,
+            marks=large_on(*large_on_backends)
+            + ([] if family in BASE else large_on(*variants_large_on)),
+        )
+        for family in FAMILIES
+    ]
+
+
+@pytest.mark.parametrize("family", families("jax", large_on_backends=["tensorflow"]))
+@pytest.mark.parametrize("scheduled", [pytest.param(False, marks=large_on("jax")), True])
 def test_fit_one_epoch(family, scheduled):
     source, target_in, target_out = data()
     kwargs = (
@@ -90,7 +109,7 @@ def test_fit_one_epoch(family, scheduled):
         assert int(keras.ops.convert_to_numpy(model.sampling_step)) == 2
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", families("jax"))
 def test_generate_and_round_trip(family):
     source, target_in, _ = data(4)
     model = FAMILIES[family]()
