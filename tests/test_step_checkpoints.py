@@ -60,6 +60,10 @@ def iterations(path):
     return count
 
 
+# A second process killed with SIGKILL and a resumed run: large
+# (`make test-large`); test_a_step_backup_falls_back_... below reads a
+# step backup in process.
+@pytest.mark.large
 def test_a_run_killed_mid_epoch_resumes_at_its_last_step_backup(tmp_path):
     """A kill -9 one step after a mid-epoch backup loses that step only: the
     resumed run starts at the backup's step, trains none of the epoch's

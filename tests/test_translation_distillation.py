@@ -17,6 +17,7 @@ pytestmark = pytest.mark.skipif(
 STUDENT = ["--family", "convs2s", "--embed-dim", "32", "--epochs", "1"]
 
 
+@pytest.mark.large
 def test_a_student_trains_on_what_its_teacher_translates(trained, tmp_path):
     """The student's training targets are the teacher's translations of
     the training split's sources, as `translate --input` prints them; its

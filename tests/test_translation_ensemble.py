@@ -41,6 +41,7 @@ def perturbed_copy(output, folder, seed):
     return str(folder)
 
 
+@pytest.mark.large
 def test_a_run_ensembled_with_its_copy_translates_as_the_run(trained, tmp_path):
     output, _ = trained
     copy = str(tmp_path / "copy")

@@ -121,7 +121,10 @@ def test_translating_in_chunks_traces_the_search_once_and_agrees(trained):
     assert translator.function("serving_default").experimental_get_tracing_count() == 1
 
 
-# convs2s: its export test trains one (large; make test-large)
+# Large (make test-large): the recipe's default family, the Transformer,
+# trains in `make test` wherever TINY gives no --family, and WordPiece
+# vocabularies are learned in tests/test_data_preparation.py.
+@pytest.mark.large
 @pytest.mark.parametrize("family", ["transformer"])
 def test_other_families_train(tmp_path, family):
     """(With WordPiece, the other --tokenizer: the other tests use SentencePiece.)"""
