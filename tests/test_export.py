@@ -615,8 +615,8 @@ def test_an_int8_export_stores_int8_weights_and_records_both_sizes(
     assert int8_record["variables_bytes"] == variables_bytes(int8_path)
     # Each weight is saved once (tracking the model too saved every one twice):
     # a float export's variables are its weights and the checkpoint's index.
-    assert weight_bytes(float_model) <= variables_bytes(float_path) < 1.1 * weight_bytes(
-        float_model
+    assert (
+        weight_bytes(float_model) <= variables_bytes(float_path) < 1.1 * weight_bytes(float_model)
     )
     # The int8 export's float32 figure is what its float export would take:
     # the float weights and the checkpoint's index, whose entries (tens of
