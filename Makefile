@@ -59,9 +59,11 @@ PORTABLE_JAX_MARKED_LARGE_ARGS := -q -n 2 -p no:cacheprovider --run_large -m "la
 # The JAX run compiles hundreds of tiny programs and runs each a few times,
 # so the tests compile at XLA's backend optimisation level 0 (no
 # vectorisation: results may differ in the last bits, within the tests'
-# tolerances; bench/ and the recipes keep XLA's default). `make test JAX_TEST_ENV=KERAS_BACKEND=jax` runs them at the
-# default level.
-JAX_TEST_ENV := KERAS_BACKEND=jax XLA_FLAGS="$${XLA_FLAGS:-} --xla_backend_optimization_level=0"
+# tolerances; bench/ and the recipes keep XLA's default), each worker's
+# programs on one thread. `make test JAX_TEST_ENV=KERAS_BACKEND=jax` runs them
+# at XLA's defaults.
+JAX_TEST_ENV := KERAS_BACKEND=jax \
+	XLA_FLAGS="$${XLA_FLAGS:-} --xla_backend_optimization_level=0 --xla_cpu_multi_thread_eigen=false"
 # XLA's persistent compilation cache, kept in the JAX virtualenv (the run
 # writes about 30 MB; `make clean` deletes it): the tests build many small
 # models whose programs are the same under new jitted functions, so one run
@@ -181,11 +183,14 @@ lint: $(STAMP)
 # The two virtualenvs install one after the other: both editable installs
 # write keras_attention.egg-info into this folder. `--dist loadfile` runs each
 # test file on one worker, so a file's module fixtures (tiny translators and
-# their exports) are built once.
+# their exports) are built once. Each worker runs TensorFlow's operations on
+# one thread (TF_TEST_ENV): the tests' tiny models gain nothing from more,
+# and two workers of one thread a core do not preempt each other.
+TF_TEST_ENV := TF_NUM_INTRAOP_THREADS=1
 test: lint $(STAMP) $(JAX_STAMP) $(DING)
 	site=$$(mktemp -d) && NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir $$site; \
 		status=$$?; rm -rf $$site; exit $$status
-	$(PY) -m pytest -q -rs -n 2 --dist loadfile --durations=10 tests
+	$(TF_TEST_ENV) $(PY) -m pytest -q -rs -n 2 --dist loadfile --durations=10 tests
 	$(JAX_TEST_ENV) $(JAX_CACHE_ENV) $(VENV_JAX)/bin/python -m pytest $(DOCTESTS)
 	$(JAX_TEST_ENV) $(JAX_CACHE_ENV) $(VENV_JAX)/bin/python -m pytest $(PORTABLE_JAX_ARGS) $(PORTABLE)
 
