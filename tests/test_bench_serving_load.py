@@ -41,6 +41,8 @@ def tiny_export(tmp_path_factory):
     return export_archive(archive, str(directory / "exports"), "translator"), str(words)
 
 
+# The benchmark's smoke run: large (`make test-large`).
+@pytest.mark.large
 def test_the_load_bench_reports_every_figure_and_check(bench, tiny_export, tmp_path, capsys):
     export, words = tiny_export
     report_path = tmp_path / "load.json"

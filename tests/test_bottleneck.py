@@ -134,6 +134,8 @@ def test_scores_of_a_model_that_forgets_after_four_tokens():
     }
 
 
+# The sweep script end to end: large (`make test-large`).
+@pytest.mark.large
 def test_tiny_sweep_writes_results_that_recount_from_its_predictions(tmp_path, capsys):
     models = ["rnn-none", "rnn-dot"]
     bottleneck.main(["--tiny", "--models", *models, "--output", str(tmp_path)])

@@ -108,7 +108,20 @@ def theirs(translator, source, beam_size):
     return rows, np.array([result.scores[0] for result in results])
 
 
-@pytest.mark.parametrize("name", list(CONFIGURATIONS))
+# `make test` converts the plain Transformer, relative positions, pre-norm,
+# one vocabulary and multi-query rotary attention; the variants those cover
+# (learned and rotary positions alone, two-way tying, grouped queries) are
+# large (`make test-large`).
+LARGE_CONFIGURATIONS = ("learned positions", "rotary", "tied embeddings", "grouped-query")
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(name, marks=pytest.mark.large if name in LARGE_CONFIGURATIONS else ())
+        for name in CONFIGURATIONS
+    ],
+)
 def test_converted_models_search_to_the_same_ids_and_scores(name, tmp_path):
     """Greedy: the same ids and scores. Beam search (no length penalty:
     GNMT's and CTranslate2's differ): the same ids and scores, except where

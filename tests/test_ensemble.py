@@ -171,6 +171,8 @@ def test_mixed_families_decode_with_beam_search_and_round_trip(tmp_path):
     )
 
 
+# Large: each member is a model quantized as tests/test_quantization.py checks.
+@pytest.mark.large
 def test_quantizing_an_ensemble_quantizes_each_member():
     ensemble = Ensemble([make("transformer", 10), make("convs2s", 11)])
     before = keras.ops.convert_to_numpy(ensemble((SOURCE, TARGET_IN)))

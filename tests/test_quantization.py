@@ -167,7 +167,19 @@ def quantized_with_twin(make):
     return model, twin, float_logits
 
 
-@pytest.mark.parametrize("family", sorted(FAMILIES))
+# `make test` checks every kind of layer's int8 kernels (relative and rotary
+# attention, tied tables, ConvS2S's shared ones, RNN attentions); the other
+# position tables and the untied variants are large (`make test-large`).
+LARGE_FAMILIES = ("transformer-sinusoidal", "transformer-learned-tied", "convs2s", "rnn-general")
+
+
+@pytest.mark.parametrize(
+    "family",
+    [
+        pytest.param(family, marks=pytest.mark.large if family in LARGE_FAMILIES else ())
+        for family in sorted(FAMILIES)
+    ],
+)
 def test_quantization_int8_kernels_compute_the_dequantized_float_model(family):
     model, twin, float_logits = quantized_with_twin(FAMILIES[family])
     assert model.quantization_mode == "int8"

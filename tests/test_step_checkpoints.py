@@ -20,7 +20,7 @@ pytestmark = pytest.mark.skipif(
     not os.path.exists(DING), reason=f"{DING} missing: make test installs trans-de-en"
 )
 
-STEPS = [*TINY, "--family", "rnn", "--batch-size", "4"]
+STEPS = [*TINY, "--family", "rnn", "--batch-size", "4", "--limit", "80", "--max-length", "48"]
 
 # `train` in a process that kills itself (SIGKILL, no clean-up of any
 # kind) at step `KILL_AT` of epoch 2, one step after the backup written at
