@@ -21,6 +21,7 @@ VENV_TFA ?= .venv-bench-tfa
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 JAX_STAMP := $(VENV_JAX)/.installed-stamp
+JAX_DEPENDENCIES_STAMP := $(VENV_JAX)/.dependencies-stamp
 TORCH_STAMP := $(VENV_TORCH)/.installed-stamp
 PEERS_STAMP := $(VENV_PEERS)/.installed-stamp
 TFA_STAMP := $(VENV_TFA)/.installed-stamp
@@ -75,7 +76,7 @@ JAX_CACHE_ENV := JAX_COMPILATION_CACHE_DIR=$(abspath $(VENV_JAX))/xla-cache \
 DOCTESTS := -q -n 2 -p no:cacheprovider --doctest-modules keras_attention --ignore=keras_attention/serving \
 	--ignore=keras_attention/tokenizers
 
-.PHONY: gpu-check translator distilled demo docs test test-large test-torch lint bench bench-decoding bench-rnn bench-training results bottleneck setup clean serving-check serving-oplists serving-venv
+.PHONY: setup-both gpu-check translator distilled demo docs test test-large test-torch lint bench bench-decoding bench-rnn bench-training results bottleneck setup clean serving-check serving-oplists serving-venv
 
 setup: $(STAMP) $(DING)
 
@@ -90,12 +91,29 @@ $(STAMP): pyproject.toml setup.py
 	$(EDITABLE) $(PY) -m pip install --quiet -e ".[recipes,dev,docs]"
 	touch $@
 
-# A second virtualenv with Keras on JAX (CPU wheels) and no TensorFlow.
-$(JAX_STAMP): pyproject.toml setup.py
+# A second virtualenv with Keras on JAX (CPU wheels) and no TensorFlow. First
+# its packages: the library's dependencies and its `jax` extra (read from
+# pyproject.toml) and the test runner's. They install while the TensorFlow
+# virtualenv does (`make test`, `setup-both`). The library's editable install
+# follows once that virtualenv's is done: both write keras_attention.egg-info
+# into this folder.
+JAX_REQUIREMENTS := import tomllib; project = tomllib.load(open("pyproject.toml", "rb"))["project"]; \
+	print(*project["dependencies"], *project["optional-dependencies"]["jax"], sep="\n")
+$(JAX_DEPENDENCIES_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV_JAX)
 	$(VENV_JAX)/bin/python -m pip install --quiet --upgrade pip
-	$(EDITABLE) $(VENV_JAX)/bin/python -m pip install --quiet -e ".[jax]" scipy "pytest>=8" "pytest-xdist>=3" h5py
+	$(PYTHON) -c '$(JAX_REQUIREMENTS)' > $(VENV_JAX)/requirements.txt
+	$(VENV_JAX)/bin/python -m pip install --quiet -r $(VENV_JAX)/requirements.txt \
+		scipy "pytest>=8" "pytest-xdist>=3" h5py
 	touch $@
+
+$(JAX_STAMP): $(JAX_DEPENDENCIES_STAMP) $(STAMP) setup.py
+	$(EDITABLE) $(VENV_JAX)/bin/python -m pip install --quiet --no-deps -e .
+	touch $@
+
+# Both virtualenvs' packages at once (two pip processes).
+setup-both:
+	$(MAKE) -j2 $(STAMP) $(JAX_DEPENDENCIES_STAMP)
 
 # PyTorch: $(TORCH_SPEC), the CPU wheel on these machines (see above);
 # elsewhere pass TORCH_SPEC, since PyPI's default Linux wheel pulls CUDA.
@@ -180,17 +198,14 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-# The two virtualenvs install one after the other: both editable installs
-# write keras_attention.egg-info into this folder. `--dist loadfile` runs each
+# The two virtualenvs' packages install at once (`setup-both`), the library's
+# editable installs one after the other. `--dist loadfile` runs each
 # test file on one worker, so a file's module fixtures (tiny translators and
-# their exports) are built once. Each worker runs TensorFlow's operations on
-# one thread (TF_TEST_ENV): the tests' tiny models gain nothing from more,
-# and two workers of one thread a core do not preempt each other.
-TF_TEST_ENV := TF_NUM_INTRAOP_THREADS=1
-test: lint $(STAMP) $(JAX_STAMP) $(DING)
+# their exports) are built once.
+test: setup-both lint $(STAMP) $(JAX_STAMP) $(DING)
 	site=$$(mktemp -d) && NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir $$site; \
 		status=$$?; rm -rf $$site; exit $$status
-	$(TF_TEST_ENV) $(PY) -m pytest -q -rs -n 2 --dist loadfile --durations=10 tests
+	$(PY) -m pytest -q -rs -n 2 --dist loadfile --durations=10 tests
 	$(JAX_TEST_ENV) $(JAX_CACHE_ENV) $(VENV_JAX)/bin/python -m pytest $(DOCTESTS)
 	$(JAX_TEST_ENV) $(JAX_CACHE_ENV) $(VENV_JAX)/bin/python -m pytest $(PORTABLE_JAX_ARGS) $(PORTABLE)
 

@@ -60,7 +60,10 @@ def reference(logits, weights, combine):
     return sum(w * lp for w, lp in zip(weights, log_probs))
 
 
-@pytest.mark.parametrize("family", ["rnn", "convs2s", "transformer"])
+# The Transformer's case is large (`make test-large`).
+@pytest.mark.parametrize(
+    "family", ["rnn", "convs2s", pytest.param("transformer", marks=pytest.mark.large)]
+)
 def test_an_ensemble_of_a_model_with_itself_decodes_as_the_model(family):
     model = make(family, 1)
     for ensemble in (Ensemble([model]), Ensemble([model, twin(model)])):

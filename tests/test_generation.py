@@ -168,7 +168,9 @@ def test_batch_of_different_lengths_equals_one_by_one(tiny_models, family):
             assert np.all(np.diff(row_scores[group]) <= 1e-6)
 
 
-@pytest.mark.parametrize("family", ["rnn", "transformer"])
+# The Transformer's case is large (`make test-large`); its searches run
+# inside tf.function in `make test` through tests/test_export.py's exports.
+@pytest.mark.parametrize("family", ["rnn", pytest.param("transformer", marks=pytest.mark.large)])
 def test_generation_runs_inside_tf_function(tiny_models, family):
     models, source = tiny_models
     model = models[family]

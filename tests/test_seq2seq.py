@@ -150,7 +150,12 @@ LEARNERS = {
 }
 
 
-@pytest.mark.parametrize("family", LEARNERS)
+# The RNN's case is large (`make test-large`): the session's shared recipe
+# run trains an RNN in `make test`.
+@pytest.mark.parametrize(
+    "family",
+    [pytest.param(f, marks=pytest.mark.large if f == "rnn" else ()) for f in LEARNERS],
+)
 def test_each_family_learns_to_reverse(family):
     # Seeded, so the weights do not depend on what ran before in the process:
     # how sharply the RNN's attention settles on the anti-diagonal varies

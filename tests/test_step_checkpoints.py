@@ -190,6 +190,9 @@ def test_validation_every_n_steps_and_the_average_of_the_last_step_checkpoints(t
     assert "averaged 2 checkpoints" in run("average", "--output", str(tmp_path), "--last", "2")
 
 
+# A run of its own: large (`make test-large`); tests/test_translation_budget.py
+# checks the budget's stop to the step with a scripted clock.
+@pytest.mark.large
 def test_a_budget_shorter_than_an_epoch_ends_at_a_step_and_records_its_steps(tmp_path):
     """--time-budget shorter than an epoch ends the first epoch at the step
     that overruns it; the record says how many steps of how many ran."""

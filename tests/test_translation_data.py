@@ -626,6 +626,8 @@ def test_the_demo_defaults_pass_the_checks_for_every_family(family):
 
 
 # -- one vocabulary and one embedding table ------------------------------------------
+# A run of its own: large (`make test-large`).
+@pytest.mark.large
 def test_a_shared_vocabulary_is_learned_from_both_sides_into_one_table(tmp_path):
     """`--shared-vocabulary --tie-embeddings`: one SentencePiece model of
     both sides, written as both vocabulary files (a run killed between the
@@ -750,6 +752,9 @@ def test_ding_alternatives_pair_every_german_sentence_with_every_english_one(tmp
     ]
 
 
+# A run of its own: large (`make test-large`); tests/test_translation_cli.py
+# trains with --alternatives in `make test`.
+@pytest.mark.large
 def test_alternatives_add_training_pairs_and_leave_the_held_out_splits_alone(tmp_path):
     from recipes.translation.data import ding_alternative_pairs, read_pairs, words_of
 

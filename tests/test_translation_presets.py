@@ -299,6 +299,9 @@ def test_update_freq_is_refused_across_replicas(tmp_path, monkeypatch):
     assert not output.exists()
 
 
+# A run of its own: large (`make test-large`); the accumulation itself is
+# test_accumulating_two_batches_is_one_update_on_both's, on the recipe's model.
+@pytest.mark.large
 @pytest.mark.skipif(not os.path.exists(DING), reason=f"{DING} missing")
 def test_a_run_with_update_freq_records_it(tmp_path):
     tiny = [*TINY, "--limit", "64", "--batch-size", "16"]  # the later flags win

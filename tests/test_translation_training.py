@@ -382,6 +382,8 @@ def test_tsv_problems_are_reported_by_line(tmp_path):
     )
 
 
+# A run of its own: large (`make test-large`).
+@pytest.mark.large
 @pytest.mark.skipif(ONEDNN_CAPPED_BELOW_AVX512, reason=BFLOAT16_CRASH)
 def test_mixed_precision_training(tmp_path):
     import keras
