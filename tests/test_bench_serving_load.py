@@ -157,18 +157,19 @@ def test_bad_flags_are_one_line_errors(bench, flags, message, capsys):
     assert capsys.readouterr().err.splitlines()[-1].endswith(message)
 
 
-def test_the_client_against_the_stub_in_both_rest_formats(tiny_export):
+def test_the_client_against_the_stub_in_both_rest_formats(exported):
     """`predict_rest` (what `keras-attention-serving-client` sends) gets the
-    signature's own outputs through the stub in both formats; the stub
-    answers errors as TF Serving does and the client raises them."""
+    signature's own outputs through the stub in both formats (the session's
+    shared export, beam 2); the stub answers errors as TF Serving does and
+    the client raises them."""
     import requests
     import tensorflow as tf
 
     from recipes.serving_client import predict_rest
     from tests.serving_stub import ServingStub
 
-    export, _ = tiny_export
-    texts = ["ich habe zeit .", "", "habe " * 20]
+    export = exported
+    texts = ["ich habe zeit .", "", "habe " * 60]
     loaded = tf.saved_model.load(export)
     direct = loaded.signatures["serving_default"](text=tf.constant(texts))
     text = {"text": np.array([t.encode() for t in texts], dtype=object)}

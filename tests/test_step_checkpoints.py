@@ -160,7 +160,7 @@ def test_validation_every_n_steps_and_the_average_of_the_last_step_checkpoints(t
         "--output",
         str(tmp_path),
         "--epochs",
-        "2",
+        "1",
         *STEPS,
         "--save-every",
         "2",
