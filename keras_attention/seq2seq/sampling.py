@@ -15,6 +15,7 @@ import math
 import keras
 from keras import ops
 
+from keras_attention import quantization
 from keras_attention.masking import write_at
 from keras_attention.seq2seq.decoding_options import NEGATIVE, unk_id_of, unknown_replacements
 from keras_attention.seq2seq.search_base import Search, _is_real
@@ -30,7 +31,14 @@ __all__ = [
 
 def decode_loop(model, source, max_length, choose, options, search):
     """The loop shared by greedy search and sampling: `choose(allowed) ->
-    tokens (B,)` picks each step's tokens from the allowed log-probabilities."""
+    tokens (B,)` picks each step's tokens from the allowed log-probabilities.
+    An int8 model's kernels are dequantized once for the call, before the
+    encoder and the loop (`quantization.dequantized`)."""
+    with quantization.dequantized(model):
+        return _decode_loop(model, source, max_length, choose, options, search)
+
+
+def _decode_loop(model, source, max_length, choose, options, search):
     return_attention, replace_unknown = search.return_attention_scores, search.replace_unknown
     unk_id = unk_id_of(model, search.unk_id)
     state = model.encode(source, max_length=max_length)
