@@ -119,12 +119,14 @@ def beam_search_loop(model, source, max_length, options, search, num_hypotheses)
     `predicted_ids` was `(B, L, K)`:
     `ops.transpose(tokens, (0, 2, 1))`).
 
-    An int8 model's kernels are dequantized once for the call, before the
-    encoder and the loop (`quantization.dequantized`).
+    An int8 model's kernels are dequantized once for the call, after the
+    encoder (which reads each kernel once anyway) and before the loop
+    (`quantization.dequantized`).
     """
     loop = _BeamLoop(model, source, max_length, options, search, num_hypotheses)
+    start = loop.start(source)  # the source encoded
     with quantization.dequantized(model):
-        _, _, _, *kept = ops.while_loop(loop.cond, loop.body, loop.start(source))
+        _, _, _, *kept = ops.while_loop(loop.cond, loop.body, start)
     return loop.results(*kept)
 
 

@@ -32,13 +32,9 @@ __all__ = [
 def decode_loop(model, source, max_length, choose, options, search):
     """The loop shared by greedy search and sampling: `choose(allowed) ->
     tokens (B,)` picks each step's tokens from the allowed log-probabilities.
-    An int8 model's kernels are dequantized once for the call, before the
-    encoder and the loop (`quantization.dequantized`)."""
-    with quantization.dequantized(model):
-        return _decode_loop(model, source, max_length, choose, options, search)
-
-
-def _decode_loop(model, source, max_length, choose, options, search):
+    An int8 model's kernels are dequantized once for the call, after the
+    encoder (which reads each kernel once anyway) and before the loop
+    (`quantization.dequantized`)."""
     return_attention, replace_unknown = search.return_attention_scores, search.replace_unknown
     unk_id = unk_id_of(model, search.unk_id)
     state = model.encode(source, max_length=max_length)
@@ -78,9 +74,10 @@ def _decode_loop(model, source, max_length, choose, options, search):
     def cond(t, tokens, state, output, scores, finished, attention, replacements):
         return ops.logical_and(t < max_length, ops.logical_not(ops.all(finished)))
 
-    _, _, _, output, scores, finished, attention, replacements = ops.while_loop(
-        cond, body, (0, tokens, state, output, scores, finished, attention, replacements)
-    )
+    with quantization.dequantized(model):
+        _, _, _, output, scores, finished, attention, replacements = ops.while_loop(
+            cond, body, (0, tokens, state, output, scores, finished, attention, replacements)
+        )
     result = {
         "tokens": output,
         "scores": scores,
