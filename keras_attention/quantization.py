@@ -19,9 +19,9 @@ value `W = cast(q) · s` once, on entering, and the layers compute with
 those tensors (`x · W`, no cast or scale per step). The searches of
 `seq2seq/` enter it around their loop (after the encoder, which reads each
 kernel once anyway), so in a traced search the loop body reads
-loop-invariant float tensors. The price is memory: a
-float32 copy of the quantized kernels while the scope is open, per call
-(per request, in an export), beside the int8 variables.
+loop-invariant float tensors. The price is memory: a float32 copy of the
+quantized kernels while the scope is open, per call (per request, in an
+export), beside the int8 variables.
 
 Everything here uses `keras.ops` (TensorFlow, JAX, PyTorch). A layer of
 this library takes part through `Int8Kernels`, a mixin that implements
