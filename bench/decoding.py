@@ -16,8 +16,9 @@ row (greedy: per row; beam: per hypothesis returned). Systems:
   tokenizers, which would add tokenisation to the timing);
 - ours int8, `tf.function` (without and with XLA) and SavedModel: the
   same, on a copy of the model (same weights) after `model.quantize("int8")`: weight-only
-  int8 with per-output-channel scales, dequantized in the graph and
-  multiplied in float32 (`serving.translator.quantized_copy`);
+  int8 with per-output-channel scales (`serving.translator.quantized_copy`),
+  dequantized once per call before the search's loop, which multiplies in
+  float32 (`quantization.dequantized`);
 - Hugging Face `transformers` `MarianMTModel.generate` (PyTorch, CPU), built
   from a `MarianConfig` with the same dimensions;
 - CTranslate2 converted from that Hugging Face model, fp32 and int8.
@@ -72,12 +73,15 @@ PEERS = ("hf", "ct2-fp32", "ct2-int8")
 LABELS = {"hf": "HF generate", "ct2-fp32": "CT2 fp32", "ct2-int8": "CT2 int8"}
 
 
-class ForcedLength:
+class ForcedLength(keras.layers.Layer):
     """A `Seq2Seq` that never emits `<eos>` or `<pad>`: `model` with -1e9
     added to those logits, so every hypothesis runs to `max_length` (until
-    generation takes `min_length` / `suppress_tokens` options)."""
+    generation takes `min_length` / `suppress_tokens` options). A Keras
+    layer holding `model`, so that a search finds an int8 model's layers
+    through it (`quantization.dequantized`) as it does through the model."""
 
     def __init__(self, model):
+        super().__init__(name="forced_length")
         self.model = model
         self.sos_id, self.eos_id, self.padding_id = model.sos_id, model.eos_id, model.padding_id
         banned = np.zeros((model.target_vocab_size,), "float32")

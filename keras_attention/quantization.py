@@ -13,6 +13,16 @@ outputs of the product (the same value as `x · (q · s)` up to rounding).
 Activations are not quantized: stock TensorFlow has no int8 matrix product
 on CPU faster than its float32 one (see docs/models.md, "Quantization").
 
+A search reads the same kernels at every step of its loop; inside
+`with dequantized(model):` every int8 kernel is turned into its float
+value `W = cast(q) · s` once, on entering, and the layers compute with
+those tensors (`x · W`, no cast or scale per step). The searches of
+`seq2seq/` enter it around their loop (after the encoder, which reads each
+kernel once anyway), so in a traced search the loop body reads
+loop-invariant float tensors. The price is memory: a float32 copy of the
+quantized kernels while the scope is open, per call (per request, in an
+export), beside the int8 variables.
+
 Everything here uses `keras.ops` (TensorFlow, JAX, PyTorch). A layer of
 this library takes part through `Int8Kernels`, a mixin that implements
 Keras's layer protocol (`quantize(mode, type_check, config)`, the
@@ -20,6 +30,10 @@ quantized dtype policy, `_int8_call`); `quantize_layers` walks a model and
 quantizes its layers, this library's and Keras's `Dense`, `EinsumDense`
 and `Embedding` (weight-only too, by default).
 """
+
+import contextlib
+import threading
+import types
 
 import keras
 import numpy as np
@@ -52,7 +66,12 @@ def quantize_array(values, axes):
 def kernel(layer, name, dtype):
     """`(kernel, scale)` of `layer`'s weight `name`: the variable cast to
     `dtype`, and its per-output-channel scale cast to `dtype`, or None when
-    the weight is float. The weight is `kernel · scale` (see `rescale`)."""
+    the weight is float. The weight is `kernel · scale` (see `rescale`).
+    Inside `dequantized`, an int8 weight is its float value `q · s`
+    computed on entering, with scale None."""
+    value = _scoped(layer, name)
+    if value is not None:
+        return ops.cast(value, dtype), None
     scale = getattr(layer, f"{name}_scale", None)
     value = ops.cast(getattr(layer, name), dtype)
     return value, None if scale is None else ops.cast(scale, dtype)
@@ -187,3 +206,166 @@ def quantize_layers(root, config=None):
                 continue  # a subclass Keras refuses to quantize: stays float
             done.append(layer)
     return done
+
+
+# -- dequantizing once per call ------------------------------------------------
+# Each thread's open `dequantized` scopes, innermost last: `{(id(layer),
+# name): float kernel}`. Per thread, because a scope is entered while a call
+# runs or is traced, and another thread may run the same model meanwhile.
+_open_scopes = threading.local()
+# Keras layers whose `_int8_call` reads the scopes, and how many open scopes
+# (of any thread) hold each: the instance method is put back at zero.
+_keras_lock = threading.Lock()
+_keras_layers = {}
+
+
+def _scopes():
+    if not hasattr(_open_scopes, "stack"):
+        _open_scopes.stack = []
+    return _open_scopes.stack
+
+
+def _scoped(layer, name):
+    """The float kernel `name` of `layer` in this thread's innermost open
+    `dequantized` scope that holds it, else None."""
+    for kernels in reversed(_scopes()):
+        value = kernels.get((id(layer), name))
+        if value is not None:
+            return value
+    return None
+
+
+def dequantize(value, scale, axes, dtype):
+    """`W = cast(q) · s` in `dtype`: the int8 `value` times its per-output-
+    channel `scale` (the shape of `value` without the reduced `axes`),
+    broadcast over `axes`."""
+    axes = tuple(int(axis) for axis in np.atleast_1d(axes) % len(value.shape))
+    shape = [1 if axis in axes else size for axis, size in enumerate(value.shape)]
+    return ops.cast(value, dtype) * ops.reshape(ops.cast(scale, dtype), shape)
+
+
+def _keras_float_kernel(layer):
+    """The float kernel of a weight-only int8 Keras `Dense` or `EinsumDense`
+    (Keras's convention: `W = cast(q) / s`), None for other layers and for
+    those that also quantize their inputs or carry a LoRA update (their
+    per-step path stays as Keras computes it)."""
+    if not isinstance(layer, (keras.layers.Dense, keras.layers.EinsumDense)):
+        return None
+    if layer.quantization_mode != MODE or getattr(layer, "inputs_quantizer", None) is not None:
+        return None
+    if getattr(layer, "lora_enabled", False):
+        return None
+    scale = ops.convert_to_tensor(layer.kernel_scale)
+    if isinstance(layer, keras.layers.EinsumDense):
+        scale = layer._adjust_scale_for_dequant(scale)  # back to the kernel's layout
+    dtype = layer.compute_dtype
+    return ops.cast(layer._kernel, dtype) / ops.cast(scale, dtype)
+
+
+def _dequantized_int8_call(self, inputs, training=None):
+    """`_int8_call` of a Keras `Dense`/`EinsumDense` while a `dequantized`
+    scope is open: the layer's float computation on the scope's kernel
+    (Keras's own int8 call, which casts the int8 kernel, outside one)."""
+    weight = _scoped(self, "kernel")
+    if weight is None:
+        return type(self)._int8_call(self, inputs, training=training)
+    weight = ops.cast(weight, inputs.dtype)
+    if isinstance(self, keras.layers.EinsumDense):
+        x = ops.einsum(self.equation, inputs, weight)
+    else:
+        x = ops.matmul(inputs, weight)
+    if self.bias is not None:
+        x = ops.add(x, ops.cast(self.bias, x.dtype))
+    if self.activation is not None:
+        x = self.activation(x)
+    return x
+
+
+def _hold_keras_layer(layer):
+    with _keras_lock:
+        count = _keras_layers.get(id(layer), 0)
+        if count == 0:  # an instance attribute, past Keras's attribute tracking
+            object.__setattr__(layer, "_int8_call", types.MethodType(_dequantized_int8_call, layer))
+        _keras_layers[id(layer)] = count + 1
+
+
+def _release_keras_layer(layer):
+    with _keras_lock:
+        count = _keras_layers.pop(id(layer)) - 1
+        if count:
+            _keras_layers[id(layer)] = count
+        else:
+            object.__delattr__(layer, "_int8_call")
+
+
+def _float_kernels(model):
+    """`({(id(layer), name): W}, Keras layers among them)` of `model`'s
+    int8 kernels (see `dequantized`)."""
+    kernels, keras_layers = {}, []
+    if not isinstance(model, keras.layers.Layer):
+        return kernels, keras_layers
+    for layer in model._flatten_layers(include_self=True):
+        if isinstance(layer, Int8Kernels):
+            dtype = float_policy(layer.dtype_policy).compute_dtype
+            for name, axes in layer.int8_kernels().items():
+                scale = getattr(layer, f"{name}_scale", None)
+                if scale is not None:
+                    value = getattr(layer, name)
+                    kernels[(id(layer), name)] = dequantize(value, scale, axes, dtype)
+            continue
+        weight = _keras_float_kernel(layer)
+        if weight is not None:
+            kernels[(id(layer), "kernel")] = weight
+            keras_layers.append(layer)
+    return kernels, keras_layers
+
+
+@contextlib.contextmanager
+def dequantized(model):
+    """Inside the scope, the int8 kernels of `model` (a Keras layer or
+    model; every layer inside it, itself included) are float tensors
+    computed once, on entering:
+
+        W = cast(q) · s        (this library's layers; `kernel` returns W)
+        W = cast(q) / s        (Keras's weight-only int8 `Dense`, `EinsumDense`)
+
+    and each product is `x · W`: the arithmetic of the float model whose
+    weights are the dequantized `W`. A search enters it once per call
+    around its loop, so in a traced graph the loop body reads `W` as a
+    loop-invariant tensor instead of casting the int8 variables at every
+    step. Token lookups still gather int8 rows (Keras's `Embedding` and
+    `TokenAndPositionEmbedding` never read a whole table to look up a
+    row); a token table's float value is used by a tied output projection.
+    Layers that quantize their inputs too keep Keras's own int8 call.
+
+    Memory: a float copy of every int8 kernel lives as long as the scope
+    (per call; per request in a SavedModel), four times the int8 bytes; in
+    a `tf.function` the ones the call never reads are pruned from the
+    graph. A float model, or an object that is not a Keras layer, enters
+    an empty scope.
+
+    Example:
+
+    >>> from keras_attention import MultiHead
+    >>> layer = MultiHead(num_heads=2, key_dim=4)
+    >>> x = np.ones((1, 3, 8), "float32")
+    >>> _ = layer(x, x)
+    >>> layer.quantize("int8")
+    >>> with dequantized(layer):
+    ...     once = ops.convert_to_numpy(layer(x, x))
+    >>> bool(np.allclose(once, ops.convert_to_numpy(layer(x, x)), atol=1e-6))
+    True
+    """
+    kernels, keras_layers = _float_kernels(model)
+    if not kernels:
+        yield
+        return
+    _scopes().append(kernels)
+    for layer in keras_layers:
+        _hold_keras_layer(layer)
+    try:
+        yield
+    finally:
+        for layer in keras_layers:
+            _release_keras_layer(layer)
+        _scopes().pop()  # this one: scopes nest within a thread

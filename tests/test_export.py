@@ -1,6 +1,7 @@
 """The atomic, versioned export directory helper: atomicity, concurrent
 exports, abandoned staging folders, model names and `models.config`."""
 
+import contextlib
 import json
 import os
 import signal
@@ -625,6 +626,51 @@ def test_an_int8_export_stores_int8_weights_and_records_both_sizes(
     weights = weight_bytes(translator.model)
     assert weights <= int8_record["float32_variables_bytes"] < 1.15 * weights
     assert int8_record["float32_variables_bytes"] / variables_bytes(int8_path) >= MIN_SHRINK
+
+
+def int8_casts_in_loops(function):
+    """The int8 -> float `Cast`s in the while-loop bodies of `function`'s
+    graph (and in the functions those bodies call) other than of gathered
+    rows (a token lookup): what a decoding loop would cast at every step."""
+    import tensorflow as tf
+
+    graph = function.get_concrete_function().graph.as_graph_def()
+    library = {f.signature.name: f for f in graph.library.function}
+    nodes = list(graph.node) + [node for f in library.values() for node in f.node_def]
+    pending = [n.attr["body"].func.name for n in nodes if n.op in ("While", "StatelessWhile")]
+    assert pending, "no while loop in the graph"
+    seen, casts = set(), []
+    while pending:
+        name = pending.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        body = {node.name: node for node in library[name].node_def}
+        for node in body.values():
+            pending += [v.func.name for v in node.attr.values() if v.func.name]
+            pending += [f.name for v in node.attr.values() for f in v.list.func]
+            if node.op != "Cast" or node.attr["SrcT"].type != tf.int8.as_datatype_enum:
+                continue
+            source = body.get(node.input[0].split(":")[0])
+            if source is None or source.op not in ("GatherV2", "ResourceGather"):
+                casts.append(f"{name}/{node.name}")
+    return casts
+
+
+@pytest.mark.tensorflow
+def test_an_int8_translators_decoding_loops_cast_no_kernel(tmp_path, monkeypatch):
+    """The searches of an int8 export dequantize the kernels once per
+    request, before the loop (`quantization.dequantized`): the loop bodies
+    of its greedy and beam signatures cast no int8 kernel to float, where
+    casting at every step puts them in the body."""
+    from keras_attention import quantization
+
+    quantized = tiny_translator_of("transformer", tmp_path).quantized("int8")
+    for name in ("greedy", "serving_default"):
+        assert int8_casts_in_loops(quantized.function(name)) == [], name
+    monkeypatch.setattr(quantization, "dequantized", lambda model: contextlib.nullcontext())
+    per_step = tiny_translator_of("transformer", tmp_path).quantized("int8")
+    assert len(int8_casts_in_loops(per_step.function("greedy"))) >= 8  # the test sees them
 
 
 def test_an_int8_export_passes_the_op_check_of_every_tf_serving_release(int8_transformer):

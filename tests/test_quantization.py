@@ -7,6 +7,8 @@ quantize the float kernels in NumPy here, per output channel
 of the model: the quantized model must compute exactly that.
 """
 
+import contextlib
+
 import keras
 import numpy as np
 import pytest
@@ -19,8 +21,9 @@ from keras_attention import (
     MultiHead,
     MultiStepAttention,
     TokenAndPositionEmbedding,
+    quantization,
 )
-from keras_attention.quantization import Int8Kernels, quantize_array
+from keras_attention.quantization import Int8Kernels, dequantized, quantize_array
 from keras_attention.seq2seq import (
     ConvS2SSeq2Seq,
     RecurrentSeq2Seq,
@@ -245,6 +248,70 @@ def test_quantization_search_runs_and_the_keras_file_round_trips(family, tmp_pat
     np.testing.assert_array_equal(
         ops.convert_to_numpy(again["tokens"]), ops.convert_to_numpy(greedy["tokens"])
     )
+
+
+def searched(model):
+    """Greedy and beam-3 results of `model` on SOURCE, as NumPy."""
+    results = {
+        "greedy": model.generate(SOURCE, search="greedy"),
+        "beam": model.generate(SOURCE, search=get_search("beam", beam_width=3, max_length=6)),
+    }
+    return {
+        (search, key): ops.convert_to_numpy(result[key])
+        for search, result in results.items()
+        for key in ("tokens", "scores")
+    }
+
+
+@pytest.mark.parametrize(
+    "family", ["transformer-learned-tied", "transformer-rope", "convs2s-shared", "rnn-additive"]
+)
+def test_quantization_dequantized_once_searches_as_the_per_step_kernels(family, monkeypatch):
+    """The searches dequantize the kernels once per call (`dequantized`):
+    the same tokens and scores as casting the int8 kernels at every step,
+    and inside the scope the model computes what it computes outside."""
+    model = FAMILIES[family]()
+    model((SOURCE, TARGET_IN))
+    model.quantize("int8")
+    once = searched(model)
+    per_step = ops.convert_to_numpy(model((SOURCE, TARGET_IN)))
+    with dequantized(model):
+        inside = ops.convert_to_numpy(model((SOURCE, TARGET_IN)))
+    np.testing.assert_allclose(inside, per_step, rtol=1e-5, atol=1e-5)
+    assert not any("_int8_call" in vars(layer) for layer in layers_of(model))  # all put back
+    monkeypatch.setattr(quantization, "dequantized", lambda model: contextlib.nullcontext())
+    for key, value in searched(model).items():
+        if key[1] == "tokens":
+            np.testing.assert_array_equal(once[key], value, err_msg=str(key))
+        else:
+            np.testing.assert_allclose(once[key], value, atol=1e-5, err_msg=str(key))
+
+
+def test_quantization_dequantized_kernels_are_the_float_values():
+    """`dequantized` turns each int8 kernel into `q · s` (Keras's `Dense`:
+    `q / s`), and a float model or a plain object gives an empty scope."""
+    model = FAMILIES["rnn-general"]()
+    model((SOURCE, TARGET_IN))
+    float_model = FAMILIES["rnn-general"]()
+    float_model((SOURCE, TARGET_IN))
+    float_model.set_weights(model.get_weights())
+    model.quantize("int8")
+    general = next(layer for layer in layers_of(model) if isinstance(layer, GeneralAttention))
+    dense = next(layer for layer in layers_of(model) if isinstance(layer, keras.layers.Dense))
+    with dequantized(model):
+        weight, scale = quantization.kernel(general, "kernel", "float32")
+        assert scale is None
+        q = ops.convert_to_numpy(general.kernel).astype("float32")
+        want = q * ops.convert_to_numpy(general.kernel_scale)
+        np.testing.assert_allclose(ops.convert_to_numpy(weight), want, rtol=1e-6)
+        want = ops.convert_to_numpy(dense._kernel) / ops.convert_to_numpy(dense.kernel_scale)
+        np.testing.assert_allclose(
+            ops.convert_to_numpy(quantization._scoped(dense, "kernel")), want, rtol=1e-6
+        )
+    assert quantization._scoped(dense, "kernel") is None  # closed
+    for root in (float_model, object()):
+        with dequantized(root):
+            assert quantization._scopes() == []
 
 
 def test_quantization_a_custom_keras_config_is_kept_through_the_keras_file(tmp_path):

@@ -6,6 +6,7 @@ fixed-size tensors: the loop of `search.BeamSearch` (`beam_search` in
 
 from keras import ops
 
+from keras_attention import quantization
 from keras_attention.masking import write_at
 from keras_attention.seq2seq.decoding_options import NEGATIVE, unk_id_of, unknown_replacements
 
@@ -117,9 +118,15 @@ def beam_search_loop(model, source, max_length, options, search, num_hypotheses)
     layout is `(B, N, L)`, beams before time (tensorflow-addons'
     `predicted_ids` was `(B, L, K)`:
     `ops.transpose(tokens, (0, 2, 1))`).
+
+    An int8 model's kernels are dequantized once for the call, after the
+    encoder (which reads each kernel once anyway) and before the loop
+    (`quantization.dequantized`).
     """
     loop = _BeamLoop(model, source, max_length, options, search, num_hypotheses)
-    _, _, _, *kept = ops.while_loop(loop.cond, loop.body, loop.start(source))
+    start = loop.start(source)  # the source encoded
+    with quantization.dequantized(model):
+        _, _, _, *kept = ops.while_loop(loop.cond, loop.body, start)
     return loop.results(*kept)
 
 

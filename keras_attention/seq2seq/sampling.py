@@ -15,6 +15,7 @@ import math
 import keras
 from keras import ops
 
+from keras_attention import quantization
 from keras_attention.masking import write_at
 from keras_attention.seq2seq.decoding_options import NEGATIVE, unk_id_of, unknown_replacements
 from keras_attention.seq2seq.search_base import Search, _is_real
@@ -30,7 +31,10 @@ __all__ = [
 
 def decode_loop(model, source, max_length, choose, options, search):
     """The loop shared by greedy search and sampling: `choose(allowed) ->
-    tokens (B,)` picks each step's tokens from the allowed log-probabilities."""
+    tokens (B,)` picks each step's tokens from the allowed log-probabilities.
+    An int8 model's kernels are dequantized once for the call, after the
+    encoder (which reads each kernel once anyway) and before the loop
+    (`quantization.dequantized`)."""
     return_attention, replace_unknown = search.return_attention_scores, search.replace_unknown
     unk_id = unk_id_of(model, search.unk_id)
     state = model.encode(source, max_length=max_length)
@@ -70,9 +74,10 @@ def decode_loop(model, source, max_length, choose, options, search):
     def cond(t, tokens, state, output, scores, finished, attention, replacements):
         return ops.logical_and(t < max_length, ops.logical_not(ops.all(finished)))
 
-    _, _, _, output, scores, finished, attention, replacements = ops.while_loop(
-        cond, body, (0, tokens, state, output, scores, finished, attention, replacements)
-    )
+    with quantization.dequantized(model):
+        _, _, _, output, scores, finished, attention, replacements = ops.while_loop(
+            cond, body, (0, tokens, state, output, scores, finished, attention, replacements)
+        )
     result = {
         "tokens": output,
         "scores": scores,
