@@ -85,13 +85,10 @@ setup: $(STAMP) $(DING)
 # installation" notice; that notice alone is silenced.
 EDITABLE := PYTHONWARNINGS="ignore:Editable installation"
 
-# --no-compile: pip would byte-compile every module it installs (about a
-# minute for the 10,000 of this virtualenv); Python compiles the ones that are
-# imported, on first import.
 $(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(EDITABLE) $(PY) -m pip install --quiet --no-compile -e ".[recipes,dev,docs]"
+	$(EDITABLE) $(PY) -m pip install --quiet -e ".[recipes,dev,docs]"
 	touch $@
 
 # A second virtualenv with Keras on JAX (CPU wheels) and no TensorFlow. First
@@ -106,7 +103,7 @@ $(JAX_DEPENDENCIES_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV_JAX)
 	$(VENV_JAX)/bin/python -m pip install --quiet --upgrade pip
 	$(PYTHON) -c '$(JAX_REQUIREMENTS)' > $(VENV_JAX)/requirements.txt
-	$(VENV_JAX)/bin/python -m pip install --quiet --no-compile -r $(VENV_JAX)/requirements.txt \
+	$(VENV_JAX)/bin/python -m pip install --quiet -r $(VENV_JAX)/requirements.txt \
 		scipy "pytest>=8" "pytest-xdist>=3" h5py
 	touch $@
 
