@@ -218,15 +218,18 @@ def epoch_pairs(data):
 
 def weight_arrays(path, optimizer=False):
     """The datasets of a Keras `.weights.h5` file, by path: the model's
-    (and, with `optimizer`, the optimizer's only)."""
+    (and, with `optimizer`, the optimizer's only; with None, every one)."""
     import h5py
+
+    def kept(name):
+        return optimizer is None or name.startswith("optimizer/") == optimizer
 
     arrays = {}
     with h5py.File(path, "r") as handle:
         handle.visititems(
             lambda name, item: (
                 arrays.__setitem__(name, item[()])
-                if isinstance(item, h5py.Dataset) and name.startswith("optimizer/") == optimizer
+                if isinstance(item, h5py.Dataset) and kept(name)
                 else None
             )
         )
@@ -287,17 +290,3 @@ def export_shared_run(output, folder):
         log=lambda _: 0,
     )
     return os.path.relpath(path, folder)
-
-
-def h5_arrays(path):
-    """Every array of a `.weights.h5` file, by its path inside the file."""
-    import h5py
-
-    arrays = {}
-    with h5py.File(path, "r") as handle:
-        handle.visititems(
-            lambda name, item: (
-                arrays.__setitem__(name, item[()]) if isinstance(item, h5py.Dataset) else None
-            )
-        )
-    return arrays
