@@ -1,22 +1,37 @@
 """Generation speed on CPU against what a user would pick instead: target
-tokens per second of greedy and beam search (K=4) at batch 1 and 32, with
-every system generating the same number of tokens.
+tokens per second and per-request latency of greedy and beam search (K=4),
+with every system generating the same number of tokens.
 
-One Transformer shape for all (3 encoder and 3 decoder layers, width 256,
-4 heads, feed-forward 1024, vocabulary 8000, relu), random weights, the
-same random source batch (length 20), exactly `--length` target tokens per
-row (greedy: per row; beam: per hypothesis returned). Systems:
+Models (`--model`), random weights, the same random source batch (length
+20), exactly `--length` target tokens per row (greedy: per row; beam: per
+hypothesis returned):
 
-- ours, `tf.function`: `greedy_search` / `beam_search` (the best of K) in
-  process, without and with `jit_compile=True` (XLA);
-- ours, SavedModel: the same two searches as token-ids -> token-ids
-  endpoints of a `keras.export.ExportArchive`, written by
+- `bench` (default): a Transformer of 3 encoder and 3 decoder layers, width
+  256, 4 heads, feed-forward 1024, vocabulary 8000 (each settable:
+  `--layers`, `--width`, `--heads`, `--ffn`, `--vocab`);
+- `demo-transformer`: the demo's Transformer (2+2 layers, width 128, 4
+  heads, feed-forward 256, 4,000 pieces a side);
+- `base`: Transformer-base (6+6 layers, width 512, 8 heads, feed-forward
+  2048, 32,000 pieces a side);
+- `demo-convs2s`: the demo's ConvS2S (`recipes.translation.model.build_model`
+  of the demo's settings, 4,000 pieces a side): no peer has its
+  architecture, so ours only.
+
+Systems (`--ours` picks ours; the peers need `--peers-python`):
+
+- `tf`: `greedy_search` / `beam_search` (the best of K) as a `tf.function`
+  in process; `xla`: the same with `jit_compile=True`;
+- `sm`: the same two searches as token-ids -> token-ids endpoints of a
+  `keras.export.ExportArchive`, written by
   `keras_attention.serving.versions.export_archive` and called after
   `tf.saved_model.load` (the translator archive's text signatures need
-  tokenizers, which would add tokenisation to the timing);
-- ours int8, `tf.function` (without and with XLA) and SavedModel: the
-  same, on a copy of the model (same weights) after `model.quantize("int8")`: weight-only
-  int8 with per-output-channel scales (`serving.translator.quantized_copy`),
+  tokenizers, which would add tokenisation to the timing); `xla-sm`: the
+  same endpoints, each calling its search as an XLA-compiled function
+  (`jit_compile=True`, marked must-compile in the SavedModel), as an XLA
+  export does;
+- each of those again (`int8` in the label) on a copy of the model (same
+  weights) after `model.quantize("int8")`: weight-only int8 with
+  per-output-channel scales (`serving.translator.quantized_copy`),
   dequantized once per call before the search's loop, which multiplies in
   float32 (`quantization.dequantized`);
 - Hugging Face `transformers` `MarianMTModel.generate` (PyTorch, CPU), built
@@ -33,14 +48,18 @@ and no `<eos>`.
 
 The peers run in a worker process of the virtualenv `--peers-python`
 (`bench/decoding_peers.py`, one JSON request per line) and are skipped when
-it is missing. Within each cell, the systems are timed in turn, ours and the
-peers alternating, `--repeats` rounds; tokens/s and ratios are medians.
-`--profile` adds where one step's time goes, and the number of ops
-(graph nodes) in the while-loop body of the exported beam search
-(`loop_body_ops`), the per-step op overhead. `--smoke` (the tests) runs a
-tiny model, ours only (the int8 rows included), one repeat.
+it is missing. Within each cell (`--cells`, search:batch), the systems are
+timed in turn, ours and the peers alternating, `--repeats` rounds, each
+round at least `--min-seconds` of calls of one request (the batch);
+tokens/s and ratios are medians of the rounds, the latency percentiles are
+over every timed request of the cell. `--profile` adds where one step's
+time goes, and the number of ops (graph nodes) in the while-loop body of
+the exported beam search (`loop_body_ops`), the per-step op overhead.
+`--smoke` (the tests) runs a tiny model, ours only (the int8 rows
+included), one repeat.
 
-    python bench/decoding.py [--repeats 5] [--profile] [--smoke]
+    python bench/decoding.py [--model base] [--cells greedy:1,beam4:1,beam4:32]
+        [--ours sm,xla-sm] [--repeats 5] [--profile] [--smoke]
 """
 
 import argparse
@@ -70,6 +89,18 @@ from timing import PeerWorker, median_ratio  # noqa: E402
 
 NEGATIVE = -1e9
 PEERS = ("hf", "ct2-fp32", "ct2-int8")
+OURS = ("tf", "xla", "sm", "xla-sm")
+SYSTEM_LABELS = {  # --ours name -> the label of ours (an int8 copy adds "int8")
+    "tf": "tf.function",
+    "xla": "XLA",
+    "sm": "SavedModel",
+    "xla-sm": "XLA SavedModel",
+}
+MODELS = {  # --model -> (family, vocabulary, width, layers, heads, feed-forward)
+    "demo-transformer": ("transformer", 4000, 128, 2, 4, 256),
+    "base": ("transformer", 32000, 512, 6, 8, 2048),
+    "demo-convs2s": ("convs2s", 4000, 128, 2, None, None),
+}
 LABELS = {"hf": "HF generate", "ct2-fp32": "CT2 fp32", "ct2-int8": "CT2 int8"}
 
 
@@ -127,12 +158,16 @@ def searches(model, length):
     }
 
 
-def export_searches(model, length, directory):
+def export_searches(model, length, directory, xla=False):
     """Write the two searches as SavedModel endpoints with the library's
-    exporter; returns the loaded SavedModel."""
+    exporter; returns the loaded SavedModel. With `xla`, each endpoint calls
+    its search as a `jit_compile=True` function (an XLA export's layout:
+    the search compiled, the endpoint a plain graph around it)."""
     archive = keras.export.ExportArchive()
     spec = [tf.TensorSpec((None, None), tf.int32, name="token_ids")]
     for name, search in searches(model, length).items():
+        if xla:
+            search = tf.function(search, autograph=False, jit_compile=True)
         archive.add_endpoint(
             name, traced_once(tf.function(search, input_signature=spec, autograph=False))
         )
@@ -186,8 +221,9 @@ class Peers(PeerWorker):
         self.versions = self.ready.get("ready")
 
     def time(self, system, search, batch, iters):
+        """Seconds of each of `iters` calls."""
         request = {"op": "time", "system": system, "search": search, "batch": batch}
-        return self.request(**request, iters=iters)["seconds"]
+        return self.request(**request, iters=iters)["calls"]
 
 
 def run(fn, x):
@@ -195,10 +231,13 @@ def run(fn, x):
 
 
 def timed(fn, iters):
-    start = time.perf_counter()
+    """Seconds of each of `iters` calls of `fn`."""
+    calls = []
     for _ in range(iters):
+        start = time.perf_counter()
         fn()
-    return (time.perf_counter() - start) / iters
+        calls.append(time.perf_counter() - start)
+    return calls
 
 
 def profile_parts(model, source, length, K):
@@ -272,12 +311,12 @@ def profile(model, source, length, repeats):
         fn()
     for _ in range(repeats):
         for name, fn in parts.items():
-            times[name].append(timed(fn, 1))
+            times[name].append(timed(fn, 1)[0])
     ms = {name: 1e3 * statistics.median(t) / length for name, t in times.items()}
     encode = tf.function(lambda s: model.encode(s, max_length=length)["step"], autograph=False)
     encode(tf.repeat(source, K, axis=0))
     encode_ms = 1e3 * statistics.median(
-        timed(lambda: encode(tf.repeat(source, K, axis=0)).numpy(), 1) for _ in range(repeats)
+        timed(lambda: encode(tf.repeat(source, K, axis=0)).numpy(), 1)[0] for _ in range(repeats)
     )
     whole, step, layers, gather, choice = (ms[name] for name in parts)
     vocab = model.target_vocab_size
@@ -301,11 +340,34 @@ def profile(model, source, length, repeats):
 
 
 def main(argv=None):
+    args = parse(argv)
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+    except RuntimeError:  # TensorFlow already ran something here (the smoke test)
+        pass
+    keras.utils.set_random_seed(0)
+    rng = np.random.default_rng(0)
+    rows = max([batch for _, batch in args.cells] + [32])  # the profile runs batch 32
+    source = rng.integers(4, args.vocab, (rows, args.source_length)).astype("int32")
+    model = build_model(args)
+    int8 = quantized_copy(model, "int8")  # the same weights, quantized
+    workdir = tempfile.mkdtemp(prefix="bench-decoding-")
+    try:
+        measure(args, model, int8, source, workdir)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def parse(argv=None):
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--batches", default="1,32")
-    parser.add_argument("--searches", default="greedy,beam4")
+    parser.add_argument("--model", choices=["bench", *MODELS], default="bench")
+    parser.add_argument(
+        "--cells",
+        default="greedy:1,greedy:32,beam4:1,beam4:32",
+        help="search:batch pairs, comma-separated (searches: greedy, beam4)",
+    )
     parser.add_argument("--length", type=int, default=32, help="target tokens per row")
     parser.add_argument("--source-length", type=int, default=20)
     parser.add_argument("--vocab", type=int, default=8000)
@@ -324,6 +386,9 @@ def main(argv=None):
     )
     parser.add_argument("--peers", default=",".join(PEERS), help="peers to run ('' for none)")
     parser.add_argument(
+        "--ours", default=",".join(OURS), help=f"our systems, some of {','.join(OURS)}"
+    )
+    parser.add_argument(
         "--threads",
         type=int,
         default=os.cpu_count(),
@@ -337,21 +402,47 @@ def main(argv=None):
         help="a few seconds: a tiny model, ours only, one repeat (for the tests)",
     )
     args = parser.parse_args(argv)
+    args.family = "transformer"
+    if args.model in MODELS:
+        args.family, args.vocab, args.width, args.layers, args.heads, args.ffn = MODELS[args.model]
     if args.smoke:
         args.vocab, args.width, args.layers, args.heads, args.ffn = 50, 16, 1, 2, 32
         args.length, args.source_length, args.repeats, args.min_seconds = 4, 5, 1, 0.0
-        args.batches, args.peers, args.no_xla = "2", "", True
-    try:
-        tf.config.threading.set_intra_op_parallelism_threads(args.threads)
-    except RuntimeError:  # TensorFlow already ran something here (the smoke test)
-        pass
-    batches = [int(b) for b in args.batches.split(",")]
-    search_names = args.searches.split(",")
-    keras.utils.set_random_seed(0)
-    rng = np.random.default_rng(0)
-    rows = max(batches + [32])  # the profile runs batch 32
-    source = rng.integers(4, args.vocab, (rows, args.source_length)).astype("int32")
+        args.cells, args.peers, args.no_xla = "greedy:2,beam4:2", "", True
+    if args.family != "transformer":
+        args.peers = ""  # no peer has the architecture
+    args.ours = [name for name in args.ours.split(",") if name]
+    if args.no_xla:
+        args.ours = [name for name in args.ours if not name.startswith("xla")]
+    unknown = sorted(set(args.ours) - set(OURS))
+    if unknown:
+        parser.error(f"--ours: unknown systems {unknown}; expected some of {list(OURS)}")
+    args.cells = parse_cells(parser, args.cells)
+    return args
 
+
+def parse_cells(parser, text):
+    """`[(search, batch)]` of `--cells` ("greedy:1,beam4:32")."""
+    cells = []
+    for cell in text.split(","):
+        search, _, batch = cell.partition(":")
+        if search not in ("greedy", "beam4") or not batch.isdigit() or int(batch) < 1:
+            parser.error(
+                f"--cells: each cell is search:batch with search greedy or beam4 and a "
+                f"positive batch; got {cell!r}"
+            )
+        cells.append((search, int(batch)))
+    return cells
+
+
+def build_model(args):
+    """The model of `args` (`--model` and its dimensions), built."""
+    if args.family == "convs2s":
+        from cpu_training import demo_settings  # bench/cpu_training.py
+
+        from recipes.translation.model import build_model as recipe_model
+
+        return recipe_model(dict(demo_settings(), max_length=args.length), args.vocab, args.vocab)
     model = TransformerSeq2Seq(
         args.vocab,
         args.vocab,
@@ -362,58 +453,71 @@ def main(argv=None):
         max_length=args.length,
     )
     model.build()
-    int8 = quantized_copy(model, "int8")  # the same weights, quantized
-    workdir = tempfile.mkdtemp(prefix="bench-decoding-")
-    try:
-        measure(args, model, int8, source, batches, search_names, workdir)
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+    return model
 
 
 def compile_ours(args, model, int8, search_names, workdir):
-    """Our systems, `{label: {search: callable}}` (tf.function, XLA unless
-    --no-xla, and the exported SavedModel, for the float32 model and its
-    int8 copy), and the SavedModels' variable sizes (float32, int8)."""
-    ours, loaded = {}, []
+    """Our systems, `{label: {search: callable}}` (those of `--ours`: the
+    `tf.function`, XLA, the exported SavedModel and the XLA SavedModel, for
+    the float32 model and its int8 copy), and the SavedModels' variable
+    sizes (float32, int8)."""
+    ours, loaded, sizes = {}, [], []
     for label, ours_model in (("ours", model), ("ours int8", int8)):
-        compiled = {f"{label} tf.function": {}, f"{label} XLA": {}}
-        for name, search in searches(ours_model, args.length).items():
-            compiled[f"{label} tf.function"][name] = tf.function(search, autograph=False)
-            if not args.no_xla:
-                xla = tf.function(search, autograph=False, jit_compile=True)
-                compiled[f"{label} XLA"][name] = xla
-        if args.no_xla:
-            del compiled[f"{label} XLA"]
-        ours.update(compiled)
-        # The loaded SavedModels stay referenced: their functions hold their
-        # variables only weakly.
-        folder = os.path.join(workdir, "int8" if ours_model is int8 else "float32")
-        loaded.append(export_searches(ours_model, args.length, folder))
-        ours[f"{label} SavedModel"] = {name: getattr(loaded[-1], name) for name in search_names}
-    return ours, loaded, [export.variables_bytes for export in loaded]
+        for name in args.ours:
+            system = f"{label} {SYSTEM_LABELS[name]}"
+            if name in ("tf", "xla"):
+                jit = name == "xla"
+                ours[system] = {
+                    search_name: tf.function(search, autograph=False, jit_compile=jit)
+                    for search_name, search in searches(ours_model, args.length).items()
+                }
+                continue
+            # The loaded SavedModels stay referenced: their functions hold their
+            # variables only weakly.
+            folder = os.path.join(workdir, f"{name}-{'int8' if ours_model is int8 else 'f32'}")
+            loaded.append(export_searches(ours_model, args.length, folder, xla=name == "xla-sm"))
+            ours[system] = {search: getattr(loaded[-1], search) for search in search_names}
+            if name == "sm":
+                sizes.append(loaded[-1].variables_bytes)
+    return ours, loaded, sizes
 
 
 def print_setup(args, peers, sizes):
     print(
-        f"keras {keras.__version__}, tensorflow {tf.__version__}, {os.cpu_count()} CPUs, "
+        f"keras {keras.__version__}, tensorflow {tf.__version__}, {cpu_line()}, "
         f"GPU: {bool(tf.config.list_physical_devices('GPU'))}, {args.threads} threads each"
         + (f"; peers: {peers.versions}" if peers else "")
     )
+    if args.family == "convs2s":
+        shape = f"the demo's ConvS2S, vocabulary {args.vocab}"
+    else:
+        shape = (
+            f"Transformer {args.layers}+{args.layers} layers, width {args.width}, "
+            f"{args.heads} heads, feed-forward {args.ffn}, vocabulary {args.vocab}"
+        )
     print(
-        f"Transformer {args.layers}+{args.layers} layers, width {args.width}, {args.heads} heads, "
-        f"feed-forward {args.ffn}, vocabulary {args.vocab}; source length {args.source_length}, "
-        f"{args.length} tokens generated per row; {args.repeats} repeats, medians; "
-        "tok/s = batch x length / time"
+        f"{args.model}: {shape}; source length {args.source_length}, {args.length} tokens "
+        f"generated per row; {args.repeats} repeats, medians; tok/s = batch x length / time"
     )
-    print(
-        f"SavedModel variables: float32 {sizes[0] / 2**20:.2f} MiB, int8 {sizes[1] / 2**20:.2f} "
-        f"MiB ({sizes[0] / sizes[1]:.2f}x smaller)\n"
-    )
+    if len(sizes) == 2:
+        print(
+            f"SavedModel variables: float32 {sizes[0] / 2**20:.2f} MiB, int8 "
+            f"{sizes[1] / 2**20:.2f} MiB ({sizes[0] / sizes[1]:.2f}x smaller)"
+        )
+    print()
+
+
+def cpu_line():
+    """This machine's CPU as every benchmark names it (bench/machine.py)."""
+    from machine import cpu
+
+    machine = cpu()
+    return f"CPU {machine['model']}, {machine['cores']} cores, {machine['isa']}"
 
 
 def time_cell(args, model, ours, peers, peer_names, source, search, batch):
-    """`{system: [seconds per call, one per repeat]}` for one search and
-    batch size, the systems timed in turn."""
+    """`{system: [seconds of each call, one list per repeat]}` for one
+    search and batch size, the systems timed in turn."""
     x = tf.constant(source[:batch])
     calls = {}
     for name in ours:
@@ -424,7 +528,7 @@ def time_cell(args, model, ours, peers, peer_names, source, search, batch):
         iters = max(1, round(args.min_seconds / (time.perf_counter() - start)))
         calls[name] = functools.partial(timed, functools.partial(run, fn, x), iters)
     for name in peer_names:
-        iters = max(1, round(args.min_seconds / peers.time(name, search, batch, 1)))
+        iters = max(1, round(args.min_seconds / peers.time(name, search, batch, 1)[0]))
         calls[name] = functools.partial(peers.time, name, search, batch, iters)
     times = {name: [] for name in calls}
     for _ in range(args.repeats):
@@ -433,16 +537,25 @@ def time_cell(args, model, ours, peers, peer_names, source, search, batch):
     return times
 
 
+def mean_per_round(times):
+    """Mean seconds per call of each round."""
+    return [statistics.fmean(calls) for calls in times]
+
+
 def print_ratios(ours, peer_names, rows):
     print(
         "\nspeed ratios ours/peer (> 1: ours faster), medians of same-round ratios; "
-        "tf = tf.function, SM = SavedModel, tf8 / XLA8 / SM8 = the same int8, "
-        "HF = Hugging Face, CT2 = CTranslate2 fp32, i8 = CTranslate2 int8:"
+        "tf = tf.function, SM = SavedModel, XSM = XLA SavedModel, tf8 / XLA8 / SM8 / XSM8 = "
+        "the same int8, HF = Hugging Face, CT2 = CTranslate2 fp32, i8 = CTranslate2 int8:"
     )
-    short = {"ours tf.function": "tf", "ours XLA": "XLA", "ours SavedModel": "SM"}
-    short.update({"ours int8 tf.function": "tf8", "ours int8 XLA": "XLA8"})
-    short["ours int8 SavedModel"] = "SM8"
-    short.update({"hf": "HF", "ct2-fp32": "CT2", "ct2-int8": "i8"})
+    short = {"tf.function": "tf", "XLA": "XLA", "SavedModel": "SM", "XLA SavedModel": "XSM"}
+    short = {
+        **{f"ours {label}": code for label, code in short.items()},
+        **{f"ours int8 {label}": code + "8" for label, code in short.items()},
+        "hf": "HF",
+        "ct2-fp32": "CT2",
+        "ct2-int8": "i8",
+    }
     pairs = [(o, p) for o in ours for p in peer_names]
     print(
         f"{'search':<7s} {'batch':>5s} "
@@ -451,11 +564,24 @@ def print_ratios(ours, peer_names, rows):
     for search, batch, times in rows:
         line = f"{search:<7s} {batch:5d} "
         for o, p in pairs:
-            line += f"{median_ratio(times[p], times[o]):9.2f}"
+            line += f"{median_ratio(mean_per_round(times[p]), mean_per_round(times[o])):9.2f}"
         print(line)
 
 
-def measure(args, model, int8, source, batches, search_names, workdir):
+def print_latencies(systems, rows):
+    """p50 and p99 milliseconds per request (one call of a batch) of every
+    system and cell, over every timed request."""
+    print("\nlatency per request, ms: p50 / p99 (requests timed)")
+    for search, batch, times in rows:
+        print(f"- {search}, batch {batch}:")
+        for name in systems:
+            calls = np.concatenate(times[name]) * 1e3
+            p50, p99 = np.percentile(calls, [50, 99])
+            print(f"  {LABELS.get(name, name):<24s} {p50:9.2f} / {p99:9.2f}  ({len(calls)})")
+
+
+def measure(args, model, int8, source, workdir):
+    search_names = sorted({search for search, _ in args.cells})
     ours, loaded, sizes = compile_ours(args, model, int8, search_names, workdir)
 
     peer_names = [p for p in args.peers.split(",") if p]
@@ -468,12 +594,11 @@ def measure(args, model, int8, source, batches, search_names, workdir):
 
     print_setup(args, peers, sizes)
     systems = list(ours) + peer_names
-    header = f"{'search':<7s} {'batch':>5s} " + "".join(f"{LABELS.get(s, s):>22s}" for s in systems)
+    header = f"{'search':<7s} {'batch':>5s} " + "".join(f"{LABELS.get(s, s):>26s}" for s in systems)
     rows = []
-    for search in search_names:
-        for batch in batches:
-            times = time_cell(args, model, ours, peers, peer_names, source, search, batch)
-            rows.append((search, batch, times))
+    for search, batch in args.cells:
+        times = time_cell(args, model, ours, peers, peer_names, source, search, batch)
+        rows.append((search, batch, times))
     if peers:
         peers.close()
 
@@ -481,11 +606,13 @@ def measure(args, model, int8, source, batches, search_names, workdir):
     for search, batch, times in rows:
         line = f"{search:<7s} {batch:5d} "
         for name in systems:
-            line += f"{batch * args.length / statistics.median(times[name]):22.0f}"
+            seconds = statistics.median(mean_per_round(times[name]))
+            line += f"{batch * args.length / seconds:26.0f}"
         print(line)
     if peer_names:
         print_ratios(ours, peer_names, rows)
-    if args.profile:
+    print_latencies(systems, rows)
+    if args.profile and args.family == "transformer":
         profile(model, tf.constant(source[:32]), args.length, args.repeats)
 
 

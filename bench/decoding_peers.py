@@ -9,7 +9,7 @@ line on stdout, so the benchmark can alternate it with its own systems.
 
     {"op": "time", "system": "hf" | "ct2-fp32" | "ct2-int8",
      "search": "greedy" | "beam4", "batch": 32, "iters": 1}
-        -> {"seconds": mean seconds per call}
+        -> {"calls": [seconds of each call]}
     {"op": "quit"}
 
 Every call generates exactly `--length` tokens per row (Hugging Face:
@@ -171,11 +171,12 @@ def serve(hf, ct2):
         if (system, search, batch) not in checked:
             call()  # warm up and check the lengths once
             checked.add((system, search, batch))
-        start = time.perf_counter()
+        calls = []
         for _ in range(request["iters"]):
+            start = time.perf_counter()
             call()
-        seconds = (time.perf_counter() - start) / request["iters"]
-        print(json.dumps({"seconds": seconds}), flush=True)
+            calls.append(time.perf_counter() - start)
+        print(json.dumps({"calls": calls}), flush=True)
 
 
 def main(argv=None):

@@ -21,6 +21,12 @@ def test_decoding_bench_smoke(capsys):
     assert all(len(row) == 2 + len(columns) for row in table)
     assert all(float(value) > 0 for row in table for value in row[2:])
     assert any(line.startswith("SavedModel variables: float32") for line in lines)
+    # p50 / p99 milliseconds per request of every system in each cell.
+    cells = [line for line in lines if line.startswith("- ")]
+    assert cells == ["- greedy, batch 2:", "- beam4, batch 2:"]
+    latencies = [line.split() for line in lines if line.startswith("  ours")]
+    assert len(latencies) == 2 * len(columns)
+    assert all(0 < float(row[-4]) <= float(row[-2]) for row in latencies)
 
 
 @pytest.mark.tensorflow
