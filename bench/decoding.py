@@ -212,11 +212,13 @@ class Peers(PeerWorker):
             HF_HUB_DISABLE_PROGRESS_BARS="1",
             HF_HUB_OFFLINE="1",
         )
-        # OpenMP threads (PyTorch's, CTranslate2's) spin while waiting by
-        # default; on this shared 2-core machine that made Hugging Face's
-        # greedy batch-1 generate 7x slower with 2 threads than with 1.
-        # TensorFlow's thread pool does not spin, so the peers get the same.
-        env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        # OpenMP's wait policy (PyTorch's and CTranslate2's threads): its
+        # default spins a while before sleeping. PASSIVE (sleep at once) made
+        # Hugging Face's greedy batch 1 7x faster with 2 threads on a 2-core
+        # machine, and CTranslate2's 12x slower (100 ms against 8 ms), so it
+        # is a flag, not a fixed choice.
+        if args.omp_wait_policy != "default":
+            env["OMP_WAIT_POLICY"] = args.omp_wait_policy
         super().__init__(command, os.path.join(workdir, "peers.log"), "the peers' worker", env)
         self.versions = self.ready.get("ready")
 
@@ -393,6 +395,12 @@ def parse(argv=None):
         type=int,
         default=os.cpu_count(),
         help="intra-op threads of every system (TensorFlow, PyTorch, CTranslate2)",
+    )
+    parser.add_argument(
+        "--omp-wait-policy",
+        choices=["default", "PASSIVE", "ACTIVE"],
+        default="default",
+        help="OMP_WAIT_POLICY of the peers' worker (default: OpenMP's own)",
     )
     parser.add_argument("--no-xla", action="store_true", help="skip ours with jit_compile")
     parser.add_argument("--profile", action="store_true", help="where one beam step goes")
