@@ -10,7 +10,11 @@ against the committed op lists (`keras_attention.serving.check`), then runs ever
 export on the same inputs (the export's warm-up requests, plus an empty
 and an over-long sentence for text inputs) in this interpreter and in
 `--runtime`, and compares: strings, integers and booleans equal, floats
-within 1e-5. Exits with status 1 on any difference or failure.
+within 1e-5. Each family is also exported with `export --xla` (float32
+and int8), and its signatures, run in `--runtime`, must answer the whole
+Ding test split (its 960 sources) as the plain export of the same weights
+does there: translations equal, scores within 1e-4. Exits with status 1 on
+any difference or failure.
 """
 
 import argparse
@@ -26,6 +30,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FAMILIES = ("rnn", "convs2s", "transformer")
 EXTRA_TEXTS = ["", "Das ist ein sehr langer Satz " * 10]
 TOLERANCE = 1e-5
+XLA_TOLERANCE = 1e-4  # an XLA export's scores against its plain export's
+XLA_SIGNATURES = ("serving_default", "greedy", "nbest")
 
 
 def encode(array):
@@ -56,7 +62,10 @@ def sh(*argv):
     return result.stdout
 
 
-QUANTIZED = ("--quantize", "int8")  # each run is exported float32, then int8
+QUANTIZED = ("--quantize", "int8")
+XLA = ("--xla",)
+# Each run is exported float32 and int8, plain and XLA: name suffix -> flags.
+KINDS = {"": (), "-int8": QUANTIZED, "-xla": XLA, "-xla-int8": XLA + QUANTIZED}
 
 
 def build_exports(work):
@@ -68,7 +77,8 @@ def build_exports(work):
 
     for family in FAMILIES:
         run = os.path.join(work, f"run-{family}")
-        for name, flags in ((f"translator-{family}", ()), (f"translator-{family}-int8", QUANTIZED)):
+        for suffix, flags in KINDS.items():
+            name = f"translator-{family}{suffix}"
             paths[name] = os.path.join(exports, name, "1")
             if os.path.exists(paths[name]):
                 continue
@@ -179,9 +189,39 @@ def run_signatures_in(python, export_dir, requests_path):
     return json.loads(result.stdout.strip().splitlines()[-1]), None
 
 
-def differences(expected, got):
+def ding_test_requests(work):
+    """`{signature: {"text": array}}` of `XLA_SIGNATURES`, each the whole
+    Ding test split's sources (the recipe's split, written once under
+    `work`)."""
+    from recipes.translation.splits import prepare
+
+    paths = prepare(os.path.join(work, "ding-splits"), log=lambda line: None)
+    with open(paths["test"], encoding="utf-8") as handle:
+        texts = [line.split("\t")[0].encode() for line in handle.read().splitlines()]
+    return {name: {"text": np.array(texts, dtype=object)} for name in XLA_SIGNATURES}
+
+
+def write_requests(path, requests):
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump({s: {k: encode(v) for k, v in i.items()} for s, i in requests.items()}, handle)
+
+
+def xla_differences(runtime, plain_dir, xla_dir, requests_path):
+    """The lines of `differences` between a plain export and its XLA
+    export, both run by `runtime` on the requests (`XLA_TOLERANCE`), or
+    one line saying which does not run."""
+    results = []
+    for version_dir in (plain_dir, xla_dir):
+        got, error = run_signatures_in(runtime, version_dir, requests_path)
+        if error:
+            return [f"{version_dir} does not run there:\n{error}"]
+        results.append(got["results"])
+    return differences(*results, tolerance=XLA_TOLERANCE)
+
+
+def differences(expected, got, tolerance=TOLERANCE):
     """One line per output that differs (strings, ints, bools exactly,
-    floats to `TOLERANCE`)."""
+    floats to `tolerance`)."""
     found = []
     for signature, outputs in expected.items():
         for name, value in outputs.items():
@@ -191,11 +231,40 @@ def differences(expected, got):
                 found.append(f"{where}: shape {have.shape}, expected {want.shape}")
             elif want.dtype.kind == "f":
                 error = float(np.max(np.abs(want - have), initial=0.0))
-                if not error <= TOLERANCE:
-                    found.append(f"{where}: differs by {error:.2e} (> {TOLERANCE})")
+                if not error <= tolerance:
+                    found.append(f"{where}: differs by {error:.2e} (> {tolerance})")
             elif not np.array_equal(want, have):
-                found.append(f"{where}: {have.ravel()[:4]} != {want.ravel()[:4]}")
+                rows = int(np.sum(np.any((want != have).reshape(len(want), -1), axis=1)))
+                found.append(
+                    f"{where}: {rows} of {len(want)} rows differ, the first "
+                    f"{have[want != have][:2]} != {want[want != have][:2]}"
+                )
     return found
+
+
+def check_xla_exports(runtime, work, exports):
+    """Each XLA export against its plain twin on the whole Ding test split,
+    both in `runtime`; returns the failures."""
+    requests_path = os.path.join(work, "ding-test-requests.json")
+    requests = ding_test_requests(work)
+    write_requests(requests_path, requests)
+    rows = len(requests["serving_default"]["text"])
+    failed = []
+    for name, version_dir in exports.items():
+        if "-xla" not in name:
+            continue
+        plain = exports[name.replace("-xla", "")]
+        found = xla_differences(runtime, plain, version_dir, requests_path)
+        for line in found:
+            print(f"  {line}")
+        if found:
+            failed.append(f"{name}: {len(found)} output(s) differ from the plain export")
+        verdict = "FAIL" if found else "ok  "
+        print(
+            f"{verdict} {name} = {os.path.basename(os.path.dirname(plain))} on the Ding test "
+            f"split ({rows} sources; {', '.join(XLA_SIGNATURES)}; scores to {XLA_TOLERANCE})"
+        )
+    return failed
 
 
 def main(argv=None):
@@ -218,16 +287,14 @@ def main(argv=None):
     from keras_attention.serving.check import report
 
     failed = []
-    for name, version_dir in build_exports(os.path.abspath(args.work)).items():
+    work = os.path.abspath(args.work)
+    exports = build_exports(work)
+    for name, version_dir in exports.items():
         print(f"\n== {name}")
         if not report(version_dir):
             failed.append(f"{name}: op check")
         requests_path = os.path.join(os.path.dirname(version_dir), "requests.json")
-        with open(requests_path, "w", encoding="utf-8") as handle:
-            requests = requests_of(version_dir)
-            json.dump(
-                {s: {k: encode(v) for k, v in i.items()} for s, i in requests.items()}, handle
-            )
+        write_requests(requests_path, requests_of(version_dir))
         expected, error = run_signatures_in(sys.executable, version_dir, requests_path)
         if error:
             raise SystemExit(f"error: the exporting TensorFlow cannot run {name}:\n{error}")
@@ -250,6 +317,7 @@ def main(argv=None):
         count = sum(len(outputs) for outputs in expected["results"].values())
         verdict = "FAIL" if found else "ok  "
         print(f"{verdict} {runtimes}: {len(expected['results'])} signatures, {count} outputs")
+    failed += check_xla_exports(args.runtime, work, exports)
     print()
     if failed:
         print("serving check FAILED: " + "; ".join(failed))

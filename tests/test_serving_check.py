@@ -211,5 +211,10 @@ def test_the_runtime_comparison_catches_a_different_output():
     other = np.array([b"I have no time.", b"?"], dtype=object)
     far = {"greedy": {"translation": encode(other), "score": encode(score + 1e-4)}}
     found = differences(expected, far)
-    assert len(found) == 2 and found[0].startswith("greedy/translation: [b'I have no time.' b'?']")
+    assert len(found) == 2
+    assert found[0] == "greedy/translation: 1 of 2 rows differ, the first [b'?'] != [b'\\xff\\x00']"
     assert found[1].startswith("greedy/score: differs by 1.00e-04")
+    # An XLA export's scores are held to 1e-4 (its plain twin's by XLA_TOLERANCE).
+    assert differences(expected, close, tolerance=1e-4) == []
+    near = {"greedy": {"translation": encode(text), "score": encode(score + 5e-5)}}
+    assert differences(expected, near) != [] and differences(expected, near, 1e-4) == []
