@@ -176,6 +176,8 @@ class BucketedSearch:
         largest = batch == self.batch_sizes[-1]
         padded = (rows + batch - 1) // batch * batch if largest else batch
         inputs = [source[:, :width]] + ([] if prefix is None else [prefix])
+        # Filler rows copy a real row: the search never sees a source of
+        # padding only, and rows are independent, so they change no answer.
         inputs = [tf.concat([x, tf.repeat(x[:1], padded - rows, axis=0)], 0) for x in inputs]
         if largest:
             chunks = [tf.reshape(x, [-1, batch, x.shape[1]]) for x in inputs]
