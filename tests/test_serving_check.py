@@ -218,3 +218,35 @@ def test_the_runtime_comparison_catches_a_different_output():
     assert differences(expected, close, tolerance=1e-4) == []
     near = {"greedy": {"translation": encode(text), "score": encode(score + 5e-5)}}
     assert differences(expected, near) != [] and differences(expected, near, 1e-4) == []
+
+
+def test_must_compile_finds_the_signatures_that_call_an_xla_function(module_export, tmp_path):
+    """`check.must_compile`: a signature that calls a `jit_compile=True`
+    function (through a branch) is listed with it, a plain one is not, and
+    the report names the server flag; a plain export lists none."""
+    import tensorflow as tf
+
+    compiled = tf.function(lambda x: {"y": x * 2.0}, jit_compile=True, autograph=False)
+
+    class Mixed(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec((None,), tf.float32, name="x")])
+        def doubled(self, x):
+            return tf.cond(tf.size(x) > 0, lambda: compiled(x), lambda: {"y": x})
+
+        @tf.function(input_signature=[tf.TensorSpec((None,), tf.float32, name="x")])
+        def plain(self, x):
+            return {"y": x + 1.0}
+
+    module = Mixed()
+    path = str(tmp_path / "1")
+    signatures = {"serving_default": module.doubled, "plain": module.plain}
+    tf.saved_model.save(module, path, signatures=signatures)
+    found = check.must_compile(check.read_saved_model(path))
+    assert list(found) == ["serving_default"] and len(found["serving_default"]) == 1
+    lines = []
+    check.report(path, [NEWEST], log=lines.append)
+    assert lines[1] == (
+        "needs --xla_cpu_compilation_enabled=true: 1 functions must compile with XLA, in "
+        "signatures serving_default"
+    )
+    assert check.must_compile(check.read_saved_model(module_export)) == {}

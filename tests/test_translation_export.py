@@ -297,6 +297,43 @@ def test_export_quantize_int8_reports_both_sizes_and_translates_as_in_process(tr
     assert check.check_export(path) == {s: [] for s in check.available_servings()}
 
 
+# Large: the shared run exported a second time, with 36 programs traced;
+# `make test` keeps the library's XLA export (tests/test_xla_export.py).
+@pytest.mark.large
+def test_export_xla_records_the_buckets_and_translates_as_in_process(trained, tmp_path):
+    """`export --xla`: the export records its buckets, its warm-up requests
+    are the recipe's 6 and one per (searching signature, bucket), the
+    batching parameters lie beside models.config, and `serving_default`
+    answers what the Translator answers in process."""
+    import tensorflow as tf
+
+    from keras_attention.serving.buckets import batching_parameters
+    from keras_attention.serving.translator import export_record
+    from keras_attention.serving.versions import read_warmup_requests
+    from recipes.translation.decoding import search_from_config, translator_for
+    from recipes.translation.trained_run import load_run
+
+    exports = str(tmp_path / "exports")
+    run("export", "--output", trained[0], "--export-dir", exports, "--beam-width", "2", "--xla")
+    path = os.path.join(exports, "translator", "1")
+    xla = export_record(path)["xla"]
+    assert xla["batch_sizes"] == [1, 8, 32] and xla["programs"] == 6 * 3 * 2
+    assert len(read_warmup_requests(path)) == 6 + xla["programs"]
+    with open(os.path.join(exports, "batching_parameters.txt")) as handle:
+        assert handle.read() == batching_parameters((1, 8, 32))
+    model, config, source_tokenizer, target_tokenizer = load_run(trained[0], compile=False)
+    search = search_from_config(
+        translate.check(translate.parser().parse_args(["export", "--output", trained[0],
+                                                       "--beam-width", "2"]))
+    )  # fmt: skip
+    texts = ["Ich habe keine Zeit.", "Wo ist der Bahnhof?", ""]
+    in_process = translator_for(
+        model, source_tokenizer, target_tokenizer, config["max_length"], search
+    )
+    served = tf.saved_model.load(path).signatures["serving_default"](text=tf.constant(texts))
+    assert [t.decode() for t in served["translation"].numpy()] == in_process.translate(texts)
+
+
 def test_the_demo_s_everyday_scores_are_sacrebleu_s_on_the_export_s_translations(trained, exported):
     """`commands.everyday_scores` (the demo's last lines): the hand-written
     everyday set through the export, scored as sacrebleu scores the

@@ -5,6 +5,7 @@ Install with `pip install keras_attention[tensorflow]`.
     translator.py   Translator: a model, its tokenizers and a search; in process and exported
     graph.py        the bodies of the Translator's signatures (graph functions)
     records.py      what an export records about itself: versions, quantization, sizes
+    buckets.py      XLA exports: searches compiled for fixed shape buckets, their warm-up
     versions.py     versioned atomic SavedModel exports, warm-up requests
     export.py       0.2.0's names (translator_archive, ...), thin wrappers kept for old code
     check.py        an export's ops against TF Serving releases' op lists

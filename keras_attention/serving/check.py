@@ -18,7 +18,11 @@ checked; a node whose op is a library function (a call) is not an op.
 
     python -m keras_attention.serving.check EXPORT_DIR [--serving 2.20 [--serving 2.19 ...]]
 
-prints a verdict per release and exits with status 1 if any fails.
+prints a verdict per release and exits with status 1 if any fails. For
+an XLA export (`Translator.export(..., xla=True)`) it also prints which
+signatures call functions that must compile with XLA (attribute
+`_XlaMustCompile`), which TF Serving runs only when started with
+`--xla_cpu_compilation_enabled=true` (`must_compile`).
 """
 
 import argparse
@@ -97,6 +101,59 @@ def op_types(saved_model):
     return sorted({node.op for _, node in graph_nodes(saved_model)})
 
 
+def _called(function_or_node_attrs):
+    """The names of the library functions a node's attributes name (`f`,
+    branches, loop bodies)."""
+    for value in function_or_node_attrs.values():
+        if value.HasField("func"):
+            yield value.func.name
+        elif value.HasField("list"):
+            yield from (function.name for function in value.list.func)
+
+
+def must_compile(saved_model):
+    """`{signature: sorted names of the library functions it reaches that
+    carry _XlaMustCompile=true}`, only the signatures that reach one:
+    what stock TF Serving refuses to run without
+    `--xla_cpu_compilation_enabled=true`."""
+    found = {}
+    for meta_graph in saved_model.meta_graphs:
+        graph = meta_graph.graph_def
+        library = {function.signature.name: function for function in graph.library.function}
+        calls = {
+            name: {
+                called
+                for node in function.node_def
+                for called in [node.op, *_called(node.attr)]
+                if called in library
+            }
+            for name, function in library.items()
+        }
+        nodes = {node.name: node for node in graph.node}
+        for signature, definition in meta_graph.signature_def.items():
+            roots = {
+                called
+                for output in definition.outputs.values()
+                for called in _called(nodes[output.name.split(":")[0]].attr)
+                if output.name.split(":")[0] in nodes and called in library
+            }
+            reached, pending = set(), list(roots)
+            while pending:
+                name = pending.pop()
+                if name not in reached:
+                    reached.add(name)
+                    pending.extend(calls[name])
+            compiled = sorted(
+                name
+                for name in reached
+                if "_XlaMustCompile" in library[name].attr
+                and library[name].attr["_XlaMustCompile"].b
+            )
+            if compiled:
+                found[signature] = compiled
+    return found
+
+
 def problems(saved_model, oplist):
     """What stops the release of `oplist` from loading `saved_model`: one
     line per unknown op, unknown attribute or missing required attribute,
@@ -149,6 +206,13 @@ def report(export_dir, servings=None, log=print):
         f"{export_dir}: {len(op_types(saved_model))} op types in the main graph "
         f"and {functions} functions"
     )
+    compiled = must_compile(saved_model)
+    if compiled:
+        count = len(set().union(*compiled.values()))
+        log(
+            f"needs --xla_cpu_compilation_enabled=true: {count} functions must compile with "
+            f"XLA, in signatures {', '.join(sorted(compiled))}"
+        )
     passed = True
     for serving in servings:
         oplist = load_oplist(serving)

@@ -8,7 +8,9 @@ and exports those.
 
 A function reads the Translator's model, tokenizers, `numbers`, lengths
 and derived searches (`best_search`, `attention_search`, `greedy_search`,
-`nbest_search`), set by `Translator.__init__`.
+`nbest_search`), set by `Translator.__init__`. Every search runs through
+`run_search`: as it is, or, in an XLA export (`Translator.bucketed`, an
+`buckets.BucketedSearch`), as XLA programs of fixed shapes.
 """
 
 import json
@@ -46,6 +48,20 @@ class SignatureFunctions:
     """The graph functions of `Translator`'s signatures (a base class of
     `Translator`, which sets the attributes they read)."""
 
+    bucketed = None  # a `buckets.BucketedSearch` in an XLA export
+
+    def run_search(self, search, source, prefix=None, best=False):
+        """`search(model, source, prefix)` (`search.best` with `best`): in
+        the graph as it is, or through `bucketed`'s XLA programs."""
+        call = search.best if best else search
+
+        def run(source, prefix=None):
+            return call(self.model, source, prefix=prefix)
+
+        if self.bucketed is None:
+            return run(source, prefix)
+        return self.bucketed(run, source, prefix)
+
     def _best(self, search, text, source, prefix=None, prefix_text=None):
         """`search.best`; with `numbers` and a beam, the best-scored of the
         beam's hypotheses that hold as many placeholders as `text` has
@@ -53,9 +69,9 @@ class SignatureFunctions:
         dropped while the beam held a hypothesis that kept it (the best
         hypothesis when none does)."""
         if self.numbers is None or not isinstance(search, BeamSearch) or search.is_greedy():
-            return search.best(self.model, source, prefix=prefix)
+            return self.run_search(search, source, prefix, best=True)
         beam = get_search(search, num_hypotheses=search.beam_width)
-        result = beam(self.model, source, prefix=prefix)  # (B, K, ...), best first
+        result = self.run_search(beam, source, prefix)  # (B, K, ...), best first
         wanted = tf.cast(self.numbers.numbers(text).row_lengths(), tf.int32)
         if prefix_text is not None:
             typed = tf.cast(self.numbers.numbers(prefix_text).row_lengths(), tf.int32)
@@ -127,7 +143,7 @@ class SignatureFunctions:
     def greedy_function(self, text):
         """`greedy`: what `serving_default` returns, with greedy search."""
         source, truncated = self.encode(text)
-        result = self.greedy_search(self.model, source)
+        result = self.run_search(self.greedy_search, source)
         return {
             "translation": self.decode(text, result),
             "score": self._blank_zero(text, result["scores"]),
@@ -214,7 +230,7 @@ class SignatureFunctions:
         with tf.control_dependencies([check]):
             source = tf.where(mask, token_ids, tf.zeros_like(token_ids))
         source = source[:, :longest]  # only padding beyond S: every length is <= S
-        return {"token_ids": self.best_search.best(self.model, source)["tokens"]}
+        return {"token_ids": self.run_search(self.best_search, source, best=True)["tokens"]}
 
     def nbest_function(self, text, search=None):
         """`nbest`: `text (B,)` -> `translations (B, N)` strings and `scores
@@ -226,7 +242,7 @@ class SignatureFunctions:
         search = self.nbest_search if search is None else search
         text = self.checked_text(text)
         source, truncated = self.encode(text)
-        result = search(self.model, source)
+        result = self.run_search(search, source)
         tokens = result["tokens"]  # (B, N, L)
         shape = tf.shape(tokens)
         flat = [shape[0] * shape[1], shape[2]]

@@ -12,6 +12,8 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from keras_attention.serving.buckets import SEARCHING, SERVER_FLAG
+
 # `Translator.export(quantize=...)`: weight-only int8 (`Seq2Seq.quantize`).
 QUANTIZATIONS = ("int8",)
 # What an export writes about itself, beside the warm-up requests
@@ -72,7 +74,10 @@ def write_export_record(version_dir, translator):
     wrote it), `quantization` ("int8" or None), `variables_bytes` (its
     `variables/` on disk) and `float32_variables_bytes` (the same model's
     float32 export's; None for a model quantized before the Translator
-    was made). Returns the record."""
+    was made) and `xla`: None, or for an XLA export (`Translator.xla_compiled`)
+    its buckets (`batch_sizes`, `source_lengths`), the searching
+    `signatures`, `programs` (signatures x batch sizes x source lengths)
+    and the `server_flags` TF Serving needs to run it. Returns the record."""
     import keras_attention
 
     size = variables_bytes(version_dir)
@@ -89,6 +94,7 @@ def write_export_record(version_dir, translator):
         "quantization": quantization,
         "variables_bytes": size,
         "float32_variables_bytes": float32,
+        "xla": xla_record(translator),
     }
     path = os.path.join(version_dir, EXPORT_RECORD)
     os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -96,6 +102,22 @@ def write_export_record(version_dir, translator):
         json.dump(record, handle, indent=2, sort_keys=True)
         handle.write("\n")
     return record
+
+
+def xla_record(translator):
+    """The `xla` entry of the export record of `translator` (None unless
+    its searches are compiled by XLA)."""
+    bucketed = getattr(translator, "bucketed", None)
+    if bucketed is None:
+        return None
+    batch_sizes, lengths = list(bucketed.batch_sizes), list(bucketed.lengths)
+    return {
+        "batch_sizes": batch_sizes,
+        "source_lengths": lengths,
+        "signatures": list(SEARCHING),
+        "programs": len(SEARCHING) * len(batch_sizes) * len(lengths),
+        "server_flags": [SERVER_FLAG],
+    }
 
 
 def export_record(version_dir):

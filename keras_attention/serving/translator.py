@@ -63,6 +63,12 @@ import numpy as np
 import tensorflow as tf
 
 from keras_attention.seq2seq.search import BeamSearch, GreedySearch, get_search
+from keras_attention.serving.buckets import (
+    BucketedSearch,
+    add_warmup_requests,
+    get_buckets,
+    write_batching_parameters,
+)
 from keras_attention.serving.graph import (  # noqa: F401  (also importable from here)
     SIGNATURES,
     SignatureFunctions,
@@ -190,6 +196,7 @@ class Translator(SignatureFunctions):
         )
         self._functions = {}  # signature name (or ("nbest", n)) -> tf.function
         self.float_model = None  # the model a quantized copy was made of (`quantized`)
+        self.buckets = None  # the `XlaBuckets` of an XLA copy (`xla_compiled`)
         self._placeholder = None if numbers is None else self._placeholder_id()
         pad = tf.constant([[self.model.padding_id]], tf.int32)
         self._source_pad = _strings(source_tokenizer.tokens(pad))[0]
@@ -451,7 +458,16 @@ class Translator(SignatureFunctions):
             archive.add_endpoint(name, self.function(name))
         return archive
 
-    def export(self, base_dir, model_name, version=None, before_publish=None, quantize=None):
+    def export(
+        self,
+        base_dir,
+        model_name,
+        version=None,
+        before_publish=None,
+        quantize=None,
+        xla=False,
+        buckets=None,
+    ):
         """Write the SavedModel as version `version` (default the next free
         number) of `<base_dir>/<model_name>`, atomically
         (`export.export_archive`); returns its path. `before_publish(path)`
@@ -459,23 +475,53 @@ class Translator(SignatureFunctions):
 
         `quantize="int8"` exports the same signatures over a weight-only
         int8 copy of the model (`quantized`; the Translator's own model is
-        left as it is). Every export records what it is in
-        `assets.extra/keras_attention.json` (`export_record`): its
-        quantization and the bytes of its `variables/`, and the float32
-        model's beside them."""
+        left as it is); `xla=True` with each search compiled by XLA for the
+        shapes of `buckets` (`xla_compiled`), adding a warm-up request per
+        bucket and `<base_dir>/batching_parameters.txt` (`serving.buckets`).
+        Every export records what it is in `assets.extra/keras_attention.json`
+        (`export_record`): its quantization, its XLA buckets, the bytes of
+        its `variables/` and the float32 model's."""
         check_choice("quantize", quantize, (None, *QUANTIZATIONS), "Translator.export")
+        check_choice("xla", xla, (False, True), "Translator.export")
+        if buckets is not None and not xla:
+            raise ValueError(f"`buckets` of Translator.export needs xla=True; got {buckets!r}.")
         if quantize is not None:
             translator = self._quantized(quantize, "`quantize` of Translator.export")
+            return translator.export(
+                base_dir, model_name, version, before_publish, None, xla, buckets
+            )
+        if xla and self.buckets is None:
+            translator = self.xla_compiled(buckets)
             return translator.export(base_dir, model_name, version, before_publish)
 
         def publish(staging):
             write_export_record(staging, self)
             if before_publish is not None:
                 before_publish(staging)
+            if self.buckets is not None:
+                add_warmup_requests(staging, model_name, self)
 
-        return export_archive(
+        path = export_archive(
             self.archive(), base_dir, model_name, version=version, before_publish=publish
         )
+        if self.buckets is not None:
+            write_batching_parameters(base_dir, self.buckets.batch_sizes)
+        return path
+
+    def xla_compiled(self, buckets=None):
+        """A new `Translator` with the same model, tokenizers, search and
+        options whose signatures run each search as XLA programs of the
+        shapes of `buckets` (`serving.buckets`): what `export(...,
+        xla=True)` writes, in process."""
+        buckets = get_buckets(buckets)
+        translator = self._copy(self.model)
+        translator.float_model = self.float_model
+        translator.buckets = buckets
+        lengths = buckets.lengths(self.max_source_length)
+        translator.bucketed = BucketedSearch(
+            buckets.batch_sizes, lengths, self.max_length, self.model.padding_id
+        )
+        return translator
 
     # -- quantization ------------------------------------------------------------
     @property
@@ -498,8 +544,15 @@ class Translator(SignatureFunctions):
                 f"{what}: the model is quantized already ({self.quantization}); export it "
                 "with quantize=None, or quantize a float model."
             )
-        translator = Translator(
-            quantized_copy(self.model, mode),
+        translator = self._copy(quantized_copy(self.model, mode))
+        translator.float_model = self.model  # for the float32 size of its export
+        return translator
+
+    def _copy(self, model):
+        """A `Translator` of `model` with this one's tokenizers, search and
+        options."""
+        return Translator(
+            model,
             self.source_tokenizer,
             self.target_tokenizer,
             self.search,
@@ -507,8 +560,6 @@ class Translator(SignatureFunctions):
             batch_size=self.batch_size,
             numbers=self.numbers,
         )
-        translator.float_model = self.model  # for the float32 size of its export
-        return translator
 
 
 class Hypothesis(tuple):

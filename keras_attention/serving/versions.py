@@ -144,12 +144,25 @@ def write_models_config(base_dir):
     ]
     text = "model_config_list {\n"
     text += "".join(MODELS_CONFIG_ENTRY.format(name=name) for name in names) + "}\n"
-    path = os.path.join(base_dir, "models.config")
-    handle, temporary = tempfile.mkstemp(prefix=".models.config.", dir=base_dir)
-    with os.fdopen(handle, "w", encoding="utf-8") as stream:
-        stream.write(text)
-    os.chmod(temporary, umask_mode(0o666))
-    os.replace(temporary, path)
+    return write_atomically(base_dir, "models.config", text)
+
+
+def write_atomically(base_dir, name, text):
+    """Write `text` as `<base_dir>/<name>`: into a temporary file beside it,
+    then renamed over it, so a reader sees the old file or the new one,
+    never part of one (mode: 0666 less the umask); on an error the old
+    file stays and the temporary one is removed. Returns its path."""
+    path = os.path.join(base_dir, name)
+    handle, temporary = tempfile.mkstemp(prefix=f".{name}.", dir=base_dir)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+        os.chmod(temporary, umask_mode(0o666))
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(temporary)
+        raise
     return path
 
 

@@ -223,6 +223,7 @@ def export_command(config, log=print):
         warmup,
         number_protection(run_config),
         config.quantize,
+        config.xla,
     )
     log(
         f"exported {path} (signatures: serving_default, greedy, attention, tokens, nbest, "

@@ -170,11 +170,15 @@ def export_translator(
     warmup,
     numbers=None,
     quantize=None,
+    xla=False,
 ):
     """Write the model as the next version `<export_dir>/<model_name>/<n>/`
     of a TF Serving model (`Translator.export` with `search`, published
     atomically with its `warmup` requests); returns its path. `quantize`
-    ("int8"): export a quantized copy of the model (`Translator.quantized`)."""
+    ("int8"): export a quantized copy of the model (`Translator.quantized`).
+    `xla`: compile each search with XLA for the default buckets
+    (`Translator.xla_compiled`; the export adds a warm-up request per
+    bucket and writes `<export_dir>/batching_parameters.txt`)."""
     from keras_attention.serving.translator import SIGNATURES
     from keras_attention.serving.versions import write_warmup_requests
 
@@ -188,6 +192,8 @@ def export_translator(
     if quantize is not None:
         progress(f"export: quantizing a copy of the model ({quantize}) ...")
         translator = translator.quantized(quantize)
+    if xla:
+        translator = translator.xla_compiled()
     for index, name in enumerate(SIGNATURES, 1):
         progress(f"export: tracing signature {index}/{len(SIGNATURES)} ({name}) ...")
         translator.function(name)  # traced once; `export` reuses it

@@ -562,6 +562,12 @@ class Settings:
         ("export",),
         metavar="{" + ",".join(QUANTIZATIONS) + "}",
     )
+    xla: bool = setting(
+        False,
+        "compile each signature's search with XLA for fixed batch and source-length buckets "
+        "(serve with --xla_cpu_compilation_enabled=true: docs/deploying.md)",
+        ("export",),
+    )
     # convert
     to: str = setting(
         None, "the runtime to convert for", ("convert",), choices=CONVERSIONS, required=True
