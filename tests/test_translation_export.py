@@ -314,10 +314,16 @@ def test_export_xla_records_the_buckets_and_translates_as_in_process(trained, tm
     from recipes.translation.trained_run import load_run
 
     exports = str(tmp_path / "exports")
-    run("export", "--output", trained[0], "--export-dir", exports, "--beam-width", "2", "--xla")
+    out = run(
+        "export", "--output", trained[0], "--export-dir", exports, "--beam-width", "2", "--xla"
+    )
     path = os.path.join(exports, "translator", "1")
     xla = export_record(path)["xla"]
     assert xla["batch_sizes"] == [1, 8, 32] and xla["programs"] == 6 * 3 * 2
+    assert out.rstrip().endswith(
+        f"; XLA: 36 programs (batch sizes [1, 8, 32], source widths {xla['source_lengths']}), "
+        "served with --xla_cpu_compilation_enabled=true"
+    )
     assert len(read_warmup_requests(path)) == 6 + xla["programs"]
     with open(os.path.join(exports, "batching_parameters.txt")) as handle:
         assert handle.read() == batching_parameters((1, 8, 32))

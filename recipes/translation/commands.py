@@ -393,16 +393,23 @@ def export_sizes(path):
     """What the export's last line says of its size, from the record it
     wrote (`serving.translator.export_record`): `variables/ 1,234,567
     bytes`, and for a quantized export `variables/ 345,678 bytes (int8;
-    float32: 1,234,567 bytes, 3.57x smaller)`."""
+    float32: 1,234,567 bytes, 3.57x smaller)`; an XLA export adds its
+    programs, buckets and the server flag it needs."""
     from keras_attention.serving.translator import export_record
 
     record = export_record(path)
     line = f"variables/ {record['variables_bytes']:,} bytes"
-    if record["quantization"] is None:
-        return line
-    float32 = record["float32_variables_bytes"]
-    ratio = float32 / max(record["variables_bytes"], 1)
-    return line + (f" ({record['quantization']}; float32: {float32:,} bytes, {ratio:.2f}x smaller)")
+    if record["quantization"] is not None:
+        float32 = record["float32_variables_bytes"]
+        ratio = float32 / max(record["variables_bytes"], 1)
+        line += f" ({record['quantization']}; float32: {float32:,} bytes, {ratio:.2f}x smaller)"
+    xla = record.get("xla")
+    if xla:
+        line += (
+            f"; XLA: {xla['programs']} programs (batch sizes {xla['batch_sizes']}, source widths "
+            f"{xla['source_lengths']}), served with {' '.join(xla['server_flags'])}"
+        )
+    return line
 
 
 def record_decoding(config):
