@@ -27,7 +27,9 @@ ones included, then resident memory (VmRSS, `/proc/self/status`) is read;
 it is read again at the end.
 
 Reported per run: p50/p95/p99 latency, sentences per second, RSS after
-warm-up and at the end, and the checks: no error, every response's
+warm-up and at the end, the load time and the time the export's own
+warm-up file took (replayed once after loading, as TF Serving does; an XLA
+export compiles its programs there), and the checks: no error, every response's
 `translation` (and every other output) has its request's row count, empty
 strings translate to "". Goal: those checks hold and RSS grows < 5% after
 warm-up. Exits with status 1 when a goal is missed.
@@ -337,6 +339,24 @@ def table(report):
     return "\n".join(lines)
 
 
+def replay_warmup_file(loaded, export_dir):
+    """Run the export's own warm-up requests
+    (`assets.extra/tf_serving_warmup_requests`) once, as TF Serving does
+    while it loads a version (an XLA export compiles its programs there);
+    `{"warmup_requests": N, "warmup_seconds": s}`."""
+    from keras_attention.serving.versions import read_warmup_requests
+
+    path = os.path.join(export_dir, "assets.extra", "tf_serving_warmup_requests")
+    import tensorflow as tf
+
+    requests = read_warmup_requests(export_dir) if os.path.exists(path) else []
+    start = time.perf_counter()
+    for name, inputs in requests:
+        loaded.signatures[name](**{key: tf.constant(value) for key, value in inputs.items()})
+    seconds = round(time.perf_counter() - start, 1)
+    return {"warmup_requests": len(requests), "warmup_seconds": seconds}
+
+
 def parser():
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -453,7 +473,15 @@ def main(argv=None):
             max(0, args.warmup - args.threads), args.max_batch, args.max_words, words, rng, False
         )
 
+    start = time.perf_counter()
     loaded = tf.saved_model.load(args.export)  # one copy, for both paths
+    report["load"] = {"seconds": round(time.perf_counter() - start, 1)}
+    report["load"].update(replay_warmup_file(loaded, args.export))
+    print(
+        f"loaded in {report['load']['seconds']} s; the export's warm-up file: "
+        f"{report['load']['warmup_requests']} requests in {report['load']['warmup_seconds']} s",
+        flush=True,
+    )
     if "signature" in args.paths:
         signature = loaded.signatures["serving_default"]
 

@@ -71,7 +71,9 @@ def test_the_load_bench_reports_every_figure_and_check(bench, tiny_export, tmp_p
         ]
     )
     report = json.loads(report_path.read_text())
-    assert sorted(report) == ["export", "machine", "runs", "settings"]
+    assert sorted(report) == ["export", "load", "machine", "runs", "settings"]
+    # No warm-up file in this export: nothing replayed after loading.
+    assert report["load"]["warmup_requests"] == 0 and report["load"]["seconds"] > 0
     assert {"cpu", "cores", "avx512f", "tensorflow"} <= set(report["machine"])
     assert sorted(report["runs"]) == ["rest", "signature"]
     for name, good, bad in (("signature", 20, 0), ("rest", 6, 3)):
