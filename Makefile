@@ -268,8 +268,11 @@ $(VENV_SERVING)/.installed-stamp:
 
 serving-venv: $(VENV_SERVING)/.installed-stamp
 
-# Trains and exports every kind (tiny), then runs every signature in both
-# TensorFlows and compares the outputs (tests/serving_runtime.py).
+# Trains and exports every kind (tiny; float32, int8, XLA, XLA int8), then
+# runs every signature in both TensorFlows and compares the outputs, and each
+# XLA export against its plain twin there: the tiny runs on their requests,
+# runs/demo (when make demo has written it) on the whole Ding test split
+# (tests/serving_runtime.py).
 serving-check: $(STAMP) $(DING) $(VENV_SERVING)/.installed-stamp
 	$(PY) tests/serving_runtime.py --runtime $(VENV_SERVING)/bin/python
 
