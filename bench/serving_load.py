@@ -429,21 +429,9 @@ def check_args(p, args):
     return args
 
 
-def main(argv=None):
-    p = parser()
-    args = check_args(p, p.parse_args(argv))
-    import tensorflow as tf
-
-    try:
-        import tensorflow_text  # noqa: F401  (the tokenizers' ops, as TF Serving registers them)
-    except ImportError:  # pragma: no cover
-        pass
-
-    words = read_words(args.words) if args.words else warmup_words(args.export)
-    if not words:
-        p.error(f"--words: no words in {args.words or 'the export warm-up requests'}")
-    rng = np.random.default_rng(args.seed)
-    report = {
+def new_report(args, words):
+    """The report's machine, export and settings, before any run."""
+    return {
         "machine": machine(),
         "export": os.path.abspath(args.export),
         "settings": {
@@ -461,6 +449,23 @@ def main(argv=None):
         },
         "runs": {},
     }
+
+
+def main(argv=None):
+    p = parser()
+    args = check_args(p, p.parse_args(argv))
+    import tensorflow as tf
+
+    try:
+        import tensorflow_text  # noqa: F401  (the tokenizers' ops, as TF Serving registers them)
+    except ImportError:  # pragma: no cover
+        pass
+
+    words = read_words(args.words) if args.words else warmup_words(args.export)
+    if not words:
+        p.error(f"--words: no words in {args.words or 'the export warm-up requests'}")
+    rng = np.random.default_rng(args.seed)
+    report = new_report(args, words)
     print(
         f"{report['machine']['cpu']}, {report['machine']['cores']} cores, avx512f: "
         f"{report['machine']['avx512f']}, tensorflow {tf.__version__}; export {args.export}",

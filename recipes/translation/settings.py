@@ -1,12 +1,11 @@
 """Every setting of the translation recipe, declared once.
 
-Each field of `Settings` carries its default, and in its metadata the help
-of its flag, the commands that take it, its check, the run record it belongs
-to (the model's settings, the data's, the decoding options), the families
-that have it and the name it had before. The command line
-(`recipes/translate.py`), the checks (`config.check_setting`) and the name
-lists (`config.MODEL_KEYS`, ...) are made from these declarations;
-`config.TranslationConfig` adds the behaviour. Example:
+Each field of `Settings` carries its default, and in its metadata its flag's
+help, the commands that take it, its check, its run record (the model's
+settings, the data's, the decoding options), the families that have it and
+its earlier name. The command line (`recipes/translate.py`), the checks
+(`config.check_setting`) and the name lists (`config.MODEL_KEYS`, ...) are
+made from them; `config.TranslationConfig` adds the behaviour. Example:
 
     FIELDS["alpha"].metadata["commands"]  # ('train', 'evaluate', 'translate', 'export', 'demo')
     FIELDS["alpha"].metadata["check"]     # {'low': 0, 'at_most': 10.0}
@@ -556,17 +555,13 @@ class Settings:
     )
     quantize: str = setting(
         None,
-        "export a weight-only int8 copy of the model: int8 weights with per-channel float "
-        "scales, computed in float32 (variables/ about 4x smaller for the quantized layers; "
-        "the run's model is not changed; default: float32)",
+        "export a weight-only int8 copy of the model (per-channel float scales, float32 "
+        "arithmetic; variables/ about 4x smaller; the run's model is kept; default: float32)",
         ("export",),
         metavar="{" + ",".join(QUANTIZATIONS) + "}",
     )
     xla: bool = setting(
-        False,
-        "compile each signature's search with XLA for fixed batch and source-length buckets "
-        "(serve with --xla_cpu_compilation_enabled=true: docs/deploying.md)",
-        ("export",),
+        False, "XLA-compiled searches (serve with --xla_cpu_compilation_enabled=true)", ("export",)
     )
     # convert
     to: str = setting(
@@ -597,9 +592,8 @@ class Settings:
         choices=FAMILIES,
     )
     bleu_trials: int = setting(3, "report validation BLEU of the N best", ("tune",), check="count")
-    # Not a setting: the --output run's config.json as the command line read
-    # it to settle the decoding settings (`translate.check`), so
-    # that `load_run` does not read it again; None: not read.
+    # Not a setting: the --output run's config.json as read to settle the decoding
+    # settings (`translate.check`), so that `load_run` need not; None: not read.
     recorded: dict = dataclasses.field(default=None, repr=False, compare=False)
 
 
