@@ -265,8 +265,6 @@ def test_export_quantize_int8_reports_both_sizes_and_translates_as_in_process(tr
 
     from keras_attention.serving import check
     from keras_attention.serving.translator import export_record
-    from recipes.translation.decoding import search_from_config, translator_for
-    from recipes.translation.trained_run import load_run
 
     exports = str(tmp_path / "exports")
     log = run(
@@ -283,18 +281,25 @@ def test_export_quantize_int8_reports_both_sizes_and_translates_as_in_process(tr
     )
     assert re.search(r"\(int8; float32: [\d,]+ bytes, \d+\.\d\dx smaller\)$", log)
     assert float32 > size
-    model, config, source_tokenizer, target_tokenizer = load_run(trained[0], compile=False)
-    search = search_from_config(
-        translate.check(translate.parser().parse_args(["export", "--output", trained[0],
-                                                       "--beam-width", "2"]))
-    )  # fmt: skip
     texts = ["Ich habe keine Zeit.", "Wo ist der Bahnhof?", ""]
-    in_process = translator_for(
-        model, source_tokenizer, target_tokenizer, config["max_length"], search
-    ).quantized("int8")
+    in_process = beam_2_translator(trained[0]).quantized("int8")
     served = tf.saved_model.load(path).signatures["serving_default"](text=tf.constant(texts))
     assert [t.decode() for t in served["translation"].numpy()] == in_process.translate(texts)
     assert check.check_export(path) == {s: [] for s in check.available_servings()}
+
+
+def beam_2_translator(run_folder):
+    """The run's Translator in process with the search `export --beam-width 2`
+    settles on."""
+    from recipes.translation.decoding import search_from_config, translator_for
+    from recipes.translation.trained_run import load_run
+
+    model, config, source_tokenizer, target_tokenizer = load_run(run_folder, compile=False)
+    search = search_from_config(
+        translate.check(translate.parser().parse_args(["export", "--output", run_folder,
+                                                       "--beam-width", "2"]))
+    )  # fmt: skip
+    return translator_for(model, source_tokenizer, target_tokenizer, config["max_length"], search)
 
 
 # Large: the shared run exported a second time, with 36 programs traced;
@@ -310,8 +315,6 @@ def test_export_xla_records_the_buckets_and_translates_as_in_process(trained, tm
     from keras_attention.serving.buckets import batching_parameters
     from keras_attention.serving.translator import export_record
     from keras_attention.serving.versions import read_warmup_requests
-    from recipes.translation.decoding import search_from_config, translator_for
-    from recipes.translation.trained_run import load_run
 
     exports = str(tmp_path / "exports")
     out = run(
@@ -327,15 +330,8 @@ def test_export_xla_records_the_buckets_and_translates_as_in_process(trained, tm
     assert len(read_warmup_requests(path)) == 6 + xla["programs"]
     with open(os.path.join(exports, "batching_parameters.txt")) as handle:
         assert handle.read() == batching_parameters((1, 8, 32))
-    model, config, source_tokenizer, target_tokenizer = load_run(trained[0], compile=False)
-    search = search_from_config(
-        translate.check(translate.parser().parse_args(["export", "--output", trained[0],
-                                                       "--beam-width", "2"]))
-    )  # fmt: skip
     texts = ["Ich habe keine Zeit.", "Wo ist der Bahnhof?", ""]
-    in_process = translator_for(
-        model, source_tokenizer, target_tokenizer, config["max_length"], search
-    )
+    in_process = beam_2_translator(trained[0])
     served = tf.saved_model.load(path).signatures["serving_default"](text=tf.constant(texts))
     assert [t.decode() for t in served["translation"].numpy()] == in_process.translate(texts)
 
