@@ -196,7 +196,6 @@ class Translator(SignatureFunctions):
         )
         self._functions = {}  # signature name (or ("nbest", n)) -> tf.function
         self.float_model = None  # the model a quantized copy was made of (`quantized`)
-        self.buckets = None  # the `XlaBuckets` of an XLA copy (`xla_compiled`)
         self._placeholder = None if numbers is None else self._placeholder_id()
         pad = tf.constant([[self.model.padding_id]], tf.int32)
         self._source_pad = _strings(source_tokenizer.tokens(pad))[0]
@@ -490,7 +489,7 @@ class Translator(SignatureFunctions):
             return translator.export(
                 base_dir, model_name, version, before_publish, None, xla, buckets
             )
-        if xla and self.buckets is None:
+        if xla and self.bucketed is None:
             translator = self.xla_compiled(buckets)
             return translator.export(base_dir, model_name, version, before_publish)
 
@@ -498,14 +497,14 @@ class Translator(SignatureFunctions):
             write_export_record(staging, self)
             if before_publish is not None:
                 before_publish(staging)
-            if self.buckets is not None:
+            if self.bucketed is not None:
                 add_warmup_requests(staging, model_name, self)
 
         path = export_archive(
             self.archive(), base_dir, model_name, version=version, before_publish=publish
         )
-        if self.buckets is not None:
-            write_batching_parameters(base_dir, self.buckets.batch_sizes)
+        if self.bucketed is not None:
+            write_batching_parameters(base_dir, self.bucketed.batch_sizes)
         return path
 
     def xla_compiled(self, buckets=None):
@@ -516,7 +515,6 @@ class Translator(SignatureFunctions):
         buckets = get_buckets(buckets)
         translator = self._copy(self.model)
         translator.float_model = self.float_model
-        translator.buckets = buckets
         lengths = buckets.lengths(self.max_source_length)
         translator.bucketed = BucketedSearch(
             buckets.batch_sizes, lengths, self.max_length, self.model.padding_id
