@@ -28,7 +28,6 @@ MOVED = {
         "END": "keras_attention.tokenizers.base",
         "UNK": "keras_attention.tokenizers.base",
         "_InGraphTokenizer": "keras_attention.tokenizers.base",
-        "_write_atomically": "keras_attention.tokenizers.base",
         "PLACEHOLDER": "keras_attention.tokenizers.numbers",
         "SubwordTokenizer": "keras_attention.tokenizers.wordpiece",
         "build_vocabulary": "keras_attention.tokenizers.wordpiece",

@@ -33,7 +33,7 @@ def corpus(path, pairs=300, bom=False):
 # -- 1. unique temporaries --------------------------------------------------------------
 def test_an_atomic_write_leaves_files_of_the_temporary_s_old_name_alone(tmp_path):
     """`notes.txt` was written through `notes.tmp.txt`, deleting a user's file of that name."""
-    from keras_attention.tokenizers.base import _write_atomically
+    from keras_attention.files import write_atomically
 
     mine = {name: tmp_path / name for name in ("notes.tmp.txt", "data.tsv.tmp", "v.spm.tmp")}
     for path in mine.values():
@@ -41,7 +41,7 @@ def test_an_atomic_write_leaves_files_of_the_temporary_s_old_name_alone(tmp_path
     with line_writer(str(tmp_path / "notes.txt")) as write:
         write(["a", "b"])
     runs.write_json_atomically(str(tmp_path / "notes.json"), {"a": 1})
-    _write_atomically(str(tmp_path / "v.spm"), b"pieces")
+    write_atomically(str(tmp_path / "v.spm"), b"pieces")
     assert (tmp_path / "notes.txt").read_text() == "a\nb\n"
     assert json.loads((tmp_path / "notes.json").read_text()) == {"a": 1}
     assert (tmp_path / "v.spm").read_bytes() == b"pieces"

@@ -28,10 +28,13 @@ plain export).
 """
 
 import math
+import os
 from numbers import Integral
 
 import numpy as np
 import tensorflow as tf
+
+from keras_attention.files import write_atomically
 
 # The signatures that run a search; `decoding_options` runs none.
 SEARCHING = ("serving_default", "greedy", "attention", "tokens", "nbest", "constrained")
@@ -287,6 +290,6 @@ def batching_parameters(batch_sizes):
 def write_batching_parameters(base_dir, batch_sizes):
     """Write `<base_dir>/batching_parameters.txt` (`batching_parameters`)
     atomically, beside `models.config`; returns its path."""
-    from keras_attention.serving.versions import write_atomically
-
-    return write_atomically(base_dir, BATCHING_PARAMETERS, batching_parameters(batch_sizes))
+    return write_atomically(
+        os.path.join(base_dir, BATCHING_PARAMETERS), batching_parameters(batch_sizes)
+    )

@@ -24,6 +24,7 @@ import re
 import shutil
 import tempfile
 
+from keras_attention.files import umask_mode
 from keras_attention.serving.ctranslate2_spec import (  # noqa: F401  (also importable from here)
     BANNED,
     DEFAULT_MAX_POSITIONS,
@@ -31,7 +32,6 @@ from keras_attention.serving.ctranslate2_spec import (  # noqa: F401  (also impo
     check_convertible,
     default_vocabulary,
 )
-from keras_attention.serving.versions import umask_mode
 from keras_attention.tokenizers.numbers import (
     _MARK,
     PLACEHOLDER,

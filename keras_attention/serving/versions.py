@@ -28,6 +28,8 @@ import shutil
 import socket
 import tempfile
 
+from keras_attention.files import umask_mode, write_atomically
+
 try:
     import fcntl
 except ImportError:  # pragma: no cover - Windows: publishing relies on the retry alone
@@ -41,17 +43,6 @@ MODELS_CONFIG_ENTRY = """  config {{
 """
 PLAIN_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*")
 STAGING = re.compile(r"\.(\d+)\.incomplete-(.+)-(\d+)-[^-]*")
-
-
-def umask_mode(mode):
-    """`mode` less the process's umask: what `open` and `os.makedirs` give a
-    new file or folder. `tempfile`'s staging files (0600) and folders
-    (0700) are set to this before they are published, so that a server
-    running as another user (a TF Serving container) can read an export
-    whenever the umask lets it (0644 and 0755 under 022)."""
-    mask = os.umask(0)
-    os.umask(mask)
-    return mode & ~mask
 
 
 def check_model_name(model_name):
@@ -144,26 +135,7 @@ def write_models_config(base_dir):
     ]
     text = "model_config_list {\n"
     text += "".join(MODELS_CONFIG_ENTRY.format(name=name) for name in names) + "}\n"
-    return write_atomically(base_dir, "models.config", text)
-
-
-def write_atomically(base_dir, name, text):
-    """Write `text` as `<base_dir>/<name>`: into a temporary file beside it,
-    then renamed over it, so a reader sees the old file or the new one,
-    never part of one (mode: 0666 less the umask); on an error the old
-    file stays and the temporary one is removed. Returns its path."""
-    path = os.path.join(base_dir, name)
-    handle, temporary = tempfile.mkstemp(prefix=f".{name}.", dir=base_dir)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
-        os.chmod(temporary, umask_mode(0o666))
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.remove(temporary)
-        raise
-    return path
+    return write_atomically(os.path.join(base_dir, "models.config"), text)
 
 
 class StagedVersion:

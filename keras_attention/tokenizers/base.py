@@ -1,12 +1,8 @@
 """What both in-graph tokenizers share (TensorFlow-specific): the reserved
 tokens and their ids, matching the `Seq2Seq` defaults (0 `[PAD]`, 1
 `[START]` (<sos>), 2 `[END]` (<eos>), 3 `[UNK]`), `encode` and the
-cleaning of texts, built on a subclass's `clean` and `pieces`, and the
-atomic write of a vocabulary file.
+cleaning of texts, built on a subclass's `clean` and `pieces`.
 """
-
-import os
-import tempfile
 
 import tensorflow as tf
 
@@ -34,27 +30,6 @@ def _refuse_a_string(texts, function):
             f"`texts` of {function} must be a list of strings; received a single string "
             f"{texts[:40]!r}{'...' if len(texts) > 40 else ''} (wrap it in a list)."
         )
-
-
-def _write_atomically(path, data):
-    """Write the bytes `data` to `path` through a temporary file of a unique
-    name in its folder, renamed into place: no other file is touched (a
-    fixed `path.tmp` would be replaced), and two writers both succeed."""
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(
-        dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp"
-    )
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(temporary, 0o666 & ~umask)  # mkstemp's 0600 is not a vocabulary's mode
-        os.replace(temporary, path)
-    finally:
-        if os.path.exists(temporary):
-            os.remove(temporary)
 
 
 class _InGraphTokenizer(tf.Module):

@@ -14,6 +14,7 @@ import io
 
 import tensorflow as tf
 
+from keras_attention.files import write_atomically
 from keras_attention.tokenizers.base import (
     DIGITS,
     END,
@@ -24,7 +25,6 @@ from keras_attention.tokenizers.base import (
     _import_text,
     _InGraphTokenizer,
     _refuse_a_string,
-    _write_atomically,
 )
 from keras_attention.tokenizers.numbers import PLACEHOLDER
 
@@ -182,7 +182,7 @@ def train_sentencepiece(
             f"SentencePiece could not train a vocabulary of vocab_size={vocab_size} on "
             f"{len(cleaned)} texts{bytes_note if byte_fallback else ''}: {error}"
         ) from None
-    _write_atomically(path, model.getvalue())
+    write_atomically(path, model.getvalue())
     return len(sentencepiece_pieces(model.getvalue()))
 
 

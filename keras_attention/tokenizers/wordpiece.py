@@ -11,6 +11,7 @@ import hashlib
 
 import tensorflow as tf
 
+from keras_attention.files import write_atomically
 from keras_attention.tokenizers.base import (
     DIGITS,
     RESERVED,
@@ -18,7 +19,6 @@ from keras_attention.tokenizers.base import (
     _import_text,
     _InGraphTokenizer,
     _refuse_a_string,
-    _write_atomically,
 )
 from keras_attention.tokenizers.numbers import PLACEHOLDER
 
@@ -56,7 +56,7 @@ def build_vocabulary(texts, path, vocab_size=8000, lower_case=False, split_digit
         vocabulary = digits_split(vocabulary)
     if PLACEHOLDER not in vocabulary:
         vocabulary.insert(len(RESERVED), PLACEHOLDER)
-    _write_atomically(path, ("\n".join(vocabulary) + "\n").encode("utf-8"))
+    write_atomically(path, ("\n".join(vocabulary) + "\n").encode("utf-8"))
     return len(vocabulary)
 
 
