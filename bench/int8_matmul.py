@@ -1,9 +1,11 @@
 """Why the int8 exports are weight-only: the int8 matrix products stock
 TensorFlow offers on CPU (what TF Serving runs) against its float32 one.
 
-For each shape `[m, k] @ [k, n]` of a decoding step (128 rows: batch 32 x
-beam 4; the 8000-way output projection, a 256 x 256 attention projection,
-the feed-forward's 256 -> 1024 and 1024 -> 256), in one `tf.function` each:
+For each shape `[m, k] @ [k, n]` of a decoding step (`--shapes beam`: 128
+rows, batch 32 x beam 4; the 8000-way output projection, a 256 x 256
+attention projection, the feed-forward's 256 -> 1024 and 1024 -> 256;
+`--shapes base`: Transformer-base at batch 1, greedy and beam 4), in one
+`tf.function` each:
 
 - float32 `MatMul` (oneDNN, as every float export runs);
 - weight-only int8: the int8 kernel cast to float32, then the float32
@@ -12,12 +14,14 @@ the feed-forward's 256 -> 1024 and 1024 -> 256), in one `tf.function` each:
   what Keras's default `quantize("int8")`, activations quantized too, runs);
 - the same with the activations quantized in the graph (abs-max per row);
 - `QuantizedMatMul`, quint8 x quint8 -> qint32 (TensorFlow's older
-  quantized op; quint8 x qint8 has no CPU kernel).
+  quantized op; quint8 x qint8 has no CPU kernel);
+- the first four again compiled by XLA (`jit_compile=True`, as an XLA
+  export's searches run), compared with XLA's float32 product.
 
 Prints medians of `--repeats` rounds of `--calls` calls and each one's
 ratio to float32, measured in the same round:
 
-    python bench/int8_matmul.py [--repeats 5] [--calls 50]
+    python bench/int8_matmul.py [--repeats 5] [--calls 50] [--shapes beam|base]
 """
 
 import argparse
@@ -30,7 +34,13 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-SHAPES = ((128, 256, 8000), (128, 256, 256), (128, 256, 1024), (128, 1024, 256))
+SHAPES = {
+    # 128 rows: beam 4 x batch 32 of a width-256 Transformer, 8,000 pieces
+    "beam": ((128, 256, 8000), (128, 256, 256), (128, 256, 1024), (128, 1024, 256)),
+    # Transformer-base at batch 1: greedy (1 row) and beam 4 (4 rows), the
+    # 32,000-way output projection and the feed-forward's 512 -> 2048
+    "base": ((1, 512, 32000), (4, 512, 32000), (1, 512, 2048), (4, 2048, 512)),
+}
 
 
 def products(m, k, n, seed=0):
@@ -80,17 +90,36 @@ def products(m, k, n, seed=0):
         "int8 x int8, activations quantized": int8_dynamic,
         "QuantizedMatMul": quantized_matmul,
     }
-    return {name: tf.function(function, autograph=False) for name, function in functions.items()}
+    compiled = {
+        name: tf.function(function, autograph=False) for name, function in functions.items()
+    }
+    for name in (
+        "float32",
+        "weight-only int8",
+        "int8 x int8",
+        "int8 x int8, activations quantized",
+    ):
+        compiled[f"{name} (XLA)"] = tf.function(functions[name], autograph=False, jit_compile=True)
+    return compiled
+
+
+def baseline(name):
+    """The float32 product a product's time is compared with: XLA's for
+    the compiled ones."""
+    return "float32 (XLA)" if name.endswith("(XLA)") else "float32"
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=5, help="rounds; medians are reported")
     parser.add_argument("--calls", type=int, default=50, help="calls per timing")
+    parser.add_argument(
+        "--shapes", choices=sorted(SHAPES), default="beam", help="which products (see above)"
+    )
     args = parser.parse_args(argv)
     onednn = os.environ.get("TF_ENABLE_ONEDNN_OPTS", "default (on)")
     print(f"tensorflow {tf.__version__}, TF_ENABLE_ONEDNN_OPTS {onednn}")
-    for m, k, n in SHAPES:
+    for m, k, n in SHAPES[args.shapes]:
         functions = products(m, k, n)
         for function in functions.values():
             function()  # trace and warm up
@@ -103,10 +132,11 @@ def main(argv=None):
                 times[name].append((time.perf_counter() - start) / args.calls)
         print(f"[{m}, {k}] @ [{k}, {n}]")
         for name, values in times.items():
-            ratios = [value / base for value, base in zip(values, times["float32"])]
+            base = baseline(name)
+            ratios = [value / other for value, other in zip(values, times[base])]
             print(
-                f"  {name:36s} {1e3 * statistics.median(values):8.3f} ms"
-                f"  {statistics.median(ratios):6.2f}x float32's time"
+                f"  {name:42s} {1e3 * statistics.median(values):8.3f} ms"
+                f"  {statistics.median(ratios):6.2f}x {base}'s time"
             )
 
 

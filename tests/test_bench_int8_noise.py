@@ -1,0 +1,76 @@
+"""`bench/int8_noise.py`: it perturbs exactly the weights int8 rounds (with
+them rounded, the float model computes the int8 model's logits), and each
+change stays within half its channel's int8 step."""
+
+import numpy as np
+import pytest
+from keras import ops
+
+from keras_attention.seq2seq import ConvS2SSeq2Seq, RecurrentSeq2Seq, TransformerSeq2Seq
+from tests.bench_helpers import load_bench
+
+SOURCE = np.array([[3, 4, 5, 6, 7], [8, 9, 10, 2, 0]])
+TARGET_IN = np.array([[1, 6, 7, 8], [1, 11, 12, 0]])
+FAMILIES = {
+    "transformer": lambda: TransformerSeq2Seq(
+        24, 24, hidden_dim=16, num_heads=2, intermediate_dim=24, num_layers=1,
+        max_length=16, position="relative", tie_embeddings=True,
+    ),
+    "convs2s": lambda: ConvS2SSeq2Seq(
+        24, 24, embed_dim=8, encoder_convolutions=[(16, 3), (24, 3)],
+        decoder_convolutions=[(16, 3), (24, 2)], max_length=16,
+    ),
+    "rnn": lambda: RecurrentSeq2Seq(24, 24, embed_dim=8, hidden_dim=16, attention="general"),
+}  # fmt: skip
+
+
+def rounded(values, axes):
+    """Abs-max int8 per output channel, written here: `(q · s, s)`."""
+    step = np.abs(values).max(axis=axes, keepdims=True) / np.float32(127)
+    return np.clip(np.round(values / step), -127, 127) * step, step
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_the_rounded_weights_are_all_that_int8_changes(family):
+    noise = load_bench("int8_noise")
+    model = FAMILIES[family]()
+    model((SOURCE, TARGET_IN))
+    quantized = noise._float_copy(model)
+    quantized.quantize("int8")
+    weights = noise.rounded_weights(model)
+    for variable, axes in weights:
+        variable.assign(rounded(ops.convert_to_numpy(variable), axes)[0])
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(model((SOURCE, TARGET_IN))),
+        ops.convert_to_numpy(quantized((SOURCE, TARGET_IN))),
+        rtol=1e-5,
+        atol=1e-5,
+    )
+
+
+def test_a_perturbation_stays_within_half_a_step_and_reports_its_size():
+    noise = load_bench("int8_noise")
+    model = FAMILIES["convs2s"]()
+    model((SOURCE, TARGET_IN))
+    weights = noise.rounded_weights(model)
+    before = [ops.convert_to_numpy(variable).copy() for variable, _ in weights]
+    others = {id(v) for v, _ in weights}
+    untouched = [(v, ops.convert_to_numpy(v).copy()) for v in model.weights if id(v) not in others]
+    squares = noise.perturb(weights, seed=1)
+    changes = [ops.convert_to_numpy(v) - b for (v, _), b in zip(weights, before)]
+    total = 0.0
+    for change, values, (_, axes) in zip(changes, before, weights):
+        step = rounded(values, axes)[1]
+        assert np.all(np.abs(change) <= step / 2 + 1e-7)
+        assert np.mean(np.abs(change) > step / 10) > 0.7  # spread across the range
+        total += float(np.sum(change.astype("float64") ** 2))
+    assert squares == pytest.approx(total, rel=1e-4)
+    for variable, values in untouched:
+        np.testing.assert_array_equal(ops.convert_to_numpy(variable), values)
+    # Another seed, another draw; the same seed, the same one.
+    for (variable, _), values in zip(weights, before):
+        variable.assign(values)
+    assert noise.perturb(weights, seed=2) != pytest.approx(squares, rel=1e-9)
+    for (variable, _), values in zip(weights, before):
+        variable.assign(values)
+    assert noise.perturb(weights, seed=1) == squares
