@@ -272,9 +272,12 @@ serving-venv: $(VENV_SERVING)/.installed-stamp
 # runs every signature in both TensorFlows and compares the outputs, and each
 # XLA export against its plain twin there: the tiny runs on their requests,
 # runs/demo (when make demo has written it) on the whole Ding test split
-# (tests/serving_runtime.py).
+# (tests/serving_runtime.py). SERVING_TRAINED="runs/demo runs/other" names
+# the trained runs instead.
+SERVING_TRAINED ?=
 serving-check: $(STAMP) $(DING) $(VENV_SERVING)/.installed-stamp
-	$(PY) tests/serving_runtime.py --runtime $(VENV_SERVING)/bin/python
+	$(PY) tests/serving_runtime.py --runtime $(VENV_SERVING)/bin/python \
+		$(if $(strip $(SERVING_TRAINED)),--trained $(SERVING_TRAINED))
 
 # The committed op lists (keras_attention/serving/oplists/). TF Serving
 # 2.17.1-2.19.1 bundle TF Text 2.12.1, which installs only beside TensorFlow
