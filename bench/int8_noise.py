@@ -8,7 +8,11 @@ process, with the run's recorded search:
 - perturbed, `--draws` times: the float32 weights that int8 rounds, each
   moved by uniform noise in [-s/2, s/2] with its channel's int8 scale `s`
   (the rounding's own bound and, for a uniform spread, its own variance);
-  the others untouched, each draw its own seed.
+  the others untouched, each draw its own seed;
+- with `--keep-float PART ...`: for each PART, the weights int8 rounds
+  rounded (in float32, as `quantize_array` rounds them) except those whose
+  path contains PART (`decoder`, `convolution`, `output_projection`, ...):
+  how much of the change one group of layers accounts for.
 
 Prints BLEU and chrF of each, each one's change from float32, how many
 translations are identical to float32's, and the relative size of the
@@ -17,7 +21,8 @@ then the perturbations' median and range. An int8 change inside that range
 is what any change of the weights by the rounding's size does to this
 model on this test set:
 
-    python bench/int8_noise.py --run runs/demo [--draws 8] [--test FILE]
+    python bench/int8_noise.py --run runs/demo [--draws 8] [--test FILE] \
+        [--keep-float encoder decoder]
 """
 
 import argparse
@@ -46,7 +51,8 @@ def rounded_weights(model):
     )
     found = []
     for layer, copied in pairs:
-        assert type(layer) is type(copied), (layer.path, copied.path)
+        if type(layer) is not type(copied):  # from_config built another model
+            raise ValueError(f"the copy of {layer.path} is {type(copied).__name__}")
         if id(copied) not in quantized:
             continue
         if isinstance(layer, Int8Kernels):
@@ -92,17 +98,22 @@ def perturb(weights, seed):
     return change
 
 
-def rounding_change(weights):
-    """The summed squares of int8 rounding's change to `weights`."""
+def round_weights(weights, keep=None):
+    """Set each of `weights` to its int8 value in float32 (`q · s`), except
+    those whose path contains `keep`; returns the summed squares of the
+    changes."""
     import numpy as np
 
     from keras_attention.quantization import quantize_array
 
     change = 0.0
     for variable, axes in weights:
+        if keep is not None and keep in variable.path:
+            continue
         values = np.asarray(variable.numpy(), dtype="float32")
         q, scale = quantize_array(values, axes)
         rounded = q.astype("float32") * np.expand_dims(scale, axes)
+        variable.assign(rounded)
         change += float(np.sum((rounded - values).astype("float64") ** 2))
     return change
 
@@ -118,12 +129,19 @@ def main(argv=None):
     parser.add_argument("--run", default="runs/demo", help="a trained run's folder")
     parser.add_argument("--test", help="a TSV test file (default: the run's test split)")
     parser.add_argument("--draws", type=int, default=8, help="perturbed copies (seeds 1..N)")
+    parser.add_argument(
+        "--keep-float",
+        nargs="*",
+        default=[],
+        metavar="PART",
+        help="also: int8 rounding with the weights whose path contains PART left float32",
+    )
     args = parser.parse_args(argv)
     if args.draws < 1:
         parser.error(f"--draws must be a positive number of perturbed copies; got {args.draws}")
 
     from keras_attention.seq2seq.search import BeamSearch
-    from recipes.translation.config import DECODING
+    from recipes.translation.config import DECODING, upgrade_decoding
     from recipes.translation.decoding import number_protection, translator_for
     from recipes.translation.scores import corpus_scores
     from recipes.translation.text_io import read_pair_file
@@ -133,7 +151,7 @@ def main(argv=None):
     test = args.test or os.path.join(args.run, "data", "test.tsv")
     pairs = read_pair_file(test, "--test")
     texts, references = [p[0] for p in pairs], [p[1] for p in pairs]
-    recorded = config.get("decoding") or {}
+    recorded = upgrade_decoding(config.get("decoding"))
     search = BeamSearch(**{name: recorded[name] for name in DECODING if name in recorded})
     translator = translator_for(
         model, source, target, config["max_length"], search, numbers=number_protection(config)
@@ -159,13 +177,23 @@ def main(argv=None):
         return deltas
 
     report("float32", baseline, 0.0)
-    report("int8", translator.quantized().translate(texts), rounding_change(weights))
+    int8 = translator.quantized().translate(texts)
+
+    def restore():
+        for (variable, _), values in zip(weights, original):
+            variable.assign(values)
+
+    report("int8", int8, round_weights(weights))
+    restore()
+    for part in args.keep_float:
+        change = round_weights(weights, keep=part)
+        report(f"int8 but {part}", translator.translate(texts), change)
+        restore()
     drawn = []
     for seed in range(1, args.draws + 1):
         change = perturb(weights, seed)
         drawn.append(report(f"perturbed {seed}", translator.translate(texts), change))
-        for (variable, _), values in zip(weights, original):
-            variable.assign(values)
+        restore()
     for index, name in enumerate(("BLEU", "chrF")):
         values = [deltas[index] for deltas in drawn]
         print(

@@ -2,6 +2,7 @@
 part of one. Plain Python, for every tier (the tokenizers' vocabularies,
 the serving tier's `models.config` and batching parameters)."""
 
+import contextlib
 import os
 import tempfile
 
@@ -23,9 +24,15 @@ def write_atomically(path, data):
     other file is touched (a fixed `path.tmp` would be replaced), two
     writers both succeed, the file's mode is 0666 less the umask, and on an
     error the old file stays and the temporary one is removed. Creates the
-    folder if needed; returns `path`."""
+    folder if needed; returns `path`. `TypeError` for `data` that is
+    neither bytes nor a string."""
     if isinstance(data, str):
         data = data.encode("utf-8")
+    if not isinstance(data, (bytes, bytearray)):
+        raise TypeError(
+            f"`data` of write_atomically must be bytes or a string; received "
+            f"{type(data).__name__} for {path!r}."
+        )
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
     handle, temporary = tempfile.mkstemp(
@@ -36,7 +43,8 @@ def write_atomically(path, data):
             stream.write(data)
         os.chmod(temporary, umask_mode(0o666))
         os.replace(temporary, path)
-    finally:
-        if os.path.exists(temporary):
+    except BaseException:
+        with contextlib.suppress(OSError):  # the first error is the one to see
             os.remove(temporary)
+        raise
     return path

@@ -24,6 +24,7 @@ import argparse
 import base64
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -247,13 +248,20 @@ def differences(expected, got, tolerance=TOLERANCE):
 
 def trained_exports(work, runs):
     """Export each trained run (a folder `train` wrote) as every kind of
-    `KINDS`, once; returns `{name: version_dir}` (`trained-<folder>...`)."""
+    `KINDS`, once, again when its model is newer than the export; returns
+    `{name: version_dir}` (`trained-<folder>...`)."""
     exports = os.path.join(work, "exports")
+    folders = [os.path.basename(os.path.normpath(run)) for run in runs]
+    if len(set(folders)) < len(folders):
+        raise SystemExit(f"error: --trained runs must have different folder names; got {runs}")
     paths = {}
-    for run in runs:
+    for run, folder in zip(runs, folders):
+        trained = os.path.getmtime(os.path.join(run, "model.keras"))
         for suffix, flags in KINDS.items():
-            name = f"trained-{os.path.basename(os.path.normpath(run))}{suffix}"
+            name = f"trained-{folder}{suffix}"
             paths[name] = os.path.join(exports, name, "1")
+            if os.path.exists(paths[name]) and os.path.getmtime(paths[name]) < trained:
+                shutil.rmtree(os.path.dirname(paths[name]))  # the run was trained again
             if not os.path.exists(paths[name]):
                 sh(sys.executable, "-m", "recipes.translate", "export", "--output", run,
                    "--export-dir", exports, "--model-name", name, *flags)  # fmt: skip

@@ -54,11 +54,18 @@ def test_int8_copy_is_quantized_and_loop_ops_are_counted():
 @pytest.mark.tensorflow
 def test_int8_matmul_bench_times_every_product_against_float32(capsys):
     """bench/int8_matmul.py (why the int8 exports are weight-only) runs each
-    product of each shape and sets float32 at 1.00x its own time."""
+    product of each shape, plain and compiled by XLA, and sets each
+    compiler's float32 at 1.00x its own time."""
     bench = load_bench("int8_matmul")
     bench.main(["--repeats", "1", "--calls", "1"])
     lines = capsys.readouterr().out.splitlines()
     products = [line.split("  ")[1].strip() for line in lines if line.startswith("  ")]
     names = ["float32", "weight-only int8", "int8 x int8", "int8 x int8, activations quantized"]
-    assert products == (names + ["QuantizedMatMul"]) * len(bench.SHAPES)
-    assert all(line.endswith("1.00x float32's time") for line in lines if "  float32 " in line)
+    expected = names + ["QuantizedMatMul"] + [f"{name} (XLA)" for name in names]
+    assert products == expected * len(bench.SHAPES["beam"])
+    rows = [line for line in lines if line.startswith("  ")]
+    for product, line in zip(products, rows):
+        base = "float32 (XLA)" if product.endswith("(XLA)") else "float32"
+        assert line.endswith(f"x {base}'s time"), line
+        if product == base:
+            assert line.endswith(f"1.00x {base}'s time"), line

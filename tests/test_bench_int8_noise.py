@@ -74,3 +74,23 @@ def test_a_perturbation_stays_within_half_a_step_and_reports_its_size():
     for (variable, _), values in zip(weights, before):
         variable.assign(values)
     assert noise.perturb(weights, seed=1) == squares
+
+
+def test_rounding_all_but_one_part_leaves_that_part_float():
+    noise = load_bench("int8_noise")
+    model = FAMILIES["convs2s"]()
+    model((SOURCE, TARGET_IN))
+    weights = noise.rounded_weights(model)
+    before = [ops.convert_to_numpy(variable).copy() for variable, _ in weights]
+    change = noise.round_weights(weights, keep="decoder")
+    kept = total = 0
+    for (variable, axes), values in zip(weights, before):
+        now = ops.convert_to_numpy(variable)
+        if "decoder" in variable.path:
+            np.testing.assert_array_equal(now, values)
+            kept += 1
+        else:
+            np.testing.assert_allclose(now, rounded(values, axes)[0], rtol=1e-6, atol=1e-7)
+            total += float(np.sum((now - values).astype("float64") ** 2))
+    assert 0 < kept < len(weights)
+    assert change == pytest.approx(total, rel=1e-4) and change > 0

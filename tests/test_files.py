@@ -34,3 +34,9 @@ def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path, mon
     with pytest.raises(OSError, match="disk full"):
         write_atomically(path, b"new")
     assert os.listdir(tmp_path) == ["v.txt"] and open(path, "rb").read() == b"old"
+
+
+def test_data_that_is_not_bytes_or_text_is_refused_before_anything_is_written(tmp_path):
+    with pytest.raises(TypeError, match=r"`data` of write_atomically must be bytes or a string"):
+        write_atomically(str(tmp_path / "new" / "v.txt"), ["a", "b"])
+    assert os.listdir(tmp_path) == []
