@@ -30,7 +30,16 @@ def rounded(values, axes):
     return np.clip(np.round(values / step), -127, 127) * step, step
 
 
-@pytest.mark.parametrize("family", sorted(FAMILIES))
+# ConvS2S covers this library's int8 layers and Keras's Dense, the RNN
+# Keras's Embedding; the Transformer's MultiHead is one more of this
+# library's layers (`make test-large`).
+@pytest.mark.parametrize(
+    "family",
+    [
+        pytest.param(family, marks=pytest.mark.large if family == "transformer" else ())
+        for family in sorted(FAMILIES)
+    ],
+)
 def test_the_rounded_weights_are_all_that_int8_changes(family):
     noise = load_bench("int8_noise")
     model = FAMILIES[family]()
