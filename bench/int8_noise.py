@@ -41,8 +41,9 @@ def rounded_weights(model):
     import keras
 
     from keras_attention.quantization import Int8Kernels, quantize_layers
+    from keras_attention.serving.records import float_copy
 
-    copy = _float_copy(model)
+    copy = float_copy(model)
     quantized = {id(layer) for layer in quantize_layers(copy)}
     # The copy's layers, in the same order as the model's (the same config).
     pairs = zip(
@@ -69,13 +70,6 @@ def rounded_weights(model):
             if getattr(layer, name) is not None
         ]
     return found
-
-
-def _float_copy(model):
-    copy = type(model).from_config(model.get_config())
-    copy.build()
-    copy.set_weights(model.get_weights())
-    return copy
 
 
 def perturb(weights, seed):

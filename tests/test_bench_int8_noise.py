@@ -7,6 +7,7 @@ import pytest
 from keras import ops
 
 from keras_attention.seq2seq import ConvS2SSeq2Seq, RecurrentSeq2Seq, TransformerSeq2Seq
+from keras_attention.serving.records import quantized_copy
 from tests.bench_helpers import load_bench
 
 SOURCE = np.array([[3, 4, 5, 6, 7], [8, 9, 10, 2, 0]])
@@ -44,8 +45,7 @@ def test_the_rounded_weights_are_all_that_int8_changes(family):
     noise = load_bench("int8_noise")
     model = FAMILIES[family]()
     model((SOURCE, TARGET_IN))
-    quantized = noise._float_copy(model)
-    quantized.quantize("int8")
+    quantized = quantized_copy(model, "int8")
     weights = noise.rounded_weights(model)
     for variable, axes in weights:
         variable.assign(rounded(ops.convert_to_numpy(variable), axes)[0])
@@ -57,12 +57,22 @@ def test_the_rounded_weights_are_all_that_int8_changes(family):
     )
 
 
-def test_a_perturbation_stays_within_half_a_step_and_reports_its_size():
-    noise = load_bench("int8_noise")
+def convs2s_weights(noise):
+    """A built ConvS2S, the weights int8 rounds and their values."""
     model = FAMILIES["convs2s"]()
     model((SOURCE, TARGET_IN))
     weights = noise.rounded_weights(model)
-    before = [ops.convert_to_numpy(variable).copy() for variable, _ in weights]
+    return model, weights, [ops.convert_to_numpy(variable).copy() for variable, _ in weights]
+
+
+def restore(weights, values):
+    for (variable, _), value in zip(weights, values):
+        variable.assign(value)
+
+
+def test_a_perturbation_stays_within_half_a_step_and_reports_its_size():
+    noise = load_bench("int8_noise")
+    model, weights, before = convs2s_weights(noise)
     others = {id(v) for v, _ in weights}
     untouched = [(v, ops.convert_to_numpy(v).copy()) for v in model.weights if id(v) not in others]
     squares = noise.perturb(weights, seed=1)
@@ -77,20 +87,15 @@ def test_a_perturbation_stays_within_half_a_step_and_reports_its_size():
     for variable, values in untouched:
         np.testing.assert_array_equal(ops.convert_to_numpy(variable), values)
     # Another seed, another draw; the same seed, the same one.
-    for (variable, _), values in zip(weights, before):
-        variable.assign(values)
+    restore(weights, before)
     assert noise.perturb(weights, seed=2) != pytest.approx(squares, rel=1e-9)
-    for (variable, _), values in zip(weights, before):
-        variable.assign(values)
+    restore(weights, before)
     assert noise.perturb(weights, seed=1) == squares
 
 
 def test_rounding_all_but_one_part_leaves_that_part_float():
     noise = load_bench("int8_noise")
-    model = FAMILIES["convs2s"]()
-    model((SOURCE, TARGET_IN))
-    weights = noise.rounded_weights(model)
-    before = [ops.convert_to_numpy(variable).copy() for variable, _ in weights]
+    _, weights, before = convs2s_weights(noise)
     change = noise.round_weights(weights, keep="decoder")
     kept = total = 0
     for (variable, axes), values in zip(weights, before):

@@ -30,13 +30,18 @@ def quantization_of(model):
     return ", ".join(sorted(modes)) or None
 
 
-def quantized_copy(model, mode):
-    """A copy of the built `model` (its config, built, its weights), then
-    quantized in place (`model.quantize(mode)`: weight-only int8); `model`
-    is not changed."""
+def float_copy(model):
+    """A copy of the built `model`: its config, built, its weights."""
     copy = type(model).from_config(model.get_config())
     copy.build()
     copy.set_weights(model.get_weights())
+    return copy
+
+
+def quantized_copy(model, mode):
+    """A copy of the built `model` (`float_copy`), then quantized in place
+    (`model.quantize(mode)`: weight-only int8); `model` is not changed."""
+    copy = float_copy(model)
     copy.quantize(mode)
     return copy
 
