@@ -87,8 +87,7 @@ DEFAULTS = {
 TINY = {"steps": 4, "batch_size": 8, "units": 8, "max_length": 14, "per_bucket": 3}
 
 
-class UsageError(ValueError):
-    """A user mistake: printed as `error: ...`, exit status 2."""
+UsageError = runs.UsageError  # a user mistake: printed as `error: ...`, exit status 2
 
 
 # -- the task -----------------------------------------------------------------------
@@ -453,6 +452,7 @@ def check(args):
     for key, value in DEFAULTS.items():
         if getattr(args, key) is None:
             setattr(args, key, TINY.get(key, value) if args.tiny else value)
+    runs.check_outside_runs("output", args.output)
     unknown = [name for name in args.models if name not in MODELS]
     if unknown:
         raise UsageError(f"--models: unknown {' '.join(unknown)}; choose from {' '.join(MODELS)}")

@@ -101,28 +101,26 @@ def is_temporary(name, entries=RUN_ENTRIES):
     return name.startswith(".") and stem in stems and ".tmp" in name
 
 
-def run_holding(path, entries=RUN_ENTRIES):
-    """`(run, entry)` when `path` lies inside one of a run's own entries
-    (`runs/tr/data`, `runs/tr/checkpoints/x`: the nearest folder above it
-    that holds a `RUN_FILE`, and the entry's name), else None. A run's
-    `members/` are runs of their own, so a folder under it is not inside
-    the run's files."""
-    path = os.path.realpath(path)
-    below, folder = None, path
+def enclosing_run(path):
+    """The run folder that `path` lies inside, after resolving links: the
+    nearest folder strictly above it that holds a `RUN_FILE`; None when no
+    folder above it does. `path` need not exist."""
+    folder = os.path.realpath(path)
     while True:
         parent = os.path.dirname(folder)
         if parent == folder:
             return None
-        below, folder = os.path.basename(folder), parent
+        folder = parent
         if os.path.isfile(os.path.join(folder, RUN_FILE)):
-            return (folder, below) if below in entries and below != "members" else None
+            return folder
 
 
 def delete_run(output, entries=RUN_ENTRIES, keep=()):
     """Delete what a run wrote into `output` (its `entries`, by default
     the translation recipe's `RUN_ENTRIES`, the scores of other test sets
     beside `scores.json`, the worker folders and temporaries a killed
-    write left), keeping anything else there and the names in `keep`."""
+    write left), keeping anything else there and the names in `keep`. A
+    symbolic link among them is removed, never what it points to."""
     for name in os.listdir(output):
         if name in keep:
             continue
@@ -133,7 +131,7 @@ def delete_run(output, entries=RUN_ENTRIES, keep=()):
             or ("scores.json" in entries and re.fullmatch(r"scores\.[^/]+\.json", name))
         ):
             path = os.path.join(output, name)
-            if os.path.isdir(path):
+            if os.path.isdir(path) and not os.path.islink(path):
                 shutil.rmtree(path)
             else:
                 os.remove(path)
@@ -164,7 +162,7 @@ def claim(
         recorded = upgrade(recorded)
     deleted = False
     held_names = sorted(name for name in os.listdir(output) if name in entries)
-    if held_names and RUN_FILE not in held_names and not _is_member_folder(output):
+    if held_names and RUN_FILE not in held_names and not is_member_folder(output):
         # Names of a run's files, but no record of a run: the user's own
         # files (a corpus in data/, a config.json), which a run would write
         # over and --overwrite would delete.
@@ -198,7 +196,7 @@ def claim(
     return deleted
 
 
-def _is_member_folder(output):
+def is_member_folder(output):
     """True for `RUN/members/K`, a member of `train --members`: the run's
     process puts the shared data and vocabularies there before the
     member's own process claims it."""

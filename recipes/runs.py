@@ -43,11 +43,12 @@ from .run_folders import (  # noqa: F401
     claim,
     delete_run,
     differences,
+    enclosing_run,
+    is_member_folder,
     is_temporary,
     locked,
     recorded_command,
     recorded_settings,
-    run_holding,
     wait_for_run,
 )
 
@@ -328,23 +329,47 @@ def import_tensorflow_quietly():
         tf.config.list_physical_devices("GPU")  # the CUDA probe prints here
 
 
-def _check_not_inside_a_run(name, path, entries):
-    """`UsageError` naming the flag `name` when `path` lies inside another
-    run's files (`run_holding`): that run's commands write and delete them."""
-    inside = run_holding(path, entries)
+# The one rule for where a command writes: a folder or file that a command
+# writes lies outside every run folder (a folder with a `RUN_FILE`, after
+# resolving links). A run folder holds only what its own commands write
+# there, its `RUN_ENTRIES`, which `--overwrite` deletes; anything else put
+# inside it could be deleted with them, or be taken for the run's own. A
+# run's folder (`--output` of train, tune and the digits recipe) is a run
+# or a new folder, never inside another run, except the members
+# `RUN/members/K` that `train --members` makes itself.
+OUTSIDE_RUNS = "outputs go outside every run folder"
+
+
+def check_outside_runs(name, path):
+    """`UsageError` naming the flag `name` when `path`, a folder or file a
+    command writes (an export, a converted model, translations, results),
+    is a run's folder or lies inside one (`OUTSIDE_RUNS`)."""
+    if os.path.isfile(os.path.join(path, RUN_FILE)):
+        raise UsageError(
+            f"{flag(name)} {path} is a run's folder: {OUTSIDE_RUNS} (a run holds only what "
+            "its own commands write, and --overwrite deletes that); choose another folder"
+        )
+    inside = enclosing_run(path)
     if inside:
         raise UsageError(
-            f"{flag(name)} {path} lies inside the run {inside[0]} (its {inside[1]}/), which "
-            "that run's own commands write and delete: choose a folder outside it"
+            f"{flag(name)} {path} lies inside the run {inside}: {OUTSIDE_RUNS} (a run holds "
+            "only what its own commands write, and --overwrite deletes that); choose a "
+            "folder outside it"
         )
 
 
-def check_output_folder(name, path, entries=RUN_ENTRIES):
+def check_output_folder(name, path):
     """`UsageError` naming the flag `name` for a folder that a run may not
-    be written into: one inside another run's files (that run's
-    `--overwrite` would delete it; its `data/` holds a run's data) or one
-    that holds runs in its subfolders (a folder of runs is not a run)."""
-    _check_not_inside_a_run(name, path, entries)
+    be written into: one inside another run's folder (`OUTSIDE_RUNS`; the
+    members of `train --members` excepted) or one that holds runs in its
+    subfolders (a folder of runs is not a run)."""
+    inside = enclosing_run(path)
+    if inside and not is_member_folder(path):
+        raise UsageError(
+            f"{flag(name)} {path} lies inside the run {inside}: {OUTSIDE_RUNS}, and a run "
+            "needs a folder of its own (that run's --overwrite would delete it or its "
+            "files); choose a folder outside it"
+        )
     if os.path.isdir(path) and not os.path.isfile(os.path.join(path, RUN_FILE)):
         held = sorted(
             entry
@@ -359,16 +384,11 @@ def check_output_folder(name, path, entries=RUN_ENTRIES):
             )
 
 
-def check_export_folder(name, path, entries=RUN_ENTRIES):
+def check_export_folder(name, path):
     """`UsageError` naming the flag `name` for an export folder that is a
-    run's folder or lies inside a run's files, or that holds a
-    CTranslate2 model (`model.bin`): exports go to a folder of their own."""
-    if os.path.isfile(os.path.join(path, RUN_FILE)):
-        raise UsageError(
-            f"{flag(name)} {path} is a run's folder: exports go to a folder of their own "
-            "(default saved_models)"
-        )
-    _check_not_inside_a_run(name, path, entries)
+    run's folder or lies inside one (`check_outside_runs`), or that holds
+    a CTranslate2 model (`model.bin`): exports go to a folder of their own."""
+    check_outside_runs(name, path)
     if os.path.isfile(os.path.join(path, "model.bin")):
         raise UsageError(
             f"{flag(name)} {path} holds a CTranslate2 model (model.bin): exports go to a "

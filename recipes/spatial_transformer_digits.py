@@ -373,9 +373,9 @@ def run(args, phase):
     else:
         chosen = model_settings(args, load_hyperparameters(args.hyperparameters))
         settings.update(command="train", **chosen)
-    runs.check_output_folder("output", args.output, RUN_ENTRIES)
+    runs.check_output_folder("output", args.output)
     if args.export:
-        runs.check_export_folder("export_dir", args.export_dir, RUN_ENTRIES)
+        runs.check_export_folder("export_dir", args.export_dir)
     recorded = runs.recorded_settings(args.output) if os.path.isdir(args.output) else None
     if recorded is not None and (
         not isinstance(recorded, dict) or recorded.get("recipe") != "digits"

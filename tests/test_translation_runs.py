@@ -479,22 +479,79 @@ def test_a_run_is_not_written_inside_another_run_or_over_a_folder_of_runs(tmp_pa
     """`train --output RUN/data` put a run inside another run's data,
     which that run's `--overwrite` then deleted; `train --output PARENT`
     wrote a run beside the runs it holds. Both are refused before any
-    work, naming --output; a run's members/ are runs of their own."""
+    work, naming --output, for any folder inside a run (not only its own
+    entries), also through a link; a run's members/ are runs of their own."""
     run = tmp_path / "tr"
     (run / "data").mkdir(parents=True)
     (run / "members" / "2").mkdir(parents=True)
     (run / "run.json").write_text("{}")
-    inside = f"lies inside the run {run} (its data/)"
+    (tmp_path / "link").symlink_to(run / "data")
     for output, message in [
-        (run / "data", f"--output {run / 'data'} {inside}"),
-        (run / "data" / "x", f"--output {run / 'data' / 'x'} {inside}"),
+        (run / "data", f"--output {run / 'data'} lies inside the run {run}"),
+        (run / "data" / "x", f"--output {run / 'data' / 'x'} lies inside the run {run}"),
+        (run / "mine", f"--output {run / 'mine'} lies inside the run {run}"),
+        (tmp_path / "link" / "x", f"--output {tmp_path / 'link' / 'x'} lies inside the run {run}"),
         (tmp_path, f"--output {tmp_path} holds runs (tr): a run needs a folder of its own"),
     ]:
         status, _, err = cli(capsys, "train", *TINY, "--output", str(output), "--overwrite")
         assert status == 2 and err.startswith(f"error: {message}") and err.count("\n") == 1, err
-    assert not (run / "data" / "x").exists() and sorted(os.listdir(run / "data")) == []
-    assert runs.run_holding(str(run / "members" / "2")) is None
-    assert runs.run_holding(str(run / "checkpoints" / "a")) == (str(run), "checkpoints")
+    assert sorted(os.listdir(run)) == ["data", "members", "run.json"]
+    assert sorted(os.listdir(run / "data")) == []
+    assert runs.is_member_folder(str(run / "members" / "2"))
+    runs.check_output_folder("output", str(run / "members" / "2"))  # a member: accepted
+    assert runs.enclosing_run(str(run / "checkpoints" / "a")) == str(run)
+    assert runs.enclosing_run(str(run)) is None
+
+
+@pytest.mark.parametrize("link", [False, True])
+def test_no_command_writes_inside_a_run_folder(tmp_path, capsys, link):
+    """One rule for every command that writes a folder or a file
+    (`runs.check_outside_runs`): `convert --dir RUN/data/ct` was accepted
+    and the next `train --overwrite` deleted it; `export --export-dir
+    RUN/exports` was accepted too. Each is refused before any work, also
+    through a symbolic link to the run's folder, and the run is untouched."""
+    from recipes import bottleneck, spatial_transformer_digits
+
+    run = tmp_path / "tr"
+    (run / "data").mkdir(parents=True)
+    (run / "run.json").write_text('{"settings": {}}')
+    base = tmp_path / "link" if link else run
+    if link:
+        base.symlink_to(run)
+    before = sorted(os.listdir(run))
+    cases = {
+        "--dir": ["convert", "--output", str(run), "--to", "ctranslate2", "--dir"],
+        "--export-dir": ["export", "--output", str(run), "--export-dir"],
+        "--output-file": ["translate", "--output", str(run), "Hallo.", "--output-file"],
+    }
+    for flag, argv in cases.items():
+        for inside in (base / "data" / "x", base / "exports"):
+            status, _, err = cli(capsys, *argv, str(inside))
+            assert status == 2 and err.count("\n") == 1, err
+            assert err.startswith(f"error: {flag} {inside} lies inside the run {run}: "), err
+            assert "outputs go outside every run folder" in err
+    with pytest.raises(SystemExit) as exited:
+        spatial_transformer_digits.main(["--export", "--export-dir", str(base / "exports")])
+    assert exited.value.code == 2
+    assert f"--export-dir {base / 'exports'} lies inside the run {run}" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exited:
+        bottleneck.main(["--tiny", "--output", str(base / "results")])
+    assert exited.value.code == 2
+    assert f"--output {base / 'results'} lies inside the run {run}" in capsys.readouterr().err
+    assert sorted(os.listdir(run)) == before and os.listdir(run / "data") == []
+
+
+def test_overwrite_removes_a_link_among_a_runs_entries_never_what_it_points_to(tmp_path):
+    """A run's `data` that is a symbolic link (made by hand) is removed by
+    `--overwrite` as a link: the folder it points to is the user's."""
+    run, mine = tmp_path / "tr", tmp_path / "mine"
+    run.mkdir()
+    mine.mkdir()
+    (mine / "corpus.tsv").write_text("Hallo.\tHello.\n")
+    (run / "run.json").write_text('{"settings": {}}')
+    (run / "data").symlink_to(mine)
+    runs.delete_run(str(run))
+    assert os.listdir(run) == [] and os.listdir(mine) == ["corpus.tsv"]
 
 
 def test_export_refuses_a_run_folder_its_files_or_a_ctranslate2_model_as_export_dir(
@@ -508,7 +565,8 @@ def test_export_refuses_a_run_folder_its_files_or_a_ctranslate2_model_as_export_
     (ct2 / "model.bin").write_text("")
     for export_dir, message in [
         (run, f"--export-dir {run} is a run's folder"),
-        (run / "data", f"--export-dir {run / 'data'} lies inside the run {run} (its data/)"),
+        (run / "data", f"--export-dir {run / 'data'} lies inside the run {run}: "),
+        (run / "exports", f"--export-dir {run / 'exports'} lies inside the run {run}: "),
         (ct2, f"--export-dir {ct2} holds a CTranslate2 model (model.bin)"),
     ]:
         status, _, err = cli(

@@ -321,6 +321,7 @@ def check_convert_dir(config):
         )
     if os.path.exists(directory) and not os.path.isdir(directory):
         raise UsageError(f"--dir {directory} is a file; expected a folder to write")
+    runs.check_outside_runs("dir", directory)
     target, run = os.path.realpath(directory), os.path.realpath(config.output)
     if target == run or run.startswith(target.rstrip(os.sep) + os.sep):
         raise UsageError(

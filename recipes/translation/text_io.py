@@ -55,8 +55,8 @@ def read_sentences(path, stdin=None, log=print):
 
 def check_output_file(path):
     """`ValueError` (`PermissionError`) before any work when `--output-file`
-    cannot be written: its folder is missing, it is a folder, or it is
-    read-only."""
+    cannot be written: its folder is missing, it is a folder, it lies
+    inside a run folder (`runs.check_outside_runs`), or it is read-only."""
     if path is None or path == STDIO:
         return
     folder = os.path.dirname(os.path.realpath(path))  # a link's: where its file is written
@@ -64,6 +64,7 @@ def check_output_file(path):
         raise ValueError(f"--output-file {path}: the folder {folder} does not exist")
     if os.path.isdir(path):
         raise ValueError(f"--output-file {path} is a folder; expected a file name")
+    runs.check_outside_runs("output_file", path)
     runs.writable_target(path, "--output-file")  # a read-only file: refused, as `>` would
 
 
