@@ -87,6 +87,24 @@ def check_number(name, value, integer=False, low=None, high=None, low_included=T
         raise UsageError(f"{flag(name)} must be {'>=' if low_included else '>'} {low}; got {value}")
 
 
+def unloadable_model(path, error, remedy):
+    """The one-line `UsageError` for a `.keras` file at `path` that Keras
+    would not load (`error`): a file refused by Keras's `safe_mode` holds
+    Python code, which the recipes never save, so it may come from someone
+    else and is said to be so; any other is damaged. `remedy` says what to
+    do (`train again with --overwrite`)."""
+    text = str(error)
+    if "safe_mode" in text:
+        return UsageError(
+            f"{path} holds Python code (a Lambda layer or a function) that Keras does not load "
+            "by default (safe_mode): the recipes never save code in a model, so the file may "
+            f"come from someone else; {remedy} (load it yourself with safe_mode=False only if "
+            "you trust who made it)"
+        )
+    first = text.splitlines()[0] if text.strip() else type(error).__name__
+    return UsageError(f"{path} does not load ({first}): it is damaged; {remedy}")
+
+
 class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
     """The module docstring as written, and every flag's default (said in
     the help text where "None" would not tell it, and left out for switches)."""

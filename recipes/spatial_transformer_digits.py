@@ -249,10 +249,7 @@ def load_trained(output, name):
     try:
         model = keras.saving.load_model(path)
     except (OSError, ValueError) as error:
-        raise ValueError(
-            f"{path} does not load ({str(error).splitlines()[0]}): it is damaged; "
-            "pass --overwrite to train again"
-        ) from None
+        raise runs.unloadable_model(path, error, "pass --overwrite to train again") from None
     warp = None
     if name == "spatial_transformer":
         warp = keras.Model(model.inputs, model.get_layer("spatial_transformer").output)

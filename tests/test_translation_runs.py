@@ -574,3 +574,68 @@ def test_export_refuses_a_run_folder_its_files_or_a_ctranslate2_model_as_export_
         )
         assert status == 2 and err.startswith(f"error: {message}") and err.count("\n") == 1, err
     assert sorted(os.listdir(run)) == ["data", "run.json"] and os.listdir(ct2) == ["model.bin"]
+
+
+def test_a_model_holding_code_is_named_as_such_not_as_damaged(trained, tmp_path, capsys):
+    """A `model.keras` that Keras's safe_mode refuses (a Lambda layer) was
+    called "damaged; train again with --overwrite": it holds code that is
+    not loaded, and the run may come from someone else."""
+    import keras
+
+    output = tmp_path / "run"
+    shutil.copytree(trained[0], output)
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Lambda(lambda x: x * 2)])
+    model.save(str(output / "model.keras"))
+    status, _, err = cli(capsys, "translate", "--output", str(output), "Hallo.")
+    assert status == 2 and err.count("\n") == 1, err
+    assert err.startswith(
+        f"error: {output / 'model.keras'} holds Python code (a Lambda layer or a function) "
+        "that Keras does not load by default (safe_mode): the recipes never save code"
+    ), err
+    (output / "model.keras").write_bytes(b"not a zip")
+    status, _, err = cli(capsys, "translate", "--output", str(output), "Hallo.")
+    assert status == 2 and "it is damaged; train again with --overwrite" in err, err
+
+
+# -- 6. every number bounded before any work ---------------------------------------------
+HUGE = 10**30
+# Numeric settings without a declared upper bound, and why.
+UNBOUNDED = {
+    "verbose": "its choices are 0, 1 and 2",
+    "learning_rate": "a rate too large diverges: one error line, nothing kept, no integer made",
+}
+
+
+def test_every_numeric_setting_refuses_a_huge_value_before_anything_is_written(tmp_path, capsys):
+    """`--update-freq 99999999999999999999999` passed the checks, wrote the
+    split, vocabularies and shards, then ended in an OverflowError; the
+    corrected command was refused since the bad value was recorded."""
+    from recipes.translation.config import TranslationConfig, UsageError
+    from recipes.translation.settings import FIELDS
+
+    numeric = [key for key, field in FIELDS.items() if field.type in (int, float)]
+    assert {"update_freq", "epochs", "seed", "batch_size", "limit", "members"} <= set(numeric)
+    small = corpus(tmp_path / "corpus.tsv")
+    for key in numeric:
+        if key in UNBOUNDED:
+            continue
+        commands = FIELDS[key].metadata["commands"]
+        command = "train" if "train" in commands else commands[0]
+        huge = HUGE if FIELDS[key].type is int else float(HUGE)
+        with pytest.raises(UsageError, match=f"--{key.replace('_', '-')} "):
+            TranslationConfig.for_command(command, **{key: huge}).validate()
+        output = tmp_path / f"run-{key}"
+        argv = [command, "--output", str(output)]
+        if command == "train":
+            argv += ["--corpus", small, *TINY]
+        argv += [f"--{key.replace('_', '-')}", str(huge)]  # after TINY: the last flag wins
+        if command == "average" and key != "last":
+            argv += ["--last", "2"]
+        if command == "convert":
+            argv += ["--to", "ctranslate2", "--dir", str(tmp_path / "ct2")]
+        if command == "translate":
+            argv += ["Hallo."]
+        status, out, err = cli(capsys, *argv)
+        assert status == 2 and err.startswith(f"error: --{key.replace('_', '-')}"), (key, err)
+        assert err.count("\n") == 1, (key, err)
+        assert not os.path.exists(output), key

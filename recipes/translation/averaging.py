@@ -197,17 +197,26 @@ def average_run(config, loaded, log=print):
     model, run_config, source_tokenizer, target_tokenizer = loaded
     if config.checkpoints:
         paths = config.checkpoints
+        seen = {}
         for path in paths:
             check_file(path, "--checkpoints", ValueError)
+            if os.path.realpath(path) in seen:
+                raise ValueError(
+                    f"--checkpoints names one file twice ({seen[os.path.realpath(path)]} and "
+                    f"{path}): the mean would count it twice; name each checkpoint once"
+                )
+            seen[os.path.realpath(path)] = path
     else:
         folder = os.path.join(config.output, FOLDER)
         # a run trained with --save-every keeps step checkpoints instead
-        kept = kept_checkpoints(folder) or kept_checkpoints(folder, steps=True)
+        kept, kind = kept_checkpoints(folder), "epoch"
+        if not kept:
+            kept, kind = kept_checkpoints(folder, steps=True), "step"
         if len(kept) < config.last:
             raise ValueError(
-                f"--last {config.last}: {folder} holds {len(kept)} epoch checkpoint(s); train "
-                f"with --average-last {config.last} or more to keep them, or name files with "
-                "--checkpoints"
+                f"--last {config.last}: {folder} holds {len(kept)} {kind} "
+                f"checkpoint{'' if len(kept) == 1 else 's'}; train with --average-last "
+                f"{config.last} or more to keep them, or name files with --checkpoints"
             )
         paths = [path for _, path in kept[-config.last :]]
     valid = validation_file(config.output, config.valid, config.output, log)

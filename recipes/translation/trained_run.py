@@ -55,10 +55,7 @@ def load_run(output, decoding=None, compile=True):
     try:
         model = keras.saving.load_model(model_path, compile=compile)
     except (OSError, ValueError) as error:
-        raise UsageError(
-            f"{model_path} does not load ({str(error).splitlines()[0]}): it is damaged; "
-            f"train again with --overwrite"
-        ) from None
+        raise runs.unloadable_model(model_path, error, "train again with --overwrite") from None
     sizes = {f"{side}_vocab": getattr(model, f"{side}_vocab_size", None) for side in SIDES}
     check_vocabularies(output, (source, target), sizes, "model.keras")
     return model, config, source, target
