@@ -55,33 +55,48 @@ def as_boolean(mask, name="mask", owner="attention"):
     return ops.equal(mask, ops.cast(1, mask.dtype))
 
 
+HALF_PRECISION = ("float16", "bfloat16")
+
+
+def is_half_precision(dtype):
+    """Whether `dtype` (a name or a backend dtype) is float16 or bfloat16."""
+    return keras.backend.standardize_dtype(dtype) in HALF_PRECISION
+
+
 def score_product(a, b):
-    """`a @ b`, in float32 when either operand is float16.
+    """`a @ b`, in float32 when either operand is float16 or bfloat16.
 
     Scores are products of many terms: under `mixed_float16` inputs of
     magnitude ~100 in 8 dimensions give q·k = 8e4, past float16's largest
-    value (65504), and the softmax sees inf/NaN. float32 holds them, and the
-    softmax runs in float32 anyway (`masked_softmax`). Other dtypes
-    (bfloat16's range is float32's) multiply as they are.
+    value (65504), and the softmax sees inf/NaN. bfloat16 has float32's
+    range but 8 significant bits: scores of 1e5 are rounded to multiples of
+    512, which erases the differences between keys and any bias added after
+    (ALiBi, Shaw's relative term). float32 holds both, and the softmax runs
+    in float32 anyway (`masked_softmax`). float32 and float64 operands
+    multiply as they are.
     """
-    if "float16" in (
-        keras.backend.standardize_dtype(a.dtype),
-        keras.backend.standardize_dtype(b.dtype),
-    ):
+    if is_half_precision(a.dtype) or is_half_precision(b.dtype):
         a, b = ops.cast(a, "float32"), ops.cast(b, "float32")
     return ops.matmul(a, b)
 
 
-def large_negative(dtype):
-    """A finite score that `exp()` sends to exactly 0 after max-subtraction.
+# The most negative finite values: float16's, bfloat16's (float32's rounds
+# to -inf in bfloat16), float32's (also taken for float64).
+LARGE_NEGATIVE = {"float16": -65504.0, "bfloat16": -3.3895313892515355e38}
+FLOAT32_MIN = -3.4028234663852886e38
 
-    float16 cannot hold -1e9 (its largest magnitude is 65504), so it gets its
-    own minimum; every other float dtype holds -1e9. Never `-inf`: `-inf -
-    (-inf)` is NaN for a row whose every key is masked.
+
+def large_negative(dtype):
+    """A finite score that `exp()` sends to exactly 0 after max-subtraction,
+    for scores of `dtype` (a name or a backend dtype): the dtype's most
+    negative finite value.
+
+    Anything larger (-1e9) fails when every allowed score is below it:
+    inputs near float16's range (3e4 in 8 dimensions) give float32 logits
+    of -7e9, and the masked entries would take all the weight. Never
+    `-inf`: `-inf - (-inf)` is NaN for a row whose every key is masked.
     """
-    if str(dtype) == "float16":
-        return -65504.0
-    return -1e9
+    return LARGE_NEGATIVE.get(keras.backend.standardize_dtype(dtype), FLOAT32_MIN)
 
 
 def causal_mask(query_length, key_length, alignment="end"):
@@ -177,14 +192,16 @@ def masked_softmax(scores, mask=None, axis=-1):
     """Softmax over `axis` that gives masked entries exactly zero weight.
 
     The softmax runs in float32 whatever the compute dtype (float16 `exp`
-    overflows past ~11), and the result is cast back. A row whose entries are
-    all masked yields all zeros rather than a uniform row or NaN.
+    overflows past ~11), and the result is cast back to `scores`' dtype. The
+    masked entries get the large negative of the dtype the softmax reads,
+    float32. A row whose entries are all masked yields all zeros rather than
+    a uniform row or NaN.
     """
     dtype = scores.dtype
     scores = ops.cast(scores, "float32")
     if mask is None:
         return ops.cast(ops.softmax(scores, axis=axis), dtype)
-    scores = ops.where(mask, scores, large_negative("float32"))
+    scores = ops.where(mask, scores, large_negative(scores.dtype))
     weights = ops.where(mask, ops.softmax(scores, axis=axis), 0.0)
     return ops.cast(weights, dtype)
 

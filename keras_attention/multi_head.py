@@ -109,14 +109,15 @@ class MultiHead(quantization.Int8Kernels, SelfAttentionCache, keras.layers.Layer
     .disable_flash_attention()` rules flash kernels out). It is taken only
     where it computes exactly the layer above: no weights asked for
     (`return_attention_scores=False`), attention dropout inactive (`dropout=0`
-    or not training), no score bias (`position_encoding` None or "rope") and
-    `value_dim == key_dim`; padding, causal and explicit masks and the
-    sliding window go to it as one boolean mask, and a query with no allowed
-    key is set to 0 after it, as on the plain path. Everything else (weights
-    returned, dropout while training, ALiBi, Shaw relative) takes the plain
-    path, written out below: scores, `masking.masked_softmax`, dropout,
-    weighted sum. `use_fused_attention=False` keeps every call on the plain
-    path.
+    or not training), no score bias (`position_encoding` None or "rope"),
+    `value_dim == key_dim`, and, under a float16 or bfloat16 policy, only on
+    JAX, whose op keeps the logits in float32 as the plain path does;
+    padding, causal and explicit masks and the sliding window go to it as
+    one boolean mask, and a query with no allowed key is set to 0 after it,
+    as on the plain path. Everything else (weights returned, dropout while
+    training, ALiBi, Shaw relative) takes the plain path, written out below:
+    scores, `masking.masked_softmax`, dropout, weighted sum.
+    `use_fused_attention=False` keeps every call on the plain path.
 
     Positions are `0 .. Tq-1` for the queries and `0 .. Tv-1` for the keys
     in `call` (a rank-2 query is position 0), and the absolute positions of
@@ -423,14 +424,30 @@ class MultiHead(quantization.Int8Kernels, SelfAttentionCache, keras.layers.Layer
     def _fused_path_applies(self, return_weights, training):
         """Whether `keras.ops.dot_product_attention` computes exactly this
         call: it returns no weights, has no dropout, adds no score bias
-        (ALiBi, Shaw) and needs values as wide as keys."""
+        (ALiBi, Shaw), needs values as wide as keys, and keeps the logits in
+        float32 as the plain path does (`masking.score_product`)."""
         return (
             self.use_fused_attention
             and not return_weights
             and (self.dropout == 0.0 or not training)
             and self.position_encoding in (None, "rope")
             and self.value_dim == self.key_dim
+            and not self._fused_logits_in_half_precision()
         )
+
+    def _fused_logits_in_half_precision(self):
+        """Whether the backend's op may compute the logits `q kᵀ` or the
+        softmax in float16 or bfloat16 here. JAX's keeps both in float32
+        (`preferred_element_type=float32`; cuDNN's kernels accumulate in
+        float32). TensorFlow's einsums in the operands' dtype: float16 logits
+        overflow past 65504 and give NaN, as in Keras's own
+        `MultiHeadAttention`, and bfloat16 ones are rounded to 8 bits.
+        PyTorch's CPU kernel drifts from float32 on large inputs. Under a
+        half-precision policy those backends (and any other) take the plain
+        path, whose logits are float32 (`masking.score_product`); on
+        TensorFlow the op is the same einsums and softmax, so this costs
+        nothing."""
+        return keras.backend.backend() != "jax" and masking.is_half_precision(self.compute_dtype)
 
     def _fused_heads(self, q, key, value, mask):
         """The heads `(B, Tq, H, d_v)` by `keras.ops.dot_product_attention`:

@@ -1,12 +1,25 @@
 """MultiHead's fused path (`keras.ops.dot_product_attention`) against its
-plain path: equal outputs where it is taken, the plain path where it is not."""
+plain path: equal outputs where it is taken, the plain path where it is not;
+and every attention layer's logits kept in float32 under mixed precision."""
 
 import keras
 import numpy as np
 import pytest
 from keras import ops
 
-from keras_attention import MultiHead
+from keras_attention import (
+    AdditiveAttention,
+    ConcatAttention,
+    DotProductAttention,
+    GeneralAttention,
+    LocalAttention,
+    MultiHead,
+    MultiStepAttention,
+    TransformerDecoderLayer,
+    TransformerEncoderLayer,
+    masking,
+)
+from tests.harness import BFLOAT16_CRASH, ONEDNN_CAPPED_BELOW_AVX512
 from tests.test_score_attention import random, randomise
 
 B, TQ, TV, D = 2, 4, 6, 8
@@ -179,3 +192,119 @@ def test_scores_still_returned(rng):
     out, scores = MultiHead(num_heads=2, key_dim=4)(x, x, return_attention_scores=True)
     assert ops.shape(scores) == (B, 2, TV, TV)
     assert ops.shape(out) == (B, TV, D)
+
+
+# -- mixed precision with large inputs -------------------------------------------
+
+MIXED_POLICIES = [
+    pytest.param("mixed_float16", id="float16"),
+    pytest.param(
+        "mixed_bfloat16",
+        id="bfloat16",
+        marks=pytest.mark.skipif(ONEDNN_CAPPED_BELOW_AVX512, reason=BFLOAT16_CRASH),
+    ),
+]
+
+
+def _cached_steps(layer, query, key, value, value_mask):
+    """`layer.step` over the query in two chunks (the fused path's call)."""
+    cache = layer.init_cache(B, TQ)
+    first, _, cache = layer.step(query[:, :2], cache, 0, return_weights=False)
+    second, _, _ = layer.step(query[:, 2:], cache, 2, return_weights=False)
+    return ops.concatenate([first, second], axis=1)
+
+
+def _attend(layer, query, key, value, value_mask):
+    return layer(query, value, key=key, value_mask=value_mask)
+
+
+def _multi_head(**kwargs):
+    return lambda: MultiHead(2, 4, **kwargs)
+
+
+# name: (make the layer, call it on (query, key, value, value_mask)).
+MIXED_PRECISION_CASES = {
+    "dot": (lambda: DotProductAttention(scale=True), _attend),
+    "general": (GeneralAttention, _attend),
+    "additive": (lambda: AdditiveAttention(units=4), _attend),
+    "concat": (lambda: ConcatAttention(hidden_units=[4]), _attend),
+    "local": (lambda: LocalAttention("general", window=2, mode="predictive"), _attend),
+    "multi_head": (_multi_head(), _attend),
+    "multi_head_plain": (_multi_head(use_fused_attention=False), _attend),
+    "multi_query": (_multi_head(num_key_value_heads=1), _attend),
+    "rope": (_multi_head(position_encoding="rope"), _attend),
+    "alibi": (_multi_head(position_encoding="alibi"), _attend),
+    "relative": (_multi_head(position_encoding="relative"), _attend),
+    "window": (_multi_head(sliding_window=2), _attend),
+    "cached_step": (_multi_head(position_encoding="rope"), _cached_steps),
+    "multi_step": (
+        MultiStepAttention,
+        lambda layer, q, k, v, mask: layer(q, q, k, v, source_mask=mask),
+    ),
+    "encoder": (
+        lambda: TransformerEncoderLayer(2, 16),
+        lambda layer, q, k, v, mask: layer(v, padding_mask=mask),
+    ),
+    "decoder": (
+        lambda: TransformerDecoderLayer(2, 16),
+        lambda layer, q, k, v, mask: layer(q, v, encoder_padding_mask=mask),
+    ),
+}
+
+
+@pytest.mark.parametrize("policy", MIXED_POLICIES)
+@pytest.mark.parametrize("name", sorted(MIXED_PRECISION_CASES))
+def test_large_inputs_under_mixed_precision_match_float32(name, policy):
+    """Queries and keys of 300 in 8 dimensions give logits of ~1e5, past
+    float16's 65504 (bfloat16 rounds them to multiples of 512, erasing the
+    position terms): each layer must give finite outputs in the compute
+    dtype, close to the same layer with the same weights under float32.
+    Equal keys and values that grow with the position (300 to 550) make the
+    output depend on every weight; the Transformer layers attend over the
+    values themselves."""
+    make, run = MIXED_PRECISION_CASES[name]
+    query = np.full((B, TQ, D), 300.0, "float32")
+    key = np.full((B, TV, D), 300.0, "float32")
+    value = np.broadcast_to(300.0 + 50.0 * np.arange(TV)[:, None], (B, TV, D)).astype("float32")
+    value_mask = np.ones((B, TV), bool)
+    value_mask[1, -2:] = False
+    inputs = (query, key, value, value_mask)
+    reference = make()
+    if name == "cached_step":
+        reference(query, query)
+    want = ops.convert_to_numpy(run(reference, *inputs))
+    keras.config.set_dtype_policy(policy)
+    mixed = make()
+    if name == "cached_step":
+        mixed(query, query)
+    else:
+        run(mixed, *inputs)
+    mixed.set_weights(reference.get_weights())
+    out = run(mixed, *inputs)
+    assert keras.backend.standardize_dtype(out.dtype) == policy.split("_")[1]
+    out = ops.convert_to_numpy(ops.cast(out, "float32"))
+    assert np.isfinite(out).all(), f"{name} under {policy} gave non-finite outputs"
+    # float16 keeps 11 significant bits, bfloat16 8: the outputs' own rounding.
+    tolerance = 0.01 if policy == "mixed_float16" else 0.04
+    np.testing.assert_allclose(out, want, atol=tolerance * max(1.0, np.abs(want).max()))
+
+
+@pytest.mark.parametrize("policy", ["float32", *MIXED_POLICIES])
+def test_masked_scores_below_minus_1e9_keep_their_weight(policy):
+    """Inputs near float16's range: q·k = 8 · 2¹⁴ · -2¹⁴ = -2³¹. A masked key
+    filled with -1e9 would outweigh every allowed one, and the row would get
+    zero weights; the dtype's most negative value keeps the allowed keys'."""
+    keras.config.set_dtype_policy(policy)
+    magnitude = 2.0**14  # exact in float16 and bfloat16
+    query = np.full((1, 1, D), magnitude, "float32")
+    value = np.full((1, 3, D), -magnitude, "float32")
+    value_mask = np.array([[True, True, False]])
+    output, weights = DotProductAttention()(
+        query, value, value_mask=value_mask, return_attention_scores=True
+    )
+    weights = ops.convert_to_numpy(ops.cast(weights, "float32"))
+    np.testing.assert_array_equal(weights.reshape(-1), [0.5, 0.5, 0.0])
+    np.testing.assert_array_equal(ops.convert_to_numpy(ops.cast(output, "float32")), value[:, :1])
+    scores = np.array([[-7e9, -8e9, 0.0]], "float32")
+    weights = masking.masked_softmax(scores, np.array([[True, True, False]]))
+    np.testing.assert_array_equal(ops.convert_to_numpy(weights), [[1.0, 0.0, 0.0]])
