@@ -275,6 +275,29 @@ def test_numbers_are_restored_as_our_number_protection_restores_them():
     ]
 
 
+def test_blank_texts_are_not_sent_to_ctranslate2(trained, tmp_path):
+    """A text of Unicode spaces or format characters only (or of typed
+    placeholders and marks, or `▁`) is blank, as in the graph
+    (`tokenizers.base.is_blank`): "" without asking CTranslate2."""
+    import types
+
+    for side in ("source", "target"):
+        shutil.copy(os.path.join(trained[0], f"{side}.spm"), tmp_path / f"{side}.spm")
+    asked = []
+
+    class Recorder:  # a ctranslate2.Translator that records what it is asked
+        def translate_batch(self, pieces, **options):
+            asked.extend(pieces)
+            return [types.SimpleNamespace(hypotheses=[["▁x"]]) for _ in pieces]
+
+    blanks = ["\u00a0\u2003", "\u202e\u200f\u200b", "\u3000", "\u2028", "\ufeff", "\u2581\u200b"]
+    blanks += ["\ue000\x01", ""]
+    texts = ["Guten Morgen.", *blanks, "a\u200b"]
+    got = translate_with_ctranslate2(str(tmp_path), texts, translator=Recorder())
+    assert got[1:-1] == [""] * len(blanks)
+    assert len(asked) == 2 and all(asked)
+
+
 # -- the command line ------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def transformer_run(tmp_path_factory):

@@ -274,6 +274,23 @@ def test_numpy_integers_are_accepted_and_stored_as_ints():
             lambda: BeamSearch(beam_width=0),
             r"`beam_width` of BeamSearch must be a positive integer",
         ),
+        (
+            lambda: BeamSearch(beam_width=1001),
+            r"`beam_width` of BeamSearch must be a positive integer, at most "
+            r"MAX_BEAM_WIDTH=1000 \(.*\); received beam_width=1001\.",
+        ),
+        (
+            lambda: BeamSearch(beam_width=10**6, num_hypotheses=1),
+            r"`beam_width` of BeamSearch .* at most MAX_BEAM_WIDTH=1000 .*=1000000\.",
+        ),
+        (
+            lambda: get_search("beam", beam_width=100000),
+            r"`beam_width` of BeamSearch .* at most MAX_BEAM_WIDTH=1000 .*=100000\.",
+        ),
+        (
+            lambda: generate(None, np.ones((1, 3), "int32"), 5, beam_width=5000),
+            r"`beam_width` of beam_search .* at most MAX_BEAM_WIDTH=1000 .*=5000\.",
+        ),
         (lambda: BeamSearch(alpha="0.6"), r"`alpha` of BeamSearch must be a finite number >= 0"),
         (lambda: BeamSearch(alpha=float("nan")), r"`alpha` of BeamSearch .*received alpha=nan"),
         (lambda: BeamSearch(alpha=-0.1), r"`alpha` of BeamSearch must be a finite number >= 0"),

@@ -61,13 +61,53 @@ def test_empty_and_invalid_utf8(tokenizer):
 
 @pytest.mark.parametrize("kind", ["tokenizer", "sentencepiece_tokenizer"])
 def test_blank_where_empty_blanks_only_texts_with_nothing_to_translate(kind, request):
-    """Empty and all-space texts get "" whatever the model wrote; any other
-    text keeps its translation."""
+    """Empty texts and texts of Unicode spaces and format characters only
+    get "" whatever the model wrote; any other text keeps its translation."""
     tokenizer = request.getfixturevalue(kind)
-    strings = tf.constant(["", " \t ", "\r\n ", "Hallo", " x "])
-    translations = tf.constant(["a", "b", "c", "d", "e"])
-    blanked = tokenizer.blank_where_empty(strings, translations).numpy().tolist()
-    assert blanked == [b"", b"", b"", b"d", b"e"]
+    blank = ["", " \t ", "\r\n ", "\u00a0\u2003", "\u202e\u200f\u200b", "\u3000", "\u2028"]
+    blank += ["\ufeff", "\u00ad \u2060"]
+    kept = ["Hallo", " x ", "a\u200b", "\u0301", "\U0001f600"]
+    strings = tf.constant(blank + kept)
+    translations = tf.constant([f"t{i}" for i in range(len(blank + kept))])
+    blanked = [t.decode() for t in tokenizer.blank_where_empty(strings, translations).numpy()]
+    assert blanked == [""] * len(blank) + [f"t{i}" for i in range(len(blank), len(blank + kept))]
+
+
+def test_blank_is_the_same_in_the_graph_and_in_python():
+    """`blank_texts` (the graph) and `is_blank` (Python, the CTranslate2
+    path's) agree with each other and with the definition (every character
+    a Unicode space, `\\s` of Python's `re`, or a format character, Cf) on
+    each such character alone, all of them together, and near misses: a
+    letter or a combining mark beside them, an emoji, controls that are
+    not spaces, the number placeholder (blank only after `sanitize`), bad
+    UTF-8."""
+    import unicodedata
+
+    from keras_attention.tokenizers.base import BLANK_CHARACTERS, blank_texts, is_blank
+
+    def defined_blank(text):
+        return all(re.match(r"\s", c) or unicodedata.category(c) == "Cf" for c in text)
+
+    defined = {c for c in range(0x110000) if defined_blank(chr(c))}
+    listed = {c for first, last in BLANK_CHARACTERS for c in range(first, last + 1)}
+    assert {0x00A0, 0x1680, 0x2000, 0x200A, 0x2028, 0x2029, 0x202F, 0x205F, 0x3000} <= listed
+    assert {0x0085, 0x00AD, 0x200B, 0x200F, 0x202A, 0x202E, 0x2060, 0x2064, 0xFEFF} <= listed
+    if unicodedata.unidata_version == "14.0.0":  # the table's version: all of them
+        assert listed == defined
+    singles = [chr(c) for c in sorted(listed | defined)]
+    near = ["a\u200b", "\u200ba", "\u0301", "\u00a0\u0301", "\U0001f600", "\u200d\U0001f600"]
+    near += ["\x00", "\x01", "\x7f", "\ue000", "\ufffd", "\u2581", "\u180b", "\u034f"]
+    texts = ["", "".join(singles), *singles, *near]
+    graph = blank_texts(tf.constant(texts)).numpy().tolist()
+    python = [is_blank(text) for text in texts]
+    assert graph == python
+    if unicodedata.unidata_version == "14.0.0":
+        assert python == [defined_blank(text) for text in texts]
+    assert all(python[:2]) and all(is_blank(chr(c)) for c in listed)
+    assert not any(python[-len(near) :])
+    bad = [b"\xff", b"\xc2\xa0\xe2\x80\x8b", b" \xc2"]
+    assert blank_texts(tf.constant(bad)).numpy().tolist() == [is_blank(t) for t in bad]
+    assert [is_blank(t) for t in bad] == [False, True, False]
 
 
 def test_vocabulary_must_start_with_reserved_tokens(tmp_path):

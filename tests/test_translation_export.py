@@ -185,6 +185,24 @@ def test_export_loads_in_plain_tensorflow_and_matches_in_process(trained, export
     check_export(trained[0], tmp_path, exported)  # the session's export of the shared run
 
 
+def test_the_exports_signatures_read_unicode_blank_texts_as_blank(exported):
+    """Through the recipe's export (SentencePiece): a text of Unicode spaces
+    or format characters only translates to "" with score 0."""
+    import tensorflow as tf
+
+    blanks = ["\u00a0\u2003", "\u202e\u200f\u200b", "\u3000", "\u2028", "\ufeff", "\u2581\u200b"]
+    texts = tf.constant(["Ich habe keine Zeit.", *blanks])
+    loaded = tf.saved_model.load(exported)
+    for name in ("serving_default", "greedy"):
+        served = loaded.signatures[name](text=texts)
+        assert [t.decode() for t in served["translation"].numpy()[1:]] == [""] * 6, name
+        assert served["score"].numpy()[1:].tolist() == [0.0] * 6, name
+        assert served["score"].numpy()[0] < 0, name
+    nbest = loaded.signatures["nbest"](text=texts)
+    assert nbest["scores"].numpy()[1:].tolist() == [[0.0] * 2] * 6
+    assert set(nbest["translations"].numpy()[1:].ravel()) == {b""}
+
+
 NUMBER_TEMPLATES = [
     ("Zimmer {}.", "Room {}."),
     ("Gleis {}.", "Platform {}."),

@@ -331,6 +331,12 @@ def test_a_greedy_translator_and_its_defaults():
         assert fitted.translate(texts[:3]) == [t.decode() for t in reference]
         with pytest.raises(ValueError, match="`n` of Translator.nbest must be a positive"):
             translator.nbest(texts, 0)
+        with pytest.raises(ValueError) as raised:  # n hypotheses would need a beam of n
+            translator.nbest(texts, 1001)
+        assert str(raised.value) == (
+            "`n` of Translator.nbest must be a positive integer, at most MAX_BEAM_WIDTH=1000 "
+            "(n hypotheses need a beam of n); received n=1001."
+        )
         # Items that are not strings: which one, and what it is.
         for call, pattern in [
             (lambda: translator.translate([None]), r"`texts` .* item 0 is NoneType None"),
@@ -396,6 +402,42 @@ def test_blank_texts_score_0_in_every_signature(translator):
     assert set(attention["target_tokens"].numpy()[1:].ravel()) == {b"[PAD]"}
     assert translator.nbest([""]) == [[("", 0.0)] * 3]
     assert translator.attention("")["target_tokens"] == []
+
+
+UNICODE_BLANKS = ["\u00a0\u2003", "\u202e\u200f\u200b", "\u3000", "\u2028", "\ufeff"]
+
+
+def test_texts_of_unicode_spaces_and_format_characters_are_blank(translator):
+    """A text of Unicode spaces or invisible format characters only (no-break
+    and ideographic spaces, the line separator, a byte order mark, zero
+    widths and directional marks) is blank: "" with score 0, in process and
+    through the export's signatures."""
+    translator, loaded, _, _ = translator
+    texts = ["ich habe zeit", *UNICODE_BLANKS]
+    assert translator.translate(texts)[1:] == [""] * len(UNICODE_BLANKS)
+    assert translator.greedy(texts)[1:] == [""] * len(UNICODE_BLANKS)
+    assert translator.nbest(texts)[1:] == [[("", 0.0)] * 3] * len(UNICODE_BLANKS)
+    assert translator.constrained(texts, ["wir"] * len(texts))[1:] == [""] * len(UNICODE_BLANKS)
+    assert [a["target_tokens"] for a in translator.attention(texts)[1:]] == [[]] * 5
+    for name in ("serving_default", "greedy"):
+        for outputs in (
+            translator.function(name)(tf.constant(texts)),
+            loaded.signatures[name](text=tf.constant(texts)),
+        ):
+            assert [t.decode() for t in outputs["translation"].numpy()][1:] == [""] * 5, name
+            assert outputs["score"].numpy()[1:].tolist() == [0.0] * 5, name
+            assert outputs["score"].numpy()[0] < 0, name
+    forced = loaded.signatures["constrained"](
+        text=tf.constant(texts), prefix=tf.constant(["wir"] * len(texts))
+    )
+    assert [t.decode() for t in forced["translation"].numpy()][1:] == [""] * 5
+    assert forced["score"].numpy()[1:].tolist() == [0.0] * 5
+    nbest = loaded.signatures["nbest"](text=tf.constant(texts))
+    assert nbest["scores"].numpy()[1:].tolist() == [[0.0] * 3] * 5
+    assert set(nbest["translations"].numpy()[1:].ravel()) == {b""}
+    attention = loaded.signatures["attention"](text=tf.constant(texts))
+    assert not attention["attention"].numpy()[1:].any()
+    assert set(attention["target_tokens"].numpy()[1:].ravel()) == {b"[PAD]"}
 
 
 def first_line(signature, **inputs):

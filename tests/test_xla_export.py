@@ -21,6 +21,7 @@ from keras_attention.serving.buckets import (  # noqa: E402
     SEARCHING,
     XlaBuckets,
     batching_parameters,
+    get_buckets,
     write_batching_parameters,
 )
 
@@ -235,12 +236,38 @@ def test_a_plain_translator_records_no_buckets(tmp_path):
             "`source_lengths` of XlaBuckets must be a non-empty list of positive integers; "
             "received source_lengths=[4.5].",
         ),
+        (
+            {"batch_sizes": [1, 2**40]},
+            "`batch_sizes` of XlaBuckets must each be at most MAX_BUCKET_BATCH=1024 (each "
+            "bucket is an XLA program the export's warm-up requests compile); received "
+            "batch_sizes=[1, 1099511627776].",
+        ),
+        (
+            {"source_lengths": [3, 10_001]},
+            "`source_lengths` of XlaBuckets must each be at most MAX_BUCKET_LENGTH=10000 (each "
+            "bucket is an XLA program the export's warm-up requests compile); received "
+            "source_lengths=[3, 10001].",
+        ),
     ],
 )
 def test_bad_buckets_are_refused_naming_the_argument(arguments, message):
     with pytest.raises(ValueError) as raised:
         XlaBuckets(**arguments)
     assert str(raised.value) == message
+    with pytest.raises(ValueError) as raised:  # the same through a config
+        get_buckets(arguments)
+    assert str(raised.value) == message
+
+
+def test_a_buckets_config_with_an_unknown_key_is_refused_naming_it():
+    assert XlaBuckets(batch_sizes=[1024], source_lengths=[10_000]).batch_sizes == (1024,)
+    with pytest.raises(ValueError) as raised:
+        get_buckets({"batch_sizes": [1, 8], "batch_size": [4]})
+    assert str(raised.value) == (
+        "`buckets` has unknown keys ['batch_size']: an XlaBuckets config has the keys "
+        "['batch_sizes', 'source_lengths']; received buckets={'batch_sizes': [1, 8], "
+        "'batch_size': [4]}."
+    )
 
 
 def test_buckets_beyond_the_source_length_or_without_xla_are_refused(tmp_path):
@@ -257,6 +284,8 @@ def test_buckets_beyond_the_source_length_or_without_xla_are_refused(tmp_path):
         translator.export(str(tmp_path), "m", buckets=BUCKETS)
     with pytest.raises(ValueError, match=r"`buckets` must be an XlaBuckets, its config"):
         translator.xla_compiled([1, 8])
+    with pytest.raises(ValueError, match=r"`buckets` has unknown keys \['sizes'\]: an Xla"):
+        translator.xla_compiled({"sizes": [1, 8]})
     assert XlaBuckets(**XlaBuckets().get_config()).get_config() == {
         "batch_sizes": [1, 8, 32],
         "source_lengths": None,

@@ -82,6 +82,7 @@ from keras_attention.seq2seq.search_base import (  # noqa: F401  (also importabl
 )
 
 __all__ = [
+    "MAX_BEAM_WIDTH",
     "BeamSearch",
     "GreedySearch",
     "RandomSampling",
@@ -90,6 +91,15 @@ __all__ = [
     "filter_logits",
     "get_search",
 ]
+
+# The widest beam a `BeamSearch` takes: the widest Koehn and Knowles tried
+# ("Six Challenges for Neural Machine Translation", 2017; BLEU falls with
+# beams beyond a few dozen). Each step scores K x V candidates per source
+# and keeps K hypotheses of L tokens (and their L x S attention when asked
+# for), so a wider beam only costs time and memory (10**6 exhausts it):
+# a mistake, refused at once. The translation recipe's `--beam-width`
+# copies this bound (`recipes/translation/defaults.py` `MAX_BEAM`).
+MAX_BEAM_WIDTH = 1000
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -102,7 +112,7 @@ class BeamSearch(Search):
     no finished hypothesis takes are described at `beam.beam_search_loop`.
 
     Args:
-        beam_width: K, an int >= 1.
+        beam_width: K, an int from 1 to `MAX_BEAM_WIDTH` (1000).
         alpha: α, a finite number >= 0 (GNMT's length penalty).
         coverage_penalty: β, a finite number >= 0 (0 disables it).
         num_hypotheses: N, None (= K) or an int from 1 to K: the hypotheses
@@ -136,7 +146,14 @@ class BeamSearch(Search):
         **options,
     ):
         super().__init__(**options)
-        self.beam_width = self._int("beam_width", beam_width, 1, "a positive integer")
+        self.beam_width = self._int(
+            "beam_width",
+            beam_width,
+            1,
+            f"a positive integer, at most MAX_BEAM_WIDTH={MAX_BEAM_WIDTH} (a wider beam "
+            "translates no better, and each step scores beam_width x vocabulary candidates)",
+            high=MAX_BEAM_WIDTH,
+        )
         self.alpha = self._number("alpha", alpha, 0.0, "a finite number >= 0")
         self.coverage_penalty = self._number(
             "coverage_penalty", coverage_penalty, 0.0, "a number >= 0 (0 disables it)"

@@ -129,8 +129,9 @@ class Search:
             f"`{name}` of {self.owner} must be {expected}; received {name}={value!r}."
         )
 
-    def _int(self, name, value, low, expected):
-        if not _is_int(value) or value < low:
+    def _int(self, name, value, low, expected, high=None):
+        """An integer from `low` to `high` (None: no upper bound)."""
+        if not _is_int(value) or value < low or (high is not None and value > high):
             raise self.error(name, expected, value)
         return int(value)
 

@@ -39,15 +39,24 @@ from keras_attention.files import write_atomically
 # The signatures that run a search; `decoding_options` runs none.
 SEARCHING = ("serving_default", "greedy", "attention", "tokens", "nbest", "constrained")
 BATCH_SIZES = (1, 8, 32)  # one request, a small batch, the batching server's full batch
+# The largest bucket sizes taken. A batch bucket of b rows is an XLA
+# program of b rows that the export's warm-up requests of b texts compile,
+# and a request above the largest bucket runs in chunks of it, so a larger
+# one buys nothing (TF Serving's batching takes requests of up to 1024
+# rows, `batching_parameters`). A source width is also at most S, the
+# Translator's `max_source_length`.
+MAX_BUCKET_BATCH = 1024
+MAX_BUCKET_LENGTH = 10_000
+CONFIG_KEYS = ("batch_sizes", "source_lengths")  # of `XlaBuckets.get_config()`
 # What a server started on an XLA export needs (TF Serving keeps XLA:CPU off
 # without it and refuses to run a function that must compile).
 SERVER_FLAG = "--xla_cpu_compilation_enabled=true"
 BATCHING_PARAMETERS = "batching_parameters.txt"
 
 
-def _sizes(value, name):
-    """`value` as a strictly increasing tuple of positive ints, or a
-    `ValueError` naming `name`."""
+def _sizes(value, name, largest, bound):
+    """`value` as a strictly increasing tuple of positive ints, each at most
+    `largest` (the constant named `bound`), or a `ValueError` naming `name`."""
     if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
         value = [value]
     value = list(value)
@@ -60,6 +69,12 @@ def _sizes(value, name):
         raise ValueError(
             f"`{name}` of XlaBuckets must be strictly increasing; received {name}={value!r}."
         )
+    if value[-1] > largest:
+        raise ValueError(
+            f"`{name}` of XlaBuckets must each be at most {bound}={largest} (each bucket "
+            f"is an XLA program the export's warm-up requests compile); received "
+            f"{name}={value!r}."
+        )
     return tuple(int(v) for v in value)
 
 
@@ -67,19 +82,22 @@ class XlaBuckets:
     """The shapes an XLA export compiles its searches for.
 
     Args:
-        batch_sizes: increasing batch sizes (default `(1, 8, 32)`); a request
-            of B rows runs at the smallest >= B, a larger one in chunks of
-            the largest.
+        batch_sizes: increasing batch sizes (default `(1, 8, 32)`), each
+            at most `MAX_BUCKET_BATCH` (1024); a request of B rows runs at
+            the smallest >= B, a larger one in chunks of the largest.
         source_lengths: increasing source widths, each >= 3 (`[START]`, a
-            piece, `[END]`) and at most S; S is always the last (added when
-            missing). None: `(ceil(S / 2), S)`.
+            piece, `[END]`), at most `MAX_BUCKET_LENGTH` (10000) and at most
+            S; S is always the last (added when missing). None:
+            `(ceil(S / 2), S)`.
 
     `get_config()` gives plain values; `XlaBuckets(**config)` rebuilds it."""
 
     def __init__(self, batch_sizes=BATCH_SIZES, source_lengths=None):
-        self.batch_sizes = _sizes(batch_sizes, "batch_sizes")
+        self.batch_sizes = _sizes(batch_sizes, "batch_sizes", MAX_BUCKET_BATCH, "MAX_BUCKET_BATCH")
         if source_lengths is not None:
-            source_lengths = _sizes(source_lengths, "source_lengths")
+            source_lengths = _sizes(
+                source_lengths, "source_lengths", MAX_BUCKET_LENGTH, "MAX_BUCKET_LENGTH"
+            )
             if source_lengths[0] < 3:
                 raise ValueError(
                     "`source_lengths` of XlaBuckets must be at least 3 ([START], a piece, "
@@ -110,12 +128,19 @@ class XlaBuckets:
 
 
 def get_buckets(buckets):
-    """An `XlaBuckets` from None (the defaults), a config dict or itself."""
+    """An `XlaBuckets` from None (the defaults), a config dict (the keys
+    `CONFIG_KEYS`; another is a `ValueError` naming it) or itself."""
     if buckets is None:
         return XlaBuckets()
     if isinstance(buckets, XlaBuckets):
         return buckets
     if isinstance(buckets, dict):
+        unknown = [key for key in buckets if key not in CONFIG_KEYS]
+        if unknown:
+            raise ValueError(
+                f"`buckets` has unknown keys {unknown}: an XlaBuckets config has the keys "
+                f"{list(CONFIG_KEYS)}; received buckets={buckets!r}."
+            )
         return XlaBuckets(**buckets)
     raise ValueError(
         "`buckets` must be an XlaBuckets, its config (a dict with batch_sizes and "

@@ -32,6 +32,7 @@ from keras_attention.serving.ctranslate2_spec import (  # noqa: F401  (also impo
     check_convertible,
     default_vocabulary,
 )
+from keras_attention.tokenizers.base import is_blank
 from keras_attention.tokenizers.numbers import (
     _MARK,
     PLACEHOLDER,
@@ -314,7 +315,9 @@ def translate_with_ctranslate2(model_dir, texts, translator=None, protect_number
     reserved pieces dropped, numbers protected and restored when the run
     did (`protect_numbers`; default: what `keras_attention.json` says).
     A U+E000 or U+0001 in a text is read as a space (`tokenizers.numbers.sanitized`);
-    incomplete UTF-8 byte sequences of byte pieces are dropped (`_detokenize`).
+    a blank text (only spaces and format characters, `tokenizers.base.is_blank`)
+    translates to "", as in the graph; incomplete UTF-8 byte sequences of
+    byte pieces are dropped (`_detokenize`).
     `translator`: a `ctranslate2.Translator` of `model_dir` (default: a new
     one); `options` go to `translate_batch` (default: the run's
     `keras_attention.json` options, else CTranslate2's). Needs the
@@ -357,7 +360,7 @@ def translate_with_ctranslate2(model_dir, texts, translator=None, protect_number
     source_sp, target_sp = _processors(sentencepiece, os.path.abspath(model_dir))
     cleaned = [_clean(sanitized(text)) for text in texts]
     protected = [_clean(protect_text(text)) if protect_numbers else text for text in cleaned]
-    todo = [index for index, text in enumerate(protected) if text]
+    todo = [index for index, text in enumerate(cleaned) if not is_blank(text)]
     pieces = source_sp.encode([protected[index] for index in todo], out_type=str)
     results = translator.translate_batch(pieces, **options) if todo else []
     reserved = {"[PAD]", "[START]", "[END]", "[UNK]"}

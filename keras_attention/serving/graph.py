@@ -95,10 +95,11 @@ class SignatureFunctions:
         return checked_shape(text, name, 1, "a vector of strings [batch]")
 
     def blank(self, text):
-        """`(B,)` bool: the texts that are empty or all space (after
-        `clean`; a typed U+E000 or U+0001 counts as space, `sanitize`), which
-        translate to "" with score 0 in every signature."""
-        return tf.equal(tf.strings.length(self.source_tokenizer.clean(sanitize(text))), 0)
+        """`(B,)` bool: the texts that are empty or only blank characters,
+        Unicode's spaces and format characters (`tokenizers.base.blank_texts`,
+        after `clean`; a typed U+E000 or U+0001 counts as space, `sanitize`),
+        which translate to "" with score 0 in every signature."""
+        return self.source_tokenizer.blank(sanitize(text))
 
     def encode(self, text):
         """`(source (B, S) int32, truncated (B,) bool)`: `text` sanitized (a

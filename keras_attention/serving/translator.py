@@ -62,7 +62,7 @@ from numbers import Integral
 import numpy as np
 import tensorflow as tf
 
-from keras_attention.seq2seq.search import BeamSearch, GreedySearch, get_search
+from keras_attention.seq2seq.search import MAX_BEAM_WIDTH, BeamSearch, GreedySearch, get_search
 from keras_attention.serving.buckets import (
     BucketedSearch,
     add_warmup_requests,
@@ -374,7 +374,8 @@ class Translator(SignatureFunctions):
     def nbest(self, texts, n=None):
         """`list[list[(str, float)]]`: for each text its `n` best
         `(translation, score)` pairs, best first (`nbest`). `n` defaults to
-        the `nbest` signature's N; a larger `n` widens the beam to `n`.
+        the `nbest` signature's N; a larger `n` widens the beam to `n` (at
+        most `seq2seq.search.MAX_BEAM_WIDTH`, 1000).
         Each pair is a `Hypothesis`, a 2-tuple that also has `.translation`,
         `.score` and `.finished` (the signature's `finished`: False for a
         hypothesis cut at the maximum length or a slot the search could not
@@ -382,9 +383,11 @@ class Translator(SignatureFunctions):
         texts = self._texts(texts, "texts")
         if n is None:
             n = self.nbest_search.num_hypotheses
-        if isinstance(n, bool) or not isinstance(n, Integral) or n < 1:
+        if isinstance(n, bool) or not isinstance(n, Integral) or not 1 <= n <= MAX_BEAM_WIDTH:
             raise ValueError(
-                f"`n` of Translator.nbest must be a positive integer; received n={n!r}."
+                f"`n` of Translator.nbest must be a positive integer, at most "
+                f"MAX_BEAM_WIDTH={MAX_BEAM_WIDTH} (n hypotheses need a beam of n); "
+                f"received n={n!r}."
             )
         if not texts:
             return []

@@ -1,14 +1,64 @@
 """What both in-graph tokenizers share (TensorFlow-specific): the reserved
 tokens and their ids, matching the `Seq2Seq` defaults (0 `[PAD]`, 1
 `[START]` (<sos>), 2 `[END]` (<eos>), 3 `[UNK]`), `encode` and the
-cleaning of texts, built on a subclass's `clean` and `pieces`.
+cleaning of texts, built on a subclass's `clean` and `pieces`; and what
+makes a text blank, in the graph (`blank_texts`) and in Python
+(`is_blank`).
+
+A text is **blank** when nothing is left of it without its blank
+characters (`BLANK_CHARACTERS`): Unicode's White_Space characters, the rest
+of what Python's `str.isspace` counts (U+001C-U+001F, the information
+separators), and the format characters, general category Cf (U+00AD soft
+hyphen, U+200B-U+200F zero widths and directional marks, U+202A-U+202E
+embeddings and overrides, U+2060-U+2064, U+FEFF byte order mark, ...).
+Every path that translates text (the Translator's signatures in and out of
+process, the CTranslate2 path) reads a blank text as nothing to translate:
+"" with score 0.
 """
+
+import re
 
 import tensorflow as tf
 
 RESERVED = ["[PAD]", "[START]", "[END]", "[UNK]"]
 PAD, START, END, UNK = 0, 1, 2, 3
 DIGITS = "0123456789"
+
+# The blank characters, as code point ranges (Unicode 14.0, Python's
+# `unicodedata`): White_Space and `str.isspace` (first line), then Cf.
+# Written out so that the graph (RE2, whose tables need not be Python's
+# version) and Python's `re` match the same characters.
+_BLANK_RANGES = """
+0009-000D 001C-0020 0085 00A0 1680 2000-200A 2028-2029 202F 205F 3000
+00AD 0600-0605 061C 06DD 070F 0890-0891 08E2 180E 200B-200F 202A-202E 2060-2064
+2066-206F FEFF FFF9-FFFB 110BD 110CD 13430-13438 1BCA0-1BCA3 1D173-1D17A E0001
+E0020-E007F
+"""
+
+
+def _code_points(span):
+    first, _, last = span.partition("-")
+    return int(first, 16), int(last or first, 16)
+
+
+BLANK_CHARACTERS = [_code_points(span) for span in _BLANK_RANGES.split()]
+_BLANK = "[" + "".join(f"{chr(first)}-{chr(last)}" for first, last in BLANK_CHARACTERS) + "]*"
+
+
+def is_blank(text):
+    """Whether `text` (a str; bytes are read as UTF-8, bad bytes replaced)
+    is empty or only blank characters: `blank_texts` in Python."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    return re.fullmatch(_BLANK, text) is not None
+
+
+def blank_texts(strings):
+    """`(B,)` bool: which of `strings (B,)` are empty or only blank
+    characters (bad UTF-8 bytes count as U+FFFD, not blank); `is_blank` in
+    the graph, core ops only (`UnicodeTranscode`, `RegexFullMatch`)."""
+    strings = tf.strings.unicode_transcode(strings, "UTF-8", "UTF-8", errors="replace")
+    return tf.strings.regex_full_match(strings, _BLANK)
 
 
 def _import_text():
@@ -43,13 +93,18 @@ class _InGraphTokenizer(tf.Module):
         return tf.strings.strip(strings)
 
     @classmethod
+    def blank(cls, strings):
+        """`(B,)` bool: the `strings` that are blank (`blank_texts`) after
+        `clean` (SentencePiece's reads `▁` as a space)."""
+        return blank_texts(cls.clean(strings))
+
+    @classmethod
     def blank_where_empty(cls, strings, translations):
-        """`translations` with "" wherever `strings` is empty or all space
-        after `clean`: nothing to translate gives nothing, not whatever a
-        model generates from `[START] [END]`. The in-process translation and
-        the exported signatures both use this, so they agree."""
-        empty = tf.equal(tf.strings.length(cls.clean(strings)), 0)
-        return tf.where(empty, tf.constant(""), translations)
+        """`translations` with "" wherever `strings` is blank (`blank`):
+        nothing to translate gives nothing, not whatever a model generates
+        from `[START] [END]`. The in-process translation and the exported
+        signatures both use this, so they agree."""
+        return tf.where(cls.blank(strings), tf.constant(""), translations)
 
     def encode(self, strings, max_length, sampling=0.0):
         """`(ids (B, max_length) int32, truncated (B,) bool)`: `[START]
