@@ -270,10 +270,16 @@ def _lock_file(descriptor, path, output):
     return _is_file_at(descriptor, path)
 
 
-def wait_for_run(output, settings, files, timeout, poll=1.0, defaults=None, upgrade=None):
+def wait_for_run(
+    output, settings, files, timeout, poll=1.0, defaults=None, upgrade=None, longer=None
+):
     """On a worker that is not the chief: wait until the chief has recorded
     `settings` in `run.json` and written `files` (paths); `ValueError` when
-    the recorded settings differ or `timeout` seconds pass."""
+    the recorded settings differ, or when `timeout` seconds (finite, above
+    0) pass, naming what is still missing (and `longer`, how to wait
+    longer, when given)."""
+    if not 0 < timeout < float("inf"):  # NaN too: a wait that could never end
+        raise ValueError(f"timeout {timeout!r}: expected a finite number of seconds above 0")
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -292,9 +298,13 @@ def wait_for_run(output, settings, files, timeout, poll=1.0, defaults=None, upgr
             if all(os.path.exists(path) for path in files):
                 return
         if time.monotonic() > deadline:
+            missing = [os.path.relpath(path, output) for path in files if not os.path.exists(path)]
+            if recorded is None or any(key not in recorded for key in settings):
+                missing.insert(0, RUN_FILE)
             raise ValueError(
-                f"waited {timeout:.0f}s for the chief to prepare the data and vocabularies in "
-                f"--output {output}: start the chief (worker 0) with the same --output, on a "
-                "folder every worker shares"
+                f"waited {timeout:g}s for the chief to prepare the data and vocabularies in "
+                f"--output {output} (still missing: {', '.join(missing)}): start the chief "
+                "(the chief task, or worker 0 without one) with the same --output, on a folder "
+                "every worker shares" + (f"; {longer}" if longer else "")
             )
         time.sleep(poll)

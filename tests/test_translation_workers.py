@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
@@ -47,6 +48,132 @@ def test_workers_in_a_tf_config_cluster_are_refused(tmp_path, monkeypatch):
     monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"worker": ["a:1", "b:2"]}}))
     with pytest.raises(UsageError, match="TF_CONFIG already makes"):
         run("train", "--output", str(tmp_path / "run"), "--workers", "2")
+
+
+WORKERS = {"worker": ["a:1", "b:2"]}
+
+
+@pytest.mark.parametrize(
+    "value, problem",
+    [
+        ("garbage", "is not JSON"),
+        ("[]", "is a JSON list, not an object"),
+        ("{}", 'has no "cluster"'),
+        ('{"cluster": []}', 'has a list as its "cluster"'),
+        ('{"cluster": {}}', 'has an empty "cluster": no chief and no worker'),
+        (json.dumps({"cluster": {"worker": "a:1"}}), 'job "worker" that is not a list'),
+        (json.dumps({"cluster": {"worker": []}}), 'job "worker" that is not a list'),
+        (json.dumps({"cluster": {"ps": ["a:1"]}}), 'job "ps" in its cluster'),
+        (json.dumps({"cluster": {"chief": ["a:1", "b:2"]}}), "has 2 chiefs"),
+        (json.dumps({"cluster": WORKERS}), 'has no "task"'),
+        (json.dumps({"cluster": WORKERS, "task": "worker"}), 'has a str as its "task"'),
+        (json.dumps({"cluster": WORKERS, "task": {"index": 0}}), "task of type null"),
+        (json.dumps({"cluster": WORKERS, "task": {"type": "chief"}}), 'type "chief", not one'),
+        (json.dumps({"cluster": WORKERS, "task": {"type": "worker", "index": 2}}), "index 2:"),
+        (json.dumps({"cluster": WORKERS, "task": {"type": "worker", "index": -1}}), "index -1"),
+        (json.dumps({"cluster": WORKERS, "task": {"type": "worker", "index": "0"}}), 'index "0"'),
+    ],
+)
+def test_a_tf_config_that_makes_no_cluster_is_refused_in_one_line(value, problem):
+    from recipes.translation.cluster import cluster_task
+
+    with pytest.raises(UsageError) as refused:
+        cluster_task({"TF_CONFIG": value})
+    message = str(refused.value)
+    assert message.startswith("TF_CONFIG ") and problem in message, message
+    assert "\n" not in message
+    assert f"(given: {value})" in message and "expected a cluster" in message
+
+
+def test_a_working_tf_config_names_this_processs_task():
+    from recipes.translation.cluster import cluster_task
+
+    assert cluster_task({}) is None and cluster_task({"TF_CONFIG": ""}) is None
+    worker = {"cluster": WORKERS, "task": {"type": "worker", "index": 1}}
+    task = cluster_task({"TF_CONFIG": json.dumps(worker)})
+    assert (task.type, task.index, task.is_chief) == ("worker", 1, False)
+    first = {"cluster": WORKERS, "task": {"type": "worker"}}  # TensorFlow's default index 0
+    assert cluster_task({"TF_CONFIG": json.dumps(first)}).is_chief
+    chief = {"cluster": {"chief": ["c:0"], **WORKERS}, "task": {"type": "worker", "index": 0}}
+    assert not cluster_task({"TF_CONFIG": json.dumps(chief)}).is_chief
+    chief["task"] = {"type": "chief", "index": 0}
+    assert cluster_task({"TF_CONFIG": json.dumps(chief)}).is_chief
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "0", "-5", "soon"])
+def test_the_workers_wait_is_a_finite_number_of_seconds(value):
+    from recipes.translation.cluster import worker_wait_seconds
+
+    assert worker_wait_seconds({}) == 900
+    assert worker_wait_seconds({"KERAS_ATTENTION_WORKER_WAIT": "30"}) == 30
+    with pytest.raises(UsageError, match=f"^KERAS_ATTENTION_WORKER_WAIT '{value}': expected"):
+        worker_wait_seconds({"KERAS_ATTENTION_WORKER_WAIT": value})
+
+
+def test_waiting_for_the_chief_ends_naming_what_is_missing(tmp_path):
+    from recipes import runs
+
+    data = tmp_path / "data" / "train.tsv"
+    with pytest.raises(ValueError, match=r"waited 0.05s .*\(still missing: run.json, data/"):
+        runs.wait_for_run(str(tmp_path), {"family": "rnn"}, [str(data)], 0.05, poll=0.01)
+    (tmp_path / runs.RUN_FILE).write_text(json.dumps({"settings": {"family": "rnn"}}))
+    with pytest.raises(ValueError, match=r"still missing: data/train.tsv\): start the chief"):
+        runs.wait_for_run(str(tmp_path), {"family": "rnn"}, [str(data)], 0.05, poll=0.01)
+    ended = []
+
+    def wait(timeout):  # in a thread: a wait that never ends must not hang the tests
+        try:
+            runs.wait_for_run(str(tmp_path), {"family": "rnn"}, [str(data)], timeout, poll=0.01)
+        except ValueError as error:
+            ended.append(str(error))
+
+    for timeout in (float("nan"), float("inf")):
+        thread = threading.Thread(target=wait, args=(timeout,), daemon=True)
+        thread.start()
+        thread.join(5)
+        assert ended and ended.pop().startswith(f"timeout {timeout}: expected a finite")
+
+
+def _refused_at_once(output, tf_config, seconds=60):
+    """`train --output output` with `TF_CONFIG` set to `tf_config` in a
+    process of its own, which must end within `seconds`: `(exit status,
+    its stderr's lines)`."""
+    env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3", "TF_CONFIG": tf_config}
+    env.pop("KERAS_ATTENTION_WORKER_WAIT", None)
+    command = [sys.executable, "-m", "recipes.translate", "train", "--output", str(output)]
+    result = subprocess.run(
+        command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=seconds
+    )
+    return result.returncode, [line for line in result.stderr.splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize(
+    "tf_config, problem",
+    [('{"cluster": {}}', 'has an empty "cluster"'), ("garbage", "is not JSON")],
+)
+def test_the_command_refuses_a_tf_config_that_makes_no_cluster_at_once(
+    tmp_path, tf_config, problem
+):
+    output = tmp_path / "run"
+    code, lines = _refused_at_once(output, tf_config)
+    assert code == 2, lines
+    assert not any("Traceback" in line for line in lines), lines
+    assert lines[-1].startswith("error: TF_CONFIG ") and problem in lines[-1], lines
+    assert "unset TF_CONFIG to train on one machine" in lines[-1]
+    assert not output.exists()  # nothing written, not even the folder
+
+
+def test_a_tf_config_that_is_no_object_is_one_error_line(tmp_path, monkeypatch, capsys):
+    from recipes import translate
+
+    monkeypatch.setenv("TF_CONFIG", "[]")
+    output = tmp_path / "run"
+    with pytest.raises(SystemExit) as ended:
+        translate.main(["train", "--output", str(output)])
+    assert ended.value.code == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith("error: TF_CONFIG is a JSON list, not an object"), error
+    assert "\n" not in error and not output.exists()
 
 
 def test_free_ports_are_distinct_bindable_and_outside_the_ephemeral_range():

@@ -4,6 +4,7 @@ each importing only those listed before it.
 - `defaults`, `declare`, `settings`, `config`: the tables, every setting
   declared once (its flag, help, commands and check), `TranslationConfig`
   and the checks that span settings;
+- `cluster`: the `TF_CONFIG` cluster, read and checked in one place;
 - `corpus`, `splits`, `pipeline`, `data`: corpora, the split, the `tf.data`
   pipelines, vocabularies and number protection;
 - `text_io`: sentences in and out of files and pipes;

@@ -26,6 +26,7 @@ import os
 import time
 
 from .. import runs
+from .cluster import given
 from .config import DATA_KEYS, DECODING, UsageError, recorded_defaults, upgrade
 from .data import read_pairs
 from .decoding import number_protection, settled_search, translate_texts
@@ -43,7 +44,7 @@ def check_teachers(config):
     one vocabulary and number protection (they translate as one
     ensemble), none may be `--output` itself, and a `TF_CONFIG` cluster
     is refused (its workers would each translate the split)."""
-    if os.environ.get("TF_CONFIG"):
+    if given():
         raise UsageError(
             "--distill-from translates the training split in one process: train the student "
             "without a TF_CONFIG cluster"

@@ -29,6 +29,7 @@ import os
 import sys
 
 from .. import runs
+from .cluster import given
 from .config import UsageError
 from .data import CorpusError, vocabulary_paths
 from .trained_run import finished
@@ -108,7 +109,7 @@ def train_members(config, log=print):
     # starts TensorFlow.
     from .training import check_inputs, prepared_run, train_settings
 
-    if os.environ.get("TF_CONFIG"):
+    if given():
         raise UsageError(
             "--members trains its members as processes of this machine; a TF_CONFIG cluster "
             "already spreads one model over several: leave out --members"

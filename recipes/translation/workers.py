@@ -52,6 +52,7 @@ import sys
 import time
 
 from .. import runs
+from .cluster import given
 from .config import UsageError
 from .data import CorpusError
 from .members import _placements
@@ -96,7 +97,7 @@ def free_ports(count, rng=None):
 def check_workers(config):
     """`UsageError` for what `--workers` above 1 cannot do."""
     flag = f"--workers {config.workers}"
-    if os.environ.get("TF_CONFIG"):
+    if given():
         raise UsageError(
             f"{flag} starts a cluster of this machine's processes; TF_CONFIG already makes "
             "this process a worker of one: leave out --workers"
