@@ -23,6 +23,7 @@ import shutil
 import signal
 import sys
 import threading
+import zipfile
 
 # The plumbing's names, imported from here by every recipe (`runs.claim`).
 from .run_files import (  # noqa: F401
@@ -194,22 +195,94 @@ def ctrl_c_between_steps():
         raise KeyboardInterrupt
 
 
-def backup_position(directory):
-    """`(epoch, steps)` of the backup in `directory`: the epochs done, and
-    the steps done of the next one (0 at an epoch end); `(0, 0)` without a
-    backup."""
-    path = os.path.join(directory, "training_metadata.json")
-    if not os.path.exists(path):
-        return 0, 0
-    saved = read_json(path, "the backup's epoch", {"epoch": int, "steps": int})
-    return int(saved.get("epoch", 0)), int(saved.get("steps", 0))
+# What reading a damaged file of a run raises: h5py's `OSError`, `RuntimeError`
+# or `KeyError` (a truncated file, a flipped bit in its metadata), zipfile's
+# `BadZipFile` (a `.keras` or `.npz` file, its CRC), NumPy's `EOFError`,
+# Keras's `ValueError` or `TypeError` (a config that does not fit); caught
+# where a run's model, checkpoint or backup is loaded, and said naming the file.
+DAMAGED_FILE_ERRORS = (OSError, ValueError, RuntimeError, KeyError, TypeError, EOFError)
+DAMAGED_FILE_ERRORS += (zipfile.BadZipFile,)
+
+# The files of one backup (Keras's two, the recipes' random state); the one
+# before it has the same names ending in `.bkp`.
+BACKUP_FILES = ("latest.weights.h5", "random.npz", "training_metadata.json")
+BACKUPS = ("", ".bkp")  # the latest backup's suffix, then the one before's
 
 
-def resilient_backup(directory, log=print, save_every=0, position=(0, 0), moves_fit=True):
-    """`BackupAndRestore` that keeps the two last backups and, when the latest
-    does not load (a kill while it was written leaves a truncated file),
-    says so and resumes from the one before; a `ValueError` when neither
-    loads (Keras itself falls back only on `OSError`). An epoch with a
+def backup_files(directory, suffix=""):
+    """`(weights, random state, record)` paths of the backup in `directory`
+    whose names end in `suffix` (`BACKUPS`)."""
+    return tuple(os.path.join(directory, name + suffix) for name in BACKUP_FILES)
+
+
+def _recorded_position(directory, suffix="", steps_per_epoch=None):
+    """`(epoch, steps)` that the record of the backup ending in `suffix`
+    holds; None when there is no such backup. A backup without its weights
+    or its record, or a record that does not parse, holds no integers,
+    a number below 0 or (given `steps_per_epoch`) more steps than an
+    epoch has, raises `ValueError` naming the file: it is damaged."""
+    weights, _, record = backup_files(directory, suffix)
+    if not os.path.exists(weights) and not os.path.exists(record):
+        return None
+    for path in (weights, record):
+        if not os.path.exists(path):
+            raise ValueError(f"{path} is missing")
+    saved = read_json(record, "the backup's epoch", {"epoch": int, "steps": int})
+    epoch, steps = saved.get("epoch", 0), saved.get("steps", 0)
+    most = math.inf if steps_per_epoch is None else steps_per_epoch
+    if epoch < 0 or not 0 <= steps <= most:
+        within = "" if steps_per_epoch is None else f", steps at most the epoch's {most}"
+        raise ValueError(
+            f"{record} (the backup's epoch) holds epoch {epoch} and steps {steps} (expected "
+            f"numbers from 0{within}): it is damaged"
+        )
+    return epoch, steps
+
+
+def _unusable(directory, problems):
+    """The one-line `ValueError` for a backup folder none of whose backups
+    loads (`problems`: why each did not, naming its file)."""
+    said = "; ".join(problems) + ("" if len(problems) > 1 else ", and there is no earlier one")
+    return ValueError(
+        f"no backup in {directory} loads: {said}: delete {directory} to train again from the "
+        "first epoch, or start the run anew with --overwrite"
+    )
+
+
+def backup_position(directory, steps_per_epoch=None):
+    """`(epoch, steps)` of the backup in `directory` that training resumes
+    from: the epochs done, and the steps done of the next one (0 at an
+    epoch end); `(0, 0)` without a backup. That is the latest backup's, or
+    the one before's when the latest's record is damaged
+    (`_recorded_position`); a `ValueError` naming the files when neither's
+    reads. `restore()` of `resilient_backup` also loads the files, and may
+    fall back further."""
+    problems = []
+    for suffix in BACKUPS:
+        try:
+            position = _recorded_position(directory, suffix, steps_per_epoch)
+        except ValueError as error:
+            problems.append(str(error).splitlines()[0])
+            continue
+        if position is not None:
+            return position
+    if problems:
+        raise _unusable(directory, problems)
+    return 0, 0
+
+
+def resilient_backup(
+    directory, log=print, save_every=0, position=(0, 0), moves_fit=True, steps_per_epoch=None
+):
+    """`BackupAndRestore` that keeps the two last backups and, when a file of
+    the latest does not load (a kill while it was written leaves a
+    truncated file, a disk a flipped bit), says so naming it and resumes
+    from the one before, whose files are then put in place of the
+    latest's; a one-line `ValueError` naming the files and what to do when
+    neither loads (Keras itself falls back only on `OSError`). A backup's
+    weights (with the optimizer's state), random state and record are
+    loaded as one set, the latest's or the one before's, never mixed;
+    `steps_per_epoch` bounds the steps a record may hold. An epoch with a
     non-finite loss or metric (stopped by `TerminateOnNaN`) is not backed
     up. The backup is kept at the end of `fit`: the caller deletes it once
     the trained model is saved, so that a kill in between loses nothing.
@@ -238,19 +311,66 @@ def resilient_backup(directory, log=print, save_every=0, position=(0, 0), moves_
                 self.restore()
 
         def restore(self):
-            """Load the backup (the one before when the latest does not
-            load) into the model; its `(epoch, steps)`."""
+            """Load the backup (the one before when a file of the latest
+            does not load) into the model; its `(epoch, steps)`, `(0, 0)`
+            without a backup."""
             self.restored = True
-            try:
-                self._load_model()
-            except (OSError, ValueError) as error:
-                _fall_back(self, directory, error, log)
-                self._load_model()
-            load_random_state(self.model, self.random_path)
-            self.position = backup_position(directory)
+            problems, position = [], None
+            for suffix in BACKUPS:
+                try:
+                    position = self._load(suffix)
+                except _Damaged as error:
+                    problems.append(str(error))
+                    continue
+                if position is not None:
+                    break
+            if position is None and problems:
+                raise _unusable(directory, problems)
+            if problems:
+                epoch, steps = position
+                where = f"at step {steps} of epoch {epoch + 1}" if steps else f"after epoch {epoch}"
+                log(
+                    f"the last backup did not load: {problems[0]}; resuming from the one before "
+                    f"it, {where} (its files now in place of the latest's)"
+                )
+            self.position = position or (0, 0)
             # Keras's load set `fit`'s first epoch; without `moves_fit`, fit's own decides
             self.model._initial_epoch = self.position[0] if moves_fit else None
             return self.position
+
+        def _load(self, suffix):
+            """Load the backup whose files end in `suffix` into the model
+            and, the one before (`.bkp`), put its files in place of the
+            latest's; its `(epoch, steps)`, None when there is none.
+            `_Damaged` naming the file that does not load."""
+            weights, random, record = backup_files(directory, suffix)
+            try:
+                position = _recorded_position(directory, suffix, steps_per_epoch)
+            except ValueError as error:
+                raise _Damaged(str(error).splitlines()[0]) from None
+            if position is None:
+                return None
+            if self.model.optimizer is not None and not self.model.optimizer.built:
+                self.model.optimizer.build(self.model.trainable_variables)
+
+            def load(path):  # the weights, from `path`, then the random state
+                _load_backup_file(weights, lambda: _load_weights(self.model, path))
+                _load_backup_file(random, lambda: load_random_state(self.model, random))
+
+            if not suffix:
+                load(weights)
+                return position
+            # Keras loads only files named `.weights.h5`: the one before's through a
+            # copy, renamed into place once the whole set has loaded
+            with replacing(self._weights_path) as copy:
+                shutil.copyfile(weights, copy)
+                load(copy)
+            for path in (random, record):
+                if os.path.exists(path):
+                    _copy_atomically(path, path[: -len(suffix)])
+                elif os.path.exists(path[: -len(suffix)]):  # the set had none: not the latest's
+                    os.remove(path[: -len(suffix)])
+            return position
 
         def on_epoch_begin(self, epoch, logs=None):
             self.epoch = epoch
@@ -285,18 +405,40 @@ def resilient_backup(directory, log=print, save_every=0, position=(0, 0), moves_
     return ResilientBackup()
 
 
-def _fall_back(backup, directory, error, log):
-    """Put the backup before the latest in its place (`error`: why the
-    latest did not load); `ValueError` when there is none."""
-    if not os.path.exists(backup._prev_weights_path):
-        raise ValueError(
-            f"the backup in {directory} does not load ({str(error).splitlines()[0]}) and "
-            "there is no earlier one: remove that folder to start over"
-        ) from error
-    log(f"the last backup did not load ({type(error).__name__}); resuming from the one before it")
-    for path in (backup._weights_path, backup._training_metadata_path, backup.random_path):
-        if os.path.exists(f"{path}.bkp"):
-            shutil.copy(f"{path}.bkp", path)
+class _Damaged(Exception):
+    """A file of a backup that does not load; its message names it."""
+
+
+def _load_backup_file(path, load):
+    """Call `load()` (reading the backup file `path`); the error of a file
+    that does not read (`DAMAGED_FILE_ERRORS`) becomes `_Damaged` naming
+    `path`."""
+    try:
+        load()
+    except DAMAGED_FILE_ERRORS as error:
+        first = str(error).splitlines()[0] if str(error).strip() else ""
+        raise _Damaged(
+            f"{path} does not load ({type(error).__name__}{': ' if first else ''}{first})"
+        ) from None
+
+
+def _copy_atomically(source, target):
+    """Copy `source` to `target`, put in place whole (`write_atomically`)."""
+    write_atomically(target, lambda temporary: shutil.copyfile(source, temporary))
+
+
+def _load_weights(model, path):
+    """`model.load_weights(path)`, the optimizer's state included: where
+    Keras only warns that this part does not fit (and would resume with a
+    fresh optimizer), a `ValueError`."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", "Skipping variable loading for optimizer")
+        try:
+            model.load_weights(path)
+        except UserWarning as warning:
+            raise ValueError(str(warning)) from None
 
 
 def _seed_states(model):

@@ -248,7 +248,7 @@ def load_trained(output, name):
     path = os.path.join(output, f"{name}.keras")
     try:
         model = keras.saving.load_model(path)
-    except (OSError, ValueError) as error:
+    except runs.DAMAGED_FILE_ERRORS as error:
         raise runs.unloadable_model(path, error, "pass --overwrite to train again") from None
     warp = None
     if name == "spatial_transformer":

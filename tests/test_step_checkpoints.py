@@ -263,3 +263,214 @@ def test_a_step_backup_falls_back_to_the_one_before_with_its_position_and_random
     for ours, theirs in zip(runs._seed_states(resumed), seeds[3]):
         np.testing.assert_array_equal(np.array(ours), theirs)
     assert not all(np.array_equal(a, b) for a, b in zip(seeds[1], seeds[3]))
+
+
+# -- damaged backups ---------------------------------------------------------------------
+# A run of 2 epochs of 4 steps, backed up every 3 steps, stopped (as by kill
+# -9) once its first epoch's backup is written: the latest backup is after
+# epoch 1, the one before (`.bkp`) at step 3 of it.
+DAMAGED_RUN = [*TINY, "--family", "rnn", "--epochs", "2", "--save-every", "3"]
+
+
+@pytest.fixture(scope="module")
+def interrupted(tmp_path_factory):
+    """The stopped run's folder; each test damages a copy."""
+    from recipes import runs
+    from tests.translation_helpers import Killed
+
+    output = str(tmp_path_factory.mktemp("interrupted") / "run")
+    made = runs.resilient_backup
+
+    def stopped_after_epoch_1(*args, **kwargs):
+        backup = made(*args, **kwargs)
+        epoch_end = backup.on_epoch_end
+
+        def on_epoch_end(epoch, logs=None):
+            epoch_end(epoch, logs)
+            raise Killed
+
+        backup.on_epoch_end = on_epoch_end
+        return backup
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(runs, "resilient_backup", stopped_after_epoch_1)
+        with pytest.raises(Killed):
+            run("train", "--output", output, *DAMAGED_RUN)
+    backup = os.path.join(output, "backup")
+    assert runs.backup_position(backup) == (1, 0)
+    assert json.load(open(os.path.join(backup, "training_metadata.json.bkp")))["steps"] == 3
+    return output
+
+
+def damaged_copy(interrupted, tmp_path, damage):
+    """A copy of the stopped run with `damage(backup folder)` done."""
+    import shutil
+
+    output = tmp_path / "run"
+    shutil.copytree(interrupted, output)
+    damage(str(output / "backup"))
+    return output
+
+
+def flip_a_bit(path, offset=128):
+    """Flip the bits of one byte of `path`, its size unchanged: at 128 in a
+    `.weights.h5` file, its root group's local heap (h5py: RuntimeError)."""
+    with open(path, "r+b") as handle:
+        handle.seek(offset)
+        byte = handle.read(1)[0]
+        handle.seek(offset)
+        handle.write(bytes([byte ^ 0xFF]))
+
+
+def truncate(path):
+    with open(path, "r+b") as handle:
+        handle.truncate(os.path.getsize(path) // 2)
+
+
+def write_record(text, name="training_metadata.json"):
+    def damage(backup):
+        with open(os.path.join(backup, name), "w") as handle:
+            handle.write(text)
+
+    return damage
+
+
+LATEST_DAMAGED = {
+    "weights-bit-flip": ("latest.weights.h5", lambda b: flip_a_bit(f"{b}/latest.weights.h5")),
+    "random-truncated": ("random.npz", lambda b: truncate(f"{b}/random.npz")),
+    "record-not-json": ("training_metadata.json", write_record('{"epoch": 1,')),
+    "record-string-epoch": ("training_metadata.json", write_record('{"epoch": "1", "steps": 0}')),
+    "record-negative-epoch": ("training_metadata.json", write_record('{"epoch": -1, "steps": 0}')),
+    "record-steps-beyond-the-epoch": (
+        "training_metadata.json",
+        write_record('{"epoch": 1, "batch": 999, "steps": 1000}'),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(LATEST_DAMAGED))
+def test_a_damaged_file_of_the_latest_backup_resumes_from_the_one_before(
+    interrupted, tmp_path, case
+):
+    """A bit flipped in the weights (h5py's RuntimeError), a truncated
+    random state (BadZipFile), a record that does not parse, of the wrong
+    kind or out of range (a FailedPreconditionError in `fit`): the run
+    says which file did not load and resumes from the backup before, all
+    three of its files (the optimizer's update count is the uninterrupted
+    run's: not the latest weights with the earlier position)."""
+    name, damage = LATEST_DAMAGED[case]
+    output = damaged_copy(interrupted, tmp_path, damage)
+    log = run("train", "--output", str(output), *DAMAGED_RUN)
+    assert f"the last backup did not load: {output / 'backup' / name}" in log, log
+    assert "resuming from the one before it, at step 3 of epoch 1" in log, log
+    assert os.path.exists(output / "model.keras") and not os.path.exists(output / "backup")
+    assert iterations(output / "final.weights.h5") == 8  # 2 epochs of 4 steps
+
+
+BOTH_DAMAGED = {
+    "weights-truncated": (
+        lambda b: (truncate(f"{b}/latest.weights.h5"), truncate(f"{b}/latest.weights.h5.bkp")),
+        ("latest.weights.h5", "latest.weights.h5.bkp"),
+    ),
+    "record-and-random": (
+        lambda b: (write_record("[]")(b), truncate(f"{b}/random.npz.bkp")),
+        ("training_metadata.json", "random.npz.bkp"),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(BOTH_DAMAGED))
+def test_both_backups_damaged_is_one_error_line_naming_the_files(
+    interrupted, tmp_path, capsys, case
+):
+    """Neither backup loads: one `error:` line (exit status 2, no
+    traceback) naming the damaged file of each and what to do; the files
+    are left as they were."""
+    from tests.translation_helpers import cli
+
+    damage, names = BOTH_DAMAGED[case]
+    output = damaged_copy(interrupted, tmp_path, damage)
+    backup = output / "backup"
+    before = {name: (backup / name).read_bytes() for name in os.listdir(backup)}
+    status, _, err = cli(capsys, "train", "--output", str(output), *DAMAGED_RUN)
+    assert status == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith(f"error: no backup in {backup} loads: {backup / names[0]} "), err
+    assert f"; {backup / names[1]} " in err, err
+    assert err.endswith(
+        f": delete {backup} to train again from the first epoch, or start the run anew with "
+        "--overwrite\n"
+    ), err
+    assert {name: (backup / name).read_bytes() for name in os.listdir(backup)} == before
+
+
+def test_a_backup_whose_optimizer_state_does_not_load_falls_back(tmp_path):
+    """Keras only warns when a weights file's optimizer variables do not fit
+    the optimizer (and goes on with a fresh one): a backup without them is
+    damaged, and the one before is restored, optimizer state included."""
+    import h5py
+    import keras
+
+    from recipes import runs
+
+    def model():
+        built = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+        built.compile("adam", "mse")
+        return built
+
+    x = np.random.default_rng(0).normal(size=(16, 3)).astype("float32")
+    backup = str(tmp_path / "backup")
+    callback = runs.resilient_backup(backup, moves_fit=False)
+    model().fit(x, x[:, :1], batch_size=4, epochs=2, verbose=0, callbacks=[callback])
+    with h5py.File(os.path.join(backup, "latest.weights.h5"), "r+") as handle:
+        del handle["optimizer/vars/1"]
+    messages, resumed = [], model()
+    restoring = runs.resilient_backup(backup, messages.append, moves_fit=False)
+    restoring.set_model(resumed)
+    assert restoring.restore() == (1, 0)
+    assert messages[0].startswith(
+        f"the last backup did not load: {backup}/latest.weights.h5 does not load (ValueError: "
+    ), messages
+    assert int(resumed.optimizer.iterations) == 4
+    # the one before is in place of the latest: a second resume finds it whole
+    again = runs.resilient_backup(backup, messages.append, moves_fit=False)
+    again.set_model(model())
+    assert again.restore() == (1, 0) and len(messages) == 1
+
+
+def test_averaging_a_damaged_checkpoint_is_one_error_naming_it(tmp_path):
+    """`average` (and `train --average-last`) over a checkpoint with a
+    flipped bit: a `ValueError` naming it (one `error:` line), not h5py's
+    RuntimeError."""
+    import keras
+
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    model.compile("adam", "mse")
+    damaged = str(tmp_path / "epoch-0001.weights.h5")
+    model.save_weights(damaged)
+    flip_a_bit(damaged)
+    with pytest.raises(ValueError, match=f"^{damaged} does not load into the run's model"):
+        averaging.load_checkpoint(model, damaged)
+
+
+def test_a_model_keras_with_a_flipped_bit_is_one_error_line(trained, tmp_path, capsys):
+    """A bit flipped in `model.keras`'s `config.json` (zipfile's BadZipFile,
+    its CRC) when `translate` loads it: one `error:` line naming the file,
+    as for a truncated one."""
+    import shutil
+    import struct
+    import zipfile
+
+    from tests.translation_helpers import cli
+
+    output = tmp_path / "run"
+    shutil.copytree(trained[0], output)
+    path = output / "model.keras"
+    with zipfile.ZipFile(path) as archive:
+        member = archive.getinfo("config.json")
+    with open(path, "rb") as handle:  # the member's data: after its local header
+        handle.seek(member.header_offset + 26)
+        start = member.header_offset + 30 + sum(struct.unpack("<HH", handle.read(4)))
+    flip_a_bit(path, start + member.compress_size // 2)
+    status, _, err = cli(capsys, "translate", "--output", str(output), "Hallo.")
+    assert status == 2 and err.count("\n") == 1, err
+    assert err.startswith(f"error: {path} does not load (") and "it is damaged" in err, err

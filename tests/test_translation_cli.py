@@ -388,7 +388,8 @@ def test_every_declared_check_refuses_a_value_out_of_its_range():
 
     checked = {key: field.metadata.get("check") for key, field in FIELDS.items()}
     checked = {key: check for key, check in checked.items() if check}
-    assert set(config.POSITIVE) == {k for k, c in checked.items() if c == CHECKS["positive"]}
+    positive = {k for k, c in checked.items() if config.check_kind(c) == CHECKS["positive"]}
+    assert set(config.POSITIVE) == positive
     assert {"epochs", "beam_width", "nbest", "hidden_dim"} <= set(config.POSITIVE)
     assert {"samples", "min_length", "no_repeat_ngram_size"} <= set(config.COUNTS)
     assert {"save_every", "validate_every"} <= set(config.COUNTS)
@@ -557,6 +558,12 @@ def test_command_line_tables_are_the_librarys():
     assert config.POSITIONS == POSITIONS
     assert config.CT2_QUANTIZATIONS == QUANTIZATIONS
     assert config.BEAM_DEFAULTS == BeamSearch().decoding_options()  # all of them
+    from keras_attention.seq2seq.search import MAX_BEAM_WIDTH
+    from recipes.translation import defaults, settings
+
+    assert defaults.MAX_BEAM == MAX_BEAM_WIDTH
+    for name in ("beam_width", "nbest", "num_hypotheses"):
+        assert settings.FIELDS[name].metadata["check"]["at_most"] == MAX_BEAM_WIDTH, name
     from keras_attention.serving.translator import QUANTIZATIONS
 
     assert config.QUANTIZATIONS == QUANTIZATIONS

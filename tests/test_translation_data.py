@@ -398,12 +398,24 @@ def test_average_command_writes_the_mean_of_the_given_checkpoints(trained, tmp_p
             np.testing.assert_allclose(got[name], expected[name], rtol=1e-6, atol=1e-7)
     status, out, err = cli(capsys, "translate", "--output", output, "Ich habe keine Zeit.")
     assert status == 0 and out.splitlines()[1].startswith("  -> "), err
+    link = tmp_path / "link.weights.h5"
+    link.symlink_to(epochs[0])
     for flags, message in (
-        (["--last", "3"], "error: --last 3: "),
+        (["--last", "3"], f"error: --last 3: {folder} holds 2 epoch checkpoints; "),
+        (["--last", "1"], "error: --last must be >= 2; got 1"),
         (["--checkpoints", str(tmp_path / "none.weights.h5")], "error: --checkpoints "),
+        (["--checkpoints", *epochs, epochs[0]], "error: --checkpoints names one file twice"),
+        (["--checkpoints", epochs[0], str(link)], "error: --checkpoints names one file twice"),
     ):
         status, out, err = cli(capsys, "average", "--output", output, *flags)
         assert status == 2 and err.startswith(message) and err.count("\n") == 1, err
+    # A run trained with --save-every keeps step checkpoints: named as such.
+    for path in epochs:
+        os.replace(path, os.path.join(folder, "step-00000010.weights.h5"))
+    status, out, err = cli(capsys, "average", "--output", output, "--last", "2")
+    assert status == 2 and err.startswith(
+        f"error: --last 2: {folder} holds 1 step checkpoint; train with --average-last 2"
+    ), err
 
 
 def test_average_measures_the_validation_loss_as_training_does(trained, tmp_path, capsys):
@@ -816,3 +828,215 @@ def test_alternatives_are_the_ding_corpus_s_only(tmp_path, capsys):
     assert err == "error: --alternatives are the Ding corpus's: leave out --corpus\n"
     with pytest.raises(CorpusError, match="--alternatives are the Ding corpus's"):
         prepare(other, corpus=str(corpus), alternatives=True)
+
+
+# -- reading a user's text files: bounded lines, compressed files, the split's message ---------
+def _pairs_text(count, start=0):
+    return "".join(f"Satz Nummer {i}.\tSentence number {i}.\n" for i in range(start, count))
+
+
+class _EndlessLine:
+    """A binary stream of one line without end (as `/dev/zero` is), which
+    records the most bytes a read asked for: a reader that asks for all
+    (`-1`, `None`) or for more than the bound is not bounded."""
+
+    def __init__(self, then=b""):
+        import io
+
+        self.asked, self.given, self.then = [], 0, io.BytesIO(then)
+
+    def readline(self, size=-1):
+        self.asked.append(size)
+        if size is None or size < 0 or size > 10_000:
+            raise AssertionError(f"an unbounded read: readline({size})")
+        if self.given >= 1_000_000:  # the line ends after 1 MB, then the lines of `then`
+            return self.then.readline(size)
+        self.given += size
+        return b"x" * size
+
+
+def test_a_line_over_the_bound_is_read_in_chunks_dropped_and_reported(tmp_path, monkeypatch):
+    from recipes.translation import corpus
+    from recipes.translation.corpus import bounded_lines, tsv_pairs
+    from recipes.translation.text_io import read_pair_file
+
+    stream = _EndlessLine(then=b"\nHallo.\tHello.\n")
+    lines = list(bounded_lines(stream, "endless", "--corpus", limit=1000))
+    assert lines == [(1, None), (2, b"Hallo.\tHello.\n")]
+    assert max(stream.asked) <= 1001
+    monkeypatch.setattr(corpus, "MAX_LINE_BYTES", 64)
+    path = tmp_path / "long.tsv"
+    path.write_text(_pairs_text(2) + "x" * 65 + "\tlong\n" + _pairs_text(4, 2), encoding="utf-8")
+    problems = []
+    assert len(list(tsv_pairs(str(path), problems))) == 4
+    assert problems == [
+        f"{path}:3: longer than 64 bytes (a line holds one source<TAB>target pair); skipped"
+    ]
+    log = []
+    assert len(read_pair_file(str(path), "--test", log.append)) == 4
+    assert log == [f"warning: {problems[0]}"]
+
+
+def test_translate_input_refuses_a_line_over_the_bound_naming_it(tmp_path, monkeypatch):
+    """Skipped, it would shift every later translation a line up."""
+    import io
+
+    from recipes.translation import corpus
+    from recipes.translation.text_io import read_sentences
+
+    monkeypatch.setattr(corpus, "MAX_LINE_BYTES", 64)
+    path = tmp_path / "in.txt"
+    path.write_bytes(b"\xef\xbb\xbfHallo.\n" + b"x" * 65 + b"\nWelt.\n")
+    with pytest.raises(ValueError, match=f"^--input {path}:2: longer than 64 bytes; expected one"):
+        read_sentences(str(path))
+    stdin = io.BytesIO(b"\xef\xbb\xbfHallo.\r\n\nWelt.")  # still read as before
+    assert read_sentences("-", stdin) == ["Hallo.", "", "Welt."]
+    assert read_sentences("-", io.BytesIO(b"\xef\xbb\xbf")) == []
+
+
+def test_dev_zero_as_the_corpus_is_refused_at_once_in_bounded_memory(tmp_path):
+    """`train --corpus /dev/zero` grew to 2.66 GB in 13 s; the child's
+    address space is capped, so a reader that keeps the line fails fast."""
+    import subprocess
+
+    script = f"""
+import resource
+resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+from recipes.translation.corpus import CorpusError
+from recipes.translation.splits import prepare
+try:
+    prepare({str(tmp_path / "run")!r}, "/dev/zero", log=print)
+except CorpusError as error:
+    print("refused:", error)
+# (VmHWM, this process's peak; ru_maxrss would count the parent's, kept across exec)
+peak = [line for line in open("/proc/self/status") if line.startswith("VmHWM:")]
+print("rss_kib:", int(peak[0].split()[1]) if peak else 0)
+"""
+    from tests.translation_helpers import ROOT
+
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "refused: --corpus /dev/zero holds NUL bytes: it is not UTF-8 text" in done.stdout
+    rss = int(done.stdout.split("rss_kib:")[1])
+    assert rss < 300 * 1024, done.stdout
+
+
+def test_carriage_returns_alone_as_line_breaks_are_named(tmp_path, monkeypatch, capsys):
+    from recipes.translation import corpus
+    from recipes.translation.corpus import tsv_pairs
+    from recipes.translation.text_io import read_sentences
+
+    small = tmp_path / "mac.tsv"
+    small.write_bytes(_pairs_text(300).replace("\n", "\r").encode())
+    named = "uses carriage returns (CR, old Mac line endings) alone as line breaks; convert it with"
+    status, _, err = cli(capsys, "train", "--corpus", str(small), "--output", str(tmp_path / "r"))
+    assert status == 2 and err.count("\n") == 1, err
+    assert err.startswith(f"error: --corpus {small} {named}: tr '\\r' '\\n' < {small}"), err
+    with pytest.raises(ValueError, match=f"--input {small} uses carriage returns"):
+        read_sentences(str(small))
+    monkeypatch.setattr(corpus, "MAX_LINE_BYTES", 64)  # a file larger than the bound
+    with pytest.raises(CorpusError, match=re.escape(named)):
+        list(tsv_pairs(str(small), []))
+    crlf = tmp_path / "crlf.tsv"  # \r\n line ends and a last line without one are fine
+    crlf.write_bytes(b"Hallo.\tHello.\r\nWelt.\tWorld.\r")
+    assert list(tsv_pairs(str(crlf), [])) == [("Hallo.", "Hello."), ("Welt.", "World.")]
+
+
+def test_a_line_blank_on_both_sides_is_reported_and_counted(tmp_path):
+    from recipes.translation.corpus import tsv_pairs
+
+    path = tmp_path / "blank.tsv"
+    path.write_text(_pairs_text(150) + " \t \n\n   \n" + _pairs_text(300, 150), encoding="utf-8")
+    problems = []
+    assert len(list(tsv_pairs(str(path), problems))) == 300
+    assert problems == [
+        f"{path}:151: expected exactly one non-empty source and target; skipped"
+    ]  # the blank lines without a tab (152, 153) are no pairs and no mistakes
+    log = []
+    prepare(str(tmp_path / "run"), str(path), log=log.append)
+    assert f"warning: {problems[0]}" in log
+    assert log[-1].endswith(", 1 lines skipped"), log
+
+
+def test_a_gzip_corpus_is_read_as_its_text_and_other_compressions_are_named(tmp_path, capsys):
+    import bz2
+    import gzip
+    import lzma
+
+    from recipes.translation.data import read_pairs
+    from recipes.translation.text_io import read_pair_file, read_sentences
+
+    text = _pairs_text(300)
+    plain, packed = tmp_path / "corpus.tsv", tmp_path / "corpus.tsv.gz"
+    plain.write_text(text, encoding="utf-8")
+    packed.write_bytes(gzip.compress(text.encode()))
+    log = []
+    split = prepare(str(tmp_path / "plain"), str(plain), log=log.append)
+    zipped = prepare(str(tmp_path / "gz"), str(packed), log=log.append)
+    assert not [line for line in log if "warning" in line], log
+    for name in ("train", "valid", "test"):
+        assert read_pairs(zipped[name]) == read_pairs(split[name])
+    assert read_pair_file(str(packed), "--test", log.append)[:1] == [
+        ("Satz Nummer 0.", "Sentence number 0.")
+    ]
+    assert read_sentences(str(packed))[:1] == ["Satz Nummer 0.\tSentence number 0."]
+    damaged = tmp_path / "damaged.tsv.gz"
+    damaged.write_bytes(gzip.compress(text.encode())[:200])
+    with pytest.raises(CorpusError, match=f"^--corpus {damaged}: damaged gzip data"):
+        prepare(str(tmp_path / "damaged"), str(damaged), log=log.append)
+    for name, data in (
+        ("bzip2", bz2.compress(text.encode())),
+        ("xz", lzma.compress(text.encode())),
+        ("zstd", b"\x28\xb5\x2f\xfd" + bytes(20)),
+    ):
+        path = tmp_path / f"corpus.{name}"
+        path.write_bytes(data)
+        run_dir = str(tmp_path / name)
+        status, _, err = cli(capsys, "train", "--corpus", str(path), "--output", run_dir)
+        assert status == 2 and err.count("\n") == 1, err
+        assert err.startswith(f"error: --corpus {path} is {name}-compressed, which is not read")
+        assert f"({name} -dc {path} > corpus.tsv)" in err
+    word = tmp_path / "word.tsv"  # text that begins like bzip2's magic is text
+    word.write_text("BZh9 ist kein Wort.\tBZh9 is no word.\n", encoding="utf-8")
+    assert read_pair_file(str(word), "--test") == [("BZh9 ist kein Wort.", "BZh9 is no word.")]
+
+
+def _sources(split, count, prefix="Satz"):
+    """`count` source sentences that `split_of` puts in `split`."""
+    from recipes.translation.splits import split_of
+
+    found = (f"{prefix} {i}." for i in itertools.count())
+    return list(itertools.islice((s for s in found if split_of(s) == split), count))
+
+
+def test_a_split_too_small_says_what_happened_with_its_numbers(tmp_path):
+    # 12 different sentences, one of them twice, all in train: too few
+    # distinct sentences, not duplicates, left the held-out splits empty.
+    sources = _sources("train", 12)
+    path = tmp_path / "few.tsv"
+    pairs = [(s, s.replace("Satz", "Sentence")) for s in sources + sources[:1]]
+    path.write_text("".join(f"{s}\t{t}\n" for s, t in pairs), encoding="utf-8")
+    with pytest.raises(CorpusError) as refused:
+        prepare(str(tmp_path / "few"), str(path), log=lambda line: None)
+    message = str(refused.value)
+    assert message.startswith(
+        "the corpus gave 13 usable pairs with 12 distinct source sentences, 1 of them "
+        "repeating a source sentence, split {'train': 13, 'valid': 0, 'test': 0}, and the "
+        "valid/test split needs at least 1, 1: the split is by source sentence"
+    ), message
+    assert "so 12 are too few" in message and "duplicates" not in message
+    # Different sentences with one translation: the held-out pairs are dropped.
+    sources = _sources("train", 20) + _sources("valid", 2) + _sources("test", 2)
+    path = tmp_path / "one-target.tsv"
+    path.write_text("".join(f"{s}\tHello.\n" for s in sources), encoding="utf-8")
+    with pytest.raises(CorpusError) as refused:
+        prepare(str(tmp_path / "one"), str(path), log=lambda line: None)
+    message = str(refused.value)
+    assert message.startswith(
+        "the corpus gave 24 usable pairs with 24 distinct source sentences, split "
+        "{'train': 20, 'valid': 0, 'test': 0} after 4 held-out pairs were dropped since their "
+        "target sentence is also a training pair's"
+    ), message
+    assert "duplicates" not in message and "too few" not in message

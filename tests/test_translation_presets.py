@@ -105,6 +105,24 @@ def test_the_big_preset_and_the_paper_s_learning_rate():
             assert float(schedule(step - 1)) == pytest.approx(paper, rel=1e-5)
 
 
+def test_a_preset_s_rate_is_the_paper_s_of_the_width_and_warmup_used():
+    """`--preset base --hidden-dim 32` kept the peak rate of width 512; the
+    paper's peak is d^-0.5 · w^-0.5 of the model trained. A rate given wins."""
+    for flags, (d, w) in (
+        ((), (512, 4000)),
+        (("--hidden-dim", "32"), (32, 4000)),
+        (("--warmup", "400"), (512, 400)),
+        (("--hidden-dim", "64", "--warmup", "100"), (64, 100)),
+    ):
+        config = config_of("train", "--preset", "base", *flags)
+        assert config.learning_rate == pytest.approx(d**-0.5 * w**-0.5, rel=1e-12), flags
+    given = config_of("train", "--preset", "base", "--hidden-dim", "32", "--learning-rate", "1e-3")
+    assert given.learning_rate == 1e-3
+    assert config_of("train", "--preset", "big", "--hidden-dim", "64").learning_rate == (
+        pytest.approx((64 * 4000) ** -0.5)
+    )
+
+
 def test_flags_win_over_a_preset_and_a_preset_implies_the_transformer(capsys):
     config = config_of("train", "--preset", "big", "--dropout", "0.1", "--num-layers", "2")
     assert (config.dropout, config.num_layers, config.hidden_dim) == (0.1, 2, 1024)

@@ -639,3 +639,77 @@ def test_every_numeric_setting_refuses_a_huge_value_before_anything_is_written(t
         assert status == 2 and err.startswith(f"error: --{key.replace('_', '-')}"), (key, err)
         assert err.count("\n") == 1, (key, err)
         assert not os.path.exists(output), key
+
+
+def test_an_update_freq_beyond_an_epoch_s_batches_is_refused_before_training(tmp_path, capsys):
+    """With 9 batches an epoch, `--update-freq 1000` trained an epoch without
+    one update and wrote the untrained model as "trained"."""
+    small = corpus(tmp_path / "corpus.tsv")
+    output = tmp_path / "run"
+    status, out, err = cli(
+        capsys, "train", "--output", str(output), "--corpus", small, *TINY, "--epochs", "1",
+        "--update-freq", "1000",
+    )  # fmt: skip
+    assert status == 2 and err.count("\n") == 1, (out, err)
+    assert err.startswith("error: --update-freq 1000 is more than the "), err
+    assert "batches of an epoch" in err and "give --update-freq" in err, err
+    assert not os.path.exists(output)  # a new run refused before training leaves nothing
+
+
+# -- 7. a corpus edited after its split was made ------------------------------------------
+def edit_in_place(path):
+    """Change one sentence of the corpus, keeping its size."""
+    text = open(path, encoding="utf-8").read()
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(text.replace("Satz Nummer 7.", "Satz Nummer X."))
+
+
+def test_a_corpus_edited_since_the_split_is_refused_not_silently_ignored(tmp_path):
+    """`data/meta.json` recorded the corpus by its path: a run resumed after
+    the file changed trained on the old split without a word."""
+    source, output = corpus(tmp_path / "corpus.tsv"), str(tmp_path / "run")
+    prepare(output, source, log=lambda _: None)
+    os.utime(source, ns=(0, 0))  # touched (restored by a copy): the same bytes are accepted
+    prepare(output, source, log=lambda _: None)
+    edit_in_place(source)
+    with pytest.raises(CorpusError, match=f"--corpus {source} changed since the run in"):
+        prepare(output, source, log=lambda _: None)
+    with open(source, "a", encoding="utf-8") as handle:  # another size: refused as well
+        handle.write("Noch ein Satz.\tOne more sentence.\n")
+    with pytest.raises(CorpusError, match="pass --overwrite to prepare the data again"):
+        prepare(output, source, log=lambda _: None)
+    # a split recorded before the fingerprint: its corpus is unknown, and accepted
+    meta_path = os.path.join(output, "data", "meta.json")
+    meta = json.load(open(meta_path))
+    del meta["corpus_file"]
+    runs.write_json_atomically(meta_path, meta)
+    prepare(output, source, log=lambda _: None)
+
+
+def test_the_ding_corpus_upgraded_since_the_split_is_refused(tmp_path, monkeypatch):
+    from recipes.translation import splits
+
+    fake = corpus(tmp_path / "de-en")
+    monkeypatch.setattr(splits, "DING", fake)
+    monkeypatch.setattr(splits, "ding_pairs", lambda: tsv_pairs(fake, []))
+    output = str(tmp_path / "run")
+    prepare(output, log=lambda _: None)
+    edit_in_place(fake)
+    with pytest.raises(CorpusError, match=f"the Ding corpus {fake} .* changed since the run"):
+        prepare(output, log=lambda _: None)
+
+
+def test_a_run_resumed_on_an_edited_corpus_is_refused_in_one_line(tmp_path, capsys, monkeypatch):
+    source, output = corpus(tmp_path / "corpus.tsv"), str(tmp_path / "run")
+
+    def stop(*args, **kwargs):
+        raise Reached
+
+    monkeypatch.setattr(training, "fit_streams", stop)  # the run is kept from here on
+    with pytest.raises(Reached):
+        run("train", "--output", output, "--corpus", source, *TINY, "--epochs", "1")
+    edit_in_place(source)
+    status, out, err = cli(capsys, "train", "--output", output, "--corpus", source, *TINY)
+    assert status == 2 and err.count("\n") == 1, (out, err)
+    assert err.startswith(f"error: --corpus {source} changed since the run in {output}"), err
+    assert os.path.exists(os.path.join(output, "run.json"))  # nothing of the run is deleted

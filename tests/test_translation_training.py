@@ -425,3 +425,25 @@ def test_a_search_that_does_not_reload_is_one_error_naming_the_folder(tmp_path, 
     assert "tune: trial 1/1 (random): {'units': 1} ..." in err.splitlines()
     with pytest.raises(ValueError, match=r"^--output .* holds a search that does not resume"):
         run_search(build, data, data, algorithm="hyperband", **common)
+
+
+def test_training_says_when_its_last_batches_made_no_update():
+    """With `--update-freq K`, the batches after the last full K of a run
+    (its end, or where the time budget stopped) accumulate gradients that
+    are never applied: said, not left silent. The count is the optimizer's,
+    so a resumed run's batches before the backup count too."""
+    import keras
+
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile(keras.optimizers.Adam(gradient_accumulation_steps=4), "mse")
+    x, y = np.ones((6, 2), "float32"), np.ones((6, 1), "float32")
+    model.fit(x, y, batch_size=1, epochs=1, verbose=0)  # 6 batches: one update, 2 left
+    lines = []
+    training._report_unapplied(model, 4, lines.append)
+    assert lines == [
+        "--update-freq 4: the last 2 batches, fewer than 4, made no update (training ended "
+        "before their accumulation was complete)"
+    ]
+    model.fit(x[:2], y[:2], batch_size=1, epochs=1, verbose=0)  # 8: complete
+    training._report_unapplied(model, 4, lines.append)
+    assert len(lines) == 1

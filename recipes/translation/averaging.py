@@ -120,16 +120,18 @@ class KeepLastEpochs(keras.callbacks.Callback):
 
 
 def load_checkpoint(model, path):
-    """`model.load_weights(path)`; a file that does not fit the model
-    raises `ValueError` naming it."""
+    """`model.load_weights(path)`; a file that does not fit the model, or
+    does not read (damaged: `runs.DAMAGED_FILE_ERRORS`), raises `ValueError`
+    naming it."""
     try:
         with warnings.catch_warnings():  # a file of another model: said in the error below
             warnings.filterwarnings("ignore", "Skipping variable loading for optimizer")
             model.load_weights(path)
-    except (OSError, ValueError) as error:
+    except runs.DAMAGED_FILE_ERRORS as error:
         raise ValueError(
-            f"{path} does not load into the run's model ({str(error).splitlines()[0]}): "
-            "expected a .weights.h5 file saved from this run's architecture"
+            f"{path} does not load into the run's model ({str(error).splitlines()[0]}): it is "
+            "damaged or not saved from this run's architecture; leave it out (--checkpoints "
+            "names the files to average)"
         ) from None
 
 

@@ -41,6 +41,7 @@ from .defaults import (  # noqa: F401  (the recipe's tables, imported from here 
     TOKENIZERS,
     WINDOW_RULE,
     corpus_key,
+    paper_rate,
 )
 from .settings import CHECKS, FIELDS, Settings
 
@@ -58,8 +59,22 @@ def declared(key, value=True):
     return tuple(name for name, field in FIELDS.items() if holds(field))
 
 
-POSITIVE = declared("check", CHECKS["positive"])  # integers >= 1
-COUNTS = declared("check", CHECKS["count"])  # integers >= 0
+def check_kind(check):
+    """A declared check less its upper bound (`at_most`, `why`): which of
+    `CHECKS` it is."""
+    return {key: value for key, value in (check or {}).items() if key not in ("at_most", "why")}
+
+
+POSITIVE = tuple(  # integers >= 1
+    name
+    for name, field in FIELDS.items()
+    if check_kind(field.metadata.get("check")) == CHECKS["positive"]
+)
+COUNTS = tuple(  # integers >= 0
+    name
+    for name, field in FIELDS.items()
+    if check_kind(field.metadata.get("check")) == CHECKS["count"]
+)
 FOLDERS = declared("folder")
 MODEL_KEYS = declared("records", "model")  # the model's settings (`config.model_settings`)
 # What a run's data split and vocabularies are built from (and `distill_from`,
@@ -141,10 +156,13 @@ class TranslationConfig(Settings):
         given for the settings a preset names.)"""
         output = "runs/demo" if command == "demo" else "runs/translate"
         preset = PRESETS.get(settings.get("preset"), {})
-        return cls(
-            command=command,
-            **{"output": output, **COMMAND_DEFAULTS.get(command, {}), **preset, **settings},
-        )
+        merged = {"output": output, **COMMAND_DEFAULTS.get(command, {}), **preset, **settings}
+        width, warmup = merged.get("hidden_dim"), merged.get("warmup")
+        if preset and "learning_rate" not in settings and _positive_integers(width, warmup):
+            # The preset's peak rate is the paper's d^-0.5 · w^-0.5 of the width and
+            # warm-up used, also where --hidden-dim or --warmup replaces the preset's.
+            merged["learning_rate"] = paper_rate(width, warmup)
+        return cls(command=command, **merged)
 
     def replace(self, **changes):
         """A copy with `changes` (the demo runs its commands on copies)."""
@@ -409,3 +427,9 @@ def recorded_defaults(settings):
         "subword_sampling": 0.0,
         "distill_from": None,
     }
+
+
+def _positive_integers(*values):
+    """True when every value is an integer >= 1 (not a bool): settings the
+    checks have not seen yet, used only when they would pass."""
+    return all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in values)

@@ -3,18 +3,25 @@ sentences (Debian package `trans-de-en`), its word and phrase entries, and
 any TSV file, as `(source, target)` pairs; the warnings of what was skipped.
 
 Bad input never stops a run with a traceback. A malformed line (no tab, an
-empty side, bytes that are not UTF-8, a carriage return inside the line) is
-skipped, and reported with its line number. Every reader splits lines on
-`\\n` only, the rule `tf.data.TextLineDataset` follows (which also drops
-every `\\r`; the split files hold none), so the split files and the
-pipelines agree on what a line is.
+empty side, bytes that are not UTF-8, a carriage return inside the line,
+more than `MAX_LINE_BYTES`) is skipped, and reported with its line number;
+a file that cannot be text (compressed other than by gzip, NUL bytes, or
+carriage returns alone as line breaks) is refused with one message, and a
+gzip-compressed one is read as the text it holds. Every
+reader splits lines on `\\n` only, the rule `tf.data.TextLineDataset`
+follows (which also drops every `\\r`; the split files hold none), so the
+split files and the pipelines agree on what a line is.
 """
 
+import contextlib
+import gzip
 import os
 import re
 import sys
+import zlib
 
 from .config import DING
+from .defaults import MAX_LINE_BYTES
 
 DING_HINT = "install it with: sudo apt-get install -y trans-de-en (make demo and make test do this)"
 _ANNOTATION = re.compile(r"\{[^}]*\}|\[[^\]]*\]|<[^>]*>")
@@ -34,6 +41,99 @@ def check_file(path, flag, error=CorpusError):
         raise error(f"{flag} {path} is a directory; expected a file")
     if not os.path.exists(path):
         raise error(f"{flag} {path}: no such file")
+
+
+GZIP = b"\x1f\x8b"  # the first bytes of a gzip file (RFC 1952), which is read as its text
+# The first bytes of the compressed files that are refused, and their formats (each
+# also the name of the tool that decompresses it: `xz -dc FILE`).
+# bzip2's `BZh` is followed by its block size and the magic of a block or of the end
+# (a text file may begin with `BZh`); the others cannot begin UTF-8 text.
+COMPRESSED = {
+    re.compile(rb"BZh[1-9](\x31\x41\x59\x26\x53\x59|\x17\x72\x45\x38\x50\x90)"): "bzip2",
+    re.compile(rb"\xfd7zXZ\x00"): "xz",
+    re.compile(rb"\x28\xb5\x2f\xfd"): "zstd",
+}
+_HEAD = 4096  # bytes looked at for the magic numbers and NUL bytes
+
+
+def _head(handle):
+    """The first bytes of the binary stream `handle`, left unread."""
+    if hasattr(handle, "peek"):
+        return handle.peek(_HEAD)[:_HEAD]
+    if handle.seekable():
+        at = handle.tell()
+        head = handle.read(_HEAD)
+        handle.seek(at)
+        return head
+    return b""
+
+
+@contextlib.contextmanager
+def open_text(path, flag, error=CorpusError, handle=None):
+    """The binary stream of the text file `path` that `flag` names (or of
+    `handle`, e.g. standard input, `path` naming it): a gzip file's
+    decompressed text. `error` naming `flag` for a file of another
+    compressed format or with NUL bytes in its first 4 KiB (binary, or
+    UTF-16 text), and for damaged gzip data."""
+    with contextlib.ExitStack() as stack:
+        if handle is None:
+            handle = stack.enter_context(open(path, "rb"))
+        gzipped = _head(handle).startswith(GZIP)
+        try:
+            if gzipped:
+                handle = stack.enter_context(gzip.GzipFile(fileobj=handle, mode="rb"))
+            head = _head(handle)
+            for magic, name in COMPRESSED.items():
+                if magic.match(head):
+                    raise error(
+                        f"{flag} {path} is {name}-compressed, which is not read: decompress it "
+                        f"({name} -dc {path} > corpus.tsv) and pass the text file (a gzip file "
+                        "is read as it is)"
+                    )
+            if b"\0" in head:
+                raise error(
+                    f"{flag} {path} holds NUL bytes: it is not UTF-8 text (a binary file, or "
+                    "UTF-16 text: convert that with iconv -f UTF-16 -t UTF-8)"
+                )
+            yield handle
+        except (EOFError, zlib.error, gzip.BadGzipFile) as damaged:
+            if not gzipped:
+                raise
+            raise error(f"{flag} {path}: damaged gzip data ({damaged})") from None
+
+
+def describe_bound(limit=None):
+    """`limit` bytes (default `MAX_LINE_BYTES`) in words: `1 MiB`, else `1000 bytes`."""
+    limit = limit or MAX_LINE_BYTES
+    return f"{limit >> 20} MiB" if limit % (1 << 20) == 0 else f"{limit} bytes"
+
+
+def bounded_lines(handle, path, flag, error=CorpusError, limit=None):
+    """`(number, line)` of each line of the binary stream `handle`, split
+    on `\\n` only, its `\\n` kept; a line of more than `limit` bytes before
+    its `\\n` (default `MAX_LINE_BYTES`) is `(number, None)`, its bytes read
+    and dropped `limit` at a time: memory stays bounded whatever the file
+    holds. `error` naming `flag` and `path` when the first line holds a
+    carriage return and no `\\n` ends it: the file breaks lines with
+    carriage returns alone, and would be one line."""
+    limit = limit or MAX_LINE_BYTES
+    number = 0
+    while line := handle.readline(limit + 1):
+        number += 1
+        complete = len(line) <= limit or line.endswith(b"\n")
+        ends = line.rstrip(b"\r") if complete else line  # a last line may end with `\r`
+        if number == 1 and not line.endswith(b"\n") and b"\r" in ends:
+            file = path if os.path.isfile(path) else "FILE"  # (standard input)
+            raise error(
+                f"{flag} {path} uses carriage returns (CR, old Mac line endings) alone as "
+                f"line breaks; convert it with: tr '\\r' '\\n' < {file} > {file}.lf"
+            )
+        if complete:
+            yield number, line
+            continue
+        while (rest := handle.readline(limit)) and not rest.endswith(b"\n"):
+            pass  # the rest of an over-long line, dropped as it is read
+        yield number, None
 
 
 def warn(log=print):
@@ -155,30 +255,39 @@ def words_of(text):
     return " ".join(_WORDS.findall(text.lower()))
 
 
-def tsv_pairs(path, problems, flag="--corpus", replaced=None):
-    """`source<TAB>target` pairs of a TSV file, streamed; each skipped line
-    appends a message to `problems`. A byte order mark before the first
-    line is not part of it. A line that is not UTF-8 is skipped, or, given
-    the list `replaced`, kept with each invalid byte as U+FFFD and its
-    line number appended to `replaced` (a user's `--test` and `--valid`
-    files, as `translate --input` reads)."""
-    check_file(path, flag)
-    with open(path, "rb") as handle:
-        for number, raw in enumerate(handle, 1):
+def tsv_pairs(path, problems, flag="--corpus", replaced=None, error=CorpusError):
+    """`source<TAB>target` pairs of a TSV file (or its gzip file), streamed;
+    each skipped line appends a message to `problems`: among them a line of
+    more than `MAX_LINE_BYTES`, and one blank on both sides of its tab (a
+    line without a tab that is blank is ignored). A byte order mark before
+    the first line is not part of it. A line that is not UTF-8 is skipped,
+    or, given the list `replaced`, kept with each invalid byte as U+FFFD and
+    its line number appended to `replaced` (a user's `--test` and `--valid`
+    files, as `translate --input` reads). `error` for a file that is not
+    text (`open_text`, `bounded_lines`)."""
+    check_file(path, flag, error)
+    with open_text(path, flag, error) as handle:
+        for number, raw in bounded_lines(handle, path, flag, error):
+            if raw is None:
+                problems.append(
+                    f"{path}:{number}: longer than {describe_bound()} "
+                    "(a line holds one source<TAB>target pair); skipped"
+                )
+                continue
             try:
                 line = raw.decode("utf-8").removesuffix("\n").removesuffix("\r")
-            except UnicodeDecodeError as error:
+            except UnicodeDecodeError as invalid:
                 if replaced is None:
                     problems.append(
                         f"{path}:{number}: not valid UTF-8 "
-                        f"({error.reason} at byte {error.start}); skipped"
+                        f"({invalid.reason} at byte {invalid.start}); skipped"
                     )
                     continue
                 replaced.append(number)
                 line = raw.decode("utf-8", "replace").removesuffix("\n").removesuffix("\r")
             if number == 1:
                 line = line.removeprefix(BOM)
-            if not line.strip():
+            if not line.strip() and "\t" not in line:
                 continue  # blank lines are allowed and ignored
             if "\r" in line:
                 problems.append(

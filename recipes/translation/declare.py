@@ -42,6 +42,7 @@ def setting(
     commands=(),
     *,
     check=None,
+    at_most=None,
     records=(),
     families=None,
     family_default=None,
@@ -64,6 +65,9 @@ def setting(
             "fraction" (in [0, 1)), or a dict of `check_number`'s arguments
             (`integer`, `low`, `low_included`, `below`) with `at_most` (the
             largest value, inclusive) and `why` (said when it is exceeded).
+        at_most: the largest value, added to a named `check` (every number
+            is bounded, so that none overflows an integer of NumPy,
+            TensorFlow or SentencePiece after the run has written its data).
         records: where a run records it: "model" (`MODEL_KEYS`), "data"
             (`DATA_KEYS`), "decoding" (`DECODING`).
         families: the model families that have it (`FAMILY_ONLY`); None: all.
@@ -77,6 +81,8 @@ def setting(
             exclusive (the name of a required mutually exclusive group).
     """
     check = (CHECKS[check] if isinstance(check, str) else check) or {}
+    if at_most is not None:
+        check = {**check, "at_most": at_most}
     placeholders = {"family_default": family_default, "at_most": check.get("at_most")}
     metadata = {
         "help": help and help.format(**placeholders),

@@ -9,8 +9,8 @@ The command line is parsed before Keras and TensorFlow are imported (`--help`
 and a mistyped flag answer at once), so nothing here imports the library:
 these copy its tables (`keras_attention.registry.names()` in
 `runs.LIBRARY_ATTENTION`, `seq2seq.transformer.POSITIONS`, `BeamSearch()`'s
-decoding options, `serving.translator.QUANTIZATIONS`,
-`serving.ctranslate2.QUANTIZATIONS`), and
+decoding options, `seq2seq.search.MAX_BEAM_WIDTH` in `MAX_BEAM`,
+`serving.translator.QUANTIZATIONS`, `serving.ctranslate2.QUANTIZATIONS`), and
 tests/test_translation_cli.py::test_command_line_tables_are_the_librarys
 checks that they do.
 """
@@ -23,6 +23,12 @@ from ..tuning import ALGORITHMS  # noqa: F401  (the tuner's, offered by --algori
 # The corpus a run reads unless --corpus names a TSV file: the Ding
 # dictionary's example sentences (Debian package `trans-de-en`).
 DING = "/usr/share/trans/de-en"
+# The longest line a user's text file (--corpus, --valid, --test, translate
+# --input) may hold, in bytes before its `\n`: a sentence pair is far shorter
+# (the model reads --max-length pieces), and a reader keeps no more than this
+# of a line in memory, however long it is (`corpus.bounded_lines`).
+MAX_LINE_BYTES = 1 << 20
+MAX_LINE = f"{MAX_LINE_BYTES >> 20} MiB"  # in the help's words
 FAMILIES = ("rnn", "convs2s", "transformer")
 POSITIONS = ("sinusoidal", "learned", "rope", "alibi", "relative")
 CT2_QUANTIZATIONS = ("int8", "int8_float32", "float16")
@@ -53,6 +59,25 @@ BEAM_DEFAULTS = {
 MAX_MEMBERS = 8
 # `train --workers`: at most this many local worker processes, for the same reason.
 MAX_WORKERS = 64
+# The largest value of each kind of count a setting takes: far beyond any
+# real run, and small enough that nothing overflows the 32- and 64-bit
+# integers of NumPy, TensorFlow and SentencePiece once the run has written
+# its data (`--update-freq 10**23` passed the checks and ended, after the
+# split, vocabularies and shards were written, in an OverflowError).
+MAX_PAIRS = 10**9  # sentence pairs: --limit, --vocab-sample, --limit-test, ...
+MAX_STEPS = 10**9  # training steps: --warmup, --save-every, --validate-every
+MAX_EPOCHS = 100_000  # --epochs, --patience, --bleu-every, --average-last, --last
+MAX_LENGTH = 10_000  # subword pieces of a sentence: --max-length, --min-length, ...
+MAX_WIDTH = 65_536  # a model's widths (--hidden-dim, ...) and head counts
+MAX_VOCABULARY = 1_000_000  # subword pieces of a vocabulary (--vocab-size)
+MAX_BATCH = 10**8  # pairs (--batch-size) or pieces (--batch-tokens) of a batch
+MAX_TRIALS = 10_000  # tune --trials, --bleu-trials
+MAX_UPDATE_FREQ = 10_000  # batches of one optimizer update (--update-freq)
+# --beam-width (and --nbest, --num-hypotheses): `seq2seq.search.MAX_BEAM_WIDTH`, copied.
+MAX_BEAM = 1000
+# NumPy's seeds are 32-bit (`keras.utils.set_random_seed`), and --members
+# seeds its models --seed, --seed + 1, ..., --seed + MAX_MEMBERS - 1.
+MAX_SEED = 2**32 - MAX_MEMBERS
 # Recorded beside a `sliding_window` since it means Keras's window (`upgrade`).
 WINDOW_RULE = "sliding_window_rule"
 
@@ -85,6 +110,8 @@ COMMAND_DEFAULTS = {
         "samples": 5,
     },
 }
+
+
 # `--preset`: the Transformers of Vaswani et al., "Attention Is All You
 # Need" (2017), Table 3: each fills the settings it names unless their flags
 # are given (`TranslationConfig.for_command`). Their rate schedule, d^-0.5 ·
@@ -93,6 +120,12 @@ COMMAND_DEFAULTS = {
 # base, 4.94e-4 for big). Their vocabulary: 32,000 shared byte-pair pieces
 # (WMT En-De; here SentencePiece's); the output projection, both embeddings
 # one table (their Sec. 3.4).
+def paper_rate(width, warmup):
+    """The peak of the paper's rate schedule, d^-0.5 · w^-0.5, for the
+    model width d (`--hidden-dim`) and warm-up w (`--warmup`)."""
+    return (width * warmup) ** -0.5
+
+
 PAPER = {
     "family": "transformer",
     "num_layers": 6,  # each for the encoder and the decoder
@@ -110,7 +143,7 @@ PRESETS = {
         "num_heads": 8,
         "intermediate_dim": 2048,
         "dropout": 0.1,
-        "learning_rate": (512 * 4000) ** -0.5,
+        "learning_rate": paper_rate(512, 4000),
     },
     "big": {
         **PAPER,
@@ -118,7 +151,7 @@ PRESETS = {
         "num_heads": 16,
         "intermediate_dim": 4096,
         "dropout": 0.3,
-        "learning_rate": (1024 * 4000) ** -0.5,
+        "learning_rate": paper_rate(1024, 4000),
     },
 }
 PRESET_KEYS = tuple(dict.fromkeys(key for preset in PRESETS.values() for key in preset))

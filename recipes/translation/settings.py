@@ -31,7 +31,19 @@ from .defaults import (
     CT2_QUANTIZATIONS,
     DECAYS,
     FAMILIES,
+    MAX_BATCH,
+    MAX_BEAM,
+    MAX_EPOCHS,
+    MAX_LENGTH,
+    MAX_LINE,
     MAX_MEMBERS,
+    MAX_PAIRS,
+    MAX_SEED,
+    MAX_STEPS,
+    MAX_TRIALS,
+    MAX_UPDATE_FREQ,
+    MAX_VOCABULARY,
+    MAX_WIDTH,
     MAX_WORKERS,
     POSITIONS,
     PRECISIONS,
@@ -58,7 +70,11 @@ class Settings:
     )
     # data
     corpus: str = setting(
-        None, "a TSV file of source<TAB>target lines (default: Ding de-en)", DATA, records=("data",)
+        None,
+        f"a TSV file of source<TAB>target lines, or its gzip file; lines longer than {MAX_LINE} "
+        "are skipped (default: Ding de-en)",
+        DATA,
+        records=("data",),
     )
     reverse: bool = setting(
         False, "swap the direction (Ding: English -> German)", DATA, records=("data",)
@@ -68,10 +84,16 @@ class Settings:
         "use only the first N pairs of the corpus (default: all)",
         DATA,
         check="positive",
+        at_most=MAX_PAIRS,
         records=("data",),
     )
     vocab_size: int = setting(
-        8000, "subword vocabulary size target", DATA, check="positive", records=("data",)
+        8000,
+        "subword vocabulary size target",
+        DATA,
+        check="positive",
+        at_most=MAX_VOCABULARY,
+        records=("data",),
     )
     tokenizer: str = setting(
         "sentencepiece",
@@ -87,6 +109,7 @@ class Settings:
         "(sentences per side; a smaller split: all of it)",
         DATA,
         check="positive",
+        at_most=MAX_PAIRS,
         records=("data",),
     )
     protect_numbers: bool = setting(
@@ -96,13 +119,14 @@ class Settings:
         DATA,
         records=("data",),
     )
-    batch_size: int = setting(64, "pairs per batch", DATA, check="positive")
+    batch_size: int = setting(64, "pairs per batch", DATA, check="positive", at_most=MAX_BATCH)
     batch_tokens: int = setting(
         None,
         "size batches by this many subword pieces per side instead of --batch-size (batches "
         "are bucketed by length either way)",
         DATA,
         check="positive",
+        at_most=MAX_BATCH,
     )
     dictionary: float = setting(
         0.0,
@@ -126,9 +150,10 @@ class Settings:
         "longest sentence in subword pieces (longer pairs are left out)",
         DATA,
         check="positive",
+        at_most=MAX_LENGTH,
         records=("model",),
     )
-    seed: int = setting(0, "random seed", DATA)
+    seed: int = setting(0, "random seed (0 to {at_most})", DATA, check="count", at_most=MAX_SEED)
     verbose: int = setting(
         None,
         "Keras fit verbosity (default: a progress bar on a terminal, else a line per epoch)",
@@ -148,8 +173,8 @@ class Settings:
         "transformer, --num-layers 6, --hidden-dim 512|1024, --num-heads 8|16, "
         "--intermediate-dim 2048|4096, --dropout 0.1|0.3, --vocab-size 32000, "
         "--shared-vocabulary, --tie-embeddings, --label-smoothing 0.1, --warmup 4000, "
-        "--decay rsqrt and --learning-rate d^-0.5 * 4000^-0.5 (the paper's schedule's "
-        "peak); a flag given wins",
+        "--decay rsqrt and --learning-rate d^-0.5 * w^-0.5 (the paper's schedule's peak, "
+        "of the --hidden-dim d and --warmup w used, also when given); a flag given wins",
         MODEL,
         choices=list(PRESETS),
     )
@@ -176,21 +201,35 @@ class Settings:
         "is --hidden-dim)",
         MODEL,
         check="positive",
+        at_most=MAX_WIDTH,
         records=("model",),
         families=("rnn", "convs2s"),
         family_default=128,
     )
     hidden_dim: int = setting(
-        256, "hidden width", MODEL, check="positive", records=("model",), old="units"
+        256,
+        "hidden width",
+        MODEL,
+        check="positive",
+        at_most=MAX_WIDTH,
+        records=("model",),
+        old="units",
     )
     num_layers: int = setting(
-        2, "layers per stack", MODEL, check="positive", records=("model",), old="layers"
+        2,
+        "layers per stack",
+        MODEL,
+        check="positive",
+        at_most=1000,  # a 1000-layer stack is far deeper than any translation model's
+        records=("model",),
+        old="layers",
     )
     num_heads: int = setting(
         None,
         "attention heads (default: {family_default}; transformer only)",
         MODEL,
         check="positive",
+        at_most=MAX_WIDTH,
         records=("model",),
         families=("transformer",),
         family_default=4,
@@ -201,6 +240,7 @@ class Settings:
         "the feed-forward width of each layer (default: 2 * --hidden-dim; transformer only)",
         MODEL,
         check="positive",
+        at_most=4 * MAX_WIDTH,  # the paper's 4 * d_model
         records=("model",),
         families=("transformer",),
         family_default=None,  # 2 * hidden_dim (`config.model_settings`)
@@ -222,6 +262,7 @@ class Settings:
         "default: one per head; transformer only)",
         MODEL,
         check="positive",
+        at_most=MAX_WIDTH,
         records=("model",),
         families=("transformer",),
         family_default=None,  # one key/value head per query head
@@ -233,6 +274,7 @@ class Settings:
         "sliding_window (default: all; transformer only)",
         MODEL,
         check="positive",
+        at_most=MAX_LENGTH + 1,  # sees every position of the longest sentence
         records=("model",),
         families=("transformer",),
         family_default=None,  # self-attention sees every position
@@ -243,6 +285,9 @@ class Settings:
         1e-3,
         "Adam's learning rate (> 0)",
         MODEL,
+        # no upper bound: a rate too large (even inf in float32) makes training
+        # diverge, which stops it with one error line and keeps nothing
+        # (`training._check_finite`); no integer is made of it
         check={"low": 0, "low_included": False},
         records=("model",),
     )
@@ -271,15 +316,20 @@ class Settings:
         "epochs to train (with --time-budget: the most)",
         (*MODEL, "tune"),
         check="positive",
+        at_most=MAX_EPOCHS,
         help_for={"tune": "most epochs a trial trains"},
     )
     update_freq: int = setting(  # Keras's gradient_accumulation_steps (`model.build_model`)
         1,
         "update the weights once every K batches, with the mean of their gradients "
         "(gradient accumulation: the batch of an update is K batches, in the memory of one); "
-        "--warmup and the decay count updates; an interrupted run resumes with its own K",
+        "--warmup and the decay count updates; an interrupted run resumes with its own K. "
+        "K is at most {at_most} and at most an epoch's batches (a larger K is refused "
+        "before training starts: it would train an epoch without an update); the batches "
+        "after the run's last full K, fewer than K, make no update, and training says so",
         MODEL,
         check="positive",
+        at_most=MAX_UPDATE_FREQ,
         records=("model",),
         metavar="K",
     )
@@ -300,6 +350,7 @@ class Settings:
         "rsqrt: a constant rate); a step is an optimizer update (--update-freq batches)",
         MODEL,
         check="count",
+        at_most=MAX_STEPS,
         records=("model",),
     )
     decay: str = setting(
@@ -335,6 +386,7 @@ class Settings:
         "(0: at epoch ends only)",
         MODEL,
         check="count",
+        at_most=MAX_STEPS,
         metavar="STEPS",
     )
     validate_every: int = setting(  # `steps.StepValidation`
@@ -344,6 +396,7 @@ class Settings:
         "validation_steps.jsonl and in TensorBoard (logs/steps) (0: at epoch ends only)",
         MODEL,
         check="count",
+        at_most=MAX_STEPS,
         metavar="STEPS",
     )
     patience: int = setting(
@@ -352,6 +405,7 @@ class Settings:
         "weights are kept either way)",
         MODEL,
         check="positive",
+        at_most=MAX_EPOCHS,
     )
     hyperparameters: str = setting(None, "best_hyperparameters.json from `tune`", MODEL)
     mixed_precision: str = setting(
@@ -363,9 +417,13 @@ class Settings:
     jit: bool = setting(False, "compile training with XLA", MODEL)
     valid: str = setting(
         None,
-        "validate on this TSV file of source<TAB>target lines instead of the split",
+        "validate on this TSV file of source<TAB>target lines instead of the split (lines "
+        f"longer than {MAX_LINE} are skipped)",
         ("train", "average"),
-        help_for={"average": "report validation loss on this TSV file"},
+        help_for={
+            "average": f"report validation loss on this TSV file (lines longer than {MAX_LINE} "
+            "are skipped)"
+        },
         metavar="FILE",
     )
     bleu_every: int = setting(
@@ -373,16 +431,21 @@ class Settings:
         "validation BLEU (greedy) every K epochs, logged as val_bleu (0: off)",
         ("train",),
         check="count",
+        at_most=MAX_EPOCHS,
     )
     bleu_sentences: int = setting(
-        200, "validation pairs --bleu-every translates", ("train",), check="positive"
+        200,
+        "validation pairs --bleu-every translates",
+        ("train",),
+        check="positive",
+        at_most=MAX_PAIRS,
     )
     average_last: int = setting(  # 1 would average one epoch
         None,
         "keep the last N epochs' weights (checkpoints/) and save their mean as the model "
         "(with --save-every: the last N backups')",
         ("train",),
-        check={"integer": True, "low": 2},
+        check={"integer": True, "low": 2, "at_most": MAX_EPOCHS},
     )
     members: int = setting(  # models trained at once, one process each (`members.py`)
         1,
@@ -437,6 +500,7 @@ class Settings:
         "beam search width",
         SEARCHING,
         check="positive",
+        at_most=MAX_BEAM,
         records=("decoding",),
         help_for={"export": "beam width of serving_default and nbest"},
     )
@@ -453,6 +517,7 @@ class Settings:
         "at least this many target pieces before the end (>= 0)",
         DECODING_FLAGS,
         check="count",
+        at_most=MAX_LENGTH,
         records=("decoding",),
     )
     no_repeat_ngram_size: int = setting(
@@ -460,6 +525,7 @@ class Settings:
         "never repeat an n-gram of this many pieces (0: off)",
         DECODING_FLAGS,
         check="count",
+        at_most=MAX_LENGTH,
         records=("decoding",),
         old="no_repeat_ngram",
     )
@@ -480,18 +546,24 @@ class Settings:
     )
     # evaluate, translate, export, average
     samples: int = setting(
-        5, "sample translations and heatmaps shown", ("evaluate",), check="count"
+        5,
+        "sample translations and heatmaps shown",
+        ("evaluate",),
+        check="count",
+        at_most=MAX_PAIRS,
     )
     limit_test: int = setting(
         None,
         "evaluate only the first N test sentences",
         ("evaluate", "demo"),
         check="positive",
+        at_most=MAX_PAIRS,
         help_for={"demo": "evaluate only the first N test sentences (default: all)"},
     )
     test: str = setting(
         None,
-        "score this TSV file of source<TAB>target lines instead of the test split",
+        "score this TSV file of source<TAB>target lines instead of the test split (lines "
+        f"longer than {MAX_LINE} are skipped)",
         ("evaluate",),
         metavar="FILE",
     )
@@ -503,12 +575,14 @@ class Settings:
         "slot is -1000000000.0 and empty); N <= --beam-width",
         ("translate",),
         check="positive",
+        at_most=MAX_BEAM,
         aliases=("--num-hypotheses",),
     )
     input: str = setting(
         None,
         "translate the lines of FILE (-: standard input, also read when it is not a terminal "
-        "and no text is given): a line out for each line in",
+        f"and no text is given): a line out for each line in; a line longer than {MAX_LINE} "
+        "is refused",
         ("translate",),
         metavar="FILE",
     )
@@ -535,9 +609,10 @@ class Settings:
     )
     last: int = setting(
         None,
-        "the last N epochs train --average-last kept",
+        "the last N epoch (or step) checkpoints train --average-last kept (N >= 2, as "
+        "--average-last: one checkpoint is no mean)",
         ("average",),
-        check="positive",
+        check={"integer": True, "low": 2, "at_most": MAX_EPOCHS},
         exclusive="checkpoints",
     )
     export_dir: str = setting(
@@ -552,6 +627,7 @@ class Settings:
         "hypotheses the nbest signature returns (default: --beam-width; at most that)",
         ("export",),
         check="positive",
+        at_most=MAX_BEAM,
     )
     quantize: str = setting(
         None,
@@ -583,7 +659,9 @@ class Settings:
     )
     # tune
     algorithm: str = setting("hyperband", "the search algorithm", ("tune",), choices=ALGORITHMS)
-    trials: int = setting(10, "trials for bayesian/random", ("tune",), check="positive")
+    trials: int = setting(
+        10, "trials for bayesian/random", ("tune",), check="positive", at_most=MAX_TRIALS
+    )
     families: list = setting(
         help="families searched",
         commands=("tune",),
@@ -591,7 +669,9 @@ class Settings:
         nargs="+",
         choices=FAMILIES,
     )
-    bleu_trials: int = setting(3, "report validation BLEU of the N best", ("tune",), check="count")
+    bleu_trials: int = setting(
+        3, "report validation BLEU of the N best", ("tune",), check="count", at_most=MAX_TRIALS
+    )
     # Not a setting: the --output run's config.json as read to settle the decoding
     # settings (`translate.check`), so that `load_run` need not; None: not read.
     recorded: dict = dataclasses.field(default=None, repr=False, compare=False)

@@ -12,7 +12,7 @@ import os
 import random
 
 from .. import runs
-from .config import corpus_key
+from .config import DING, corpus_key
 from .corpus import (
     CorpusError,
     check_file,
@@ -27,6 +27,9 @@ from .corpus import (
 
 SPLITS = ("train", "valid", "test")
 MIN_PAIRS = {"train": 10, "valid": 1, "test": 1}
+# `data/meta.json`'s record of the corpus file's bytes (`corpus_fingerprint`);
+# a split made before it has none, and its corpus is not checked.
+CORPUS_FILE = "corpus_file"
 
 
 def split_of(source):
@@ -70,10 +73,14 @@ def prepare(
     if dictionary:
         paths["dictionary"] = os.path.join(data_dir, "dictionary.tsv")
     if os.path.exists(meta_path):
-        if runs.read_json(meta_path, "the data split's record") == meta:
+        recorded = runs.read_json(meta_path, "the data split's record")
+        if {key: value for key, value in recorded.items() if key != CORPUS_FILE} == meta:
+            _check_unchanged(corpus, recorded, meta_path, output)
             return paths
     if corpus:
         check_file(corpus, "--corpus")
+    if os.path.isfile(corpus or DING):  # fingerprinted before it is read: a later edit shows
+        meta[CORPUS_FILE] = corpus_fingerprint(corpus or DING)
     problems = []
 
     def pairs(problems):
@@ -103,6 +110,46 @@ def prepare(
     return paths
 
 
+def corpus_fingerprint(path):
+    """What `data/meta.json` records of the corpus file at `path`: its
+    size, modification time and the SHA-256 of its bytes (one streamed
+    pass, about a second for a million pairs)."""
+    status = os.stat(path)
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(1 << 20):
+            digest.update(block)
+    return {"size": status.st_size, "mtime_ns": status.st_mtime_ns, "sha256": digest.hexdigest()}
+
+
+def _check_unchanged(corpus, recorded, meta_path, output):
+    """`CorpusError` when the corpus (`corpus`, else Ding's) is not the
+    file the run's split was made from (`recorded`: its `meta.json`): the
+    split would be the old file's, without a word. The bytes are hashed
+    only when the size is the same and the time is not (a file touched or
+    restored keeps its split; its new time is recorded). A split recorded
+    without the fingerprint, or a corpus that is gone, is not checked."""
+    path = corpus or DING
+    before = recorded.get(CORPUS_FILE)
+    if not isinstance(before, dict) or not os.path.isfile(path):
+        return
+    status = os.stat(path)
+    if (status.st_size, status.st_mtime_ns) == (before.get("size"), before.get("mtime_ns")):
+        return
+    if status.st_size == before.get("size"):
+        now = corpus_fingerprint(path)
+        if now["sha256"] == before.get("sha256"):
+            runs.write_json_atomically(meta_path, {**recorded, CORPUS_FILE: now})
+            return
+    name = f"--corpus {corpus}" if corpus else f"the Ding corpus {DING} (Debian's trans-de-en)"
+    raise CorpusError(
+        f"{name} changed since the run in {output} prepared its data from it (its size or "
+        f"bytes differ from those recorded in {meta_path}): the run would train on the old "
+        "file's split; pass --overwrite to prepare the data again from the file as it is "
+        "(the run starts over), or restore the file to resume the run"
+    )
+
+
 def _write_data(pairs, problems, temporaries, reverse, limit, dictionary, alternatives, log):
     """Write the split of `pairs` to the `temporaries` (`_write_splits`),
     then warn of the `problems` its reading met, refuse splits that came out
@@ -119,7 +166,8 @@ def _write_data(pairs, problems, temporaries, reverse, limit, dictionary, altern
         report_skipped(problems, log)
         short = [s for s in SPLITS if counts[s] < MIN_PAIRS[s]]
         if short:
-            raise CorpusError(_too_small(counts, short, _distinct_sources(pairs, reverse, limit)))
+            sources = _distinct_sources(pairs, reverse, limit)
+            raise CorpusError(_too_small(counts, short, sources, leaked))
         if alternatives or dictionary:
             held_out_words = {
                 words_of(text) for _, *texts in _held_out(held_out_path) for text in texts
@@ -236,22 +284,39 @@ def _add_alternatives(train_path, held_out_words, reverse, limit):
     return len(added)
 
 
-def _too_small(counts, short, sources):
-    """Why the splits `short` got too few pairs: too few pairs, or (the
-    real cause when the corpus repeats itself) too few distinct sentences,
-    since every copy of a source sentence lands in the same split."""
-    total = sum(counts.values())
+def _too_small(counts, short, sources, leaked=0):
+    """Why the splits `short` got too few pairs, with the numbers: all the
+    pairs have one source sentence; held-out pairs were dropped since their
+    target is a training target (`leaked` of them); or too few distinct
+    source sentences (every copy of one lands in the same split, so a
+    split gets about 5% of the distinct ones, not of the pairs)."""
+    total = sum(counts.values()) + leaked  # the usable pairs read
     needs = (
         f"the {'/'.join(short)} split needs at least {', '.join(str(MIN_PAIRS[s]) for s in short)}"
     )
-    if sources < total:
+    if sources == 1 and total > 1:
         return (
-            f"the corpus gave {total} usable pairs ({counts}) but only {sources} distinct "
-            f"source sentence{'s' if sources != 1 else ''}, and {needs}: every copy of a "
-            "sentence lands in the same split (so that no held-out sentence is trained on), "
-            "so duplicates all land in one split; use a corpus with more different sentences"
+            f"the corpus gave {total} usable pairs ({counts}) but only 1 distinct source "
+            f"sentence, and {needs}: all {total} pairs have the same source sentence, and every "
+            "copy of a sentence lands in the same split (so that no held-out sentence is "
+            "trained on), so the duplicates all land in one split; use a corpus of different "
+            "sentences"
+        )
+    repeats = f", {total - sources} of them repeating a source sentence" if sources < total else ""
+    gave = (
+        f"the corpus gave {total} usable pairs with {sources} distinct source "
+        f"sentence{'s' if sources != 1 else ''}{repeats}, split {counts}"
+    )
+    if leaked:
+        return (
+            f"{gave} after {leaked} held-out pair{'s' if leaked != 1 else ''} "
+            f"{'were' if leaked != 1 else 'was'} dropped since their target sentence is also a "
+            f"training pair's (so that no held-out sentence is trained on), and {needs}: use a "
+            "corpus with more different target sentences"
         )
     return (
-        f"the corpus gave {total} usable pairs ({counts}); {needs} (about 90/5/5 of the pairs "
-        "go to train/valid/test): use a larger corpus or a larger --limit"
+        f"{gave}, and {needs}: the split is by source sentence, about 90/5/5 of the distinct "
+        f"ones to train/valid/test (every copy of one to the same split), so {sources} are too "
+        "few: use a corpus with more different sentences (a few hundred or more) or a larger "
+        "--limit"
     )

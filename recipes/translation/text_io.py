@@ -16,6 +16,7 @@ import sys
 import time
 
 from .. import runs
+from .corpus import bounded_lines, describe_bound, open_text
 from .data import BOM, check_file, report_replaced, report_skipped, tsv_pairs
 
 STDIO = "-"
@@ -31,24 +32,34 @@ def read_sentences(path, stdin=None, log=print):
 
     A byte that is not UTF-8 becomes U+FFFD, as in `evaluate --test`
     files, and one warning (`log`; from the command line, standard error)
-    says how many lines held such bytes, and which."""
+    says how many lines held such bytes, and which. Read as `--corpus` is
+    (`corpus.open_text`, `corpus.bounded_lines`): gzip decompressed, and a
+    `ValueError` for a file that is not text or a line longer than
+    `MAX_LINE_BYTES` (skipping it would shift every later translation)."""
+    name = describe(path)
     if path == STDIO:
-        data = (stdin or sys.stdin.buffer).read()
+        opened = open_text(name, "--input", ValueError, stdin or sys.stdin.buffer)
     else:
         check_file(path, "--input", ValueError)
-        with open(path, "rb") as handle:
-            data = handle.read()
-    data = data.removeprefix(BOM.encode("utf-8"))  # a byte order mark is no part of line 1
-    lines = data.split(b"\n")
-    if lines[-1] == b"":  # the newline that ends the last line starts no new one
-        lines.pop()
+        opened = open_text(path, "--input", ValueError)
     sentences, replaced = [], []
-    for number, line in enumerate(lines, 1):
-        try:
-            sentences.append(line.decode("utf-8").removesuffix("\r"))
-        except UnicodeDecodeError:
-            sentences.append(line.decode("utf-8", "replace").removesuffix("\r"))
-            replaced.append(number)
+    with opened as handle:
+        for number, line in bounded_lines(handle, name, "--input", ValueError):
+            if line is None:
+                raise ValueError(
+                    f"--input {name}:{number}: longer than {describe_bound()}; "
+                    "expected one sentence a line"
+                )
+            if number == 1:
+                line = line.removeprefix(BOM.encode("utf-8"))  # no part of line 1
+                if not line:  # the file is a byte order mark alone
+                    break
+            line = line.removesuffix(b"\n")
+            try:
+                sentences.append(line.decode("utf-8").removesuffix("\r"))
+            except UnicodeDecodeError:
+                sentences.append(line.decode("utf-8", "replace").removesuffix("\r"))
+                replaced.append(number)
     report_replaced(f"--input {describe(path)}", replaced, log)
     return sentences
 
@@ -134,7 +145,7 @@ def read_pair_file(path, flag, log=print):
     usable pair, raises `ValueError` saying so."""
     check_file(path, flag, ValueError)
     problems, replaced = [], []
-    pairs = list(tsv_pairs(path, problems, flag, replaced))
+    pairs = list(tsv_pairs(path, problems, flag, replaced, ValueError))
     if pairs:  # else the error says why, once
         report_skipped(problems, log)
         report_replaced(f"{flag} {path}", replaced, log)

@@ -54,7 +54,7 @@ def load_run(output, decoding=None, compile=True):
     check_vocabularies(output, (source, target), config, "config.json")
     try:
         model = keras.saving.load_model(model_path, compile=compile)
-    except (OSError, ValueError) as error:
+    except runs.DAMAGED_FILE_ERRORS as error:
         raise runs.unloadable_model(model_path, error, "train again with --overwrite") from None
     sizes = {f"{side}_vocab": getattr(model, f"{side}_vocab_size", None) for side in SIDES}
     check_vocabularies(output, (source, target), sizes, "model.keras")

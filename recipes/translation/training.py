@@ -7,7 +7,6 @@ Functions take a `TranslationConfig` (`config.py`) or the model's settings
 dict (`model_settings`), never the command line's arguments.
 """
 
-import json
 import math
 import os
 import shutil
@@ -20,6 +19,7 @@ from .. import runs
 from ..tuning import load_hyperparameters
 from .averaging import FOLDER, KeepLastSteps, average_last_epochs
 from .budget import TimeBudget, planned_schedule, spent
+from .cluster import WAIT_ENVIRONMENT, cluster_task, given, worker_wait_seconds
 from .config import (
     UsageError,
     decoding_settings,
@@ -44,10 +44,6 @@ from .scores import monitoring_callbacks
 from .steps import StepValidation, fit_streams
 from .text_io import validation_file
 from .trained_run import finished
-
-# How long a worker waits for the chief to prepare the data and vocabularies
-# (the Ding corpus's take about two minutes on a 2-core CPU).
-WORKER_WAIT_SECONDS = float(os.environ.get("KERAS_ATTENTION_WORKER_WAIT", 900))
 
 
 def best_weights(path, log=print):
@@ -119,7 +115,7 @@ def completed_epochs(backup):
 def choose_strategy():
     import tensorflow as tf
 
-    if os.environ.get("TF_CONFIG"):
+    if cluster_task() is not None:
         return tf.distribute.MultiWorkerMirroredStrategy()
     if len(tf.config.list_logical_devices("GPU")) > 1:
         return tf.distribute.MirroredStrategy()
@@ -128,22 +124,16 @@ def choose_strategy():
 
 def is_chief():
     """True on a single machine, and on the chief of a TF_CONFIG cluster (the
-    "chief" task, or worker 0 when the cluster has no chief)."""
-    if not os.environ.get("TF_CONFIG"):
-        return True
-    config = json.loads(os.environ["TF_CONFIG"])
-    task = config.get("task", {})
-    if task.get("type") == "chief":
-        return True
-    return (
-        task.get("type") == "worker"
-        and task.get("index", 0) == 0
-        and "chief" not in config.get("cluster", {})
-    )
+    "chief" task, or worker 0 when the cluster has no chief); `UsageError`
+    for a TF_CONFIG that makes no working cluster (`cluster.cluster_task`)."""
+    task = cluster_task()
+    return task is None or task.is_chief
 
 
 def task_index():
-    return json.loads(os.environ.get("TF_CONFIG", "{}")).get("task", {}).get("index", 0)
+    """This process's index in its TF_CONFIG cluster's job (0 without one)."""
+    task = cluster_task()
+    return 0 if task is None else task.index
 
 
 def prepared_run(config, settings, chief, log, refuse_finished=False):
@@ -203,9 +193,10 @@ def prepared_run(config, settings, chief, log, refuse_finished=False):
         config.output,
         settings,
         [*paths.values(), *vocabularies],
-        WORKER_WAIT_SECONDS,
+        worker_wait_seconds(),
         defaults=recorded_defaults(settings),
         upgrade=upgrade,
+        longer=f"{WAIT_ENVIRONMENT}=SECONDS waits longer",
     )
     return (paths, *load_tokenizers(config.output))
 
@@ -224,8 +215,9 @@ def train_settings(config):
 def check_inputs(config):
     """`UsageError` for what `train` or `tune` would refuse only after
     writing something: a corpus or `--valid` file that is missing or a
-    directory, `--dictionary` or `--alternatives` with `--corpus`, an
-    `--output` that is a file."""
+    directory, `--dictionary` or `--alternatives` with `--corpus`, a
+    TF_CONFIG or KERAS_ATTENTION_WORKER_WAIT that makes no working cluster
+    (`cluster.py`), an `--output` that is a file."""
     if config.corpus:
         check_file(config.corpus, "--corpus", UsageError)
     if config.valid:
@@ -234,11 +226,13 @@ def check_inputs(config):
         raise UsageError("the dictionary entries are the Ding corpus's: leave out --corpus")
     if config.alternatives and config.corpus:
         raise UsageError("--alternatives are the Ding corpus's: leave out --corpus")
-    if config.time_budget and os.environ.get("TF_CONFIG"):
+    if config.time_budget and given():
         raise UsageError(
             "--time-budget trains in one process: the workers of a TF_CONFIG cluster could "
             "each read the clock differently and stop at different steps; give --epochs instead"
         )
+    if cluster_task() is not None:  # a cluster that cannot work, refused before any wait
+        worker_wait_seconds()
     if os.path.exists(config.output) and not os.path.isdir(config.output):
         raise UsageError(f"--output {config.output} is a file; expected a folder for the run")
     runs.check_output_folder("output", config.output)
@@ -328,12 +322,15 @@ def _train(config, log, settings, spec, starting=None):
     position = _epochs_done(config, backup_folder, log)
     streams, valid_data = _datasets(config, paths, tokenizers, numbers, spec, log, position)
     batches = streams[-1].steps  # an epoch's
+    _check_update_freq(spec["update_freq"], batches, config)
     spec["total_steps"] = config.epochs * batches // spec["update_freq"]  # --decay cosine's end
     with strategy.scope():
         model = build_model(spec, tokenizers[0].vocab_size, tokenizers[1].vocab_size)
         model.optimizer.build(model.trainable_variables)
         adapt_for_distribution(model)  # several replicas: global token counts; multi-worker fixes
-    backup = runs.resilient_backup(backup_folder, log, config.save_every, position, moves_fit=False)
+    backup = runs.resilient_backup(
+        backup_folder, log, config.save_every, position, moves_fit=False, steps_per_epoch=batches
+    )
     backup.set_model(model)
     if backup.restore() != position:  # the latest backup did not load: the one before's
         position = backup.position
@@ -366,6 +363,7 @@ def _train(config, log, settings, spec, starting=None):
         )
     seconds = time.perf_counter() - started
     _check_finite(history, config, spec)
+    _report_unapplied(model, spec["update_freq"], log)
     val_loss, averaged = _final_weights(config, model, history, best, valid_data, work, budget, log)
     runs.write_atomically(os.path.join(work, "final.weights.h5"), model.save_weights)
     if is_chief():
@@ -515,6 +513,38 @@ def _training_line(config, spec, strategy):
         )
         + f" on {strategy.num_replicas_in_sync} replica(s)"
     )
+
+
+def _check_update_freq(update_freq, batches, config):
+    """`UsageError` when `--update-freq` is more than an epoch's `batches`
+    (a resumed run's full epoch too): an epoch, and a run of fewer
+    epochs than K / batches, would end without one update, its model the
+    untrained one. Raised before training starts, so a new run leaves
+    nothing behind (`abandon`)."""
+    if update_freq > batches:
+        raise UsageError(
+            f"--update-freq {update_freq} is more than the {batches} batches of an epoch: "
+            "an epoch would end without updating the weights; give --update-freq "
+            f"{batches} or less, or smaller batches (--batch-size {config.batch_size}"
+            + (f", --batch-tokens {config.batch_tokens}" if config.batch_tokens else "")
+            + ")"
+        )
+
+
+def _report_unapplied(model, update_freq, log):
+    """Say when training ended inside an accumulation: the last batches,
+    fewer than `update_freq`, had their gradients accumulated and made no
+    update (the last epoch's end, or where the time budget stopped)."""
+    if update_freq <= 1:
+        return
+    # Keras's count of the batches (its `iterations` counts the updates under
+    # accumulation); a resumed run's backup restored the batches before it
+    left = int(keras.ops.convert_to_numpy(model.optimizer._iterations)) % update_freq
+    if left:
+        log(
+            f"--update-freq {update_freq}: the last {left} batches, fewer than {update_freq}, "
+            "made no update (training ended before their accumulation was complete)"
+        )
 
 
 def _check_finite(history, config, spec):
