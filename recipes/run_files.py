@@ -126,34 +126,35 @@ _KINDS = {int: "an integer", float: "a number", str: "a string", bool: "true or 
 _KINDS.update({dict: "a JSON object", list: "a list", None: "null"})
 
 
-def read_json(path, what, fields=None, required=()):
+def read_json(path, what, fields=None, required=(), remedy=None):
     """The JSON object in `path`. A file that does not parse, holds
     something else than an object (`[]`), lacks a `required` key or holds a
     key of `fields` (`key: kind` or a tuple of kinds: `int`, `float`, `str`,
     `bool`, `dict`, `list`, None) of another kind raises `ValueError`
-    naming it and `what` it is, in one line: it is damaged."""
+    naming it and `what` it is, in one line: it is damaged, and `remedy`
+    (`pass --overwrite to ...`) says what to do."""
     damaged = f"{path} ({what})"
+    ending = "it is damaged" + (f"; {remedy}" if remedy else "")
     if os.path.isdir(path):
         raise ValueError(f"{damaged} is a directory; expected a file")
     try:
         with open(path, encoding="utf-8-sig") as handle:
             value = json.load(handle)
     except ValueError as error:
-        raise ValueError(f"{damaged} is not valid JSON ({error}): it is damaged") from None
+        raise ValueError(f"{damaged} is not valid JSON ({error}): {ending}") from None
     if not isinstance(value, dict):
         raise ValueError(
-            f"{damaged} holds {json.dumps(value)[:40]} where a JSON object is expected: "
-            "it is damaged"
+            f"{damaged} holds {json.dumps(value)[:40]} where a JSON object is expected: {ending}"
         )
     for key in required:
         if key not in value:
-            raise ValueError(f"{damaged} has no {key!r}: it is damaged")
+            raise ValueError(f"{damaged} has no {key!r}: {ending}")
     for key, kinds in (fields or {}).items():
         kinds = kinds if isinstance(kinds, tuple) else (kinds,)
         if key in value and not any(_has_type(value[key], kind) for kind in kinds):
             expected = " or ".join(_KINDS[kind] for kind in kinds)
             raise ValueError(
                 f"{damaged}: {key!r} must be {expected}; holds {json.dumps(value[key])[:40]}: "
-                "it is damaged"
+                + ending
             )
     return value

@@ -26,6 +26,8 @@ except ImportError:  # Windows: no advisory locks; runs are not locked there
     fcntl = None
 
 RUN_FILE = "run.json"
+# What to do about a damaged run.json (`read_json`).
+REMEDY = "restore it, or pass --overwrite to start the run again"
 LOCK_FILE = ".run.lock"  # held (flock) by the process writing the run; says which one
 # What a run writes into its folder; `--overwrite` deletes these and nothing
 # else, so that a user's own files in the folder are never lost.
@@ -57,7 +59,7 @@ def recorded_settings(output):
     path = os.path.join(output, RUN_FILE)
     if not os.path.exists(path):
         return None
-    record = read_json(path, "the run's settings", fields={"settings": dict})
+    record = read_json(path, "the run's settings", fields={"settings": dict}, remedy=REMEDY)
     return record.get("settings", {})
 
 
@@ -72,7 +74,7 @@ def recorded_command(output):
     """The command whose run `output` holds (`train` or `tune`, as recorded in
     `run.json`; for an older record, guessed from its files), or None."""
     path = os.path.join(output, RUN_FILE)
-    record = read_json(path, "the run's settings") if os.path.exists(path) else None
+    record = read_json(path, "the run's settings", remedy=REMEDY) if os.path.exists(path) else None
     if isinstance(record, dict) and record.get("command"):
         return record["command"]
     for command, marks in COMMAND_MARKS.items():

@@ -227,3 +227,19 @@ def test_a_time_budget_is_refused_for_a_cluster_s_workers(monkeypatch, capsys):
         translate.main(["train", "--time-budget", "5", "--output", "unused"])
     assert exit_info.value.code == 2
     assert "--time-budget trains in one process" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "text", ["{not json", "[]", '{"epoch_seconds": "x"}', '{"epoch_seconds": [1], "partial": 5}']
+)
+def test_a_damaged_budget_record_is_said_and_the_budget_counts_from_now(tmp_path, text):
+    """A damaged `budget.json` was dropped without a word (and a `partial`
+    that is no object raised AttributeError): the resumed run is told that
+    the minutes spent before are not known."""
+    (tmp_path / budget.RECORD).write_text(text)
+    lines = []
+    empty = {"epoch_seconds": [], "epochs": []}
+    assert budget.spent(str(tmp_path), 1, 2, log=lines.append) == empty
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"{tmp_path / budget.RECORD} (the time budget's record) is damaged")
+    assert lines[0].endswith("so --time-budget counts from now")

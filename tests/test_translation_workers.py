@@ -176,6 +176,64 @@ def test_a_tf_config_that_is_no_object_is_one_error_line(tmp_path, monkeypatch, 
     assert "\n" not in error and not output.exists()
 
 
+WAITS = """
+import sys, time
+from recipes.translation.cluster import bounded_wait
+with bounded_wait("the test's other task", float(sys.argv[1])):
+    time.sleep(float(sys.argv[2]))
+print("ended")
+"""
+
+
+@pytest.mark.parametrize("late", [True, False])
+def test_a_bounded_wait_ends_the_process_with_one_line_or_lets_it_go_on(late):
+    """TensorFlow's wait for a cluster's other tasks holds the GIL in C++
+    and ignores SIGTERM: `bounded_wait`'s watchdog is a process of its
+    own, which writes one line and kills the waiting process; a block that
+    ends in time lets it go on, its watchdog gone."""
+    wait, block = (2, 60) if late else (30, 0.5)
+    started = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-c", WAITS, str(wait), str(block)],
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT}, capture_output=True, text=True,
+        timeout=60,
+    )  # fmt: skip
+    if late:
+        assert result.returncode == -signal.SIGKILL and result.stdout == "", result
+        assert result.stderr == (
+            "error: waited 2s for the test's other task: start every task of the TF_CONFIG "
+            "cluster, each with its own task (KERAS_ATTENTION_WORKER_WAIT=SECONDS waits longer)\n"
+        )
+        assert time.monotonic() - started < 30
+    else:
+        assert result.returncode == 0 and result.stdout == "ended\n" and result.stderr == ""
+
+
+@pytest.mark.large  # TensorFlow's start and the wait: about 20 s
+def test_a_worker_whose_cluster_never_comes_ends_naming_the_wait(tmp_path):
+    """`MultiWorkerMirroredStrategy()` waited forever for a worker that was
+    never started; now `KERAS_ATTENTION_WORKER_WAIT` seconds, then one
+    line, and nothing is written."""
+    ports = free_ports(2)
+    tf_config = json.dumps(
+        {
+            "cluster": {"worker": [f"127.0.0.1:{port}" for port in ports]},
+            "task": {"type": "worker", "index": 0},
+        }
+    )
+    output = tmp_path / "run"
+    env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3", "TF_CONFIG": tf_config}
+    env["KERAS_ATTENTION_WORKER_WAIT"] = "5"
+    command = [sys.executable, "-m", "recipes.translate", "train", "--output", str(output), *TINY]
+    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == -signal.SIGKILL, result.stderr[-2000:]
+    assert (
+        "error: waited 5s for the other 1 task(s) of the cluster to connect (worker 0)"
+        in result.stderr
+    ), result.stderr[-2000:]
+    assert not output.exists()
+
+
 def test_free_ports_are_distinct_bindable_and_outside_the_ephemeral_range():
     ports = free_ports(4)
     assert len(set(ports)) == 4

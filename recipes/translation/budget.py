@@ -58,13 +58,14 @@ def planned_schedule(model):
     return schedule if isinstance(schedule, PlannedCosineDecay) else None
 
 
-def spent(work, epochs_done, steps_done=0):
+def spent(work, epochs_done, steps_done=0, log=print):
     """What the first `epochs_done` epochs of an interrupted run recorded
     (its `budget.json`: `epoch_seconds`, and each epoch's validation loss
     and BLEU in `epochs`), or empty lists for a new run; resumed
     `steps_done` steps into the next epoch, also `partial`: those steps
     and their seconds (as recorded at the backup, or in proportion to a
-    later record's)."""
+    later record's). A damaged record is said in one line to `log`, and
+    the budget counts from this start."""
     path = os.path.join(work, RECORD)
     empty = {"epoch_seconds": [], "epochs": []}
     if not (epochs_done or steps_done) or not os.path.exists(path):
@@ -75,13 +76,21 @@ def spent(work, epochs_done, steps_done=0):
         seconds = [float(s) for s in record["epoch_seconds"][:epochs_done]]
         epochs = list(record.get("epochs", []))[:epochs_done]
         partial = record.get("partial") or {}
+        if not isinstance(partial, dict):
+            raise TypeError(f"'partial' holds {json.dumps(partial)[:40]}")
         if steps_done and partial.get("epoch") == epochs_done and partial.get("steps"):
             share = min(1.0, steps_done / int(partial["steps"]))
             partial = {"steps": steps_done, "seconds": float(partial["seconds"]) * share}
         else:
             partial = {"steps": steps_done, "seconds": 0.0} if steps_done else None
-    except (OSError, ValueError, KeyError, TypeError):
-        return empty  # a damaged record: the budget starts again
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+        if log is not None:
+            log(
+                f"{path} (the time budget's record) is damaged ({type(error).__name__}: "
+                f"{str(error).splitlines()[0] if str(error) else 'unreadable'}): the minutes "
+                "the interrupted run spent are not known, so --time-budget counts from now"
+            )
+        return empty
     if partial:
         empty["partial"] = partial
     if seconds and len(seconds) < epochs_done:

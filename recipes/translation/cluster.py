@@ -1,6 +1,8 @@
 """The `TF_CONFIG` cluster this process is a task of, read and checked in
-one place (`cluster_task`), and how long a worker waits for the chief's
-data (`worker_wait_seconds`, `KERAS_ATTENTION_WORKER_WAIT`).
+one place (`cluster_task`), how long a worker waits for the chief's data
+and for the cluster's other tasks (`worker_wait_seconds`,
+`KERAS_ATTENTION_WORKER_WAIT`), and the bound on TensorFlow's own wait for
+them (`bounded_wait`).
 
 A `TF_CONFIG` that could make no working `MultiWorkerMirroredStrategy`
 cluster is refused at once, in one line naming `TF_CONFIG`, what was
@@ -9,9 +11,12 @@ for a chief that no task is, could wait for the other tasks forever.
 Standard library only: the checks run before TensorFlow is imported.
 """
 
+import contextlib
 import json
 import math
 import os
+import subprocess
+import sys
 from typing import NamedTuple
 
 from ..runs import UsageError
@@ -130,3 +135,45 @@ def worker_wait_seconds(environ=None):
             f"data, a number above 0 (default {WORKER_WAIT_SECONDS})"
         )
     return seconds
+
+
+# The watchdog of `bounded_wait`: a process of its own, since the wait it
+# bounds holds the GIL in C++ (no thread of the waiting process runs) and
+# TensorFlow takes SIGTERM for its preemption notice. Arguments: the pid to
+# end, the seconds, the line to write first.
+WATCHDOG = """
+import os, signal, sys, time
+pid, seconds, line = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
+deadline = time.monotonic() + seconds
+while time.monotonic() < deadline:
+    time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+    if os.getppid() != pid:
+        sys.exit(0)
+print(line, file=sys.stderr, flush=True)
+os.kill(pid, signal.SIGKILL)
+"""
+
+
+@contextlib.contextmanager
+def bounded_wait(what, seconds):
+    """Run the block; when it has not ended after `seconds`, a watchdog
+    process writes one `error:` line to standard error, saying it waited
+    that long for `what` and how to wait longer, and kills this process
+    (SIGKILL: exit status 137). For TensorFlow's own wait for the other
+    tasks of a cluster: `MultiWorkerMirroredStrategy()` blocks in C++ until
+    every task has connected, holding the GIL and deaf to SIGTERM, so that
+    nothing in this process can end it. The block must come before the
+    process writes anything, so that being killed leaves nothing half done."""
+    line = (
+        f"error: waited {seconds:.0f}s for {what}: start every task of the {ENVIRONMENT} "
+        f"cluster, each with its own task ({WAIT_ENVIRONMENT}=SECONDS waits longer)"
+    )
+    watchdog = subprocess.Popen(
+        [sys.executable, "-c", WATCHDOG, str(os.getpid()), str(seconds), line],
+        stdin=subprocess.DEVNULL,
+    )
+    try:
+        yield
+    finally:
+        watchdog.kill()
+        watchdog.wait()

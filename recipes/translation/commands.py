@@ -37,7 +37,7 @@ from .hyperparameter_search import tune
 from .members import train_members
 from .scores import bleu_by_length, corpus_scores, number_consistency, test_set_name, write_scores
 from .text_io import read_pair_file, reads_lines, translate_file
-from .trained_run import finished, load_decoder, load_run
+from .trained_run import REMEDY, finished, load_decoder, load_run
 from .training import train, train_settings
 from .workers import train_workers
 
@@ -368,7 +368,7 @@ def check_convertible_run(output, run_config=None):
     if run_config is None:
         if not os.path.exists(path):
             return  # load_run says what is missing
-        run_config = upgrade(runs.read_json(path, "the trained model's settings"))
+        run_config = upgrade(runs.read_json(path, "the trained model's settings", remedy=REMEDY))
     family = run_config.get("family", "rnn")
     if family != "transformer":
         raise UsageError(
@@ -418,7 +418,7 @@ def record_decoding(config):
     recorded them, so that translate and evaluate on it decode as the demo
     did (they used 0.6 where the demo's alpha is 1.2)."""
     path = os.path.join(config.output, "config.json")
-    run_config = runs.read_json(path, "the trained model's settings")
+    run_config = runs.read_json(path, "the trained model's settings", remedy=REMEDY)
     if isinstance(run_config, dict) and "decoding" not in run_config:
         runs.write_json_atomically(path, {**run_config, "decoding": decoding_settings(config)})
 

@@ -31,9 +31,17 @@ from .config import DATA_KEYS, DECODING, UsageError, recorded_defaults, upgrade
 from .data import read_pairs
 from .decoding import number_protection, settled_search, translate_texts
 from .text_io import append_pairs, write_pair_file
-from .trained_run import check_one_vocabulary, check_same_numbers, finished, load_decoder
+from .trained_run import (
+    REMEDY,
+    check_one_vocabulary,
+    check_same_numbers,
+    finished,
+    load_decoder,
+)
 
 DISTILLED = "train.distilled.tsv"  # in the run's data/ folder
+# What to do about a teacher's damaged run.json.
+TEACHER_REMEDY = "restore it, or name another trained run with --distill-from"
 CHUNK = 1024  # sentences translated between two progress lines
 
 
@@ -62,7 +70,9 @@ def check_teachers(config):
                 f"--distill-from {teacher}: expected a trained run there (model.keras, "
                 f"config.json and run.json, no unfinished backup); found none: train it first"
             )
-        recorded = runs.read_json(os.path.join(teacher, runs.RUN_FILE), "the teacher's record")
+        recorded = runs.read_json(
+            os.path.join(teacher, runs.RUN_FILE), "the teacher's record", remedy=TEACHER_REMEDY
+        )
         recorded = upgrade(recorded.get("settings", {}))
         # a recurrent run records None: it has no shared vocabulary either
         recorded["shared_vocabulary"] = bool(recorded.get("shared_vocabulary"))
@@ -74,7 +84,9 @@ def check_teachers(config):
             )
         check_one_vocabulary(first, teacher, "--distill-from", f"{first}'s")
         teacher_config, first_config = (
-            runs.read_json(os.path.join(run, "config.json"), "the trained model's settings")
+            runs.read_json(
+                os.path.join(run, "config.json"), "the trained model's settings", remedy=REMEDY
+            )
             for run in (teacher, first)
         )
         check_same_numbers(first_config, teacher_config, teacher, "--distill-from", f"{first}'s")

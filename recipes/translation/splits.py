@@ -73,7 +73,11 @@ def prepare(
     if dictionary:
         paths["dictionary"] = os.path.join(data_dir, "dictionary.tsv")
     if os.path.exists(meta_path):
-        recorded = runs.read_json(meta_path, "the data split's record")
+        recorded = runs.read_json(
+            meta_path,
+            "the data split's record",
+            remedy=f"delete {data_dir} to prepare the same seeded split again from the corpus",
+        )
         if {key: value for key, value in recorded.items() if key != CORPUS_FILE} == meta:
             _check_unchanged(corpus, recorded, meta_path, output)
             return paths

@@ -19,6 +19,9 @@ from .. import runs
 from .config import FAMILIES, UsageError, upgrade
 from .data import load_tokenizers, vocabulary_paths
 
+# What to do about a damaged config.json or model.keras of a trained run.
+REMEDY = "restore it, or train again with --overwrite"
+
 
 def load_run(output, decoding=None, compile=True):
     """The trained model, its config and tokenizers from an --output folder.
@@ -55,7 +58,7 @@ def load_run(output, decoding=None, compile=True):
     try:
         model = keras.saving.load_model(model_path, compile=compile)
     except runs.DAMAGED_FILE_ERRORS as error:
-        raise runs.unloadable_model(model_path, error, "train again with --overwrite") from None
+        raise runs.unloadable_model(model_path, error, REMEDY) from None
     sizes = {f"{side}_vocab": getattr(model, f"{side}_vocab_size", None) for side in SIDES}
     check_vocabularies(output, (source, target), sizes, "model.keras")
     return model, config, source, target
@@ -67,7 +70,9 @@ def read_run_config(output):
     (`recorded_config`, else `load_run`)."""
     config_path = os.path.join(output, "config.json")
     config = upgrade(
-        runs.read_json(config_path, "the trained model's settings", CONFIG_FIELDS, ("max_length",))
+        runs.read_json(
+            config_path, "the trained model's settings", CONFIG_FIELDS, ("max_length",), REMEDY
+        )
     )
     if config["max_length"] < 1 or config.get("family", "rnn") not in FAMILIES:
         raise UsageError(

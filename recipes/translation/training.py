@@ -19,7 +19,7 @@ from .. import runs
 from ..tuning import load_hyperparameters
 from .averaging import FOLDER, KeepLastSteps, average_last_epochs
 from .budget import TimeBudget, planned_schedule, spent
-from .cluster import WAIT_ENVIRONMENT, cluster_task, given, worker_wait_seconds
+from .cluster import WAIT_ENVIRONMENT, bounded_wait, cluster_task, given, worker_wait_seconds
 from .config import (
     UsageError,
     decoding_settings,
@@ -56,8 +56,14 @@ def best_weights(path, log=print):
         def __init__(self):
             super().__init__()
             record = path + ".json"
+            remedy = (
+                f"delete it and {os.path.basename(path)}: training then keeps the best of the "
+                "epochs still to come"
+            )
             saved = (
-                runs.read_json(record, "the best epoch", {"val_loss": float, "epoch": int})
+                runs.read_json(
+                    record, "the best epoch", {"val_loss": float, "epoch": int}, (), remedy
+                )
                 if os.path.exists(record)
                 else {}
             )
@@ -84,7 +90,19 @@ def best_weights(path, log=print):
                 return False
             if self.last_val_loss is not None and self.last_val_loss <= self.val_loss:
                 return True  # the last epoch is the best
-            model.load_weights(path)
+            last = model.get_weights()
+            try:
+                model.load_weights(path)
+            except runs.DAMAGED_FILE_ERRORS as error:
+                # A load that fails part-way has set some weights: the last
+                # epoch's, which are whole, are put back and kept.
+                model.set_weights(last)
+                first = (str(error).splitlines() or [type(error).__name__])[0]
+                log(
+                    f"{path} does not load ({first}): it is damaged; keeping the last "
+                    "epoch's weights instead of the best epoch's"
+                )
+                return False
             log(
                 f"keeping epoch {self.epoch}'s weights, the best on validation loss "
                 f"({self.val_loss:.3f})"
@@ -102,21 +120,19 @@ def fit_verbosity(verbose):
     return 1 if sys.stdout.isatty() else 2
 
 
-def completed_epochs(backup):
-    """The epochs a backup folder holds (0 without one)."""
-    path = os.path.join(backup, "training_metadata.json")
-    return (
-        int(runs.read_json(path, "the backup's epoch", {"epoch": int}).get("epoch", 0))
-        if os.path.exists(path)
-        else 0
-    )
-
-
 def choose_strategy():
+    """The `tf.distribute` strategy of this process: multi-worker in a
+    `TF_CONFIG` cluster (its creation waits for the other tasks, at most
+    `worker_wait_seconds`: `bounded_wait`), mirrored on several GPUs, else
+    the default."""
     import tensorflow as tf
 
-    if cluster_task() is not None:
-        return tf.distribute.MultiWorkerMirroredStrategy()
+    task = cluster_task()
+    if task is not None:
+        tasks = sum(len(addresses) for addresses in task.cluster.values())
+        what = f"the other {tasks - 1} task(s) of the cluster to connect ({task.type} {task.index})"
+        with bounded_wait(what, worker_wait_seconds()):
+            return tf.distribute.MultiWorkerMirroredStrategy()
     if len(tf.config.list_logical_devices("GPU")) > 1:
         return tf.distribute.MirroredStrategy()
     return tf.distribute.get_strategy()
@@ -276,8 +292,12 @@ def train(config, log=print):
     (`abandon`)."""
     settings, spec = train_settings(config)
     check_inputs(config)
+    # First: collective ops must be set up before any other TF op, and a
+    # cluster's wait for its other tasks may end the process (`bounded_wait`)
+    # before anything is written.
+    strategy = choose_strategy()
     if not is_chief():
-        return _train(config, log, settings, spec)
+        return _train(config, log, settings, spec, strategy)
     output = config.output
     existed = os.path.isdir(output)
     # What abandoning a refused new run must keep: all that was there, less
@@ -289,21 +309,21 @@ def train(config, log=print):
     started = []
     with runs.locked(output, "train"):
         try:
-            return _train(config, log, settings, spec, lambda: started.append(True))
+            return _train(config, log, settings, spec, strategy, lambda: started.append(True))
         except BaseException:
             if new and not started:
                 abandon(output, existed, before)
             raise
 
 
-def _train(config, log, settings, spec, starting=None):
-    """`train` once the run is checked (and locked on the chief);
-    `starting()` is called just before the first epoch."""
+def _train(config, log, settings, spec, strategy, starting=None):
+    """`train` once the run is checked (and locked on the chief), with
+    `strategy` (`choose_strategy`); `starting()` is called just before the
+    first epoch."""
     from keras_attention.training.distribute import adapt_for_distribution
 
     spec["jit"] = config.jit
     spec["time_budget"] = config.time_budget
-    strategy = choose_strategy()  # first: collective ops must be set up before any other TF op
     if spec["update_freq"] > 1 and strategy.num_replicas_in_sync > 1:
         # Keras 3's accumulation updates inside a cond, and tf.distribute
         # cannot synchronise replicas there ("merge_call called while
@@ -430,7 +450,7 @@ def _budget(config, model, work, batches, position, spec, backup, log):
         batches,
         config.epochs,
         work,
-        spent(work, *position),
+        spent(work, *position, log=log if is_chief() else None),
         planned_schedule(model),
         log if is_chief() else None,
         spec["update_freq"],
