@@ -447,3 +447,29 @@ def test_training_says_when_its_last_batches_made_no_update():
     model.fit(x[:2], y[:2], batch_size=1, epochs=1, verbose=0)  # 8: complete
     training._report_unapplied(model, 4, lines.append)
     assert len(lines) == 1
+
+
+def test_a_damaged_best_epoch_keeps_the_last_epoch_s_weights_and_says_so(tmp_path):
+    """A `best.weights.h5` that does not load gave a traceback at the end of
+    training, after the model's weights were partly overwritten: the last
+    epoch's weights are kept whole, and the log says why."""
+    import keras
+
+    from recipes.translation.training import best_weights
+
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    path = str(tmp_path / "best.weights.h5")
+    model.save_weights(path)
+    with open(path, "r+b") as handle:  # the file cut in half
+        handle.truncate(os.path.getsize(path) // 2)
+    lines = []
+    best = best_weights(path, lines.append)
+    best.val_loss, best.epoch, best.last_val_loss = 1.0, 1, 2.0  # epoch 1 was the best
+    last = [value.copy() for value in model.get_weights()]
+    assert best.restore(model) is False
+    for value, kept in zip(model.get_weights(), last):
+        np.testing.assert_array_equal(value, kept)
+    assert len(lines) == 1 and lines[0].startswith(f"{path} does not load (")
+    assert lines[0].endswith(
+        "it is damaged; keeping the last epoch's weights instead of the best epoch's"
+    )
