@@ -253,6 +253,7 @@ TRANSLATION = (
     "recipes.translation.declare",
     "recipes.translation.settings",
     "recipes.translation.config",
+    "recipes.translation.cluster",
     "recipes.translation.corpus",
     "recipes.translation.splits",
     "recipes.translation.shards",

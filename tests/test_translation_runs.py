@@ -594,7 +594,7 @@ def test_a_model_holding_code_is_named_as_such_not_as_damaged(trained, tmp_path,
     ), err
     (output / "model.keras").write_bytes(b"not a zip")
     status, _, err = cli(capsys, "translate", "--output", str(output), "Hallo.")
-    assert status == 2 and "it is damaged; train again with --overwrite" in err, err
+    assert status == 2 and "it is damaged; restore it, or train again with --overwrite" in err, err
 
 
 # -- 6. every number bounded before any work ---------------------------------------------

@@ -321,7 +321,6 @@ def check_convert_dir(config):
         )
     if os.path.exists(directory) and not os.path.isdir(directory):
         raise UsageError(f"--dir {directory} is a file; expected a folder to write")
-    runs.check_outside_runs("dir", directory)
     target, run = os.path.realpath(directory), os.path.realpath(config.output)
     if target == run or run.startswith(target.rstrip(os.sep) + os.sep):
         raise UsageError(
@@ -333,6 +332,8 @@ def check_convert_dir(config):
             )
             + ": choose another --dir (a new folder) for the CTranslate2 model"
         )
+    if not os.path.isfile(os.path.join(target, runs.RUN_FILE)):  # a run's own: below
+        runs.check_outside_runs("dir", directory)
     if not os.path.isdir(target):
         return
     if not config.overwrite:
