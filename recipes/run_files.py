@@ -8,6 +8,7 @@ file (`read_json`). The standard library only.
 """
 
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -158,3 +159,13 @@ def read_json(path, what, fields=None, required=(), remedy=None):
                 + ending
             )
     return value
+
+
+def file_digest(path, digest=None):
+    """`digest` (a new SHA-256 by default) fed with the bytes of the file
+    at `path`, 1 MiB at a time: a large file is never held whole."""
+    digest = hashlib.sha256() if digest is None else digest
+    with open(path, "rb") as handle:
+        while block := handle.read(1 << 20):
+            digest.update(block)
+    return digest

@@ -199,12 +199,17 @@ def claim(
 
 
 def is_member_folder(output):
-    """True for `RUN/members/K`, a member of `train --members`: the run's
-    process puts the shared data and vocabularies there before the
-    member's own process claims it."""
-    members = os.path.dirname(os.path.realpath(output))
-    return os.path.basename(members) == "members" and os.path.isfile(
-        os.path.join(os.path.dirname(members), RUN_FILE)
+    """True for `RUN/members/K`, K a number from 2, a member of `train
+    --members` (the first is `RUN` itself): the run's process puts the
+    shared data and vocabularies there before the member's own process
+    claims it. No other name under `members/` is a member's."""
+    folder = os.path.realpath(output)
+    members, name = os.path.dirname(folder), os.path.basename(folder)
+    return (
+        re.fullmatch(r"[1-9][0-9]*", name) is not None
+        and int(name) >= 2
+        and os.path.basename(members) == "members"
+        and os.path.isfile(os.path.join(os.path.dirname(members), RUN_FILE))
     )
 
 

@@ -28,6 +28,7 @@ import zipfile
 # The plumbing's names, imported from here by every recipe (`runs.claim`).
 from .run_files import (  # noqa: F401
     copy_missing,
+    file_digest,
     read_json,
     replacing,
     temporary_path,
@@ -229,12 +230,17 @@ def _recorded_position(directory, suffix="", steps_per_epoch=None):
             raise ValueError(f"{path} is missing")
     saved = read_json(record, "the backup's epoch", {"epoch": int, "steps": int})
     epoch, steps = saved.get("epoch", 0), saved.get("steps", 0)
-    most = math.inf if steps_per_epoch is None else steps_per_epoch
-    if epoch < 0 or not 0 <= steps <= most:
-        within = "" if steps_per_epoch is None else f", steps at most the epoch's {most}"
+    if epoch < 0 or steps < 0:
         raise ValueError(
             f"{record} (the backup's epoch) holds epoch {epoch} and steps {steps} (expected "
-            f"numbers from 0{within}): it is damaged"
+            "numbers from 0): it is damaged"
+        )
+    if steps_per_epoch is not None and steps > steps_per_epoch:
+        # Batching is not part of a run's record: a run may resume with another.
+        raise ValueError(
+            f"{record} (the backup's epoch) holds step {steps} of epoch {epoch + 1}, more than "
+            f"the {steps_per_epoch} batches an epoch has now: resume with the --batch-size "
+            "and --batch-tokens it was interrupted with, or it is damaged"
         )
     return epoch, steps
 
@@ -361,7 +367,12 @@ def resilient_backup(
                 load(weights)
                 return position
             # Keras loads only files named `.weights.h5`: the one before's through a
-            # copy, renamed into place once the whole set has loaded
+            # copy, renamed into place once the whole set has loaded. The latest's
+            # record goes first and comes back last, so that a kill in between
+            # leaves a latest set without its record, which falls back again.
+            latest_record = record[: -len(suffix)]
+            if os.path.exists(latest_record):
+                os.remove(latest_record)
             with replacing(self._weights_path) as copy:
                 shutil.copyfile(weights, copy)
                 load(copy)
@@ -544,11 +555,20 @@ def check_output_folder(name, path):
             )
 
 
-def check_export_folder(name, path):
+def check_export_folder(name, path, model_name=None):
     """`UsageError` naming the flag `name` for an export folder that is a
-    run's folder or lies inside one (`check_outside_runs`), or that holds
-    a CTranslate2 model (`model.bin`): exports go to a folder of their own."""
+    run's folder or lies inside one (`check_outside_runs`), whose
+    `<path>/<model_name>` (where the versions go) is a run's folder, or
+    that holds a CTranslate2 model (`model.bin`): exports go to a folder
+    of their own."""
     check_outside_runs(name, path)
+    served = os.path.join(path, model_name) if model_name else None
+    if served and os.path.isfile(os.path.join(served, RUN_FILE)):
+        raise UsageError(
+            f"{flag(name)} {path} with --model-name {model_name} writes its versions into "
+            f"{served}, a run's folder: {OUTSIDE_RUNS}; choose another --export-dir or "
+            "--model-name"
+        )
     if os.path.isfile(os.path.join(path, "model.bin")):
         raise UsageError(
             f"{flag(name)} {path} holds a CTranslate2 model (model.bin): exports go to a "

@@ -372,7 +372,7 @@ def run(args, phase):
         settings.update(command="train", **chosen)
     runs.check_output_folder("output", args.output)
     if args.export:
-        runs.check_export_folder("export_dir", args.export_dir)
+        runs.check_export_folder("export_dir", args.export_dir, args.model_name)
     recorded = runs.recorded_settings(args.output) if os.path.isdir(args.output) else None
     if recorded is not None and (
         not isinstance(recorded, dict) or recorded.get("recipe") != "digits"

@@ -490,6 +490,8 @@ def test_a_run_is_not_written_inside_another_run_or_over_a_folder_of_runs(tmp_pa
         (run / "data", f"--output {run / 'data'} lies inside the run {run}"),
         (run / "data" / "x", f"--output {run / 'data' / 'x'} lies inside the run {run}"),
         (run / "mine", f"--output {run / 'mine'} lies inside the run {run}"),
+        (run / "members" / "mine", f"--output {run / 'members' / 'mine'} lies inside the run"),
+        (run / "members" / "1", f"--output {run / 'members' / '1'} lies inside the run {run}"),
         (tmp_path / "link" / "x", f"--output {tmp_path / 'link' / 'x'} lies inside the run {run}"),
         (tmp_path, f"--output {tmp_path} holds runs (tr): a run needs a folder of its own"),
     ]:
@@ -530,6 +532,14 @@ def test_no_command_writes_inside_a_run_folder(tmp_path, capsys, link):
             assert status == 2 and err.count("\n") == 1, err
             assert err.startswith(f"error: {flag} {inside} lies inside the run {run}: "), err
             assert "outputs go outside every run folder" in err
+    # the versions go to <export-dir>/<model-name>: the run itself there
+    status, _, err = cli(
+        capsys, "export", "--output", str(run), "--export-dir", str(tmp_path), "--model-name", "tr"
+    )
+    assert status == 2 and err.startswith(
+        f"error: --export-dir {tmp_path} with --model-name tr writes its versions into {run}, "
+        "a run's folder: outputs go outside every run folder"
+    ), err
     with pytest.raises(SystemExit) as exited:
         spatial_transformer_digits.main(["--export", "--export-dir", str(base / "exports")])
     assert exited.value.code == 2
@@ -713,3 +723,27 @@ def test_a_run_resumed_on_an_edited_corpus_is_refused_in_one_line(tmp_path, caps
     assert status == 2 and err.count("\n") == 1, (out, err)
     assert err.startswith(f"error: --corpus {source} changed since the run in {output}"), err
     assert os.path.exists(os.path.join(output, "run.json"))  # nothing of the run is deleted
+
+
+def test_a_corpus_of_a_format_not_read_is_refused_before_overwrite_deletes(tmp_path, capsys):
+    """The compressed, NUL and CR-only refusals came while the data was
+    prepared, after `--overwrite` had deleted the old run: they now come
+    with the other checks of `train`'s inputs, and the run is kept."""
+    run = tmp_path / "tr"
+    run.mkdir()
+    (run / "run.json").write_text('{"settings": {}}')
+    (run / "model.keras").write_text("the old run's model")
+    corpora = {
+        "c.xz": b"\xfd7zXZ\x00\x00rest",
+        "c.tsv": b"Hallo.\tHello.\rJa.\tYes.\r",
+        "nul.tsv": b"Hallo.\x00\tHello.\n",
+    }
+    for name, data in corpora.items():
+        (tmp_path / name).write_bytes(data)
+        for flag in ("--corpus", "--valid"):
+            status, _, err = cli(
+                capsys, "train", *TINY, "--output", str(run), "--overwrite",
+                flag, str(tmp_path / name),
+            )  # fmt: skip
+            assert status == 2 and err.startswith(f"error: {flag} {tmp_path / name} "), err
+            assert sorted(os.listdir(run)) == ["model.keras", "run.json"]

@@ -213,7 +213,8 @@ def average_run(config, loaded, log=print):
         # a run trained with --save-every keeps step checkpoints instead
         kept, kind = kept_checkpoints(folder), "epoch"
         if not kept:
-            kept, kind = kept_checkpoints(folder, steps=True), "step"
+            kept = kept_checkpoints(folder, steps=True)
+            kind = "step" if kept else "epoch or step"
         if len(kept) < config.last:
             raise ValueError(
                 f"--last {config.last}: {folder} holds {len(kept)} {kind} "

@@ -187,7 +187,7 @@ def export_command(config, log=print):
         raise UsageError(f"--model-name: {error}") from None
     if os.path.exists(config.export_dir) and not os.path.isdir(config.export_dir):
         raise UsageError(f"--export-dir {config.export_dir} is a file; expected a folder")
-    runs.check_export_folder("export_dir", config.export_dir)
+    runs.check_export_folder("export_dir", config.export_dir, config.model_name)
     model, run_config, source_tokenizer, target_tokenizer = load_decoder(config)
     config, search = settled_search(config, run_config, num_hypotheses=config.num_hypotheses)
     if config.quantize is not None:

@@ -102,6 +102,16 @@ def open_text(path, flag, error=CorpusError, handle=None):
             raise error(f"{flag} {path}: damaged gzip data ({damaged})") from None
 
 
+def check_text_file(path, flag, error=CorpusError):
+    """`error` naming `flag` when the file at `path` is one `open_text` or
+    the first line of `bounded_lines` refuses (compressed in another
+    format than gzip, NUL bytes, damaged gzip data, carriage returns alone
+    as line breaks): the checks that need only the file's start, made
+    before a command writes anything (or `--overwrite` deletes anything)."""
+    with open_text(path, flag, error) as handle:
+        next(bounded_lines(handle, path, flag, error), None)
+
+
 def describe_bound(limit=None):
     """`limit` bytes (default `MAX_LINE_BYTES`) in words: `1 MiB`, else `1000 bytes`."""
     limit = limit or MAX_LINE_BYTES
@@ -124,9 +134,13 @@ def bounded_lines(handle, path, flag, error=CorpusError, limit=None):
         ends = line.rstrip(b"\r") if complete else line  # a last line may end with `\r`
         if number == 1 and not line.endswith(b"\n") and b"\r" in ends:
             file = path if os.path.isfile(path) else "FILE"  # (standard input)
+            gzipped = str(file).endswith(".gz")  # its text: zcat's, not the file's bytes
+            source = f"zcat {file} | " if gzipped else ""
+            into = f"{file[:-3] if gzipped else file}.lf"
             raise error(
                 f"{flag} {path} uses carriage returns (CR, old Mac line endings) alone as "
-                f"line breaks; convert it with: tr '\\r' '\\n' < {file} > {file}.lf"
+                f"line breaks; convert it with: {source}tr '\\r' '\\n' "
+                f"{'' if gzipped else f'< {file} '}> {into}"
             )
         if complete:
             yield number, line

@@ -5,7 +5,6 @@ its vocabularies and tokenizers (`load_tokenizers`) and whether its
 numbers are protected (`numbers_to_protect`).
 """
 
-import hashlib
 import os
 import random
 import shutil
@@ -72,10 +71,7 @@ def _number_counts(train_path):
     `numbers-<hash of the file>.json` for the next start."""
     from keras_attention.tokenizers.numbers import numbers_in, same_number
 
-    digest = hashlib.sha256()
-    with open(train_path, "rb") as handle:
-        while block := handle.read(1 << 20):
-            digest.update(block)
+    digest = runs.file_digest(train_path)
     folder = os.path.dirname(os.path.abspath(train_path))
     record = os.path.join(folder, f"numbers-{digest.hexdigest()[:16]}.json")
     if os.path.exists(record):

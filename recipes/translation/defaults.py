@@ -61,9 +61,8 @@ MAX_MEMBERS = 8
 MAX_WORKERS = 64
 # The largest value of each kind of count a setting takes: far beyond any
 # real run, and small enough that nothing overflows the 32- and 64-bit
-# integers of NumPy, TensorFlow and SentencePiece once the run has written
-# its data (`--update-freq 10**23` passed the checks and ended, after the
-# split, vocabularies and shards were written, in an OverflowError).
+# integers of NumPy, TensorFlow and SentencePiece later, after the run has
+# written its data, where a refusal would come too late.
 MAX_PAIRS = 10**9  # sentence pairs: --limit, --vocab-sample, --limit-test, ...
 MAX_STEPS = 10**9  # training steps: --warmup, --save-every, --validate-every
 MAX_EPOCHS = 100_000  # --epochs, --patience, --bleu-every, --average-last, --last

@@ -37,13 +37,6 @@ FORMAT = 1  # the record layout above; a new one gets new keys
 SHARDS = 16  # files of a set: several workers can each read their own
 
 
-def _file_digest(path, digest):
-    """Feed `path`'s bytes to `digest`, 1 MiB at a time."""
-    with open(path, "rb") as handle:
-        while block := handle.read(1 << 20):
-            digest.update(block)
-
-
 def _vocabulary_file(tokenizer):
     """The vocabulary file a tokenizer was loaded from (SentencePiece's
     model, WordPiece's token list)."""
@@ -66,7 +59,7 @@ def shard_key(train_path, tokenizers, max_length, numbers):
     ):
         digest.update(json.dumps(part, sort_keys=True).encode("utf-8") + b"\0")
     for path in (train_path, *(_vocabulary_file(tokenizer) for tokenizer in tokenizers)):
-        _file_digest(path, digest)
+        runs.file_digest(path, digest)
         digest.update(b"\0")
     return digest.hexdigest()[:16]
 

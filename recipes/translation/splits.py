@@ -119,11 +119,8 @@ def corpus_fingerprint(path):
     size, modification time and the SHA-256 of its bytes (one streamed
     pass, about a second for a million pairs)."""
     status = os.stat(path)
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while block := handle.read(1 << 20):
-            digest.update(block)
-    return {"size": status.st_size, "mtime_ns": status.st_mtime_ns, "sha256": digest.hexdigest()}
+    digest = runs.file_digest(path).hexdigest()
+    return {"size": status.st_size, "mtime_ns": status.st_mtime_ns, "sha256": digest}
 
 
 def _check_unchanged(corpus, recorded, meta_path, output):

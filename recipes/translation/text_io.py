@@ -48,7 +48,8 @@ def read_sentences(path, stdin=None, log=print):
             if line is None:
                 raise ValueError(
                     f"--input {name}:{number}: longer than {describe_bound()}; "
-                    "expected one sentence a line"
+                    "expected one sentence a line: split that line into sentences, or leave "
+                    "it out (each line in gives a line out, so none is skipped)"
                 )
             if number == 1:
                 line = line.removeprefix(BOM.encode("utf-8"))  # no part of line 1

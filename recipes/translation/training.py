@@ -27,6 +27,7 @@ from .config import (
     recorded_defaults,
     upgrade,
 )
+from .corpus import check_text_file
 from .data import (
     SPLITS,
     check_file,
@@ -242,13 +243,14 @@ def train_settings(config):
 def check_inputs(config):
     """`UsageError` for what `train` or `tune` would refuse only after
     writing something: a corpus or `--valid` file that is missing or a
-    directory, `--dictionary` or `--alternatives` with `--corpus`, a
+    directory or of a format not read (`corpus.check_text_file`),
+    `--dictionary` or `--alternatives` with `--corpus`, a
     TF_CONFIG or KERAS_ATTENTION_WORKER_WAIT that makes no working cluster
     (`cluster.py`), an `--output` that is a file."""
-    if config.corpus:
-        check_file(config.corpus, "--corpus", UsageError)
-    if config.valid:
-        check_file(config.valid, "--valid", UsageError)
+    for flag, path in (("--corpus", config.corpus), ("--valid", config.valid)):
+        if path:
+            check_file(path, flag, UsageError)
+            check_text_file(path, flag, UsageError)  # its format, before --overwrite deletes
     if config.dictionary and config.corpus:
         raise UsageError("the dictionary entries are the Ding corpus's: leave out --corpus")
     if config.alternatives and config.corpus:
