@@ -368,14 +368,15 @@ def resilient_backup(
                 return position
             # Keras loads only files named `.weights.h5`: the one before's through a
             # copy, renamed into place once the whole set has loaded. The latest's
-            # record goes first and comes back last, so that a kill in between
-            # leaves a latest set without its record, which falls back again.
-            latest_record = record[: -len(suffix)]
-            if os.path.exists(latest_record):
-                os.remove(latest_record)
+            # record goes then, before the renaming, and the one before's comes
+            # last, so that a kill in between leaves a latest set without its
+            # record, which falls back again; a set that does not load changes
+            # nothing.
             with replacing(self._weights_path) as copy:
                 shutil.copyfile(weights, copy)
                 load(copy)
+                if os.path.exists(record[: -len(suffix)]):
+                    os.remove(record[: -len(suffix)])
             for path in (random, record):
                 if os.path.exists(path):
                     _copy_atomically(path, path[: -len(suffix)])
