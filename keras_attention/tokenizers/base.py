@@ -36,13 +36,21 @@ E0020-E007F
 """
 
 
-def _code_points(span):
-    first, _, last = span.partition("-")
-    return int(first, 16), int(last or first, 16)
+def code_point_ranges(text):
+    """`[(first, last)]` of the code point spans written in `text`
+    (hexadecimal, `0009-000D 0085 ...`)."""
+    spans = (span.partition("-") for span in text.split())
+    return [(int(first, 16), int(last or first, 16)) for first, _, last in spans]
 
 
-BLANK_CHARACTERS = [_code_points(span) for span in _BLANK_RANGES.split()]
-_BLANK = "[" + "".join(f"{chr(first)}-{chr(last)}" for first, last in BLANK_CHARACTERS) + "]*"
+def character_class(ranges):
+    """The regular expression class `[...]` of the code point `ranges`,
+    which RE2 (the graph) and Python's `re` read alike."""
+    return "[" + "".join(f"{chr(first)}-{chr(last)}" for first, last in ranges) + "]"
+
+
+BLANK_CHARACTERS = code_point_ranges(_BLANK_RANGES)
+_BLANK = character_class(BLANK_CHARACTERS) + "*"
 
 
 def is_blank(text):
@@ -95,8 +103,9 @@ class _InGraphTokenizer(tf.Module):
     @classmethod
     def blank(cls, strings):
         """`(B,)` bool: the `strings` that are blank (`blank_texts`) after
-        `clean` (SentencePiece's reads `▁` as a space)."""
-        return blank_texts(cls.clean(strings))
+        `clean` (SentencePiece's reads `▁` as a space), whose strings are
+        valid UTF-8 already."""
+        return tf.strings.regex_full_match(cls.clean(strings), _BLANK)
 
     @classmethod
     def blank_where_empty(cls, strings, translations):

@@ -67,6 +67,8 @@ import re
 
 import tensorflow as tf
 
+from keras_attention.tokenizers.base import character_class, code_point_ranges
+
 PLACEHOLDER = "\ue000"
 _MARK = "\x01"  # splits a text around its numbers; read as a space in texts (`sanitize`)
 
@@ -96,13 +98,8 @@ A8D0-A8D9 A900-A909 A9D0-A9D9 A9F0-A9F9 AA50-AA59 ABF0-ABF9 FF10-FF19 10107-1013
 """
 
 
-def _code_points(span):
-    first, _, last = span.partition("-")
-    return int(first, 16), int(last or first, 16)
-
-
-OTHER_DIGITS = [_code_points(span) for span in _OTHER_DIGIT_RANGES.split()]
-_OTHER = "[" + "".join(f"{chr(first)}-{chr(last)}" for first, last in OTHER_DIGITS) + "]"
+OTHER_DIGITS = code_point_ranges(_OTHER_DIGIT_RANGES)
+_OTHER = character_class(OTHER_DIGITS)
 NUMBER = rf"(?:[0-9]+(?:[.,:][0-9]+)*|{_OTHER})+"
 
 # The numbers whose `.` and `,` `copied` exchanges (see the module's table):
