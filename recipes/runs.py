@@ -201,8 +201,9 @@ def ctrl_c_between_steps():
 # `BadZipFile` (a `.keras` or `.npz` file, its CRC), NumPy's `EOFError`,
 # Keras's `ValueError` or `TypeError` (a config that does not fit); caught
 # where a run's model, checkpoint or backup is loaded, and said naming the file.
-DAMAGED_FILE_ERRORS = (OSError, ValueError, RuntimeError, KeyError, TypeError, EOFError)
-DAMAGED_FILE_ERRORS += (zipfile.BadZipFile,)
+DAMAGED_FILE_ERRORS = (
+    OSError, ValueError, RuntimeError, KeyError, TypeError, EOFError, zipfile.BadZipFile
+)  # fmt: skip
 
 # The files of one backup (Keras's two, the recipes' random state); the one
 # before it has the same names ending in `.bkp`.

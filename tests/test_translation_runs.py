@@ -296,9 +296,10 @@ def test_damaged_records_of_a_run_in_training_are_named(tmp_path):
     record.write_text('{"val_loss": "low", "epoch": 1}')
     with pytest.raises(ValueError, match="'val_loss' must be a number; holds \"low\""):
         training.best_weights(str(tmp_path / "best.weights.h5"))
+    (tmp_path / "latest.weights.h5").write_bytes(b"")  # the record beside its weights
     (tmp_path / "training_metadata.json").write_text("[]")
     with pytest.raises(ValueError, match=r"\(the backup's epoch\) holds \[\] where a JSON object"):
-        training.completed_epochs(str(tmp_path))
+        runs.backup_position(str(tmp_path))
 
 
 # -- 6. vocabularies of another run -------------------------------------------------------

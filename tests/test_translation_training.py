@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from keras_attention.seq2seq import BeamSearch
-from recipes import translate
+from recipes import runs, translate
 from recipes.translation import decoding, trained_run, training
 from recipes.translation.data import DING, SPLITS, split_of, tsv_pairs
 from tests.harness import BFLOAT16_CRASH, ONEDNN_CAPPED_BELOW_AVX512
@@ -163,7 +163,7 @@ def test_interrupted_training_resumes(tmp_path):
     output = process.communicate(timeout=240)[0]  # a loaded CI machine
     assert "interrupted: re-run the same command to resume" in output, output[-2000:]
     assert "Traceback" not in output
-    done = training.completed_epochs(str(backup))
+    done = runs.backup_position(str(backup))[0]
     assert 1 <= done < 4
     log = run("train", "--output", str(tmp_path), "--family", "rnn", "--epochs", "4", *TINY)
     assert f"resuming an interrupted run after its epoch {done} of 4" in log

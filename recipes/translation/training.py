@@ -121,17 +121,6 @@ def fit_verbosity(verbose):
     return 1 if sys.stdout.isatty() else 2
 
 
-def completed_epochs(backup):
-    """The epochs a backup folder holds (0 without one)."""
-    path = os.path.join(backup, "training_metadata.json")
-    if not os.path.exists(path):
-        return 0
-    remedy = f"delete {backup} to train again from the first epoch"
-    return int(
-        runs.read_json(path, "the backup's epoch", {"epoch": int}, (), remedy).get("epoch", 0)
-    )
-
-
 def choose_strategy():
     """The `tf.distribute` strategy of this process: multi-worker in a
     `TF_CONFIG` cluster (its creation waits for the other tasks, at most
