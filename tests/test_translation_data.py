@@ -1011,16 +1011,22 @@ def _sources(split, count, prefix="Satz"):
     return list(itertools.islice((s for s in found if split_of(s) == split), count))
 
 
+def _refused_split(tmp_path, name, pairs):
+    """The message of the `CorpusError` that preparing a run from `pairs`
+    (written as `<name>.tsv`) ends in."""
+    path = tmp_path / f"{name}.tsv"
+    path.write_text("".join(f"{s}\t{t}\n" for s, t in pairs), encoding="utf-8")
+    with pytest.raises(CorpusError) as refused:
+        prepare(str(tmp_path / name), str(path), log=lambda line: None)
+    return str(refused.value)
+
+
 def test_a_split_too_small_says_what_happened_with_its_numbers(tmp_path):
     # 12 different sentences, one of them twice, all in train: too few
     # distinct sentences, not duplicates, left the held-out splits empty.
     sources = _sources("train", 12)
-    path = tmp_path / "few.tsv"
     pairs = [(s, s.replace("Satz", "Sentence")) for s in sources + sources[:1]]
-    path.write_text("".join(f"{s}\t{t}\n" for s, t in pairs), encoding="utf-8")
-    with pytest.raises(CorpusError) as refused:
-        prepare(str(tmp_path / "few"), str(path), log=lambda line: None)
-    message = str(refused.value)
+    message = _refused_split(tmp_path, "few", pairs)
     assert message.startswith(
         "the corpus gave 13 usable pairs with 12 distinct source sentences, 1 of them "
         "repeating a source sentence, split {'train': 13, 'valid': 0, 'test': 0}, and the "
@@ -1029,11 +1035,7 @@ def test_a_split_too_small_says_what_happened_with_its_numbers(tmp_path):
     assert "so 12 are too few" in message and "duplicates" not in message
     # Different sentences with one translation: the held-out pairs are dropped.
     sources = _sources("train", 20) + _sources("valid", 2) + _sources("test", 2)
-    path = tmp_path / "one-target.tsv"
-    path.write_text("".join(f"{s}\tHello.\n" for s in sources), encoding="utf-8")
-    with pytest.raises(CorpusError) as refused:
-        prepare(str(tmp_path / "one"), str(path), log=lambda line: None)
-    message = str(refused.value)
+    message = _refused_split(tmp_path, "one-target", [(s, "Hello.") for s in sources])
     assert message.startswith(
         "the corpus gave 24 usable pairs with 24 distinct source sentences, split "
         "{'train': 20, 'valid': 0, 'test': 0} after 4 held-out pairs were dropped since their "

@@ -21,7 +21,7 @@ import sys
 import zlib
 
 from .config import DING
-from .defaults import MAX_LINE_BYTES
+from .defaults import MAX_LINE_BYTES, size_in_words
 
 DING_HINT = "install it with: sudo apt-get install -y trans-de-en (make demo and make test do this)"
 _ANNOTATION = re.compile(r"\{[^}]*\}|\[[^\]]*\]|<[^>]*>")
@@ -113,9 +113,8 @@ def check_text_file(path, flag, error=CorpusError):
 
 
 def describe_bound(limit=None):
-    """`limit` bytes (default `MAX_LINE_BYTES`) in words: `1 MiB`, else `1000 bytes`."""
-    limit = limit or MAX_LINE_BYTES
-    return f"{limit >> 20} MiB" if limit % (1 << 20) == 0 else f"{limit} bytes"
+    """`limit` bytes (default `MAX_LINE_BYTES`, as it is now) in words."""
+    return size_in_words(limit or MAX_LINE_BYTES)
 
 
 def bounded_lines(handle, path, flag, error=CorpusError, limit=None):

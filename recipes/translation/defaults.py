@@ -28,7 +28,14 @@ DING = "/usr/share/trans/de-en"
 # (the model reads --max-length pieces), and a reader keeps no more than this
 # of a line in memory, however long it is (`corpus.bounded_lines`).
 MAX_LINE_BYTES = 1 << 20
-MAX_LINE = f"{MAX_LINE_BYTES >> 20} MiB"  # in the help's words
+
+
+def size_in_words(size):
+    """`size` bytes in words: `1 MiB` for whole mebibytes, else `1000 bytes`."""
+    return f"{size >> 20} MiB" if size and size % (1 << 20) == 0 else f"{size} bytes"
+
+
+MAX_LINE = size_in_words(MAX_LINE_BYTES)  # in the help's words
 FAMILIES = ("rnn", "convs2s", "transformer")
 POSITIONS = ("sinusoidal", "learned", "rope", "alibi", "relative")
 CT2_QUANTIZATIONS = ("int8", "int8_float32", "float16")
