@@ -65,16 +65,18 @@ def check_kind(check):
     return {key: value for key, value in (check or {}).items() if key not in ("at_most", "why")}
 
 
-POSITIVE = tuple(  # integers >= 1
-    name
-    for name, field in FIELDS.items()
-    if check_kind(field.metadata.get("check")) == CHECKS["positive"]
-)
-COUNTS = tuple(  # integers >= 0
-    name
-    for name, field in FIELDS.items()
-    if check_kind(field.metadata.get("check")) == CHECKS["count"]
-)
+def checked_as(kind):
+    """The names of the settings whose check is `CHECKS[kind]`, whatever
+    their upper bound, in their declaration order."""
+    return tuple(
+        name
+        for name, field in FIELDS.items()
+        if check_kind(field.metadata.get("check")) == CHECKS[kind]
+    )
+
+
+POSITIVE = checked_as("positive")  # integers >= 1
+COUNTS = checked_as("count")  # integers >= 0
 FOLDERS = declared("folder")
 MODEL_KEYS = declared("records", "model")  # the model's settings (`config.model_settings`)
 # What a run's data split and vocabularies are built from (and `distill_from`,
