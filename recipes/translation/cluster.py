@@ -60,9 +60,8 @@ def cluster_task(environ=None):
     `UsageError` naming `TF_CONFIG` when it is not JSON, not an object, has
     no cluster or an empty one, a job other than "chief" and "worker" or a
     job that is not a list of "host:port" addresses, more than one chief,
-    no task or a task
-    whose type is not a job of the cluster or whose index is not one of
-    its job's."""
+    no task, or a task whose type is not a job of the cluster or whose
+    index is not one of its job's."""
     text = (os.environ if environ is None else environ).get(ENVIRONMENT)
     if not text:
         return None
@@ -119,8 +118,9 @@ def cluster_task(environ=None):
 
 
 def worker_wait_seconds(environ=None):
-    """How long a worker waits for the chief's data: `WORKER_WAIT_SECONDS`,
-    or `KERAS_ATTENTION_WORKER_WAIT` seconds (`UsageError` unless a finite
+    """How long a task waits for the cluster's other tasks to connect
+    (`bounded_wait`), and a worker for the chief's data:
+    `WORKER_WAIT_SECONDS`, or `KERAS_ATTENTION_WORKER_WAIT` seconds (`UsageError` unless a finite
     number above 0: an infinite wait is never what a cluster needs)."""
     text = (os.environ if environ is None else environ).get(WAIT_ENVIRONMENT)
     if not text:
