@@ -31,11 +31,8 @@ English test sentences in its training split.
 
 import argparse
 import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from recipes.translation.text_io import write_pair_file  # noqa: E402
+from keras_attention_recipes.translation.text_io import write_pair_file  # noqa: E402
 
 
 def read_pairs(path):

@@ -69,9 +69,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, ROOT)
 
-from recipes.translation.config import TranslationConfig, model_settings  # noqa: E402
+from keras_attention_recipes.translation.config import TranslationConfig, model_settings  # noqa: E402
 
 VENVS = {"tf": ".venv", "jax": ".venv-jax", "torch": ".venv-torch"}
 CELLS = {  # name -> (backend, environment, options of the child)
@@ -108,9 +107,8 @@ def draw_batches(run, steps, path, seed=0):
     import numpy as np
 
     sys.path.insert(0, HERE)
+    from keras_attention_recipes.translation.data import load_tokenizers, make_dataset
     from training import bucketed_sample  # bench/training.py
-
-    from recipes.translation.data import load_tokenizers, make_dataset
 
     source_tokenizer, target_tokenizer = load_tokenizers(run)
     data, _, _ = make_dataset(
@@ -149,8 +147,7 @@ def child(args):
 
         strategy = tf.distribute.MultiWorkerMirroredStrategy()
     import keras
-
-    from recipes.translation.training import build_model
+    from keras_attention_recipes.translation.training import build_model
 
     stored = np.load(args.batches)
     count = len([k for k in stored.files if k.startswith("source_")])
@@ -285,8 +282,7 @@ def profile(args, vocab, batches):
     """Op types by total time over 10 traced steps of the `tf` cell."""
     import numpy as np
     import tensorflow as tf
-
-    from recipes.translation.training import build_model
+    from keras_attention_recipes.translation.training import build_model
 
     stored = np.load(batches)
     batch = ((stored["source_0"], stored["target_in_0"]), stored["target_out_0"])
@@ -349,7 +345,7 @@ def main():
     args = parser.parse_args()
     if args.child:
         return child(args)
-    from recipes.runs import import_tensorflow_quietly
+    from keras_attention_recipes.runs import import_tensorflow_quietly
 
     import_tensorflow_quietly()
     folder = tempfile.mkdtemp(prefix="cpu-training-")

@@ -27,12 +27,11 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 
 
 def make_corpus(path, pairs, seed=0):
     """Write `pairs` synthetic lines (see the module's docstring) to `path`."""
-    from recipes.translation.corpus import ding_dictionary_pairs
+    from keras_attention_recipes.translation.corpus import ding_dictionary_pairs
 
     entries = list(ding_dictionary_pairs())
     rng = random.Random(seed)
@@ -50,11 +49,16 @@ def make_corpus(path, pairs, seed=0):
 def prepare_once(corpus, output, vocab_size, max_length, batch_tokens):
     """What `train` does before its first step, with its defaults; returns
     the seconds of each part."""
-    from recipes.runs import import_tensorflow_quietly
+    from keras_attention_recipes.runs import import_tensorflow_quietly
 
     import_tensorflow_quietly()
-    from recipes.translation.config import TranslationConfig
-    from recipes.translation.data import datasets, load_tokenizers, numbers_to_protect, prepare
+    from keras_attention_recipes.translation.config import TranslationConfig
+    from keras_attention_recipes.translation.data import (
+        datasets,
+        load_tokenizers,
+        numbers_to_protect,
+        prepare,
+    )
 
     config = TranslationConfig(corpus=corpus, output=output)
     seconds, started = {}, time.perf_counter()

@@ -447,8 +447,7 @@ def build_model(args):
     """The model of `args` (`--model` and its dimensions), built."""
     if args.family == "convs2s":
         from cpu_training import demo_settings  # bench/cpu_training.py
-
-        from recipes.translation.model import build_model as recipe_model
+        from keras_attention_recipes.translation.model import build_model as recipe_model
 
         return recipe_model(dict(demo_settings(), max_length=args.length), args.vocab, args.vocab)
     model = TransformerSeq2Seq(

@@ -29,7 +29,6 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)  # export_scores
 
 
@@ -86,11 +85,10 @@ def ct2_route(folder, compute_type, alpha, batch_size, threads):
 def main(argv=None):
     args = parse(argv)
     import sentencepiece
-
-    from recipes import translate as cli
-    from recipes.translation.config import BEAM_DEFAULTS
-    from recipes.translation.data import read_pairs
-    from recipes.translation.scores import corpus_scores
+    from keras_attention_recipes import translate as cli
+    from keras_attention_recipes.translation.config import BEAM_DEFAULTS
+    from keras_attention_recipes.translation.data import read_pairs
+    from keras_attention_recipes.translation.scores import corpus_scores
 
     pairs = read_pairs(args.test or os.path.join(args.output, "data", "test.tsv"))
     if args.smoke:
@@ -101,7 +99,7 @@ def main(argv=None):
 
     def command(*argv):
         parsed = cli.parser().parse_args(list(argv))
-        from recipes.translation.commands import COMMANDS
+        from keras_attention_recipes.translation.commands import COMMANDS
 
         return COMMANDS[parsed.command](cli.check(parsed), quiet)
 
@@ -116,7 +114,7 @@ def main(argv=None):
         "convert", "--output", args.output, "--to", "ctranslate2", "--dir",
         os.path.join(scratch, "ct2-int8"), "--quantization", "int8",
     )  # fmt: skip
-    from recipes.runs import read_json
+    from keras_attention_recipes.runs import read_json
 
     alpha = read_json(os.path.join(args.output, "config.json"), "settings").get("decoding", {})
     alpha = alpha.get("alpha", BEAM_DEFAULTS["alpha"])

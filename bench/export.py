@@ -30,7 +30,6 @@ import time
 import keras
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 
 # In a fresh process: the seconds of `tf.saved_model.load`, then the median
 # seconds of `serving_default` on 16 sentences (after a first call, in which
@@ -70,11 +69,12 @@ def saved_twice():
 
 def translator_of(flags, directory):
     """A `Translator` of the demo's model (with `flags`) and its search."""
+    from keras_attention_recipes import translate
+    from keras_attention_recipes.translation.decoding import search_from_config
+    from keras_attention_recipes.translation.training import build_model, train_settings
+
     from keras_attention.serving import Translator
     from keras_attention.tokenizers import RESERVED, SubwordTokenizer
-    from recipes import translate
-    from recipes.translation.decoding import search_from_config
-    from recipes.translation.training import build_model, train_settings
 
     config = translate.check(translate.parser().parse_args(["demo", *flags]))
     size = int(config.vocab_size)
@@ -115,7 +115,7 @@ def main():
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--flags", default="", help="more `demo` flags, e.g. '--hidden-dim 256'")
     args = parser.parse_args()
-    from recipes.runs import import_tensorflow_quietly
+    from keras_attention_recipes.runs import import_tensorflow_quietly
 
     import_tensorflow_quietly()
     flags = shlex.split(args.flags)

@@ -16,10 +16,6 @@ its BLEU/chrF difference and how many translations are identical:
 
 import argparse
 import json
-import os
-import sys
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def saved_model_translator(export, signature="serving_default", batch_size=64):
@@ -50,9 +46,10 @@ def main(argv=None):
     )
     args = parser.parse_args(argv)
 
+    from keras_attention_recipes.translation.scores import corpus_scores, number_consistency
+    from keras_attention_recipes.translation.text_io import read_pair_file
+
     from keras_attention.tokenizers.numbers import numbers_in
-    from recipes.translation.scores import corpus_scores, number_consistency
-    from recipes.translation.text_io import read_pair_file
 
     translate = saved_model_translator(args.export)
     other = saved_model_translator(args.compare) if args.compare else None

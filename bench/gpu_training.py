@@ -53,8 +53,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
-from recipes import runs  # noqa: E402 (the standard library only: it runs on the GPU machine too)
-from recipes.translation.defaults import COMMAND_DEFAULTS  # noqa: E402 (so is this)
+from keras_attention_recipes import runs  # noqa: E402 (the standard library only: it runs on the GPU machine too)
+from keras_attention_recipes.translation.defaults import COMMAND_DEFAULTS  # noqa: E402 (so is this)
 
 # The settings that differ from the demo's run (its config.json) by model.
 MODELS = {
@@ -74,9 +74,12 @@ LIMIT = 15_000_000  # bytes of one weights file that comes back
 def prepare(run, path, epochs):
     """Draw `epochs` training epochs and the validation batches of `run`."""
     import numpy as np
-
-    from recipes.translation.config import TranslationConfig
-    from recipes.translation.data import datasets, load_tokenizers, numbers_to_protect
+    from keras_attention_recipes.translation.config import TranslationConfig
+    from keras_attention_recipes.translation.data import (
+        datasets,
+        load_tokenizers,
+        numbers_to_protect,
+    )
 
     spec = json.load(open(os.path.join(run, "config.json")))
     config = TranslationConfig.for_command("demo", output=run)
@@ -192,8 +195,7 @@ def train_one(name, spec, vocab, epochs, valid, count, minutes, log, steps=None)
     (compiling or stepping)."""
     import keras
     import numpy as np
-
-    from recipes.translation.training import build_model
+    from keras_attention_recipes.translation.training import build_model
 
     keras.mixed_precision.set_global_policy("mixed_float16")
     keras.utils.set_random_seed(0)
@@ -310,7 +312,7 @@ def tune(args, log):
     """The chief and one worker per GPU, started as
     `recipes.distributed_tuning` starts them (`launch`); returns the
     trials' results. Logs: `chief.log`, `tuner0.log`, ... under `--out`."""
-    from recipes.distributed_tuning import gpu_count, launch
+    from keras_attention_recipes.distributed_tuning import gpu_count, launch
 
     gpus = max(gpu_count(), 1)
     folder = os.path.join(args.tune_dir, "tune")  # not under --out: its files stay there
@@ -337,9 +339,8 @@ def tune_member(args):
     """One chief or worker process of `tune`."""
     import keras
     import keras_tuner
-
-    from recipes.translation.training import build_model
-    from recipes.tuning import end_chief_promptly
+    from keras_attention_recipes.translation.training import build_model
+    from keras_attention_recipes.tuning import end_chief_promptly
 
     if os.environ.get("KERASTUNER_TUNER_ID") == "chief":
         end_chief_promptly()  # device time: not 20 s idle after the last trial
@@ -409,8 +410,7 @@ def score(run, folder, models, config=None):
     `config`: the config.json the weights were trained with (`--config` of
     the training step), when not the run's own."""
     import keras
-
-    from recipes.translation.training import build_model
+    from keras_attention_recipes.translation.training import build_model
 
     results = json.load(open(os.path.join(folder, "gpu_training.json")))
     run_config = json.load(open(os.path.join(run, "config.json")))
@@ -426,7 +426,14 @@ def score(run, folder, models, config=None):
         model.save(os.path.join(target, "model.keras"))
         runs.write_json_atomically(os.path.join(target, "config.json"), settings)
         keras.backend.clear_session()
-        command = [sys.executable, "-m", "recipes.translate", "evaluate", "--output", target]
+        command = [
+            sys.executable,
+            "-m",
+            "keras_attention_recipes.translate",
+            "evaluate",
+            "--output",
+            target,
+        ]
         subprocess.run(command, check=True)
         print(name, json.load(open(os.path.join(target, "scores.json"))))
 

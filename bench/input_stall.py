@@ -41,7 +41,6 @@ import keras
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, ROOT)
 sys.path.insert(0, HERE)
 
 from cpu_training import demo_settings  # noqa: E402  (bench/cpu_training.py)
@@ -65,9 +64,9 @@ def shard_stream(run, settings, batch_tokens, seed):
     """The first epoch's training stream of `run` read from its shards,
     with the run's tokenizers and number protection; `(dataset, batches
     in the epoch, shard folder)`."""
-    from recipes.translation.data import load_tokenizers
-    from recipes.translation.decoding import number_protection
-    from recipes.translation.pipeline import make_dataset, training_shards
+    from keras_attention_recipes.translation.data import load_tokenizers
+    from keras_attention_recipes.translation.decoding import number_protection
+    from keras_attention_recipes.translation.pipeline import make_dataset, training_shards
 
     with open(os.path.join(run, "config.json"), encoding="utf-8") as handle:
         numbers = number_protection(json.load(handle))
@@ -136,7 +135,7 @@ def main():
         if getattr(args, name) < 2:
             parser.error(f"--{name} must be at least 2; got {getattr(args, name)}")
 
-    from recipes.translation.model import build_model
+    from keras_attention_recipes.translation.model import build_model
 
     settings = demo_settings()
     shards, batches, folder, tokenizers = shard_stream(

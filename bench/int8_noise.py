@@ -28,10 +28,8 @@ model on this test set:
 import argparse
 import os
 import statistics
-import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def rounded_weights(model):
@@ -134,12 +132,13 @@ def main(argv=None):
     if args.draws < 1:
         parser.error(f"--draws must be a positive number of perturbed copies; got {args.draws}")
 
+    from keras_attention_recipes.translation.config import DECODING, upgrade_decoding
+    from keras_attention_recipes.translation.decoding import number_protection, translator_for
+    from keras_attention_recipes.translation.scores import corpus_scores
+    from keras_attention_recipes.translation.text_io import read_pair_file
+    from keras_attention_recipes.translation.trained_run import load_run
+
     from keras_attention.seq2seq.search import BeamSearch
-    from recipes.translation.config import DECODING, upgrade_decoding
-    from recipes.translation.decoding import number_protection, translator_for
-    from recipes.translation.scores import corpus_scores
-    from recipes.translation.text_io import read_pair_file
-    from recipes.translation.trained_run import load_run
 
     model, config, source, target = load_run(args.run, compile=False)
     test = args.test or os.path.join(args.run, "data", "test.tsv")

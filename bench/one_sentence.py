@@ -35,8 +35,7 @@ def stages(output, compile_model):
         marks.append((name, now[0] - last[0], now[1] - last[1]))
         last[:] = now
 
-    sys.path.insert(0, ROOT)
-    from recipes.runs import import_tensorflow_quietly
+    from keras_attention_recipes.runs import import_tensorflow_quietly
 
     import_tensorflow_quietly()
     mark("import tensorflow")
@@ -45,9 +44,9 @@ def stages(output, compile_model):
     import keras_attention  # noqa: F401
 
     mark("import keras + keras_attention")
-    from recipes.translation import decoding
-    from recipes.translation.config import TranslationConfig
-    from recipes.translation.data import load_tokenizers
+    from keras_attention_recipes.translation import decoding
+    from keras_attention_recipes.translation.config import TranslationConfig
+    from keras_attention_recipes.translation.data import load_tokenizers
 
     source, target = load_tokenizers(output)
     mark("load tokenizers")

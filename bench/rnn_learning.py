@@ -41,14 +41,14 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+
+from keras_attention_recipes.translation import training  # noqa: E402
+from keras_attention_recipes.translation.data import load_tokenizers, make_dataset  # noqa: E402
 
 from keras_attention.seq2seq import (  # noqa: E402
     MaskedCrossEntropy,
     RecurrentSeq2Seq,
 )
-from recipes.translation import training  # noqa: E402
-from recipes.translation.data import load_tokenizers, make_dataset  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from machine import describe  # noqa: E402 (bench/machine.py)

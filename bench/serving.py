@@ -17,7 +17,6 @@ and sentences per second.
 import argparse
 import os
 import statistics
-import sys
 import tempfile
 import time
 
@@ -25,13 +24,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from keras_attention_recipes.translation.commands import export_command  # noqa: E402
+from keras_attention_recipes.translation.config import TranslationConfig  # noqa: E402
+from keras_attention_recipes.translation.data import read_pairs  # noqa: E402
+from keras_attention_recipes.translation.trained_run import load_run  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from keras_attention.seq2seq.generation import beam_search, greedy_search  # noqa: E402
-from recipes.translation.commands import export_command  # noqa: E402
-from recipes.translation.config import TranslationConfig  # noqa: E402
-from recipes.translation.data import read_pairs  # noqa: E402
-from recipes.translation.trained_run import load_run  # noqa: E402
 
 
 def in_process(model, source_tokenizer, target_tokenizer, max_length, beam_width, greedy):

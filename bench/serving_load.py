@@ -49,7 +49,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 from machine import cpu  # noqa: E402 (bench/machine.py)
 
@@ -266,7 +265,7 @@ BAD_KINDS = ("unknown signature", "unknown version", "text matrix")
 def rest_caller(host, port, model_name, version, style):
     """A `call(request)` through the serving client's REST functions; bad
     requests go where the client lets a user send them."""
-    from recipes.serving_client import parse_rest_response, predict_rest, rest_body
+    from keras_attention_recipes.serving_client import parse_rest_response, predict_rest, rest_body
 
     def call(texts):
         text = np.array([t.encode("utf-8") for t in texts], dtype=object)

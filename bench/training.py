@@ -47,23 +47,25 @@ import argparse
 import gc
 import os
 import statistics
-import sys
 import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))  # the repository's recipes/
 
-from recipes.runs import import_tensorflow_quietly  # noqa: E402
+from keras_attention_recipes.runs import import_tensorflow_quietly  # noqa: E402
 
 import_tensorflow_quietly()  # TensorFlow's CUDA probe messages on a CPU machine
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-
-from recipes.translation.data import load_tokenizers, make_dataset, prepare, read_pairs  # noqa: E402
-from recipes.translation.training import build_model  # noqa: E402
+from keras_attention_recipes.translation.data import (  # noqa: E402
+    load_tokenizers,
+    make_dataset,
+    prepare,
+    read_pairs,
+)
+from keras_attention_recipes.translation.training import build_model  # noqa: E402
 
 BATCHINGS = {  # name -> (family allowed, tied embeddings)
     "padded 64x32": ("transformer", "convs2s"),

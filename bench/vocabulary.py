@@ -16,18 +16,18 @@ import os
 import tempfile
 import time
 
-from recipes.runs import import_tensorflow_quietly
+from keras_attention_recipes.runs import import_tensorflow_quietly
 
 import_tensorflow_quietly()  # TensorFlow's CUDA probe messages on a CPU machine
 
 import tensorflow as tf  # noqa: E402
+from keras_attention_recipes.translation.data import prepare, read_pairs  # noqa: E402
 
 from keras_attention.tokenizers import (  # noqa: E402
     build_vocabulary,
     load_tokenizer,
     train_sentencepiece,
 )
-from recipes.translation.data import prepare, read_pairs  # noqa: E402
 
 LEARNERS = (("SentencePiece", train_sentencepiece, "spm"), ("WordPiece", build_vocabulary, "vocab"))
 

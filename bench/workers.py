@@ -47,13 +47,11 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, ROOT)
 sys.path.insert(0, HERE)
 
 from cpu_training import demo_settings, draw_batches  # noqa: E402  (bench/cpu_training.py)
-
-from recipes.translation.members import shares  # noqa: E402
-from recipes.translation.workers import free_ports  # noqa: E402
+from keras_attention_recipes.translation.members import shares  # noqa: E402
+from keras_attention_recipes.translation.workers import free_ports  # noqa: E402
 
 
 def child(args):
@@ -72,9 +70,9 @@ def child(args):
     # TF_CONFIG from the parent: collectives before any other op
     strategy = tf.distribute.MultiWorkerMirroredStrategy() if os.environ.get("TF_CONFIG") else None
     import keras
+    from keras_attention_recipes.translation.training import build_model
 
     from keras_attention.training.distribute import adapt_for_distribution, repeated_for_fit
-    from recipes.translation.training import build_model
 
     stored = np.load(args.batches)
     count = len([k for k in stored.files if k.startswith("source_")])
@@ -190,7 +188,7 @@ def main():
     args = parser.parse_args()
     if args.child:
         return child(args)
-    from recipes.runs import import_tensorflow_quietly
+    from keras_attention_recipes.runs import import_tensorflow_quietly
 
     import_tensorflow_quietly()
     batches = os.path.join(tempfile.mkdtemp(prefix="bench-workers-"), "batches.npz")

@@ -90,7 +90,7 @@ def build_exports(work):
                 sh(
                     sys.executable,
                     "-m",
-                    "recipes.translate",
+                    "keras_attention_recipes.translate",
                     "train",
                     "--output",
                     run,
@@ -103,7 +103,7 @@ def build_exports(work):
             sh(
                 sys.executable,
                 "-m",
-                "recipes.translate",
+                "keras_attention_recipes.translate",
                 "export",
                 "--output",
                 run,
@@ -120,7 +120,7 @@ def build_exports(work):
         sh(
             sys.executable,
             "-m",
-            "recipes.spatial_transformer_digits",
+            "keras_attention_recipes.spatial_transformer_digits",
             "--limit",
             "100",
             "--epochs",
@@ -197,7 +197,7 @@ def ding_test_requests(work):
     """`{signature: {"text": array}}` of `XLA_SIGNATURES`, each the whole
     Ding test split's sources (the recipe's split, written once under
     `work`)."""
-    from recipes.translation.splits import prepare
+    from keras_attention_recipes.translation.splits import prepare
 
     paths = prepare(os.path.join(work, "ding-splits"), log=lambda line: None)
     with open(paths["test"], encoding="utf-8") as handle:
@@ -263,8 +263,9 @@ def trained_exports(work, runs):
             if os.path.exists(paths[name]) and os.path.getmtime(paths[name]) < trained:
                 shutil.rmtree(os.path.dirname(paths[name]))  # the run was trained again
             if not os.path.exists(paths[name]):
-                sh(sys.executable, "-m", "recipes.translate", "export", "--output", run,
-                   "--export-dir", exports, "--model-name", name, *flags)  # fmt: skip
+                sh(sys.executable, "-m", "keras_attention_recipes.translate", "export",
+                   "--output", run, "--export-dir", exports, "--model-name", name,
+                   *flags)  # fmt: skip
     return paths
 
 

@@ -166,8 +166,8 @@ def test_the_client_against_the_stub_in_both_rest_formats(exported):
     the client raises them."""
     import requests
     import tensorflow as tf
+    from keras_attention_recipes.serving_client import predict_rest
 
-    from recipes.serving_client import predict_rest
     from tests.serving_stub import ServingStub
 
     export = exported

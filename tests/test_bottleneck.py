@@ -8,8 +8,7 @@ import json
 import numpy as np
 import pytest
 from keras import ops
-
-from recipes import bottleneck
+from keras_attention_recipes import bottleneck
 
 PAD, SOS, EOS = 0, 1, 2
 

@@ -12,18 +12,18 @@ import subprocess
 
 import numpy as np
 import pytest
-
-from keras_attention.tokenizers import train_sentencepiece
-from recipes.translation import shards as shards_module
-from recipes.translation.data import (
+from keras_attention_recipes.translation import shards as shards_module
+from keras_attention_recipes.translation.data import (
     load_tokenizers,
     make_dataset,
     numbers_to_protect,
     prepare,
     vocabulary_sample,
 )
-from recipes.translation.pipeline import training_shards
-from recipes.translation.splits import split_of
+from keras_attention_recipes.translation.pipeline import training_shards
+from keras_attention_recipes.translation.splits import split_of
+
+from keras_attention.tokenizers import train_sentencepiece
 
 WORDS = "haus baum katze hund maus wald feld berg see fluss stadt dorf weg tag nacht".split()
 ENGLISH = "house tree cat dog mouse forest field mountain lake river town village way day".split()

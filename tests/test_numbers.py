@@ -7,6 +7,7 @@ import re
 import numpy as np
 import pytest
 import tensorflow as tf
+from keras_attention_recipes.translation.scores import number_consistency
 
 from keras_attention.tokenizers import build_vocabulary, load_tokenizer, train_sentencepiece
 from keras_attention.tokenizers.numbers import (
@@ -17,7 +18,6 @@ from keras_attention.tokenizers.numbers import (
     numbers_in,
     protect_text,
 )
-from recipes.translation.scores import number_consistency
 
 P = PLACEHOLDER
 SOURCES = [
@@ -171,9 +171,9 @@ def test_a_run_protects_numbers_only_where_its_pairs_copy_them(tmp_path):
     """Ding-like pairs copy their numbers: protected. Spelled-out dates to
     ISO dates do not (`22 juin 1975` -> `1975-06-22`): a model would never
     see the placeholder, so the run goes without."""
-    from recipes.translation.config import TranslationConfig
-    from recipes.translation.data import numbers_to_protect
-    from recipes.translation.text_io import write_pair_file
+    from keras_attention_recipes.translation.config import TranslationConfig
+    from keras_attention_recipes.translation.data import numbers_to_protect
+    from keras_attention_recipes.translation.text_io import write_pair_file
 
     copied = tmp_path / "copied.tsv"
     write_pair_file([("Gleis 4", "platform 4"), ("um 14:35", "at 14:35"), ("ja", "yes")], copied)

@@ -12,10 +12,9 @@ import zlib
 
 import numpy as np
 import pytest
-
-from recipes import runs
-from recipes import spatial_transformer_digits as recipe
-from recipes.digits.data import clutter
+from keras_attention_recipes import runs
+from keras_attention_recipes import spatial_transformer_digits as recipe
+from keras_attention_recipes.digits.data import clutter
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODELS = ("cnn", "spatial_transformer")
@@ -139,7 +138,7 @@ np.testing.assert_allclose(
 )
 warped = loaded.signatures["transformed"](image=tf.constant(image))["transformed"]
 assert warped.shape == (2, 30, 30, 1)
-from recipes.serving_client import rest_body, tensors_from_rest_body
+from keras_attention_recipes.serving_client import rest_body, tensors_from_rest_body
 import json
 body = json.loads(
     json.dumps(
@@ -305,7 +304,7 @@ def test_an_interrupted_training_resumes_from_its_backup(tmp_path, monkeypatch):
 def digits_cli(*argv, cwd=ROOT, **options):
     """The recipe's command line in a fresh process (`python -m`)."""
     return subprocess.run(
-        [sys.executable, "-m", "recipes.spatial_transformer_digits", *argv],
+        [sys.executable, "-m", "keras_attention_recipes.spatial_transformer_digits", *argv],
         capture_output=True,
         text=True,
         cwd=cwd,
@@ -378,7 +377,8 @@ def test_ctrl_c_keeps_the_run_other_settings_are_refused_and_a_rerun_resumes(tmp
     flags = ["--limit", "20", "--epochs", "200", "--output", str(tmp_path / "run")]
     # As the `keras-attention-digits` entry point calls it: main(), no __main__ block.
     entry_point = (
-        "import sys; from recipes.spatial_transformer_digits import main; main(sys.argv[1:])"
+        "import sys; from keras_attention_recipes.spatial_transformer_digits import main; "
+        "main(sys.argv[1:])"
     )
     command = [sys.executable, "-u", "-c", entry_point, *flags]
 

@@ -9,8 +9,7 @@ import threading
 
 import numpy as np
 import pytest
-
-from recipes.runs import CTRL_C_HELD, ctrl_c_between_steps, resilient_backup
+from keras_attention_recipes.runs import CTRL_C_HELD, ctrl_c_between_steps, resilient_backup
 
 X = np.random.default_rng(0).normal(size=(16, 3)).astype("float32")
 Y = X.sum(1, keepdims=True)
@@ -89,8 +88,7 @@ def test_a_ctrl_c_while_an_epoch_is_backed_up_keeps_that_epoch(tmp_path):
     the backup is written whole, the interrupt comes at epoch 3's start,
     and a re-run resumes after epoch 2."""
     import keras
-
-    from recipes.runs import backup_position
+    from keras_attention_recipes.runs import backup_position
 
     class CtrlCAtEpochEnd(keras.callbacks.Callback):
         def on_epoch_end(self, epoch, logs=None):

@@ -56,7 +56,7 @@ def test_layers_and_configs_pass_through():
 
 def test_the_table_is_the_only_one():
     """Models and recipes resolve names here: their choices are the table's."""
-    from recipes import translate
+    from keras_attention_recipes import translate
 
     train = translate.parser()._subparsers._group_actions[0].choices["train"]
     (attention,) = [action for action in train._actions if action.dest == "attention"]

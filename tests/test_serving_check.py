@@ -135,7 +135,7 @@ def test_an_export_with_default_attributes_kept_is_reported(module_export, tmp_p
 
 
 def test_digits_export_passes_every_release(tmp_path):
-    from recipes import spatial_transformer_digits as recipe
+    from keras_attention_recipes import spatial_transformer_digits as recipe
 
     model, warp = recipe.build_models(True)
     examples = np.random.default_rng(0).random((4, recipe.CANVAS, recipe.CANVAS, 1))

@@ -11,8 +11,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import numpy as np
 import pytest
-
-from recipes import serving_client
+from keras_attention_recipes import serving_client
 
 # Canned answers, in the format TF Serving uses for each request style.
 NBEST = [["a b", "a", "b", ""], ["c", "c d", "d", "e"]]
@@ -140,7 +139,15 @@ def test_text_that_is_not_utf8_is_sent_as_its_bytes(stub, capsys):
     # From a real command line too: no traceback.
     port = str(stub.server_address[1])
     result = subprocess.run(
-        [sys.executable, "-m", "recipes.serving_client", "--port", port, "--host", "127.0.0.1"]
+        [
+            sys.executable,
+            "-m",
+            "keras_attention_recipes.serving_client",
+            "--port",
+            port,
+            "--host",
+            "127.0.0.1",
+        ]
         + ["--text", b"\xff\xfe".decode("utf-8", "surrogateescape")],
         capture_output=True,
     )

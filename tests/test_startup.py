@@ -76,7 +76,7 @@ def test_the_attention_demo_prints_no_tensorflow_start_up_lines():
     (oneDNN, CUDA drivers) stay off its stderr, here a usage error's."""
     env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
     result = subprocess.run(
-        [sys.executable, "-m", "recipes.attention_demo", "--length", "0"],
+        [sys.executable, "-m", "keras_attention_recipes.attention_demo", "--length", "0"],
         capture_output=True,
         text=True,
         cwd=ROOT,

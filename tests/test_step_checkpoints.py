@@ -11,9 +11,9 @@ import sys
 
 import numpy as np
 import pytest
+from keras_attention_recipes.translation import averaging, pipeline
+from keras_attention_recipes.translation.data import DING
 
-from recipes.translation import averaging, pipeline
-from recipes.translation.data import DING
 from tests.translation_helpers import ROOT, TINY, run, weight_arrays
 
 pytestmark = pytest.mark.skipif(
@@ -27,7 +27,7 @@ STEPS = [*TINY, "--family", "rnn", "--batch-size", "4", "--limit", "80", "--max-
 # step `KILL_AT - 1` (`--save-every` of the command line).
 KILLED_TRAIN = """
 import os, signal, sys
-from recipes import runs, translate
+from keras_attention_recipes import runs, translate
 
 made = runs.resilient_backup
 KILL_AT = int(sys.argv[1])
@@ -112,7 +112,7 @@ def epoch_batches(stream, count):
 def test_an_epoch_s_batches_are_a_function_of_the_seed_and_the_epoch(trained):
     """Built again, from its first epoch or from its own, or in the middle
     of it, an epoch has the same batches; another epoch or seed has others."""
-    from recipes.translation.data import load_tokenizers, make_dataset
+    from keras_attention_recipes.translation.data import load_tokenizers, make_dataset
 
     output, _ = trained
     path = os.path.join(output, "data", "train.tsv")
@@ -215,7 +215,7 @@ def test_a_budget_shorter_than_an_epoch_ends_at_a_step_and_records_its_steps(tmp
 
 @pytest.mark.parametrize("flag", ["--save-every", "--validate-every"])
 def test_a_negative_step_count_is_refused_naming_its_flag(flag, capsys):
-    from recipes import translate
+    from keras_attention_recipes import translate
 
     with pytest.raises(SystemExit) as stopped:
         translate.main(["train", flag, "-1", "--output", "unused"])
@@ -229,8 +229,7 @@ def test_a_step_backup_falls_back_to_the_one_before_with_its_position_and_random
     latest truncated, `restore()` takes the one before (step 4 of epoch 1)
     with its dropout seeds, and says so."""
     import keras
-
-    from recipes import runs
+    from keras_attention_recipes import runs
 
     def model():
         built = keras.Sequential([keras.Input((3,)), keras.layers.Dropout(0.5, seed=1)])
@@ -275,7 +274,8 @@ DAMAGED_RUN = [*TINY, "--family", "rnn", "--epochs", "2", "--save-every", "3"]
 @pytest.fixture(scope="module")
 def interrupted(tmp_path_factory):
     """The stopped run's folder; each test damages a copy."""
-    from recipes import runs
+    from keras_attention_recipes import runs
+
     from tests.translation_helpers import Killed
 
     output = str(tmp_path_factory.mktemp("interrupted") / "run")
@@ -420,8 +420,7 @@ def test_a_backup_whose_optimizer_state_does_not_load_falls_back(tmp_path):
     damaged, and the one before is restored, optimizer state included."""
     import h5py
     import keras
-
-    from recipes import runs
+    from keras_attention_recipes import runs
 
     def model():
         built = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])

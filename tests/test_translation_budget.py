@@ -12,10 +12,10 @@ import re
 import keras
 import numpy as np
 import pytest
+from keras_attention_recipes.translation import budget
+from keras_attention_recipes.translation.data import DING
 
 from keras_attention.seq2seq import PlannedCosineDecay
-from recipes.translation import budget
-from recipes.translation.data import DING
 from tests.translation_helpers import TINY, run
 
 
@@ -209,7 +209,7 @@ def test_a_run_with_a_time_budget_records_what_fit(tmp_path):
 
 
 def test_a_time_budget_must_be_0_or_more_and_0_turns_it_off(capsys):
-    from recipes import translate
+    from keras_attention_recipes import translate
 
     with pytest.raises(SystemExit) as exit_info:
         translate.main(["train", "--time-budget", "-1", "--output", "unused"])
@@ -220,7 +220,7 @@ def test_a_time_budget_must_be_0_or_more_and_0_turns_it_off(capsys):
 
 
 def test_a_time_budget_is_refused_for_a_cluster_s_workers(monkeypatch, capsys):
-    from recipes import translate
+    from keras_attention_recipes import translate
 
     monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"worker": ["a:1", "b:2"]}}))
     with pytest.raises(SystemExit) as exit_info:

@@ -15,10 +15,10 @@ import sys
 
 import numpy as np
 import pytest
+from keras_attention_recipes import translate
+from keras_attention_recipes.translation import trained_run
+from keras_attention_recipes.translation.data import DING, SPLITS
 
-from recipes import translate
-from recipes.translation import trained_run
-from recipes.translation.data import DING, SPLITS
 from tests.translation_helpers import (
     ROOT,
     TINY,
@@ -36,7 +36,7 @@ pytestmark = pytest.mark.skipif(
 def test_a_carriage_return_inside_a_line_is_reported_and_skipped(tmp_path):
     """Text-mode reading took a bare \\r for a line end while the TSV reader
     did not: the split file then held a line without a tab (IndexError)."""
-    from recipes.translation.data import prepare, read_pairs
+    from keras_attention_recipes.translation.data import prepare, read_pairs
 
     path = tmp_path / "corpus.tsv"
     good = "".join(f"Satz Nummer {i}.\tSentence number {i}.\r\n" for i in range(300))
@@ -100,7 +100,14 @@ def test_a_cli_error_in_a_fresh_process_is_its_one_line(tmp_path):
     was imported to look for the run. (The other mistakes are checked in
     process above: the same `main`.)"""
     result = subprocess.run(
-        [sys.executable, "-m", "recipes.translate", "evaluate", "--output", "/nonexistent-run"],
+        [
+            sys.executable,
+            "-m",
+            "keras_attention_recipes.translate",
+            "evaluate",
+            "--output",
+            "/nonexistent-run",
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -117,8 +124,9 @@ def test_a_run_refuses_other_data_settings_and_overwrite_rebuilds(tmp_path):
     differences, and `--overwrite` builds the run again from the reversed
     data: its source vocabulary is learned from the English side. The
     first run has `--alternatives` (recorded, and a difference too)."""
+    from keras_attention_recipes.translation.data import read_pairs
+
     from keras_attention.tokenizers import train_sentencepiece
-    from recipes.translation.data import read_pairs
 
     output = str(tmp_path / "run")
     log = run(
@@ -266,7 +274,7 @@ def test_cli_mistakes_are_error_lines(trained, tmp_path, capsys):
 
 
 def test_interrupting_an_export_says_nothing_was_kept(monkeypatch, capsys):
-    from recipes.translation import commands
+    from keras_attention_recipes.translation import commands
 
     def interrupted(config, log=print):
         raise KeyboardInterrupt
@@ -310,7 +318,7 @@ def test_no_repeat_ngram_takes_the_librarys_name_and_the_old_one_with_a_note(cap
     """The flag is BeamSearch's `no_repeat_ngram_size`; `--no-repeat-ngram`
     (what it was called before) sets the same setting with a note, hidden
     from --help, and a run that recorded the old key decodes with it."""
-    from recipes.translation.config import TranslationConfig, run_decoding
+    from keras_attention_recipes.translation.config import TranslationConfig, run_decoding
 
     for command in ("train", "translate", "export"):
         config = translate.check(translate.parser().parse_args([command, "--no-repeat-ngram", "3"]))
@@ -332,11 +340,12 @@ def test_every_decoding_option_of_beam_search_is_a_flag_and_reaches_the_export()
     settings and the export's `decoding_options` (and 0.2.0's function of
     that name): a new BeamSearch argument fails here until it has a flag or
     is declared not a decoding option."""
+    from keras_attention_recipes.translation import decoding
+    from keras_attention_recipes.translation.config import decoding_settings, flag
+
     from keras_attention.seq2seq import BeamSearch
     from keras_attention.serving import export
     from keras_attention.serving.graph import beam_options
-    from recipes.translation import decoding
-    from recipes.translation.config import decoding_settings, flag
 
     search = BeamSearch()
     defaults = search.decoding_options()
@@ -359,7 +368,7 @@ def test_the_command_line_is_made_from_the_settings_declarations():
     """Each command's flags are the settings that name it, with their
     declared help (`settings.setting`), and nothing else; the 0.2.0
     spellings hidden beside them."""
-    from recipes.translation.settings import COMMANDS, FIELDS
+    from keras_attention_recipes.translation.settings import COMMANDS, FIELDS
 
     subcommands = translate.parser()._subparsers._group_actions[0].choices
     assert list(subcommands) == list(COMMANDS)
@@ -383,8 +392,8 @@ def test_every_declared_check_refuses_a_value_out_of_its_range():
     """A value just outside each setting's declared check is refused by
     `validate` with an error naming the flag and the bound; the lists of
     the checks (`POSITIVE`, `COUNTS`) are made from the declarations."""
-    from recipes.translation import config
-    from recipes.translation.settings import CHECKS, FIELDS
+    from keras_attention_recipes.translation import config
+    from keras_attention_recipes.translation.settings import CHECKS, FIELDS
 
     checked = {key: field.metadata.get("check") for key, field in FIELDS.items()}
     checked = {key: check for key, check in checked.items() if check}
@@ -410,7 +419,7 @@ def test_every_declared_check_refuses_a_value_out_of_its_range():
 
 
 def test_the_model_and_data_keys_are_what_a_run_records():
-    from recipes.translation import config
+    from keras_attention_recipes.translation import config
 
     settings = config.model_settings(config.TranslationConfig(family="transformer"))
     assert set(settings) - {config.WINDOW_RULE} == set(config.MODEL_KEYS)
@@ -418,7 +427,7 @@ def test_the_model_and_data_keys_are_what_a_run_records():
 
 
 def test_a_0_2_0_record_with_old_key_names_loads_under_the_new_names():
-    from recipes.translation.config import upgrade
+    from keras_attention_recipes.translation.config import upgrade
 
     old = {"units": 64, "layers": 1, "heads": 4, "kv_heads": 2, "window": None, "family": "rnn"}
     assert upgrade(old) == {
@@ -435,9 +444,9 @@ def test_a_0_2_0_run_json_with_old_names_resumes_under_the_new_ones(tmp_path):
     """run.json written by 0.2.0 names the model settings `units`, `kv_heads`,
     ...: the run resumes with today's flags, its record rewritten under
     today's names, and a real difference is still refused by its new name."""
-    from recipes import runs
-    from recipes.translation.config import RENAMED, recorded_defaults, upgrade
-    from recipes.translation.training import train_settings
+    from keras_attention_recipes import runs
+    from keras_attention_recipes.translation.config import RENAMED, recorded_defaults, upgrade
+    from keras_attention_recipes.translation.training import train_settings
 
     def settings(*flags):
         args = translate.parser().parse_args(["train", "--output", str(tmp_path), *flags])
@@ -464,9 +473,9 @@ def test_the_decoding_flags_become_one_search():
     search object, by generation's names; the flags' defaults are
     BeamSearch's own, and the demo's alpha is its own."""
     import keras
+    from keras_attention_recipes.translation import decoding
 
     from keras_attention.seq2seq import BeamSearch
-    from recipes.translation import decoding
 
     flags = ["--beam-width", "3", "--num-hypotheses", "2", "--alpha", "1.5", "--min-length", "2"]
     flags += [
@@ -511,16 +520,16 @@ def test_the_decoding_flags_become_one_search():
 @pytest.mark.parametrize(
     "module, argv",
     [
-        ("recipes.translate", ["--help"]),
-        ("recipes.translate", ["translate", "--help"]),
-        ("recipes.translate", ["convert", "--help"]),
-        ("recipes.translate", ["train", "--no-such-flag"]),
-        ("recipes.attention_demo", ["--help"]),
-        ("recipes.bottleneck", ["--help"]),
-        ("recipes.results", ["--help"]),
-        ("recipes.distributed_tuning", ["--help"]),
-        ("recipes.serving_client", ["--help"]),
-        ("recipes.spatial_transformer_digits", ["--help"]),
+        ("keras_attention_recipes.translate", ["--help"]),
+        ("keras_attention_recipes.translate", ["translate", "--help"]),
+        ("keras_attention_recipes.translate", ["convert", "--help"]),
+        ("keras_attention_recipes.translate", ["train", "--no-such-flag"]),
+        ("keras_attention_recipes.attention_demo", ["--help"]),
+        ("keras_attention_recipes.bottleneck", ["--help"]),
+        ("keras_attention_recipes.results", ["--help"]),
+        ("keras_attention_recipes.distributed_tuning", ["--help"]),
+        ("keras_attention_recipes.serving_client", ["--help"]),
+        ("keras_attention_recipes.spatial_transformer_digits", ["--help"]),
     ],
 )
 def test_help_and_flag_mistakes_answer_before_tensorflow_is_imported(module, argv):
@@ -547,19 +556,21 @@ def test_help_and_flag_mistakes_answer_before_tensorflow_is_imported(module, arg
 def test_command_line_tables_are_the_librarys():
     """The command line's copies of the library's tables (config.py and
     runs.py parse without importing the library) are the library's."""
+    from keras_attention_recipes import runs
+    from keras_attention_recipes.translation import config
+
     from keras_attention.registry import names
     from keras_attention.seq2seq import BeamSearch
     from keras_attention.seq2seq.transformer import POSITIONS
     from keras_attention.serving.ctranslate2 import QUANTIZATIONS
-    from recipes import runs
-    from recipes.translation import config
 
     assert runs.LIBRARY_ATTENTION == config.LIBRARY_ATTENTION == names()
     assert config.POSITIONS == POSITIONS
     assert config.CT2_QUANTIZATIONS == QUANTIZATIONS
     assert config.BEAM_DEFAULTS == BeamSearch().decoding_options()  # all of them
+    from keras_attention_recipes.translation import defaults, settings
+
     from keras_attention.seq2seq.search import MAX_BEAM_WIDTH
-    from recipes.translation import defaults, settings
 
     assert defaults.MAX_BEAM == MAX_BEAM_WIDTH
     for name in ("beam_width", "nbest", "num_hypotheses"):

@@ -13,12 +13,12 @@ import sys
 
 import numpy as np
 import pytest
+from keras_attention_recipes import translate
+from keras_attention_recipes.translation import config as settings_module
+from keras_attention_recipes.translation import decoding, trained_run, training
+from keras_attention_recipes.translation.data import DING, CorpusError, prepare
 
 from keras_attention.seq2seq import BeamSearch
-from recipes import translate
-from recipes.translation import config as settings_module
-from recipes.translation import decoding, trained_run, training
-from recipes.translation.data import DING, CorpusError, prepare
 from tests.translation_helpers import (
     TINY,
     cli,
@@ -37,7 +37,7 @@ def test_a_run_recorded_before_the_position_flags_resumes_with_their_defaults(tm
     lacks them: it was a sinusoidal, full multi-head transformer (an rnn or
     convs2s run, none of them), and is resumed as one; another position is
     refused with the difference."""
-    from recipes import runs
+    from keras_attention_recipes import runs
 
     def settings(*flags):
         args = translate.parser().parse_args(["train", "--output", str(tmp_path), *flags])
@@ -73,7 +73,7 @@ def test_a_window_recorded_by_0_2_is_read_as_the_same_window(tmp_path):
     Keras's |i - j| < w. A run recorded then (run.json, config.json) is read
     as w + 1: it resumes with `--sliding-window 3`, is refused with 2, and
     its model is rebuilt with the same window."""
-    from recipes import runs
+    from keras_attention_recipes import runs
 
     def settings(*flags):
         args = translate.parser().parse_args(["train", "--output", str(tmp_path), *flags])
@@ -157,7 +157,7 @@ def test_bytes_that_are_not_utf8_are_replaced_alike_in_input_and_test_files(
     """`translate --input` refused the whole file for one such byte, while
     `evaluate --test` skipped the line and the docs said they are replaced:
     both replace them by U+FFFD and say on stderr how many lines held one."""
-    from recipes.translation.text_io import read_pair_file
+    from keras_attention_recipes.translation.text_io import read_pair_file
 
     path = tmp_path / "in.txt"
     path.write_bytes(b"Hallo.\nkaputt \xff\nWelt \xfe\xff.\n")
@@ -188,7 +188,7 @@ def test_bytes_that_are_not_utf8_are_replaced_alike_in_input_and_test_files(
 def test_progress_goes_to_stderr_a_line_every_n_or_redrawn_on_a_terminal():
     import io
 
-    from recipes.translation.text_io import Progress
+    from keras_attention_recipes.translation.text_io import Progress
 
     log = io.StringIO()
     progress = Progress(2500, stream=log, every=1000, quiet_below=0)
@@ -292,7 +292,7 @@ def test_evaluate_scores_a_given_test_file_and_records_the_signatures(trained, t
 def test_evaluate_of_another_test_file_keeps_the_run_s_own_results(trained, tmp_path, capsys):
     """`evaluate --test small.tsv` replaced the run's `scores.json` (960
     sentences, BLEU 8.46) by a 2-sentence BLEU 71.44, and its heatmaps."""
-    from recipes import runs
+    from keras_attention_recipes import runs
 
     output = str(tmp_path / "run")
     shutil.copytree(trained[0], output)
@@ -425,7 +425,7 @@ def test_average_measures_the_validation_loss_as_training_does(trained, tmp_path
     means, so batching moves it). The tiny model's loss is nearly the same
     on every pair, so here the protected numbers are what tell the two
     measures apart (5.9732 before this was fixed, against 5.9729)."""
-    from recipes.translation.data import datasets
+    from keras_attention_recipes.translation.data import datasets
 
     output = str(tmp_path / "run")
     shutil.copytree(trained[0], output)
@@ -497,7 +497,7 @@ def test_averaging_reports_the_last_epoch_beside_the_average_not_the_best(
 
 
 def test_results_rewrites_its_table_and_keeps_what_was_written_by_hand(tmp_path):
-    from recipes.results import write_generated_part
+    from keras_attention_recipes.results import write_generated_part
 
     path = str(tmp_path / "RESULTS.md")
     write_generated_part(path, "| table 1 |\n")
@@ -515,8 +515,7 @@ def test_kept_epochs_include_the_one_a_resumed_backup_restores(tmp_path):
     restored weights (the average missed the last epoch before); later
     epochs keep only the newest `keep`."""
     import keras
-
-    from recipes.translation.averaging import KeepLastEpochs, kept_checkpoints
+    from keras_attention_recipes.translation.averaging import KeepLastEpochs, kept_checkpoints
 
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
     model.compile("adam", "mse")
@@ -565,7 +564,7 @@ def test_results_tables_bleu_by_length_and_plots_it(tmp_path):
     """The per-length table has a column per bucket seen in any run,
     shortest first, a dash where a run has no sentence of that length, and
     the plot is a PNG."""
-    from recipes.results import length_table, plot_by_length
+    from keras_attention_recipes.results import length_table, plot_by_length
 
     rows = [
         (
@@ -646,8 +645,7 @@ def test_a_shared_vocabulary_is_learned_from_both_sides_into_one_table(tmp_path)
     two copies them again, never learning a one-sided one), and a ConvS2S
     whose encoder, decoder and output projection read one table."""
     import keras
-
-    from recipes.translation.data import load_tokenizers, vocabulary_paths
+    from keras_attention_recipes.translation.data import load_tokenizers, vocabulary_paths
 
     output = tmp_path / "shared"
     flags = ["--family", "convs2s", "--shared-vocabulary", "--tie-embeddings", "--embed-dim", "32"]
@@ -702,7 +700,7 @@ def test_a_convs2s_run_recorded_before_the_tying_flags_resumes(tmp_path):
     `tie_embeddings: null` and no `shared_vocabulary`: it resumes (both
     are read as off), and `--shared-vocabulary` is refused naming the
     difference."""
-    from recipes import runs
+    from keras_attention_recipes import runs
 
     def settings(*flags):
         args = translate.parser().parse_args(["train", "--output", str(tmp_path), *flags])
@@ -744,7 +742,7 @@ DING_LINES = (
 
 
 def test_ding_alternatives_pair_every_german_sentence_with_every_english_one(tmp_path):
-    from recipes.translation.data import ding_alternative_pairs, ding_pairs
+    from keras_attention_recipes.translation.data import ding_alternative_pairs, ding_pairs
 
     path = tmp_path / "de-en"
     path.write_text(DING_LINES, encoding="utf-8")
@@ -768,7 +766,11 @@ def test_ding_alternatives_pair_every_german_sentence_with_every_english_one(tmp
 # trains with --alternatives in `make test`.
 @pytest.mark.large
 def test_alternatives_add_training_pairs_and_leave_the_held_out_splits_alone(tmp_path):
-    from recipes.translation.data import ding_alternative_pairs, read_pairs, words_of
+    from keras_attention_recipes.translation.data import (
+        ding_alternative_pairs,
+        read_pairs,
+        words_of,
+    )
 
     entries = list(itertools.islice(ding_alternative_pairs(), 3000))  # the split's pairs
     plain = prepare(str(tmp_path / "plain"), limit=3000, log=lambda line: None)
@@ -856,9 +858,9 @@ class _EndlessLine:
 
 
 def test_a_line_over_the_bound_is_read_in_chunks_dropped_and_reported(tmp_path, monkeypatch):
-    from recipes.translation import corpus
-    from recipes.translation.corpus import bounded_lines, tsv_pairs
-    from recipes.translation.text_io import read_pair_file
+    from keras_attention_recipes.translation import corpus
+    from keras_attention_recipes.translation.corpus import bounded_lines, tsv_pairs
+    from keras_attention_recipes.translation.text_io import read_pair_file
 
     stream = _EndlessLine(then=b"\nHallo.\tHello.\n")
     lines = list(bounded_lines(stream, "endless", "--corpus", limit=1000))
@@ -881,8 +883,8 @@ def test_translate_input_refuses_a_line_over_the_bound_naming_it(tmp_path, monke
     """Skipped, it would shift every later translation a line up."""
     import io
 
-    from recipes.translation import corpus
-    from recipes.translation.text_io import read_sentences
+    from keras_attention_recipes.translation import corpus
+    from keras_attention_recipes.translation.text_io import read_sentences
 
     monkeypatch.setattr(corpus, "MAX_LINE_BYTES", 64)
     path = tmp_path / "in.txt"
@@ -902,8 +904,8 @@ def test_dev_zero_as_the_corpus_is_refused_at_once_in_bounded_memory(tmp_path):
     script = f"""
 import resource
 resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
-from recipes.translation.corpus import CorpusError
-from recipes.translation.splits import prepare
+from keras_attention_recipes.translation.corpus import CorpusError
+from keras_attention_recipes.translation.splits import prepare
 try:
     prepare({str(tmp_path / "run")!r}, "/dev/zero", log=print)
 except CorpusError as error:
@@ -924,9 +926,9 @@ print("rss_kib:", int(peak[0].split()[1]) if peak else 0)
 
 
 def test_carriage_returns_alone_as_line_breaks_are_named(tmp_path, monkeypatch, capsys):
-    from recipes.translation import corpus
-    from recipes.translation.corpus import tsv_pairs
-    from recipes.translation.text_io import read_sentences
+    from keras_attention_recipes.translation import corpus
+    from keras_attention_recipes.translation.corpus import tsv_pairs
+    from keras_attention_recipes.translation.text_io import read_sentences
 
     small = tmp_path / "mac.tsv"
     small.write_bytes(_pairs_text(300).replace("\n", "\r").encode())
@@ -945,7 +947,7 @@ def test_carriage_returns_alone_as_line_breaks_are_named(tmp_path, monkeypatch, 
 
 
 def test_a_line_blank_on_both_sides_is_reported_and_counted(tmp_path):
-    from recipes.translation.corpus import tsv_pairs
+    from keras_attention_recipes.translation.corpus import tsv_pairs
 
     path = tmp_path / "blank.tsv"
     path.write_text(_pairs_text(150) + " \t \n\n   \n" + _pairs_text(300, 150), encoding="utf-8")
@@ -965,8 +967,8 @@ def test_a_gzip_corpus_is_read_as_its_text_and_other_compressions_are_named(tmp_
     import gzip
     import lzma
 
-    from recipes.translation.data import read_pairs
-    from recipes.translation.text_io import read_pair_file, read_sentences
+    from keras_attention_recipes.translation.data import read_pairs
+    from keras_attention_recipes.translation.text_io import read_pair_file, read_sentences
 
     text = _pairs_text(300)
     plain, packed = tmp_path / "corpus.tsv", tmp_path / "corpus.tsv.gz"
@@ -1005,7 +1007,7 @@ def test_a_gzip_corpus_is_read_as_its_text_and_other_compressions_are_named(tmp_
 
 def _sources(split, count, prefix="Satz"):
     """`count` source sentences that `split_of` puts in `split`."""
-    from recipes.translation.splits import split_of
+    from keras_attention_recipes.translation.splits import split_of
 
     found = (f"{prefix} {i}." for i in itertools.count())
     return list(itertools.islice((s for s in found if split_of(s) == split), count))

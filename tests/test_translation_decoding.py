@@ -11,12 +11,12 @@ import shutil
 
 import numpy as np
 import pytest
+from keras_attention_recipes import translate
+from keras_attention_recipes.translation import config as settings_module
+from keras_attention_recipes.translation import data as data_module
+from keras_attention_recipes.translation import scores, trained_run, training
+from keras_attention_recipes.translation.data import DING
 
-from recipes import translate
-from recipes.translation import config as settings_module
-from recipes.translation import data as data_module
-from recipes.translation import scores, trained_run, training
-from recipes.translation.data import DING
 from tests.translation_helpers import (
     TINY,
     check_export,
@@ -103,9 +103,9 @@ def test_a_run_recorded_before_the_tokenizer_flag_is_a_wordpiece_run(tmp_path):
     load as WordPiece tokenizers, and the new default is refused with the
     difference."""
     import tensorflow as tf
+    from keras_attention_recipes import runs
 
     from keras_attention.tokenizers import RESERVED, SubwordTokenizer
-    from recipes import runs
 
     def settings(*flags):
         args = translate.parser().parse_args(["train", "--output", str(tmp_path), *flags])
@@ -171,7 +171,7 @@ def test_export_of_a_rope_multi_query_windowed_transformer(tmp_path):
 
 
 def test_batches_are_bucketed_by_length_and_hold_every_pair_once(trained):
-    from recipes.translation.data import bucket_boundaries, make_dataset, read_pairs
+    from keras_attention_recipes.translation.data import bucket_boundaries, make_dataset, read_pairs
 
     output, _ = trained
     source_tokenizer, target_tokenizer = data_module.load_tokenizers(output)
@@ -208,7 +208,7 @@ def test_the_count_of_pairs_reads_lines_as_the_pipeline_does(trained, tmp_path):
     lines `tf.data.TextLineDataset` reads: split on `\\n` only, every `\\r`
     dropped. A file with CRLF endings and carriage returns inside lines
     gives the counts and the pairs of the same file without them."""
-    from recipes.translation.data import make_dataset
+    from keras_attention_recipes.translation.data import make_dataset
 
     output, _ = trained
     tokenizers = data_module.load_tokenizers(output)
@@ -232,8 +232,9 @@ def test_the_count_of_pairs_reads_lines_as_the_pipeline_does(trained, tmp_path):
 
 
 def test_word_dropout_replaces_input_pieces_by_unk_and_never_the_scored_targets(trained):
+    from keras_attention_recipes.translation.data import make_dataset
+
     from keras_attention.tokenizers import UNK
-    from recipes.translation.data import make_dataset
 
     output, _ = trained
     tokenizers = data_module.load_tokenizers(output)
@@ -272,7 +273,7 @@ def test_subword_sampling_segments_each_epoch_anew_into_the_same_sentences(train
     the same sentences each epoch, which decode to the same texts (a pair
     whose draw is longer than `max_length` sits the epoch out); the decoder's
     input and the scored targets stay one piece apart."""
-    from recipes.translation.data import make_dataset
+    from keras_attention_recipes.translation.data import make_dataset
 
     output, _ = trained
     tokenizers = data_module.load_tokenizers(output)
@@ -307,7 +308,7 @@ def test_subword_sampling_segments_each_epoch_anew_into_the_same_sentences(train
 
 
 def test_dictionary_entries_are_extra_pairs_and_never_a_held_out_sentence(tmp_path, trained):
-    from recipes.translation.data import make_dataset, prepare, read_pairs, words_of
+    from keras_attention_recipes.translation.data import make_dataset, prepare, read_pairs, words_of
 
     paths = prepare(str(tmp_path / "run"), limit=300, dictionary=True, log=lambda line: None)
     entries = read_pairs(paths["dictionary"])
@@ -366,8 +367,8 @@ def test_a_run_records_its_decoding_settings_and_the_commands_use_them(
     evaluate on the same run used 0.6: a run records its decoding settings
     when it trains, and evaluate, translate and export use them unless a
     flag says otherwise."""
-    from recipes.translation import commands
-    from recipes.translation.config import BEAM_DEFAULTS, decoding_settings
+    from keras_attention_recipes.translation import commands
+    from keras_attention_recipes.translation.config import BEAM_DEFAULTS, decoding_settings
 
     recorded = json.load(open(os.path.join(trained[0], "config.json")))["decoding"]
     assert recorded == {  # the shared run trained without decoding flags
@@ -416,7 +417,7 @@ def test_decoding_commands_load_the_model_without_its_training_state(trained, ca
     """translate, evaluate and export only decode: the model loads without
     its loss, metrics and optimizer (faster, and no optimizer warning);
     `average`, which evaluates and saves the model, still loads it compiled."""
-    from recipes.translation import commands
+    from keras_attention_recipes.translation import commands
 
     models = []
 
@@ -466,8 +467,8 @@ def test_each_decoding_command_reads_the_runs_config_once(trained, tmp_path, cap
     config.json, and the model is loaded with what it read: evaluate,
     translate and export read the file once (the decoding options reach
     their search all the same)."""
-    from recipes import runs
-    from recipes.translation import commands
+    from keras_attention_recipes import runs
+    from keras_attention_recipes.translation import commands
 
     reads, searches = [], []
     read_json = runs.read_json
@@ -498,7 +499,7 @@ def test_the_demo_records_its_decoding_on_a_run_trained_before_runs_did(trained,
     """`make demo` on a finished demo run from before runs recorded their
     decoding evaluated with alpha 1.2 while translate used 0.6: the demo
     records its settings there (once; a recorded run keeps its own)."""
-    from recipes.translation import commands
+    from keras_attention_recipes.translation import commands
 
     output = str(tmp_path / "run")
     shutil.copytree(trained[0], output)

@@ -7,8 +7,8 @@ import json
 import os
 
 import pytest
+from keras_attention_recipes.translation.data import DING, read_pairs
 
-from recipes.translation.data import DING, read_pairs
 from tests.translation_helpers import TINY, cli, run
 
 pytestmark = pytest.mark.skipif(
@@ -23,8 +23,8 @@ def test_a_student_trains_on_what_its_teacher_translates(trained, tmp_path):
     the training split's sources, as `translate --input` prints them; its
     split, validation and vocabularies are the teacher's files; a second
     call reads the translations back instead of translating again."""
-    from recipes import translate
-    from recipes.translation.distillation import DISTILLED, distilled_split
+    from keras_attention_recipes import translate
+    from keras_attention_recipes.translation.distillation import DISTILLED, distilled_split
 
     teacher, student = trained[0], tmp_path / "student"
     log = run("train", "--output", str(student), "--distill-from", teacher, *STUDENT, *TINY)
@@ -83,8 +83,8 @@ def test_an_interrupted_distillation_resumes_after_its_last_whole_chunk(
     """The translations made before an interruption (whole chunks, kept
     outside data/) are kept: only the rest is translated; a partial file
     of other sources is not used."""
-    from recipes import translate
-    from recipes.translation import distillation
+    from keras_attention_recipes import translate
+    from keras_attention_recipes.translation import distillation
 
     teacher, student = trained[0], tmp_path / "student"
     monkeypatch.setattr(distillation, "CHUNK", 40)

@@ -12,8 +12,8 @@ import shutil
 import keras
 import numpy as np
 import pytest
+from keras_attention_recipes.translation.data import DING
 
-from recipes.translation.data import DING
 from tests.translation_helpers import cli, export_via_cli, run
 
 pytestmark = [
@@ -69,7 +69,7 @@ def test_an_ensemble_export_serves_what_translate_ensemble_prints(trained, tmp_p
     flags = ("--output", output, "--ensemble", other, "--beam-width", "2")
     ensembled = translations(run("translate", *TEXTS, *flags))
     args = ["export", *flags, "--export-dir", str(tmp_path / "exports")]
-    from recipes import translate
+    from keras_attention_recipes import translate
 
     path = export_via_cli(translate.parser().parse_args(args), log=lambda _: 0)
     served = tf.saved_model.load(path).signatures["serving_default"](text=tf.constant(TEXTS))

@@ -13,9 +13,9 @@ import time
 
 import numpy as np
 import pytest
+from keras_attention_recipes import translate
+from keras_attention_recipes.translation.data import DING
 
-from recipes import translate
-from recipes.translation.data import DING
 from tests.translation_helpers import (
     TINY,
     check_export,
@@ -81,8 +81,11 @@ def test_saved_model_cli_lists_the_signatures(exported):
 
 def test_rest_bodies_become_the_signature_inputs(exported):
     import tensorflow as tf
-
-    from recipes.serving_client import parse_rest_response, rest_body, tensors_from_rest_body
+    from keras_attention_recipes.serving_client import (
+        parse_rest_response,
+        rest_body,
+        tensors_from_rest_body,
+    )
 
     loaded = tf.saved_model.load(exported)
     text = np.array(["Ich habe keine Zeit.".encode(), "Wo ist der Bahnhof?".encode()], dtype=object)
@@ -120,7 +123,7 @@ def test_rest_bodies_become_the_signature_inputs(exported):
     "docs/serving.md for its Docker and apt commands)",
 )
 def test_real_server_rest_and_grpc(exported, tmp_path):
-    from recipes.serving_client import predict_grpc, predict_rest
+    from keras_attention_recipes.serving_client import predict_grpc, predict_rest
 
     base = os.path.dirname(exported)
     grpc_port, rest_port = free_port(), free_port()
@@ -222,9 +225,9 @@ def test_an_export_copies_numbers_it_never_saw(tmp_path):
     import random
 
     import tensorflow as tf
+    from keras_attention_recipes.translation.scores import number_consistency
 
     from keras_attention.serving import check
-    from recipes.translation.scores import number_consistency
 
     draw = random.Random(0)
     corpus = tmp_path / "numbers.tsv"
@@ -309,8 +312,8 @@ def test_export_quantize_int8_reports_both_sizes_and_translates_as_in_process(tr
 def beam_2_translator(run_folder):
     """The run's Translator in process with the search `export --beam-width 2`
     settles on."""
-    from recipes.translation.decoding import search_from_config, translator_for
-    from recipes.translation.trained_run import load_run
+    from keras_attention_recipes.translation.decoding import search_from_config, translator_for
+    from keras_attention_recipes.translation.trained_run import load_run
 
     model, config, source_tokenizer, target_tokenizer = load_run(run_folder, compile=False)
     search = search_from_config(
@@ -359,9 +362,8 @@ def test_the_demo_s_everyday_scores_are_sacrebleu_s_on_the_export_s_translations
     everyday set through the export, scored as sacrebleu scores the
     translations that `translate` prints with the export's beam of 2."""
     import sacrebleu
-
-    from recipes.translation import commands
-    from recipes.translation.text_io import read_pair_file
+    from keras_attention_recipes.translation import commands
+    from keras_attention_recipes.translation.text_io import read_pair_file
 
     lines = []
     import tensorflow as tf
@@ -387,7 +389,8 @@ def test_the_demo_s_everyday_scores_are_sacrebleu_s_on_the_export_s_translations
 def test_export_checks_model_name_before_loading_the_model(trained, tmp_path, capsys, monkeypatch):
     """`export --model-name ../x` was refused only after all seven signatures
     were traced and written (about 20 s)."""
-    from recipes.translation import commands
+    from keras_attention_recipes.translation import commands
+
     from tests.translation_helpers import cli
 
     def no_model(config):

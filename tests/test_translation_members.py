@@ -9,10 +9,10 @@ import os
 import keras
 import numpy as np
 import pytest
+from keras_attention_recipes.translation.config import UsageError
+from keras_attention_recipes.translation.data import DING
+from keras_attention_recipes.translation.members import Prefixed, member_folders, shares
 
-from recipes.translation.config import UsageError
-from recipes.translation.data import DING
-from recipes.translation.members import Prefixed, member_folders, shares
 from tests.translation_helpers import TINY, run
 
 pytestmark = pytest.mark.tensorflow

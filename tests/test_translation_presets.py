@@ -11,20 +11,20 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-
-from keras_attention.seq2seq import InverseSquareRootSchedule, PerUpdateSchedule
-from recipes import runs, translate
-from recipes.translation import training
-from recipes.translation.config import (
+from keras_attention_recipes import runs, translate
+from keras_attention_recipes.translation import training
+from keras_attention_recipes.translation.config import (
     UsageError,
     model_settings,
     recorded_defaults,
     upgrade,
 )
-from recipes.translation.data import DING
-from recipes.translation.defaults import PRESETS
-from recipes.translation.model import build_model, learning_rate
-from recipes.translation.training import train_settings
+from keras_attention_recipes.translation.data import DING
+from keras_attention_recipes.translation.defaults import PRESETS
+from keras_attention_recipes.translation.model import build_model, learning_rate
+from keras_attention_recipes.translation.training import train_settings
+
+from keras_attention.seq2seq import InverseSquareRootSchedule, PerUpdateSchedule
 from tests.translation_helpers import TINY, run
 
 pytestmark = pytest.mark.tensorflow  # tf.GradientTape; the recipe trains with TensorFlow
@@ -262,8 +262,9 @@ def test_the_schedule_counts_updates():
 
 def test_the_time_budget_plans_the_cosine_in_updates(tmp_path, monkeypatch):
     """10 batches an epoch, 2 a update: the cosine ends at 5 updates an epoch."""
+    from keras_attention_recipes.translation import budget
+
     from keras_attention.seq2seq import PlannedCosineDecay
-    from recipes.translation import budget
 
     now = [0.0]
     monkeypatch.setattr(budget.time, "perf_counter", lambda: now[0])

@@ -15,11 +15,17 @@ import sys
 import threading
 
 import pytest
+from keras_attention_recipes import run_folders, runs
+from keras_attention_recipes.translation import training
+from keras_attention_recipes.translation.data import (
+    DING,
+    CorpusError,
+    prepare,
+    read_pairs,
+    tsv_pairs,
+)
+from keras_attention_recipes.translation.text_io import line_writer, read_pair_file, read_sentences
 
-from recipes import run_folders, runs
-from recipes.translation import training
-from recipes.translation.data import DING, CorpusError, prepare, read_pairs, tsv_pairs
-from recipes.translation.text_io import line_writer, read_pair_file, read_sentences
 from tests.translation_helpers import ROOT, TINY, cli, run
 
 
@@ -135,7 +141,7 @@ def test_output_file_refuses_a_read_only_file_in_one_line(tmp_path, capsys):
 # -- 3. the run folder's lock ------------------------------------------------------------
 HOLD = """
 import sys, time
-from recipes import runs
+from keras_attention_recipes import runs
 with runs.locked(sys.argv[1], "train"):
     print("locked", flush=True)
     time.sleep(float(sys.argv[2]))
@@ -377,7 +383,7 @@ def test_a_byte_order_mark_is_stripped_wherever_files_are_read(tmp_path):
     record = tmp_path / "record.json"
     record.write_bytes('\ufeff{"epoch": 2}'.encode())
     assert runs.read_json(str(record), "a record") == {"epoch": 2}
-    from recipes.tuning import load_hyperparameters
+    from keras_attention_recipes.tuning import load_hyperparameters
 
     assert load_hyperparameters(str(record)) == {"epoch": 2}
 
@@ -405,8 +411,8 @@ def test_a_directory_given_as_a_file_is_named_a_directory(tmp_path, capsys, argv
 
 
 def test_average_names_a_directory_given_as_a_checkpoint(tmp_path):
-    from recipes.translation.averaging import average_run
-    from recipes.translation.config import TranslationConfig
+    from keras_attention_recipes.translation.averaging import average_run
+    from keras_attention_recipes.translation.config import TranslationConfig
 
     config = TranslationConfig(command="average", checkpoints=[str(tmp_path)])
     with pytest.raises(ValueError, match=f"--checkpoints {tmp_path} is a directory"):
@@ -513,7 +519,7 @@ def test_no_command_writes_inside_a_run_folder(tmp_path, capsys, link):
     and the next `train --overwrite` deleted it; `export --export-dir
     RUN/exports` was accepted too. Each is refused before any work, also
     through a symbolic link to the run's folder, and the run is untouched."""
-    from recipes import bottleneck, spatial_transformer_digits
+    from keras_attention_recipes import bottleneck, spatial_transformer_digits
 
     run = tmp_path / "tr"
     (run / "data").mkdir(parents=True)
@@ -621,8 +627,8 @@ def test_every_numeric_setting_refuses_a_huge_value_before_anything_is_written(t
     """`--update-freq 99999999999999999999999` passed the checks, wrote the
     split, vocabularies and shards, then ended in an OverflowError; the
     corrected command was refused since the bad value was recorded."""
-    from recipes.translation.config import TranslationConfig, UsageError
-    from recipes.translation.settings import FIELDS
+    from keras_attention_recipes.translation.config import TranslationConfig, UsageError
+    from keras_attention_recipes.translation.settings import FIELDS
 
     numeric = [key for key, field in FIELDS.items() if field.type in (int, float)]
     assert {"update_freq", "epochs", "seed", "batch_size", "limit", "members"} <= set(numeric)
@@ -698,7 +704,7 @@ def test_a_corpus_edited_since_the_split_is_refused_not_silently_ignored(tmp_pat
 
 
 def test_the_ding_corpus_upgraded_since_the_split_is_refused(tmp_path, monkeypatch):
-    from recipes.translation import splits
+    from keras_attention_recipes.translation import splits
 
     fake = corpus(tmp_path / "de-en")
     monkeypatch.setattr(splits, "DING", fake)

@@ -16,11 +16,11 @@ import warnings
 
 import numpy as np
 import pytest
+from keras_attention_recipes import runs, translate
+from keras_attention_recipes.translation import decoding, trained_run, training
+from keras_attention_recipes.translation.data import DING, SPLITS, split_of, tsv_pairs
 
 from keras_attention.seq2seq import BeamSearch
-from recipes import runs, translate
-from recipes.translation import decoding, trained_run, training
-from recipes.translation.data import DING, SPLITS, split_of, tsv_pairs
 from tests.harness import BFLOAT16_CRASH, ONEDNN_CAPPED_BELOW_AVX512
 from tests.translation_helpers import (
     ROOT,
@@ -42,7 +42,7 @@ pytestmark = pytest.mark.skipif(
 
 
 def test_ding_corpus_has_the_expected_size():
-    from recipes.translation.data import ding_pairs
+    from keras_attention_recipes.translation.data import ding_pairs
 
     pairs = list(ding_pairs())
     assert 17_000 <= len(pairs) <= 20_000
@@ -140,7 +140,7 @@ def test_interrupted_training_resumes(tmp_path):
     command = [
         sys.executable,
         "-m",
-        "recipes.translate",
+        "keras_attention_recipes.translate",
         "train",
         "--output",
         str(tmp_path),
@@ -188,7 +188,7 @@ def test_two_workers_train_to_identical_weights(tmp_path):
                 [
                     sys.executable,
                     "-m",
-                    "recipes.translate",
+                    "keras_attention_recipes.translate",
                     "train",
                     "--output",
                     str(prepared),
@@ -327,7 +327,14 @@ def test_distributed_tuning_stops_on_ctrl_c_and_resumes_to_run_every_trial_once(
     tune += ["--families", "rnn", "--bleu-trials", "0", *TINY[:4], "--max-length", "24"]
 
     def command():
-        launcher = ["-m", "recipes.distributed_tuning", "--workers", "2", "--logs", str(logs)]
+        launcher = [
+            "-m",
+            "keras_attention_recipes.distributed_tuning",
+            "--workers",
+            "2",
+            "--logs",
+            str(logs),
+        ]
         return [sys.executable, *launcher, "--port", str(free_port()), "--", *tune]
 
     process = subprocess.Popen(
@@ -410,8 +417,7 @@ def test_a_search_that_does_not_reload_is_one_error_naming_the_folder(tmp_path, 
     Oracle` traceback became a `ValueError` saying what to do (recipes/tuning.py,
     shared with the digits recipe). Progress goes to stderr, a line per trial."""
     import keras
-
-    from recipes.tuning import run_search
+    from keras_attention_recipes.tuning import run_search
 
     def build(hp):
         model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(hp.Choice("units", [1]))])
@@ -454,8 +460,7 @@ def test_a_damaged_best_epoch_keeps_the_last_epoch_s_weights_and_says_so(tmp_pat
     training, after the model's weights were partly overwritten: the last
     epoch's weights are kept whole, and the log says why."""
     import keras
-
-    from recipes.translation.training import best_weights
+    from keras_attention_recipes.translation.training import best_weights
 
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
     path = str(tmp_path / "best.weights.h5")

@@ -14,10 +14,15 @@ import time
 
 import numpy as np
 import pytest
+from keras_attention_recipes.translation.config import UsageError
+from keras_attention_recipes.translation.data import DING
+from keras_attention_recipes.translation.workers import (
+    LOG_NAME,
+    _failure,
+    _share_chief_state,
+    free_ports,
+)
 
-from recipes.translation.config import UsageError
-from recipes.translation.data import DING
-from recipes.translation.workers import LOG_NAME, _failure, _share_chief_state, free_ports
 from tests.translation_helpers import ROOT, TINY, run, weight_arrays
 
 needs_ding = pytest.mark.skipif(not os.path.exists(DING), reason=f"{DING} missing")
@@ -75,7 +80,7 @@ WORKERS = {"worker": ["a:1", "b:2"]}
     ],
 )
 def test_a_tf_config_that_makes_no_cluster_is_refused_in_one_line(value, problem):
-    from recipes.translation.cluster import cluster_task
+    from keras_attention_recipes.translation.cluster import cluster_task
 
     with pytest.raises(UsageError) as refused:
         cluster_task({"TF_CONFIG": value})
@@ -86,7 +91,7 @@ def test_a_tf_config_that_makes_no_cluster_is_refused_in_one_line(value, problem
 
 
 def test_a_working_tf_config_names_this_processs_task():
-    from recipes.translation.cluster import cluster_task
+    from keras_attention_recipes.translation.cluster import cluster_task
 
     assert cluster_task({}) is None and cluster_task({"TF_CONFIG": ""}) is None
     worker = {"cluster": WORKERS, "task": {"type": "worker", "index": 1}}
@@ -102,7 +107,7 @@ def test_a_working_tf_config_names_this_processs_task():
 
 @pytest.mark.parametrize("value", ["nan", "inf", "0", "-5", "soon"])
 def test_the_workers_wait_is_a_finite_number_of_seconds(value):
-    from recipes.translation.cluster import worker_wait_seconds
+    from keras_attention_recipes.translation.cluster import worker_wait_seconds
 
     assert worker_wait_seconds({}) == 900
     assert worker_wait_seconds({"KERAS_ATTENTION_WORKER_WAIT": "30"}) == 30
@@ -111,7 +116,7 @@ def test_the_workers_wait_is_a_finite_number_of_seconds(value):
 
 
 def test_waiting_for_the_chief_ends_naming_what_is_missing(tmp_path):
-    from recipes import runs
+    from keras_attention_recipes import runs
 
     data = tmp_path / "data" / "train.tsv"
     with pytest.raises(ValueError, match=r"waited 0.05s .*\(still missing: run.json, data/"):
@@ -140,7 +145,14 @@ def _refused_at_once(output, tf_config, seconds=60):
     its stderr's lines)`."""
     env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3", "TF_CONFIG": tf_config}
     env.pop("KERAS_ATTENTION_WORKER_WAIT", None)
-    command = [sys.executable, "-m", "recipes.translate", "train", "--output", str(output)]
+    command = [
+        sys.executable,
+        "-m",
+        "keras_attention_recipes.translate",
+        "train",
+        "--output",
+        str(output),
+    ]
     result = subprocess.run(
         command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=seconds
     )
@@ -164,7 +176,7 @@ def test_the_command_refuses_a_tf_config_that_makes_no_cluster_at_once(
 
 
 def test_a_tf_config_that_is_no_object_is_one_error_line(tmp_path, monkeypatch, capsys):
-    from recipes import translate
+    from keras_attention_recipes import translate
 
     monkeypatch.setenv("TF_CONFIG", "[]")
     output = tmp_path / "run"
@@ -178,7 +190,7 @@ def test_a_tf_config_that_is_no_object_is_one_error_line(tmp_path, monkeypatch, 
 
 WAITS = """
 import sys, time
-from recipes.translation.cluster import bounded_wait
+from keras_attention_recipes.translation.cluster import bounded_wait
 with bounded_wait("the test's other task", float(sys.argv[1])):
     time.sleep(float(sys.argv[2]))
 print("ended")
@@ -224,7 +236,15 @@ def test_a_worker_whose_cluster_never_comes_ends_naming_the_wait(tmp_path):
     output = tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3", "TF_CONFIG": tf_config}
     env["KERAS_ATTENTION_WORKER_WAIT"] = "5"
-    command = [sys.executable, "-m", "recipes.translate", "train", "--output", str(output), *TINY]
+    command = [
+        sys.executable,
+        "-m",
+        "keras_attention_recipes.translate",
+        "train",
+        "--output",
+        str(output),
+        *TINY,
+    ]
     result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == -signal.SIGKILL, result.stderr[-2000:]
     assert (
@@ -279,7 +299,14 @@ def test_a_failed_worker_is_named_with_its_output(tmp_path):
 
 
 def _train(output, *flags, **popen):
-    command = [sys.executable, "-m", "recipes.translate", "train", "--output", str(output)]
+    command = [
+        sys.executable,
+        "-m",
+        "keras_attention_recipes.translate",
+        "train",
+        "--output",
+        str(output),
+    ]
     command += ["--family", "rnn", "--seed", "3", *TINY, *flags]
     env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3"}
     return subprocess.Popen(

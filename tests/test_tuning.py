@@ -9,9 +9,8 @@ import time
 def test_a_chief_oracle_looks_for_its_finished_workers_every_second(monkeypatch):
     """KerasTuner's chief checks every 20 s whether a finished search's
     workers are gone; the recipe's chief checks every second."""
+    from keras_attention_recipes import tuning
     from keras_tuner.src.distribute import oracle_chief
-
-    from recipes import tuning
 
     monkeypatch.setattr(oracle_chief, "time", oracle_chief.time)  # restored afterwards
     assert tuning.end_chief_promptly()

@@ -13,9 +13,8 @@ import warnings
 
 import numpy as np
 import pytest
-
-from recipes import translate
-from recipes.translation import commands, trained_run
+from keras_attention_recipes import translate
+from keras_attention_recipes.translation import commands, trained_run
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -180,7 +179,7 @@ class Killed(BaseException):
 def killed_during_final_save(monkeypatch, output, *flags):
     """Train, and stop the process as `kill -9` would after `model.keras`
     is written (to its temporary name) and before anything else."""
-    from recipes import runs
+    from keras_attention_recipes import runs
 
     write_atomically = runs.write_atomically
 
