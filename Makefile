@@ -326,7 +326,7 @@ bench-training: $(STAMP) $(DING)
 # one model after another.
 RESULTS_FLAGS ?= --vocab-size 4000 --batch-tokens 1536 --dictionary 0.5 --warmup 400 --learning-rate 3e-3 --average-last 3
 results: $(STAMP) $(DING)
-	$(VENV)/bin/keras-attention-results --epochs 12 --units 128 --embed-dim 128 \
+	$(VENV)/bin/keras-attention-results --epochs 12 --hidden-dim 128 --embed-dim 128 \
 		--flags="$(RESULTS_FLAGS)" --plot docs/ding_by_length.png \
 		--only "no attention" "general attention" convs2s transformer
 

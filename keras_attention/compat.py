@@ -24,19 +24,23 @@ and `position_embedding`), and `AttentionDecoder`'s call still taking the
 dict of `init_cache` in place of the memory, as 0.1.0's
 `decoder(target_tokens, state)` did.
 
-Names renamed after 0.2.0 (one name per idea across the tiers) keep their
-old spelling through `renamed_method` and `renamed_arguments`, which warn
-with the name to use. One meaning changed after 0.2.0: `sliding_window`
-(`MultiHead`, the Transformer layers, `TransformerSeq2Seq`) kept
-`|i - j| <= w` and now keeps Keras's `|i - j| < w`; `keras_sliding_window`
-reads a 0.2.x config as the same window, `w + 1`.
+Names renamed in 0.3.0 (one name per idea across the tiers) keep their
+old spelling through `renamed_method` and `renamed_arguments`. Every
+deprecated spelling these decorators accept has its row, its replacement
+and the release that removes it in `deprecations.DEPRECATIONS`, whose
+`warn` words every warning; old files stay readable. One meaning changed
+in 0.3.0: `sliding_window` (`MultiHead`, the Transformer layers,
+`TransformerSeq2Seq`) kept `|i - j| <= w` and now keeps Keras's
+`|i - j| < w`; `keras_sliding_window` reads a 0.2.x config as the same
+window, `w + 1`.
 """
 
 import functools
 import inspect
 import numbers
-import warnings
 import weakref
+
+from keras_attention import deprecations
 
 # Token tables found by a model at 0.1.0's paths, waiting for the
 # TokenAndPositionEmbedding that now owns them. Keras loads a model's own
@@ -80,12 +84,7 @@ WEIGHT_READERS = {
 def _window_first(owner, args, kwargs):
     score = args[0] if args else kwargs.get("score")
     if isinstance(score, numbers.Integral) and not isinstance(score, bool):
-        warnings.warn(
-            f"{owner}(window, ...) with the window first is deprecated: the first "
-            f"argument is now the score layer. Write {owner}(window=...).",
-            DeprecationWarning,
-            stacklevel=3,
-        )
+        deprecations.warn(f"{owner}(window, ...) with the window first", stacklevel=3)
         # As 0.1.0 read it: the int is the window, the score the default.
         kwargs = {key: value for key, value in kwargs.items() if key != "score"}
         if len(args) > 1:
@@ -105,11 +104,7 @@ def _renamed(config, renamed, owner, warn):
     for old, new in renamed.items():
         if old in config:
             if warn:
-                warnings.warn(
-                    f"`{old}` of {owner} is deprecated; use `{new}` (the same meaning).",
-                    DeprecationWarning,
-                    stacklevel=3,
-                )
+                deprecations.warn(f"`{old}` of {owner}", stacklevel=3)
             if new in config:
                 raise ValueError(
                     f"{owner}: pass `{new}` only (`{old}` is its deprecated name); "
@@ -179,27 +174,24 @@ def reads_0_1_0(renamed=None, weights=None, arguments=None):
 
 
 def renamed_method(old, new, owner):
-    """A method `old` that warns and calls `new` (a name renamed after 0.2.0).
+    """A method `old` that warns and calls `new` (a method renamed, with its
+    row in `deprecations.DEPRECATIONS`).
 
     >>> import warnings
     >>> class Example:
     ...     def init_cache(self):
     ...         return "cache"
-    ...     initial_state = renamed_method("initial_state", "init_cache", "Example")
+    ...     initial_state = renamed_method("initial_state", "init_cache", "AttentionDecoder")
     >>> with warnings.catch_warnings(record=True) as caught:
     ...     warnings.simplefilter("always")
     ...     Example().initial_state()
     'cache'
-    >>> str(caught[0].message)
-    'Example.initial_state is deprecated; use Example.init_cache (the same method).'
+    >>> str(caught[0].message).split(": ")[1]
+    'use AttentionDecoder.init_cache (the same method).'
     """
 
     def method(self, *args, **kwargs):
-        warnings.warn(
-            f"{owner}.{old} is deprecated; use {owner}.{new} (the same method).",
-            DeprecationWarning,
-            stacklevel=2,
-        )
+        deprecations.warn(f"{owner}.{old}", stacklevel=2)
         return getattr(self, new)(*args, **kwargs)
 
     method.__name__ = old
@@ -208,20 +200,21 @@ def renamed_method(old, new, owner):
 
 
 def renamed_arguments(owner, **renames):
-    """Method decorator: keyword arguments renamed after 0.2.0 (`old="new"`)
-    still work under their old names, with a `DeprecationWarning`.
+    """Method decorator: keyword arguments renamed (`old="new"`, each with
+    its row in `deprecations.DEPRECATIONS`) still work under their old
+    names, with a `DeprecationWarning`.
 
     >>> import warnings
     >>> class Example:
-    ...     @renamed_arguments("Example.step", index="cache_index")
+    ...     @renamed_arguments("ConvS2SDecoder.step", index="cache_index")
     ...     def step(self, cache_index):
     ...         return cache_index
     >>> with warnings.catch_warnings(record=True) as caught:
     ...     warnings.simplefilter("always")
     ...     Example().step(index=3)
     3
-    >>> str(caught[0].message)
-    '`index` of Example.step is deprecated; use `cache_index` (the same meaning).'
+    >>> str(caught[0].message).split(": ")[1]
+    'use `cache_index` (the same meaning).'
     """
 
     def decorate(function):
@@ -233,11 +226,7 @@ def renamed_arguments(owner, **renames):
                         raise TypeError(
                             f"{owner}: pass `{new}` only (`{old}` is its deprecated name)."
                         )
-                    warnings.warn(
-                        f"`{old}` of {owner} is deprecated; use `{new}` (the same meaning).",
-                        DeprecationWarning,
-                        stacklevel=2,
-                    )
+                    deprecations.warn(f"`{old}` of {owner}", stacklevel=2)
                     kwargs[new] = kwargs.pop(old)
             return function(*args, **kwargs)
 

@@ -78,8 +78,8 @@ def register(name, **defaults):
 
 
 def __getattr__(attribute):
-    # `ATTENTION` was the written-out table before the mechanisms registered
-    # themselves; it stays readable, built from the live table.
+    # `ATTENTION`, 0.2.0's written-out table, stays readable for its code:
+    # built from the live table on each read.
     if attribute == "ATTENTION":
         return {name: (cls.__name__, dict(defaults)) for name, (cls, defaults) in _TABLE.items()}
     raise AttributeError(f"module {__name__!r} has no attribute {attribute!r}")

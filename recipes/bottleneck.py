@@ -52,7 +52,7 @@ import numpy as np
 # TensorFlow is imported once the arguments are parsed (`--help` at once):
 # the attention names are the recipes' checked copy of the library's
 # (`keras_attention.registry.names()`).
-from . import runs
+from . import run_files, runs
 from .runs import LIBRARY_ATTENTION, import_tensorflow_quietly
 
 PADDING_ID, SOS_ID, EOS_ID = 0, 1, 2
@@ -71,9 +71,9 @@ MODELS = (
     )
     + ("convs2s", "transformer")
 )
-# The sweep of nine took 8 minutes on the project's 2-core CPU beside a
-# Transformer training (RESULTS.md); in this budget an attention RNN learns
-# lengths up to 20 almost perfectly, the baseline up to 10.
+# The budget: the sweep of nine fits in minutes on a 2-core CPU, and is
+# still enough for an attention RNN to learn lengths up to 20 almost
+# perfectly and for the baseline to learn up to 10 (RESULTS.md).
 DEFAULTS = {
     "steps": 500,
     "batch_size": 32,
@@ -366,8 +366,10 @@ def run(args, log=print):
                 "evaluate_seconds": round(evaluated - trained, 1),
             }
             predictions["models"][name] = {bucket_name(b): predicted[b] for b in buckets}
-            runs.write_json_atomically(os.path.join(args.output, "results.json"), results)
-            runs.write_json_atomically(os.path.join(args.output, "predictions.json"), predictions)
+            run_files.write_json_atomically(os.path.join(args.output, "results.json"), results)
+            run_files.write_json_atomically(
+                os.path.join(args.output, "predictions.json"), predictions
+            )
             log(
                 f"  exact match {everything['exact_match']:.3f}, token accuracy "
                 f"{everything['token_accuracy']:.3f} ({trained - started:.0f} s training, "

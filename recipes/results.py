@@ -1,7 +1,7 @@
 """Train and evaluate every configuration of the translation recipe at one
 training budget on the Ding corpus and write RESULTS.md.
 
-    keras-attention-results [--epochs 4] [--units 128] [--output runs/results]
+    keras-attention-results [--epochs 4] [--hidden-dim 128] [--output runs/results]
     keras-attention-results --only "no attention" general convs2s transformer \
         --flags="--batch-tokens 1536 --dictionary 0.5 --warmup 400 --learning-rate 3e-3"
 
@@ -20,7 +20,7 @@ import shutil
 import subprocess
 import sys
 
-from .runs import read_json, write_atomically
+from .run_files import read_json, write_atomically
 
 CONFIGURATIONS = [
     ("RNN, no attention (bottleneck)", ["--family", "rnn", "--attention", "none"]),
@@ -47,7 +47,8 @@ def parser():
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--epochs", type=int, default=4)
-    parser.add_argument("--units", type=int, default=128)
+    # --units: the spelling of 0.2.0, as `train` still parses it.
+    parser.add_argument("--hidden-dim", "--units", dest="hidden_dim", type=int, default=128)
     parser.add_argument("--embed-dim", type=int, default=128)
     parser.add_argument("--output", default="runs/results")
     parser.add_argument("--results", default="RESULTS.md")
@@ -80,7 +81,7 @@ def main(argv=None):
         "--epochs",
         str(args.epochs),
         "--hidden-dim",
-        str(args.units),
+        str(args.hidden_dim),
         "--num-layers",
         "2",
         "--verbose",
@@ -170,7 +171,8 @@ def report(args, rows):
     with io.StringIO() as handle:
         handle.write("# Results: German → English on the Ding corpus\n\n")
         handle.write(
-            f"Produced by `keras-attention-results --epochs {args.epochs} --units {args.units} "
+            f"Produced by `keras-attention-results --epochs {args.epochs} "
+            f"--hidden-dim {args.hidden_dim} "
             f"--embed-dim {args.embed_dim}"
             + (f' --flags="{args.flags}"' if args.flags else "")
             + "` (`make results` runs it for the models below, with `--plot`). "
@@ -179,7 +181,7 @@ def report(args, rows):
             "hashed 90/5/5 split), beam "
             "search of width 4, sacrebleu BLEU and chrF. "
             f"Every model trained {args.epochs} epochs with "
-            f"width {args.units}, 2 layers and the `train` defaults "
+            f"width {args.hidden_dim}, 2 layers and the `train` defaults "
             "(dropout 0.1, label smoothing 0.1, Adam, SentencePiece)"
             + (f" changed by `{args.flags}`" if args.flags else "")
             + ", the same data and vocabularies (learned once from the training split), "

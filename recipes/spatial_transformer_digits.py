@@ -34,7 +34,7 @@ import numpy as np
 
 # Nothing here imports TensorFlow or Keras at module level: the arguments
 # are parsed first (`--help` and a mistyped flag answer at once).
-from . import runs
+from . import run_files, run_folders, runs
 from .digits.data import CANVAS, make_dataset
 from .digits.export import export
 from .runs import UsageError, check_number, flag
@@ -96,7 +96,8 @@ def build_models(
         inputs, classifier(x), name="st_classifier" if with_transformer else "cnn_classifier"
     )
     # Clipping the gradient norm keeps the localisation network from jumping
-    # to a degenerate transform early on (seen at learning rate 2e-3).
+    # to a degenerate transform early on (which unclipped training reaches
+    # at learning rates of 2e-3).
     model.compile(
         keras.optimizers.Adam(learning_rate, global_clipnorm=1.0),
         "sparse_categorical_crossentropy",
@@ -129,7 +130,7 @@ def train(model, train_data, test_data, epochs, batch_size, output, name):
             verbose=2,
         )
     # Through a temporary that `--overwrite` knows, renamed into place.
-    runs.write_atomically(os.path.join(output, f"{name}.keras"), model.save)
+    run_files.write_atomically(os.path.join(output, f"{name}.keras"), model.save)
     shutil.rmtree(backup, ignore_errors=True)  # after the save: a kill between loses nothing
     return float(model.evaluate(*test_data, verbose=0)[1])
 
@@ -373,7 +374,7 @@ def run(args, phase):
     runs.check_output_folder("output", args.output)
     if args.export:
         runs.check_export_folder("export_dir", args.export_dir, args.model_name)
-    recorded = runs.recorded_settings(args.output) if os.path.isdir(args.output) else None
+    recorded = run_folders.recorded_settings(args.output) if os.path.isdir(args.output) else None
     if recorded is not None and (
         not isinstance(recorded, dict) or recorded.get("recipe") != "digits"
     ):  # not even --overwrite
@@ -381,7 +382,7 @@ def run(args, phase):
             f"--output {args.output} holds a run of another recipe (see its run.json): "
             "choose another --output"
         )
-    if runs.claim(args.output, settings, args.overwrite, entries=RUN_ENTRIES):
+    if run_folders.claim(args.output, settings, args.overwrite, entries=RUN_ENTRIES):
         print(f"--overwrite: deleted the earlier run in {args.output}")
         recorded = None
 
@@ -419,7 +420,7 @@ def run(args, phase):
         f"\ntest accuracy: CNN {results['cnn']:.3f}, CNN with spatial transformer "
         f"{results['spatial_transformer']:.3f} (same {args.epochs} epochs)"
     )
-    runs.write_json_atomically(os.path.join(args.output, "results.json"), results)
+    run_files.write_json_atomically(os.path.join(args.output, "results.json"), results)
     st_model, warp = models["spatial_transformer"]
     grid = save_grid(
         test_data[0][:8],

@@ -145,7 +145,7 @@ def run_search(
 def report_trials(tuner, algorithm, max_trials, objective):
     """A stderr line as each trial starts (`trial 3/10: {...}`, counting
     the trials of an earlier, resumed search) and ends (its objective): the
-    search trains with `verbose=0` and was silent for minutes."""
+    search trains with `verbose=0` and is otherwise silent for minutes."""
     begin, end = tuner.on_trial_begin, tuner.on_trial_end
     total = "" if algorithm == "hyperband" else f"/{max_trials}"
 

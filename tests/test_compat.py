@@ -47,7 +47,7 @@ def test_attention_decoder_initial_state_is_init_cache(rng):
     encoder_state = [rng.normal(size=(2, 6)).astype("float32") for _ in range(2)]
     cache = decoder.init_cache(memory, encoder_state)
     with pytest.warns(
-        DeprecationWarning, match=r"AttentionDecoder.initial_state is deprecated; use "
+        DeprecationWarning, match=r"AttentionDecoder.initial_state is deprecated .*: use "
     ):
         old = decoder.initial_state(memory, encoder_state)
     keras.tree.map_structure(

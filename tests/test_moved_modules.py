@@ -27,7 +27,7 @@ MOVED = {
         "START": "keras_attention.tokenizers.base",
         "END": "keras_attention.tokenizers.base",
         "UNK": "keras_attention.tokenizers.base",
-        "_InGraphTokenizer": "keras_attention.tokenizers.base",
+        "InGraphTokenizer": "keras_attention.tokenizers.base",
         "PLACEHOLDER": "keras_attention.tokenizers.numbers",
         "SubwordTokenizer": "keras_attention.tokenizers.wordpiece",
         "build_vocabulary": "keras_attention.tokenizers.wordpiece",
@@ -68,7 +68,8 @@ CASES = [(old, name, new) for old, names in MOVED.items() for name, new in names
 @pytest.mark.parametrize("old,name,new", CASES, ids=[f"{o}.{n}" for o, n, _ in CASES])
 def test_an_old_path_gives_the_same_object_with_a_deprecation_warning(old, name, new):
     module = importlib.import_module(old)
-    with pytest.warns(DeprecationWarning, match=rf"{old} is deprecated: {name} moved to {new}"):
+    removal = r"is deprecated and will be removed in keras_attention 0\.4\.0"
+    with pytest.warns(DeprecationWarning, match=rf"{old} {removal}: {name} moved to {new}"):
         value = getattr(module, name)
     assert value is getattr(importlib.import_module(new), name)
     assert name in dir(module)

@@ -68,9 +68,9 @@ class MaskedCrossEntropy(keras.losses.Loss):
         #   -Σ_v q(v) log p(v) = logsumexp(z) - (1 - ε) z_y - ε mean_v(z).
         # z_y is taken as Σ_v [v = y] z_v: its gradient is a select, where
         # a gather's would be a segment sum over all (B, T, V) entries, and
-        # no (B, T, V) log-probabilities are kept (together 18% of a CPU
-        # training step; TensorFlow's fused sparse cross-entropy was slower
-        # still: BENCHMARKS.md, "Where the demo's training time goes").
+        # no (B, T, V) log-probabilities are kept (both weigh on a CPU
+        # training step, and TensorFlow's fused sparse cross-entropy weighs
+        # more: BENCHMARKS.md, "Where the demo's training time goes").
         vocab = ops.shape(logits)[-1]
         is_target = ops.equal(ops.arange(vocab, dtype="int32"), y_true[..., None])  # (B, T, V)
         target = ops.sum(ops.where(is_target, logits, 0.0), axis=-1)  # finite for -inf logits

@@ -13,7 +13,9 @@ written for it runs unchanged:
   options as JSON, now always `"options"` (kept here for 0.2.0's calls).
 
 New code imports from `versions.py` and `translator.py` (or uses
-`Translator.export`).
+`Translator.export`). These names are not deprecated: they warn of nothing
+and no release is set to remove them (`keras_attention.deprecations` lists
+what is deprecated).
 """
 
 from keras_attention.seq2seq.search import BeamSearch

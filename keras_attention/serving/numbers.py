@@ -1,8 +1,9 @@
 """Moved to `keras_attention.tokenizers.numbers` (`NumberProtection` and the
 rules of number protection). This old path keeps working: each name taken
-from it is the same object, with a `DeprecationWarning`."""
+from it is the same object, with a `DeprecationWarning`,
+until keras_attention 0.4.0 removes it (`keras_attention.deprecations`)."""
 
-from keras_attention.serving._moved import moved_module
+from keras_attention.deprecations import moved_module
 
 __getattr__, __dir__ = moved_module(
     __name__, "keras_attention.tokenizers.numbers", ("keras_attention.tokenizers.numbers",)

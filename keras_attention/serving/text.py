@@ -3,9 +3,10 @@
 and `build_vocabulary` (`tokenizers/wordpiece.py`), `load_tokenizer`
 (`tokenizers/loading.py`), the reserved tokens (`tokenizers/base.py`).
 This old path keeps working: each name taken from it is the same object,
-with a `DeprecationWarning`."""
+with a `DeprecationWarning`,
+until keras_attention 0.4.0 removes it (`keras_attention.deprecations`)."""
 
-from keras_attention.serving._moved import moved_module
+from keras_attention.deprecations import moved_module
 
 __getattr__, __dir__ = moved_module(
     __name__,

@@ -25,8 +25,8 @@ The placeholder `PLACEHOLDER` is U+E000, a private-use character; both
 tokenizers of `keras_attention.tokenizers` keep it as one piece. A text is `sanitize`d
 first: a U+E000 or a U+0001 (`_MARK`, which `numbers` and `restore` use
 to split texts) that a user typed is read as a space, so no input can
-forge a placeholder or a mark (a typed U+E000 took the next number's
-place). Placeholders are filled in source order, which holds for German
+forge a placeholder or a mark (a typed U+E000 would take the next
+number's place). Placeholders are filled in source order, which holds for German
 <-> English (dates, prices and times keep their order); a placeholder
 beyond the source's numbers is left out (with the space before it), and a
 number whose placeholder the model did not write is lost (the recipe's

@@ -28,7 +28,7 @@ only, so the model classes stay backend-neutral.
 
 Apart from these, `fit` makes a new distributed iterator over its
 training data at each epoch's end, where `MultiWorkerMirroredStrategy`
-workers were seen to wait far longer than a training step;
+workers can wait far longer than a training step;
 `repeated_for_fit` gives `fit` a dataset that one iterator serves for
 every epoch.
 """

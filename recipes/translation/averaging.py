@@ -27,10 +27,11 @@ import warnings
 import keras
 import numpy as np
 
-from .. import runs
-from .data import check_file, make_dataset
-from .decoding import number_protection
+from .. import run_files, runs
+from .corpus import check_file
+from .pipeline import make_dataset
 from .text_io import validation_file
+from .trained_run import number_protection
 
 FOLDER = "checkpoints"
 _EPOCH_FILE = re.compile(r"^epoch-(\d+)\.weights\.h5$")
@@ -72,7 +73,7 @@ class KeepLastSteps:
     def __call__(self, epoch, steps):
         step = epoch * self.steps_per_epoch + steps
         os.makedirs(self.folder, exist_ok=True)
-        runs.write_atomically(
+        run_files.write_atomically(
             step_path(self.folder, step), lambda temporary: shutil.copy(self.weights, temporary)
         )
         kept = kept_checkpoints(self.folder, steps=True)
@@ -100,7 +101,9 @@ class KeepLastEpochs(keras.callbacks.Callback):
     def on_train_begin(self, logs=None):
         metadata = os.path.join(self.backup or "", "training_metadata.json")
         if self.backup and os.path.exists(metadata):
-            saved = runs.read_json(metadata, "the backup's epoch", {"epoch": int, "steps": int})
+            saved = run_files.read_json(
+                metadata, "the backup's epoch", {"epoch": int, "steps": int}
+            )
             restored = int(saved.get("epoch", 0))
             at_epoch_end = not saved.get("steps")  # a backup mid-epoch is no epoch's weights
             if restored and at_epoch_end and not os.path.exists(epoch_path(self.folder, restored)):
@@ -113,7 +116,7 @@ class KeepLastEpochs(keras.callbacks.Callback):
     def save(self, epoch):
         """Save the model as the checkpoint of `epoch` (from 1); keep `keep`."""
         os.makedirs(self.folder, exist_ok=True)
-        runs.write_atomically(epoch_path(self.folder, epoch), self.model.save_weights)
+        run_files.write_atomically(epoch_path(self.folder, epoch), self.model.save_weights)
         for done, path in kept_checkpoints(self.folder):
             if done <= epoch - self.keep or done > epoch:  # older, or a stale later one
                 os.remove(path)
@@ -225,7 +228,7 @@ def average_run(config, loaded, log=print):
     valid = validation_file(config.output, config.valid, config.output, log)
     # The pairs, pieces and batches training validated on: its number
     # protection changes both, and the loss is a mean of batch means. (A run
-    # recorded before its batching was: batches of 64 pairs.)
+    # whose record has no batching validates in batches of 64 pairs.)
     data, kept_pairs, _ = make_dataset(
         valid,
         source_tokenizer,
@@ -241,12 +244,12 @@ def average_run(config, loaded, log=print):
     last_loss = validation_loss(model, data)
     average_checkpoints(model, paths)
     average_loss = validation_loss(model, data)
-    runs.write_atomically(os.path.join(config.output, "model.keras"), model.save)
+    run_files.write_atomically(os.path.join(config.output, "model.keras"), model.save)
     record = {
         "checkpoints": [os.path.abspath(path) for path in paths],
         "val_loss_last": round(last_loss, 4),
     }
-    runs.write_json_atomically(
+    run_files.write_json_atomically(
         os.path.join(config.output, "config.json"),
         {**run_config, "val_loss": round(average_loss, 4), "averaged": record},
     )

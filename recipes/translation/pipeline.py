@@ -8,8 +8,7 @@ module: the command line is parsed before they load.
 The pipeline's functions are TensorFlow ops with Python-level `if`s only,
 each wrapped in `do_not_convert`: tf.data would run AutoGraph over each (and
 everything they call, the tokenizers' and NumberProtection's methods
-included) for nothing: about 1.5 s of a recipe process's start, in every
-process.
+included) for nothing, which costs seconds of every recipe process's start.
 """
 
 import functools
@@ -17,7 +16,7 @@ import itertools
 import os
 from typing import Any, NamedTuple
 
-from .config import UsageError
+from ..runs import UsageError
 from .shards import decode_records, read_meta, shard_key, shard_records, write_shards
 
 
@@ -458,14 +457,12 @@ def _untuned(batched):
     options = tf.data.Options()
     # One file per split: several workers shard it by element, not by file.
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
-    # No autotuning. Keras drops an epoch's iterator when the next begins,
-    # and the drop waited for a tf.data thread (the autotuner's, by the
-    # stack) 15-30 s with every core idle, at 3 of 10 epoch boundaries of
-    # the demo on the AVX2 EPYC; none in 20 untuned (docs/archive/
+    # No autotuning: Keras drops an epoch's iterator when the next begins,
+    # and that drop waits for the autotuner's tf.data thread, which can
+    # hold every core idle for seconds at an epoch boundary (docs/archive/
     # benchmarks-history.md, "The stalls between epochs"). Untuned, the
     # maps run min(16, cores) calls at once and the prefetch grows its own
-    # buffer; the pipeline, a few seconds of an epoch's minute, costs less
-    # CPU so.
+    # buffer, and the pipeline, a small share of an epoch, costs less CPU.
     options.autotune.enabled = False
     return batched.prefetch(tf.data.AUTOTUNE).with_options(options)
 
