@@ -39,7 +39,8 @@ from keras_attention.multiplicative import DotProductAttention, GeneralAttention
 from keras_attention.positional import PositionalEmbedding, TokenAndPositionEmbedding
 from keras_attention.registry import get
 from keras_attention.relative_position import RelativePositionEmbedding, RotaryEmbedding
-from keras_attention.rnn import AttentionDecoder, RecurrentEncoder
+from keras_attention.rnn import AttentionDecoder
+from keras_attention.rnn_encoder import RecurrentEncoder
 from keras_attention.seq2seq import (
     ConvS2SSeq2Seq,
     MaskedAccuracy,

@@ -9,7 +9,7 @@ seeds:
 
 and the bottleneck baseline without attention, logits_t = W_o s_t + b_o.
 The encoder whose states H it reads is `rnn_encoder.RecurrentEncoder`, and
-the cells' step `rnn_cells.cell_update`; both are importable from here too.
+the cells' step `rnn_cells.cell_update`.
 """
 
 import keras
@@ -17,8 +17,7 @@ from keras import ops
 
 from keras_attention import compat, masking, registry
 from keras_attention.base import ScoreAttention
-from keras_attention.rnn_cells import CELLS, LAYERS, cell_update, cell_weights  # noqa: F401
-from keras_attention.rnn_encoder import RecurrentEncoder, reverse_valid  # noqa: F401
+from keras_attention.rnn_cells import CELLS, cell_update, cell_weights
 from keras_attention.validation import (
     check_choice,
     check_positive_int,
@@ -94,6 +93,7 @@ class AttentionDecoder(keras.layers.Layer):
 
     Example:
 
+    >>> from keras_attention.rnn_encoder import RecurrentEncoder
     >>> encoder = RecurrentEncoder(vocab_size=20, embed_dim=8, units=16)
     >>> decoder = AttentionDecoder(20, 8, 16, attention="additive")
     >>> source = np.array([[3, 4, 5, 0]])

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from keras_attention import AttentionDecoder, GeneralAttention, LocalAttention, RecurrentEncoder
-from keras_attention.rnn import CELLS, cell_update, cell_weights
+from keras_attention.rnn_cells import CELLS, cell_update, cell_weights
 from tests import reference
 from tests.harness import run_layer_test
 

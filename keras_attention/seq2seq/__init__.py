@@ -24,19 +24,15 @@ from keras_attention.seq2seq.ensemble import Ensemble
 from keras_attention.seq2seq.generation import beam_search, generate, greedy_search, sample
 from keras_attention.seq2seq.losses import MaskedAccuracy, MaskedCrossEntropy, MaskedPerplexity
 from keras_attention.seq2seq.recurrent import RecurrentSeq2Seq
+from keras_attention.seq2seq.sampling import GreedySearch, RandomSampling
 from keras_attention.seq2seq.scheduled_sampling import ScheduledSampling
 from keras_attention.seq2seq.schedules import (
     InverseSquareRootSchedule,
     PerUpdateSchedule,
     PlannedCosineDecay,
 )
-from keras_attention.seq2seq.search import (
-    BeamSearch,
-    GreedySearch,
-    RandomSampling,
-    Search,
-    get_search,
-)
+from keras_attention.seq2seq.search import BeamSearch, get_search
+from keras_attention.seq2seq.search_base import Search
 from keras_attention.seq2seq.teacher_forcing import teacher_forcing_pairs
 from keras_attention.seq2seq.transformer import TransformerSeq2Seq
 

@@ -37,7 +37,8 @@ from keras import ops
 
 from keras_attention import compat, quantization
 from keras_attention.seq2seq.scheduled_sampling import ScheduledSampling, scheduled_sampling_logits
-from keras_attention.seq2seq.search import Search, get_search
+from keras_attention.seq2seq.search import get_search
+from keras_attention.seq2seq.search_base import Search
 from keras_attention.validation import (
     check_ids_in_range,
     check_integer_dtype,

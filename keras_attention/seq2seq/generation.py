@@ -39,7 +39,7 @@ Decoding options, shared by the three searches (see `decoding_options.py`):
         the prefix's log-probabilities, and it counts in `min_length`, the
         n-grams and the length penalty.
     return_attention_scores: adds `attention` to the result (`return_attention`,
-        0.2.0's name, is a deprecated alias).
+        0.2.0's name, is a deprecated alias: `keras_attention.deprecations`).
     replace_unknown: adds `replacements` to the result, same shape as
         `tokens`: where a token is `unk_id`, the *source* token id at the
         position of that step's highest attention weight, -1 elsewhere. The
@@ -52,18 +52,18 @@ Decoding options, shared by the three searches (see `decoding_options.py`):
 """
 
 import inspect
-import warnings
 
+from keras_attention import deprecations
 from keras_attention.seq2seq.beam import coverage_penalty_of, length_penalty
 from keras_attention.seq2seq.decoding_options import NEGATIVE, never_generated
-from keras_attention.seq2seq.search import (
-    BeamSearch,
+from keras_attention.seq2seq.sampling import (
     GreedySearch,
     RandomSampling,
-    _build,
     check_vocabulary_fits,
     filter_logits,
 )
+from keras_attention.seq2seq.search import BeamSearch
+from keras_attention.seq2seq.search_base import build_search
 from keras_attention.validation import check_positive_int
 
 __all__ = [
@@ -86,12 +86,8 @@ def _attention_switch(return_attention, return_attention_scores, owner):
     """`return_attention_scores`, or 0.2.0's `return_attention` when given."""
     if return_attention is None:
         return return_attention_scores
-    warnings.warn(
-        f"`return_attention` of {owner} is deprecated; use `return_attention_scores` "
-        "(the result's key stays 'attention').",
-        DeprecationWarning,
-        stacklevel=4,  # the caller of the 0.2.0 function
-    )
+    # stacklevel 4: the caller of the 0.2.0 function (past `_wrapped` and it)
+    deprecations.warn(f"`return_attention` of {owner}", stacklevel=4)
     return return_attention
 
 
@@ -107,7 +103,7 @@ def _wrapped(cls, owner, arguments, best=False, caller=None):
     options["return_attention_scores"] = _attention_switch(
         options.pop("return_attention"), options["return_attention_scores"], caller or owner
     )
-    search = _build(cls, owner, **options)
+    search = build_search(cls, owner, **options)
     return (search.best if best else search)(model, source, prefix=prefix)
 
 

@@ -5,7 +5,8 @@ import keras
 from keras import ops
 
 from keras_attention import compat, registry
-from keras_attention.rnn import AttentionDecoder, RecurrentEncoder
+from keras_attention.rnn import AttentionDecoder
+from keras_attention.rnn_encoder import RecurrentEncoder
 from keras_attention.seq2seq.base import TOKENS, Seq2Seq
 
 

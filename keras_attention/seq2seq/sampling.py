@@ -18,7 +18,7 @@ from keras import ops
 from keras_attention import quantization
 from keras_attention.masking import write_at
 from keras_attention.seq2seq.decoding_options import NEGATIVE, unk_id_of, unknown_replacements
-from keras_attention.seq2seq.search_base import Search, _is_real
+from keras_attention.seq2seq.search_base import Search, is_real
 
 __all__ = [
     "GreedySearch",
@@ -187,7 +187,7 @@ class RandomSampling(Search):
 
     def __init__(self, temperature=1.0, top_k=None, top_p=None, seed=None, **options):
         super().__init__(**options)
-        if not _is_real(temperature) or not math.isfinite(temperature):
+        if not is_real(temperature) or not math.isfinite(temperature):
             raise self.error("temperature", "> 0 (a finite number)", temperature)
         if not temperature > 0:
             raise self.error("temperature", "> 0", temperature)
@@ -195,7 +195,7 @@ class RandomSampling(Search):
         if top_k is not None:
             top_k = self._int("top_k", top_k, 1, "a positive integer")
         self.top_k = top_k
-        if top_p is not None and (not _is_real(top_p) or not 0.0 < top_p <= 1.0):
+        if top_p is not None and (not is_real(top_p) or not 0.0 < top_p <= 1.0):
             raise self.error("top_p", "in (0, 1]", top_p)
         self.top_p = None if top_p is None else float(top_p)
         if seed is not None and not isinstance(seed, keras.random.SeedGenerator):

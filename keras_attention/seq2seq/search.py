@@ -67,30 +67,10 @@ import inspect
 import keras
 
 from keras_attention.seq2seq.beam import beam_search_loop
-from keras_attention.seq2seq.sampling import (  # noqa: F401  (also importable from here)
-    GreedySearch,
-    RandomSampling,
-    check_vocabulary_fits,
-    decode_loop,
-    filter_logits,
-)
-from keras_attention.seq2seq.search_base import (  # noqa: F401  (also importable from here)
-    Search,
-    _build,
-    _is_int,
-    _is_real,
-)
+from keras_attention.seq2seq.sampling import GreedySearch, RandomSampling
+from keras_attention.seq2seq.search_base import Search, build_search, is_int
 
-__all__ = [
-    "MAX_BEAM_WIDTH",
-    "BeamSearch",
-    "GreedySearch",
-    "RandomSampling",
-    "Search",
-    "check_vocabulary_fits",
-    "filter_logits",
-    "get_search",
-]
+__all__ = ["MAX_BEAM_WIDTH", "BeamSearch", "get_search"]
 
 # The widest beam a `BeamSearch` takes: the widest Koehn and Knowles tried
 # ("Six Challenges for Neural Machine Translation", 2017; BLEU falls with
@@ -159,7 +139,7 @@ class BeamSearch(Search):
             "coverage_penalty", coverage_penalty, 0.0, "a number >= 0 (0 disables it)"
         )
         if num_hypotheses is not None and (
-            not _is_int(num_hypotheses) or not 1 <= num_hypotheses <= self.beam_width
+            not is_int(num_hypotheses) or not 1 <= num_hypotheses <= self.beam_width
         ):
             raise self.error(
                 "num_hypotheses",
@@ -182,7 +162,7 @@ class BeamSearch(Search):
 
     def best(self, model, source, prefix=None):
         if self.is_greedy():
-            greedy = _build(GreedySearch, self.owner, **self.shared_options())
+            greedy = build_search(GreedySearch, self.owner, **self.shared_options())
             return greedy(model, source, prefix=prefix)
         result = self._run(model, source, prefix, 1)
         return {name: value[:, 0] for name, value in result.items()}  # the best of the K

@@ -23,11 +23,11 @@ from keras_attention.seq2seq.decoding_options import (
 __all__ = ["Search"]
 
 
-def _is_int(value):
+def is_int(value):
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
-def _is_real(value):
+def is_real(value):
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
@@ -85,7 +85,7 @@ class Search:
         padding_id=None,
     ):
         # `owner` names the search in errors; 0.2.0's wrappers set their
-        # function's name (see `_build`) so their messages stay as they were.
+        # function's name (see `build_search`) so their messages stay as they were.
         self.owner = getattr(self, "owner", type(self).__name__)
         if max_length is not None:
             max_length = self._int("max_length", max_length, 1, "a positive integer")
@@ -94,7 +94,7 @@ class Search:
         self.no_repeat_ngram_size = self._int(
             "no_repeat_ngram_size", no_repeat_ngram_size, 0, "an integer >= 0 (0 disables it)"
         )
-        if not _is_real(repetition_penalty) or math.isnan(repetition_penalty):
+        if not is_real(repetition_penalty) or math.isnan(repetition_penalty):
             raise self.error("repetition_penalty", "a number > 0", repetition_penalty)
         if not repetition_penalty > 0 or math.isinf(repetition_penalty):
             raise self.error("repetition_penalty", "> 0 (1.0 disables it)", repetition_penalty)
@@ -102,7 +102,7 @@ class Search:
         if suppress_tokens is not None and (
             isinstance(suppress_tokens, (str, bytes))
             or not hasattr(suppress_tokens, "__iter__")
-            or not all(_is_int(token) and token >= 0 for token in suppress_tokens)
+            or not all(is_int(token) and token >= 0 for token in suppress_tokens)
         ):
             raise self.error("suppress_tokens", "a list of token ids (ints >= 0)", suppress_tokens)
         self.suppress_tokens = (
@@ -131,7 +131,7 @@ class Search:
 
     def _int(self, name, value, low, expected, high=None):
         """An integer from `low` to `high` (None: no upper bound)."""
-        if not _is_int(value) or value < low or (high is not None and value > high):
+        if not is_int(value) or value < low or (high is not None and value > high):
             raise self.error(name, expected, value)
         return int(value)
 
@@ -142,7 +142,7 @@ class Search:
 
     def _number(self, name, value, low, expected):
         """A finite real number >= `low`."""
-        if not _is_real(value) or not math.isfinite(value) or value < low:
+        if not is_real(value) or not math.isfinite(value) or value < low:
             raise self.error(name, expected, value)
         return float(value)
 
@@ -234,7 +234,7 @@ class Search:
         return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in changed.items())})"
 
 
-def _build(cls, owner, **options):
+def build_search(cls, owner, **options):
     """`cls(**options)` whose errors name `owner` (a 0.2.0 function)."""
     search = cls.__new__(cls)
     search.owner = owner

@@ -69,7 +69,9 @@ def blank_texts(strings):
     return tf.strings.regex_full_match(strings, _BLANK)
 
 
-def _import_text():
+def import_text():
+    """The `tensorflow_text` module (its ops registered), or an `ImportError`
+    that says how to install it."""
     try:
         import tensorflow_text
     except ImportError as error:  # pragma: no cover - an install problem, said clearly
@@ -80,7 +82,7 @@ def _import_text():
     return tensorflow_text
 
 
-def _refuse_a_string(texts, function):
+def refuse_a_string(texts, function):
     """`ValueError` for `texts` that is one string, not a list of them (a
     string is an iterable of its characters: each was taken for a text)."""
     if isinstance(texts, (str, bytes)):
@@ -90,7 +92,7 @@ def _refuse_a_string(texts, function):
         )
 
 
-class _InGraphTokenizer(tf.Module):
+class InGraphTokenizer(tf.Module):
     """What both tokenizers share: `blank_where_empty` and `encode`, built
     on a subclass's `clean` and `pieces`."""
 

@@ -22,9 +22,9 @@ from keras_attention.tokenizers.base import (
     RESERVED,
     START,
     UNK,
-    _import_text,
-    _InGraphTokenizer,
-    _refuse_a_string,
+    InGraphTokenizer,
+    import_text,
+    refuse_a_string,
 )
 from keras_attention.tokenizers.numbers import PLACEHOLDER
 
@@ -157,7 +157,7 @@ def train_sentencepiece(
     characters (with byte fallback: 260 pieces plus one per kept character),
     and when `texts` is one string rather than a list of them.
     """
-    _refuse_a_string(texts, "train_sentencepiece")
+    refuse_a_string(texts, "train_sentencepiece")
     sentencepiece = _import_sentencepiece()
     cleaned = SentencePieceTokenizer.clean(tf.constant([*texts], tf.string)).numpy()
     cleaned = [text.decode("utf-8") for text in cleaned if text]
@@ -234,7 +234,7 @@ def _lookup(table, ids, default):
 
 def _sentencepiece_ops():
     """TensorFlow Text's generated SentencePiece op wrappers."""
-    _import_text()
+    import_text()
     from tensorflow_text.python.ops import sentencepiece_tokenizer
 
     return sentencepiece_tokenizer.gen_sentencepiece_tokenizer
@@ -273,7 +273,7 @@ class _SentencePieceModel(tf.saved_model.experimental.TrackableResource):
         )
 
 
-class SentencePieceTokenizer(_InGraphTokenizer):
+class SentencePieceTokenizer(InGraphTokenizer):
     """SentencePiece tokenisation and lossless detokenisation in TensorFlow ops.
 
     Args:

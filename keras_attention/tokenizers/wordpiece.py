@@ -16,9 +16,9 @@ from keras_attention.tokenizers.base import (
     DIGITS,
     RESERVED,
     UNK,
-    _import_text,
-    _InGraphTokenizer,
-    _refuse_a_string,
+    InGraphTokenizer,
+    import_text,
+    refuse_a_string,
 )
 from keras_attention.tokenizers.numbers import PLACEHOLDER
 
@@ -36,8 +36,8 @@ def build_vocabulary(texts, path, vocab_size=8000, lower_case=False, split_digit
 
     The vocabulary always holds `tokenizers.numbers.PLACEHOLDER`, the token of
     a protected number, after the reserved tokens."""
-    _refuse_a_string(texts, "build_vocabulary")
-    _import_text()
+    refuse_a_string(texts, "build_vocabulary")
+    import_text()
     from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset
 
     dataset = (
@@ -93,7 +93,7 @@ class _VocabularyFileInitializer(tf.lookup.TextFileInitializer):
         return f"wordpiece_{self._digest}_{self._key_index}_{self._value_index}"
 
 
-class SubwordTokenizer(_InGraphTokenizer):
+class SubwordTokenizer(InGraphTokenizer):
     """WordPiece tokenisation and detokenisation in TensorFlow ops.
 
     Args:
@@ -109,7 +109,7 @@ class SubwordTokenizer(_InGraphTokenizer):
 
     def __init__(self, vocabulary_path, lower_case=False, name=None):
         super().__init__(name=name)
-        text = _import_text()
+        text = import_text()
         self.vocabulary_file = tf.saved_model.Asset(vocabulary_path)
         with open(vocabulary_path, "rb") as handle:
             contents = handle.read()
