@@ -111,13 +111,11 @@ class PositionalEmbedding(keras.layers.Layer):
         one `length <= max_length`. On JAX shapes are always static, so it
         always runs. When `length` is `None` at trace time (a TensorFlow
         graph traced with an unknown length), `position_embedding` checks at
-        run time through `validation.assert_at_run_time`: with
-        `keras_attention.serving` imported that is a graph `Assert` raising
-        `InvalidArgumentError`, else TensorFlow's gather raises its own
-        error. Under XLA (`jit_compile=True`) with an unknown length neither
-        holds: XLA drops asserts. There, and on every path no check stops
-        (a graph without `keras_attention.serving`, JAX with a traced
-        `start_index`), a position outside `0 .. max_length - 1` gets an
+        run time through `validation.assert_at_run_time`: on TensorFlow a
+        graph `Assert` raising `InvalidArgumentError`. Under XLA
+        (`jit_compile=True`) with an unknown length it does not hold: XLA
+        drops asserts. There, and on every path no check stops (JAX with a
+        traced `start_index`), a position outside `0 .. max_length - 1` gets an
         embedding of NaN (the sentinel), never a clamped row: the output is
         NaN at those positions, so a loss turns NaN and
         `keras.callbacks.TerminateOnNaN` (the recipes use it) stops training,

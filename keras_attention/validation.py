@@ -7,6 +7,7 @@ shapes) instead of surfacing as a broadcasting error deep inside a matmul.
 
 import math
 import numbers
+import sys
 
 import numpy as np
 from keras import backend, ops
@@ -97,16 +98,6 @@ def check_equal_dim(name_a, dim_a, name_b, dim_b, owner, why):
         )
 
 
-def check_feature_dim(name, shape, expected, owner):
-    """The last (feature) axis of `shape` must be `expected` when known."""
-    shape = _shape(shape)
-    if shape[-1] is not None and expected is not None and shape[-1] != expected:
-        raise ValueError(
-            f"`{name}` of {owner} must have last dimension {expected}; "
-            f"received {name} with shape {shape}."
-        )
-
-
 def check_mask_shape(name, mask, expected, owner, layout, broadcast=False):
     """`mask` (a tensor or None) must have the static shape `expected`, where
     None entries in either shape are not checked; with `broadcast=True` a
@@ -166,31 +157,28 @@ def check_token_ids(name, tokens, owner):
         )
 
 
-def _unchecked(condition, message, value):
-    return value
-
-
-_run_time_check = _unchecked
-
-
 def assert_at_run_time(condition, message, value):
     """`value`, made to depend on a run-time check that the scalar boolean
     `condition` holds, for a bound that is only known when the graph runs
     (a length that is `None` at trace time).
 
-    The layer tier uses `keras.ops` only, which has no assert, so this is a
-    no-op by default; `keras_attention.serving` (TensorFlow-only) installs a
-    graph `Assert` that raises `InvalidArgumentError` with `message`. XLA
+    On the TensorFlow backend this is a graph `Assert` that raises
+    `InvalidArgumentError` with `message` (in a `tf.function`, in a
+    SavedModel, and eagerly); on JAX and PyTorch, whose `keras.ops` have no
+    assert, `value` is returned unchecked. The choice depends on the backend
+    alone, never on which of this package's modules were imported. XLA
     (`jit_compile=True`) compiles asserts away, so there only the checks
     made at trace time hold.
     """
-    return _run_time_check(condition, message, value)
-
-
-def install_run_time_check(check):
-    """Make `assert_at_run_time` call `check(condition, message, value)`."""
-    global _run_time_check
-    _run_time_check = check
+    if backend.backend() != "tensorflow":
+        return value
+    # Keras's TensorFlow backend has imported TensorFlow already; the layer
+    # tier takes it from there and imports none itself (tests/test_layout.py).
+    tf = sys.modules.get("tensorflow")
+    if tf is None:
+        return value
+    with tf.control_dependencies([tf.debugging.Assert(condition, [message])]):
+        return tf.identity(value)
 
 
 def check_same_batch(owner, **tensors):

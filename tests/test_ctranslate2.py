@@ -312,10 +312,15 @@ def test_convert_cli_translates_a_test_file_as_our_translate_does(
     transformer_run, tmp_path, capsys, monkeypatch
 ):
     out = str(tmp_path / "ct2")
-    status, stdout, stderr = cli(
-        capsys, "convert", "--output", transformer_run, "--to", "ctranslate2", "--dir", out
-    )
+    convert = ["convert", "--output", transformer_run, "--to", "ctranslate2", "--dir", out]
+    # The run's beam (width 4, alpha 0.6): GNMT's penalty is not CTranslate2's.
+    status, _, stderr = cli(capsys, *convert)
+    assert status == 2 and stderr.startswith("error: --alpha 0.6 (GNMT's length penalty")
+    assert "give --length-penalty P" in stderr and not os.path.exists(out)
+    status, stdout, stderr = cli(capsys, *convert, "--length-penalty", "1.0")
     assert status == 0, stderr
+    record = json.loads(open(os.path.join(out, "keras_attention.json")).read())
+    assert record["translate_batch"]["length_penalty"] == 1.0 and record["alpha"] == 0.6
     last = stdout.strip().splitlines()[-1]
     assert last.startswith(f"converted {transformer_run} to CTranslate2 (float32, --dir {out})")
     for name in ("model.bin", "config.json", "source.spm", "target.spm", "keras_attention.json"):
@@ -334,8 +339,7 @@ def test_convert_cli_translates_a_test_file_as_our_translate_does(
     assert translate_with_ctranslate2(out, texts, beam_size=1) == expected
     # int8 passes through; the folder is replaced whole with --overwrite.
     status, stdout, _ = cli(
-        capsys, "convert", "--output", transformer_run, "--to", "ctranslate2", "--dir", out,
-        "--quantization", "int8", "--overwrite",
+        capsys, *convert, "--length-penalty", "1.0", "--quantization", "int8", "--overwrite",
     )  # fmt: skip
     assert status == 0 and "(int8, --dir" in stdout.splitlines()[-1]
     assert len(translate_with_ctranslate2(out, texts, beam_size=1)) == len(texts)
@@ -349,6 +353,40 @@ def test_convert_cli_translates_a_test_file_as_our_translate_does(
     exec(compile(snippet.group(1), "deploying.md", "exec"), {})
     printed = ast.literal_eval(capsys.readouterr().out.strip())
     assert len(printed) == 2 and all(isinstance(text, str) for text in printed)
+
+
+def test_export_format_ctranslate2_writes_what_convert_writes(transformer_run, tmp_path, capsys):
+    """`export --format ctranslate2` writes `<export-dir>/<model-name>/`, the
+    folder `convert --to ctranslate2 --dir` writes, and translates as it;
+    each format's own options are refused with the other."""
+    exports = tmp_path / "exports"
+    status, stdout, stderr = cli(
+        capsys, "export", "--output", transformer_run, "--format", "ctranslate2",
+        "--export-dir", str(exports), "--model-name", "ct2", "--alpha", "0",
+    )  # fmt: skip
+    assert status == 0, stderr
+    folder = exports / "ct2"
+    assert f"--export-dir {folder})" in stdout and (folder / "model.bin").exists()
+    status, _, stderr = cli(
+        capsys, "convert", "--output", transformer_run, "--to", "ctranslate2",
+        "--dir", str(tmp_path / "converted"), "--alpha", "0",
+    )  # fmt: skip
+    assert status == 0, stderr
+    texts = ["Ich habe keine Zeit.", "Wo ist der Bahnhof?"]
+    assert translate_with_ctranslate2(str(folder), texts) == translate_with_ctranslate2(
+        str(tmp_path / "converted"), texts
+    )
+    for flags, message in (
+        (["--format", "ctranslate2", "--xla"], "--xla is an option of --format saved_model"),
+        (["--quantization", "int8"], "--quantization is an option of --format ctranslate2"),
+        (["--length-penalty", "1"], "--length-penalty is an option of --format ctranslate2"),
+    ):
+        status, _, stderr = cli(
+            capsys, "export", "--output", transformer_run, "--export-dir", str(exports), *flags
+        )
+        assert status == 2 and stderr == f"error: {message}; got --format " + (
+            "ctranslate2\n" if "ctranslate2" in flags else "saved_model\n"
+        ), stderr
 
 
 def test_convert_cli_mistakes_are_one_line_with_status_2(transformer_run, tmp_path, capsys):
@@ -468,7 +506,7 @@ def test_convert_cli_refuses_a_quantized_run_in_flag_words(transformer_run, tmp_
     model.save(str(quantized / "model.keras"))
     status, _, stderr = cli(
         capsys, "convert", "--output", str(quantized), "--to", "ctranslate2",
-        "--dir", str(tmp_path / "ct2"),
+        "--dir", str(tmp_path / "ct2"), "--alpha", "0",
     )  # fmt: skip
     assert status == 2 and stderr.count("\n") == 1, stderr
     assert stderr.startswith(f"error: --output {quantized} holds a model quantized in place (int8)")

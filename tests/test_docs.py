@@ -45,7 +45,17 @@ def public(module, names):
     return [(f"{module.__name__}.{name}", getattr(module, name)) for name in names]
 
 
-SERVING = ("translator", "graph", "records", "buckets", "versions", "export", "check", "requests")
+SERVING = (
+    "translator",
+    "graph",
+    "exporters",
+    "records",
+    "buckets",
+    "versions",
+    "export",
+    "check",
+    "requests",
+)
 TOKENIZERS = ("base", "sentencepiece", "wordpiece", "loading", "numbers")
 # The old paths of the modules that left serving/: shims, described in migrating.md.
 MOVED = {f"keras_attention.serving.{short}" for short in ("text", "numbers", "distribute")}

@@ -463,13 +463,20 @@ def tiny_translator_of(family, directory):
 
 @pytest.fixture(scope="module")
 def int8_transformer(tmp_path_factory):
-    """`(translator, int8 export, the model's weights before)` of an
-    untrained tiny Transformer."""
+    """`(translator, int8 export, the model's weights before, the int8
+    Translator exported)` of an untrained tiny Transformer. The export is
+    `SavedModelExporter(quantize="int8")`'s (what `export(quantize="int8")`
+    calls) in two steps, its `prepared` Translator kept and exported as it
+    is: the tests below read the graphs it traced rather than tracing
+    another int8 copy."""
+    from keras_attention.serving.exporters import SavedModelExporter
+
     directory = tmp_path_factory.mktemp("int8")
     translator = tiny_translator_of("transformer", directory)
     before = [np.array(weight) for weight in translator.model.get_weights()]
-    int8_path = translator.export(str(directory / "exports"), "int8", quantize="int8")
-    return translator, int8_path, before
+    quantized = SavedModelExporter(quantize="int8").prepared(translator)
+    int8_path = SavedModelExporter().export(quantized, str(directory / "exports"), "int8")
+    return translator, int8_path, before, quantized
 
 
 SIGNATURE_BODIES = (
@@ -488,24 +495,24 @@ def counted_rnn_export(tmp_path_factory):
     """`(translator, float export, calls)` of an untrained tiny RNN, exported
     while `calls` counts the runs of each signature body's Python for this
     translator (until the module's last test)."""
-    from keras_attention.serving import Translator
+    from keras_attention.serving.graph import SignatureGraph
 
     calls = {name: 0 for name in SIGNATURE_BODIES}
     directory = tmp_path_factory.mktemp("counted")
     translator = tiny_translator_of("rnn", directory)
 
     def counting(name):
-        original = getattr(Translator, name)
+        original = getattr(SignatureGraph, name)
 
         def counted(self, *args, **kwargs):
-            calls[name] += self is translator
+            calls[name] += self is translator.graph
             return original(self, *args, **kwargs)
 
         return counted
 
     with pytest.MonkeyPatch.context() as patch:
         for name in SIGNATURE_BODIES:
-            patch.setattr(Translator, name, counting(name))
+            patch.setattr(SignatureGraph, name, counting(name))
         yield translator, translator.export(str(directory / "exports"), "float"), calls
 
 
@@ -563,11 +570,10 @@ def test_an_int8_export_translates_as_the_quantized_model_in_process(int8_transf
 
     from tests.test_translator import sentences
 
-    translator, path, before = int8_transformer
+    translator, path, before, quantized = int8_transformer
     assert translator.quantization is None
     for weight, kept in zip(translator.model.get_weights(), before):
         np.testing.assert_array_equal(weight, kept)
-    quantized = translator.quantized("int8")
     assert quantized.quantization == "int8" and quantized.model is not translator.model
     texts = sentences()[:12] + [""]
     loaded = tf.saved_model.load(path)
@@ -604,7 +610,7 @@ def test_an_int8_export_stores_int8_weights_and_records_both_sizes(
     def weight_bytes(model):
         return sum(np.asarray(w).nbytes for w in model.get_weights())
 
-    translator, int8_path, _ = int8_transformer
+    translator, int8_path, _, _ = int8_transformer
     float_translator, float_path, _ = counted_rnn_export
     float_model = float_translator.model
     assert [name for name, dtype in dtypes(int8_path).items() if dtype == tf.int8]  # the kernels
@@ -658,14 +664,15 @@ def int8_casts_in_loops(function):
 
 
 @pytest.mark.tensorflow
-def test_an_int8_translators_decoding_loops_cast_no_kernel(tmp_path, monkeypatch):
+def test_an_int8_translators_decoding_loops_cast_no_kernel(int8_transformer, tmp_path, monkeypatch):
     """The searches of an int8 export dequantize the kernels once per
     request, before the loop (`quantization.dequantized`): the loop bodies
-    of its greedy and beam signatures cast no int8 kernel to float, where
-    casting at every step puts them in the body."""
+    of its greedy and beam signatures (those the export traced) cast no
+    int8 kernel to float, where casting at every step puts them in the
+    body."""
     from keras_attention import quantization
 
-    quantized = tiny_translator_of("transformer", tmp_path).quantized("int8")
+    quantized = int8_transformer[3]
     for name in ("greedy", "serving_default"):
         assert int8_casts_in_loops(quantized.function(name)) == [], name
     monkeypatch.setattr(quantization, "dequantized", lambda model: contextlib.nullcontext())

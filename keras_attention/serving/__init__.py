@@ -10,17 +10,19 @@ Install with `pip install keras_attention[tensorflow]`.
     export.py       0.2.0's names (translator_archive, ...), thin wrappers kept for old code
     check.py        an export's ops against TF Serving releases' op lists
     requests.py     graph checks of a served request's inputs (first line: the input and the rule)
+    exporters.py    exporters as objects: SavedModelExporter, CTranslate2Exporter, get_exporter
     ctranslate2.py  a TransformerSeq2Seq converted to a CTranslate2 model (needs ctranslate2)
 
 The tokenizers and number protection live in `keras_attention.tokenizers`,
 the multi-worker training adaptations in `keras_attention.training`; their
 old paths here (`text.py`, `numbers.py`, `distribute.py`) still work, with a
 `DeprecationWarning`.
+
+Importing this package changes nothing in the layers: their run-time
+checks (`validation.assert_at_run_time`) depend on the Keras backend alone.
 """
 
 import importlib.util
-
-from keras_attention import validation
 
 _MISSING = [
     name for name in ("tensorflow", "tensorflow_text") if importlib.util.find_spec(name) is None
@@ -32,21 +34,6 @@ if "tensorflow" in _MISSING:
         "(tensorflow and tensorflow-text); the layers and keras_attention.seq2seq work "
         "without it."
     )
-
-
-def _graph_assert(condition, message, value):
-    """`validation.assert_at_run_time` on TensorFlow: a graph `Assert` that
-    the returned `value` depends on (other backends: unchecked)."""
-    import keras
-    import tensorflow as tf
-
-    if keras.backend.backend() != "tensorflow":
-        return value
-    with tf.control_dependencies([tf.debugging.Assert(condition, [message])]):
-        return tf.identity(value)
-
-
-validation.install_run_time_check(_graph_assert)
 
 
 def __getattr__(name):

@@ -34,7 +34,6 @@ from keras_attention.serving.ctranslate2_spec import (  # noqa: F401  (also impo
 )
 from keras_attention.tokenizers.base import is_blank
 from keras_attention.tokenizers.numbers import (
-    _MARK,
     PLACEHOLDER,
     copied_number,
     numbers_in,
@@ -46,6 +45,12 @@ from keras_attention.tokenizers.numbers import (
 # types for CPU serving. `recipes/translation/config.py` copies this table.
 QUANTIZATIONS = ("int8", "int8_float32", "float16")
 METADATA = "keras_attention.json"  # the recipe's notes beside the model
+# U+0001, the mark `tokenizers.numbers` splits a text with around its numbers:
+# a translation holding one drops it, as the graph's `restore` does.
+MARK = "\x01"
+# `METADATA`'s mark of a `length_penalty` that is CTranslate2's own
+# (`exporters.CTranslate2Exporter`), not a run's GNMT alpha copied into it.
+LENGTH_PENALTY_SET_BY = "CTranslate2Exporter"
 # `METADATA`'s mark of a folder `convert_to_ctranslate2` wrote (`not_replaceable`).
 CONVERTED_BY = "keras_attention.serving.ctranslate2.convert_to_ctranslate2"
 # What a converted model's folder holds (CTranslate2's files and ours).
@@ -266,7 +271,7 @@ def restore_numbers(translation, source):
     read as `sanitized` (a typed U+E000 or U+0001 is a space), and a
     U+0001 in `translation` is dropped, as in the graph."""
     numbers = [_copied(number) for number in numbers_in(source)]
-    parts = translation.replace(_MARK, "").split(PLACEHOLDER)
+    parts = translation.replace(MARK, "").split(PLACEHOLDER)
     text = parts[0]
     for index, part in enumerate(parts[1:]):
         if index < len(numbers):
@@ -275,6 +280,40 @@ def restore_numbers(translation, source):
             text = text[:-1]
         text += part
     return text
+
+
+def checked_translate_options(metadata, options, model_dir):
+    """The `translate_batch` options of a folder's `metadata` that go to
+    CTranslate2 under the caller's `options`. Our beam's length penalty,
+    GNMT's ((5 + |Y|) / 6)^alpha, is not CTranslate2's |Y|^length_penalty,
+    so a `length_penalty` is used only when CTranslate2Exporter set it
+    (`LENGTH_PENALTY_SET_BY`) or the caller gives one: a folder whose
+    `keras_attention.json` copied a run's alpha into `length_penalty` is a
+    `ValueError` for a beam search, and so is an `alpha` option."""
+    if "alpha" in options:
+        raise ValueError(
+            "`alpha` of translate_with_ctranslate2 is not a CTranslate2 option: our alpha "
+            "is GNMT's ((5 + |Y|) / 6)^alpha, CTranslate2's length_penalty divides by "
+            f"|Y|^length_penalty; received alpha={options['alpha']!r}. Pass length_penalty "
+            "(CTranslate2's formula; 0 for the plain sum)."
+        )
+    recorded = dict(metadata.get("translate_batch", {}))
+    penalty = recorded.get("length_penalty", 0)
+    beam = options.get("beam_size", recorded.get("beam_size", 1))
+    if (
+        metadata.get("length_penalty_set_by") != LENGTH_PENALTY_SET_BY
+        and "length_penalty" not in options
+        and penalty
+        and beam > 1
+    ):
+        raise ValueError(
+            f"`length_penalty` of translate_with_ctranslate2 must be given for {model_dir}: "
+            f"its {METADATA} holds length_penalty={penalty!r}, a run's GNMT alpha copied "
+            "into CTranslate2's |Y|^length_penalty, which is a different penalty; pass "
+            "length_penalty=... (CTranslate2's formula, 0 for the plain sum), beam_size=1, "
+            "or convert again with exporters.CTranslate2Exporter."
+        )
+    return recorded
 
 
 @functools.lru_cache(maxsize=8)
@@ -320,8 +359,9 @@ def translate_with_ctranslate2(model_dir, texts, translator=None, protect_number
     byte pieces are dropped (`_detokenize`).
     `translator`: a `ctranslate2.Translator` of `model_dir` (default: a new
     one); `options` go to `translate_batch` (default: the run's
-    `keras_attention.json` options, else CTranslate2's). Needs the
-    `sentencepiece` package."""
+    `keras_attention.json` options, else CTranslate2's; a `length_penalty`
+    there that is a run's alpha is refused, `checked_translate_options`).
+    Needs the `sentencepiece` package."""
     if isinstance(texts, (str, bytes)):
         raise ValueError(
             "`texts` of translate_with_ctranslate2 must be a list of strings; received a "
@@ -355,7 +395,7 @@ def translate_with_ctranslate2(model_dir, texts, translator=None, protect_number
             metadata = json.load(handle)
     if protect_numbers is None:
         protect_numbers = bool(metadata.get("protect_numbers", False))
-    options = {**metadata.get("translate_batch", {}), **options}
+    options = {**checked_translate_options(metadata, options, model_dir), **options}
     translator = translator or ctranslate2.Translator(model_dir, device="cpu")
     source_sp, target_sp = _processors(sentencepiece, os.path.abspath(model_dir))
     cleaned = [_clean(sanitized(text)) for text in texts]

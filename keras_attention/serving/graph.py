@@ -1,24 +1,28 @@
 """The bodies of `Translator`'s signatures: graph functions, tensors in, a
-dict of tensors out (TensorFlow-specific). `SignatureFunctions` holds them;
-`Translator` (`serving/translator.py`, where the signatures and their
-contract are described) inherits them, compiles each into one `tf.function`
-and exports those.
+dict of tensors out, and the `tf.function` of each (TensorFlow-specific).
+`SignatureGraph` holds them, assembled from the parts they read, given
+explicitly: the model, the two tokenizers, the searches (`Searches`, each
+signature's, derived once from the Translator's search), the lengths, the
+number protection and, in an XLA export, the shape buckets. `Translator`
+(`serving/translator.py`, where the signatures and their contract are
+described) holds one and calls its functions in process; the exporters
+(`serving/exporters.py`) write the same functions as a SavedModel.
 
     text (B,) -> encode -> source (B, S) -> search -> tokens -> decode -> (B,) strings
 
-A function reads the Translator's model, tokenizers, `numbers`, lengths
-and derived searches (`best_search`, `attention_search`, `greedy_search`,
-`nbest_search`), set by `Translator.__init__`. Every search runs through
-`run_search`: as it is, or, in an XLA export (`Translator.bucketed`, an
-`buckets.BucketedSearch`), as XLA programs of fixed shapes.
+Every search runs through `SignatureGraph.run_search`: as it is, or, in an
+XLA export (`bucketed`, a `buckets.BucketedSearch`), as XLA programs of
+fixed shapes.
 """
 
 import json
 
 import tensorflow as tf
 
+from keras_attention.seq2seq.sampling import GreedySearch
 from keras_attention.seq2seq.search import BeamSearch, get_search
 from keras_attention.serving.requests import checked_count, checked_shape, refuse_unless
+from keras_attention.tokenizers.base import UNK
 from keras_attention.tokenizers.numbers import sanitize
 
 SIGNATURES = (
@@ -44,11 +48,132 @@ def beam_options(search):
     }
 
 
-class SignatureFunctions:
-    """The graph functions of `Translator`'s signatures (a base class of
-    `Translator`, which sets the attributes they read)."""
+class Searches:
+    """The searches of the signatures, derived once from `search` (a
+    `Search`) for translations of `max_length` tokens (L): `best`
+    (`serving_default`, `tokens`, `constrained`: its best hypothesis),
+    `attention` (the same, returning attention), `greedy` (a `GreedySearch`
+    with the search's shared options) and `nbest` (a beam search with its
+    options: its own if it is a `BeamSearch`, a beam of 1 otherwise, N =
+    its `num_hypotheses` or `beam_width`)."""
 
-    bucketed = None  # a `buckets.BucketedSearch` in an XLA export
+    def __init__(self, search, max_length):
+        self.search, self.max_length = search, max_length
+        fixed = dict(max_length=max_length)
+        self.best = get_search(search, return_attention_scores=False, **fixed)
+        self.attention = get_search(search, return_attention_scores=True, **fixed)
+        shared = dict(search.shared_options(), **fixed, return_attention_scores=False)
+        self.greedy = GreedySearch(**shared)
+        beam = search if isinstance(search, BeamSearch) else BeamSearch(beam_width=1)
+        self.nbest = BeamSearch(
+            **{**beam.decoding_options(), **shared},
+            num_hypotheses=beam.num_hypotheses or beam.beam_width,
+        )
+
+
+class SignatureGraph:
+    """The graph functions of `Translator`'s signatures over the parts they
+    read, and one `tf.function` per signature (`function`).
+
+    Args:
+        model: the `Seq2Seq` the searches run.
+        source_tokenizer, target_tokenizer: `keras_attention.tokenizers`.
+        searches: a `Searches` (the signatures' searches and L).
+        max_source_length: S, the source ids per text.
+        numbers: a `NumberProtection`, or None (texts go to the model as
+            they are).
+        placeholder: the target id of the number placeholder (with
+            `numbers`), else None.
+        bucketed: a `buckets.BucketedSearch` (an XLA export: every search
+            runs as XLA programs of its shapes), or None."""
+
+    def __init__(
+        self,
+        model,
+        source_tokenizer,
+        target_tokenizer,
+        searches,
+        max_source_length,
+        numbers=None,
+        placeholder=None,
+        bucketed=None,
+    ):
+        self.model = model
+        self.source_tokenizer, self.target_tokenizer = source_tokenizer, target_tokenizer
+        self.searches = searches
+        self.max_source_length, self.max_length = max_source_length, searches.max_length
+        self.numbers, self.placeholder, self.bucketed = numbers, placeholder, bucketed
+
+    def with_parts(self, **parts):
+        """A new `SignatureGraph` of these parts with `parts` (constructor
+        arguments) replaced: another model, or `bucketed` for an XLA export."""
+        given = dict(
+            model=self.model,
+            source_tokenizer=self.source_tokenizer,
+            target_tokenizer=self.target_tokenizer,
+            searches=self.searches,
+            max_source_length=self.max_source_length,
+            numbers=self.numbers,
+            placeholder=self.placeholder,
+            bucketed=self.bucketed,
+        )
+        return SignatureGraph(**{**given, **parts})
+
+    def compile(self, name):
+        """A new `tf.function` of signature `name` (or `("nbest", n)`:
+        `nbest` with n hypotheses, in process only), the batch dimension
+        unknown: the body checked (`checked_text`), with an empty batch run
+        as one row (`empty_batch_as_one_row`). `Translator.function` traces
+        each once and keeps it."""
+        text = tf.TensorSpec((None,), tf.string, name="text")
+        blank = tf.constant([""])
+        if name == "decoding_options":
+            return tf.function(self.options_function, input_signature=[], autograph=False)
+        if name == "tokens":
+            run = empty_batch_as_one_row(
+                self.tokens_function, tf.constant([[UNK]]), tf.constant([1])
+            )
+            return tf.function(
+                # The ranks checked before anything reads a dimension.
+                lambda token_ids, lengths: run(
+                    checked_shape(
+                        token_ids, "token_ids", 2, "a matrix of int32 ids [batch, length]"
+                    ),
+                    checked_shape(lengths, "lengths", 1, "a vector of int32 lengths [batch]"),
+                ),
+                input_signature=[
+                    tf.TensorSpec((None, None), tf.int32, name="token_ids"),
+                    tf.TensorSpec((None,), tf.int32, name="lengths"),
+                ],
+                autograph=False,
+            )
+        if name == "constrained":
+            run = empty_batch_as_one_row(self.constrained_function, blank, blank)
+            return tf.function(
+                lambda text, prefix: run(
+                    self.checked_text(text), self.checked_text(prefix, "prefix")
+                ),
+                input_signature=[text, tf.TensorSpec((None,), tf.string, name="prefix")],
+                autograph=False,
+            )
+        if isinstance(name, tuple):  # ("nbest", n): n hypotheses, in process only
+            search = get_search(
+                self.searches.nbest,
+                num_hypotheses=name[1],
+                beam_width=max(name[1], self.searches.nbest.beam_width),
+            )
+            body = lambda text: self.nbest_function(text, search)  # noqa: E731
+        else:
+            body = {
+                "serving_default": self.translate_function,
+                "greedy": self.greedy_function,
+                "attention": self.attention_function,
+                "nbest": self.nbest_function,
+            }[name]
+        run = empty_batch_as_one_row(body, blank)
+        return tf.function(
+            lambda text: run(self.checked_text(text)), input_signature=[text], autograph=False
+        )
 
     def run_search(self, search, source, prefix=None, best=False):
         """`search(model, source, prefix)` (`search.best` with `best`): in
@@ -77,7 +202,7 @@ class SignatureFunctions:
             typed = tf.cast(self.numbers.numbers(prefix_text).row_lengths(), tf.int32)
             wanted = tf.maximum(wanted, typed)
         placed = tf.reduce_sum(
-            tf.cast(tf.equal(result["tokens"], self._placeholder), tf.int32), axis=-1
+            tf.cast(tf.equal(result["tokens"], self.placeholder), tf.int32), axis=-1
         )
         rank = tf.cast(result["scores"], tf.float32)
         rank += tf.where(tf.equal(placed, wanted[:, None]), 0.0, -1e6)
@@ -134,7 +259,7 @@ class SignatureFunctions:
         """`serving_default`: `text (B,)` -> `translation (B,)`, `score (B,)`,
         `truncated (B,)`."""
         source, truncated = self.encode(text)
-        result = self._best(self.best_search, text, source)
+        result = self._best(self.searches.best, text, source)
         return {
             "translation": self.decode(text, result),
             "score": self._blank_zero(text, result["scores"]),
@@ -144,7 +269,7 @@ class SignatureFunctions:
     def greedy_function(self, text):
         """`greedy`: what `serving_default` returns, with greedy search."""
         source, truncated = self.encode(text)
-        result = self.run_search(self.greedy_search, source)
+        result = self.run_search(self.searches.greedy, source)
         return {
             "translation": self.decode(text, result),
             "score": self._blank_zero(text, result["scores"]),
@@ -156,7 +281,7 @@ class SignatureFunctions:
         S)` of the best hypothesis, `source_tokens (B, S)` and
         `target_tokens (B, L)` strings (padding included), `truncated`."""
         source, truncated = self.encode(text)
-        result = self._best(self.attention_search, text, source)
+        result = self._best(self.searches.attention, text, source)
         # A blank text: no target pieces (padding) and attention 0.
         generated = self._blank_zero(text, result["tokens"], self.model.padding_id)
         return {
@@ -231,7 +356,7 @@ class SignatureFunctions:
         with tf.control_dependencies([check]):
             source = tf.where(mask, token_ids, tf.zeros_like(token_ids))
         source = source[:, :longest]  # only padding beyond S: every length is <= S
-        return {"token_ids": self.run_search(self.best_search, source, best=True)["tokens"]}
+        return {"token_ids": self.run_search(self.searches.best, source, best=True)["tokens"]}
 
     def nbest_function(self, text, search=None):
         """`nbest`: `text (B,)` -> `translations (B, N)` strings and `scores
@@ -240,7 +365,7 @@ class SignatureFunctions:
         `finished (B, N)` (ended with `<eos>`: the live ones, cut at the
         maximum length, and unfilled slots are False) and `truncated (B,)`.
         An empty or blank text gives N empty strings, all finished."""
-        search = self.nbest_search if search is None else search
+        search = self.searches.nbest if search is None else search
         text = self.checked_text(text)
         source, truncated = self.encode(text)
         result = self.run_search(search, source)
@@ -298,7 +423,7 @@ class SignatureFunctions:
         with tf.control_dependencies([check]):
             source, truncated = self.encode(text)
         forced = prefix_ids(self.target_tokenizer, prefix, self.max_length)
-        result = self._best(self.best_search, text, source, prefix=forced, prefix_text=typed)
+        result = self._best(self.searches.best, text, source, prefix=forced, prefix_text=typed)
         return {
             "translation": self.decode(text, result, typed),
             "score": self._blank_zero(text, result["scores"]),
@@ -315,13 +440,13 @@ class SignatureFunctions:
     def decoding_options(self):
         """The 0.2.0 `decoding_options` outputs of the nbest search
         (`beam_options`)."""
-        return beam_options(self.nbest_search)
+        return beam_options(self.searches.nbest)
 
     def search_config(self):
         """The JSON of `keras.saving.serialize_keras_object(search)`."""
         import keras
 
-        return json.dumps(keras.saving.serialize_keras_object(self.search), sort_keys=True)
+        return json.dumps(keras.saving.serialize_keras_object(self.searches.search), sort_keys=True)
 
     def options_function(self):
         """`decoding_options`: no input -> the options as named scalars, the

@@ -111,8 +111,8 @@ def write_export_record(version_dir, translator):
 
 def xla_record(translator):
     """The `xla` entry of the export record of `translator` (None unless
-    its searches are compiled by XLA)."""
-    bucketed = getattr(translator, "bucketed", None)
+    its searches are compiled by XLA: `Translator.bucketed`)."""
+    bucketed = translator.bucketed
     if bucketed is None:
         return None
     batch_sizes, lengths = list(bucketed.batch_sizes), list(bucketed.lengths)

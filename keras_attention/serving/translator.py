@@ -3,8 +3,16 @@ decoding strategy (`keras_attention.seq2seq.search`), as one object that
 translates in process and exports the same graph functions as a SavedModel
 for TensorFlow Serving (TensorFlow-specific).
 
-Each exported signature is a graph function defined once here, strings (or
-ids) in, a dict of tensors out:
+The Translator is assembled from parts: the model, the tokenizers, the
+searches each signature runs (`graph.Searches`, derived once from
+`search`), the number protection and, for an XLA Translator, the shape
+buckets (`buckets.BucketedSearch`); its `graph` (`graph.SignatureGraph`)
+holds the signatures' graph functions over those parts, given explicitly.
+Exporting is the exporters' (`serving.exporters`): `export` is a thin call
+on `SavedModelExporter`.
+
+Each exported signature is a graph function defined once (`serving.graph`),
+strings (or ids) in, a dict of tensors out:
 
     text (B,) -> encode -> source (B, S) -> search -> tokens -> decode -> (B,) strings
 
@@ -13,9 +21,10 @@ keep their first pieces and are flagged `truncated`) and L, the decoded
 length, the search's `max_length` or S + 1. The in-process methods
 (`translate`, `nbest`, `attention`, `constrained`) call those same functions
 through one `tf.function` each, traced once per Translator with the batch
-dimension unknown, in batches of `batch_size`; `export` adds the same
-`tf.function`s to a `keras.export.ExportArchive`. So what a served model
-answers is, bit for bit, what the Translator answers in process.
+dimension unknown, in batches of `batch_size`; `archive` adds the same
+`tf.function`s to the `keras.export.ExportArchive` the export writes. So
+what a served model answers is, bit for bit, what the Translator answers in
+process.
 
 Signatures (inputs longer than S - 2 pieces are truncated and flagged):
 
@@ -62,16 +71,13 @@ from numbers import Integral
 import numpy as np
 import tensorflow as tf
 
-from keras_attention.seq2seq.search import MAX_BEAM_WIDTH, BeamSearch, GreedySearch, get_search
-from keras_attention.serving.buckets import (
-    BucketedSearch,
-    add_warmup_requests,
-    get_buckets,
-    write_batching_parameters,
-)
+from keras_attention.seq2seq.search import MAX_BEAM_WIDTH, get_search
+from keras_attention.serving.buckets import BucketedSearch, get_buckets
+from keras_attention.serving.exporters import SavedModelExporter, check_saved_model_options
 from keras_attention.serving.graph import (  # noqa: F401  (also importable from here)
     SIGNATURES,
-    SignatureFunctions,
+    Searches,
+    SignatureGraph,
     beam_options,
     empty_batch_as_one_row,
     options_summary,
@@ -87,9 +93,8 @@ from keras_attention.serving.records import (  # noqa: F401  (also importable fr
     variables_bytes,
     write_export_record,
 )
-from keras_attention.serving.requests import checked_shape, rule_text
-from keras_attention.serving.versions import export_archive, traced_once
-from keras_attention.tokenizers.base import UNK
+from keras_attention.serving.requests import rule_text
+from keras_attention.serving.versions import traced_once
 from keras_attention.tokenizers.numbers import PLACEHOLDER, NumberProtection
 from keras_attention.validation import check_choice
 
@@ -98,8 +103,11 @@ def _strings(array):
     return [value.decode("utf-8") for value in np.asarray(array).reshape(-1)]
 
 
-class Translator(SignatureFunctions):
-    """A model plus its tokenizers plus a search.
+class Translator:
+    """A model plus its tokenizers plus a search, assembled from those parts:
+    its signatures' graph functions are a `graph.SignatureGraph` of them
+    (`graph`), which it calls in process; `export` writes them with a
+    `exporters.SavedModelExporter`.
 
     Args:
         model: a `Seq2Seq` (built), whose source ids are those of
@@ -183,23 +191,35 @@ class Translator(SignatureFunctions):
         self.max_source_length, self.batch_size = int(max_source_length), int(batch_size)
         self.max_length = self.search.max_length or self.max_source_length + 1  # L
         self._check_lengths_fit(model)
-        # The searches of the signatures, derived once from `search`.
-        fixed = dict(max_length=self.max_length)
-        self.best_search = get_search(self.search, return_attention_scores=False, **fixed)
-        self.attention_search = get_search(self.search, return_attention_scores=True, **fixed)
-        shared = dict(self.search.shared_options(), **fixed, return_attention_scores=False)
-        self.greedy_search = GreedySearch(**shared)
-        beam = self.search if isinstance(self.search, BeamSearch) else BeamSearch(beam_width=1)
-        self.nbest_search = BeamSearch(
-            **{**beam.decoding_options(), **shared},
-            num_hypotheses=beam.num_hypotheses or beam.beam_width,
+        self.searches = Searches(self.search, self.max_length)  # each signature's search
+        self.best_search, self.attention_search = self.searches.best, self.searches.attention
+        self.greedy_search, self.nbest_search = self.searches.greedy, self.searches.nbest
+        self._float_model = None  # the model a quantized copy was made of (`quantized`)
+        self.graph = SignatureGraph(
+            model,
+            source_tokenizer,
+            target_tokenizer,
+            self.searches,
+            self.max_source_length,
+            numbers=numbers,
+            placeholder=None if numbers is None else self._placeholder_id(),
         )
-        self._functions = {}  # signature name (or ("nbest", n)) -> tf.function
-        self.float_model = None  # the model a quantized copy was made of (`quantized`)
-        self._placeholder = None if numbers is None else self._placeholder_id()
+        self._functions = {}  # signature name (or ("nbest", n)) -> traced tf.function
         pad = tf.constant([[self.model.padding_id]], tf.int32)
         self._source_pad = _strings(source_tokenizer.tokens(pad))[0]
         self._target_pad = _strings(target_tokenizer.tokens(pad))[0]
+
+    @property
+    def bucketed(self):
+        """The `buckets.BucketedSearch` of an XLA Translator (`xla_compiled`),
+        whose searches run as XLA programs of its shapes; None for a plain one."""
+        return self.graph.bucketed
+
+    @property
+    def float_model(self):
+        """The float model a quantized Translator's model was copied from
+        (`quantized`), for its export's record; None otherwise."""
+        return self._float_model
 
     def _check_lengths_fit(self, model):
         """S and L within the model's `max_length` (ConvS2S's learned source
@@ -249,66 +269,68 @@ class Translator(SignatureFunctions):
 
     # -- one tf.function per signature ----------------------------------------
     def function(self, name):
-        """The `tf.function` of signature `name`, traced once per Translator
-        (the batch dimension unknown; saving it traces only a call of that
-        trace, `traced_once`): what `export` writes and the in-process
-        methods call."""
+        """The `tf.function` of signature `name` (`graph.compile`), traced
+        once per Translator (the batch dimension unknown; saving it traces
+        only a call of that trace, `traced_once`): what `export` writes and
+        the in-process methods call."""
         if name not in self._functions:
-            self._functions[name] = self._compile(name)
+            self._functions[name] = traced_once(self.graph.compile(name))
         return self._functions[name]
 
-    def _compile(self, name):
-        text = tf.TensorSpec((None,), tf.string, name="text")
-        blank = tf.constant([""])
-        if name == "decoding_options":
-            function = tf.function(self.options_function, input_signature=[], autograph=False)
-        elif name == "tokens":
-            run = empty_batch_as_one_row(
-                self.tokens_function, tf.constant([[UNK]]), tf.constant([1])
-            )
-            function = tf.function(
-                # The ranks checked before anything reads a dimension.
-                lambda token_ids, lengths: run(
-                    checked_shape(
-                        token_ids, "token_ids", 2, "a matrix of int32 ids [batch, length]"
-                    ),
-                    checked_shape(lengths, "lengths", 1, "a vector of int32 lengths [batch]"),
-                ),
-                input_signature=[
-                    tf.TensorSpec((None, None), tf.int32, name="token_ids"),
-                    tf.TensorSpec((None,), tf.int32, name="lengths"),
-                ],
-                autograph=False,
-            )
-        elif name == "constrained":
-            run = empty_batch_as_one_row(self.constrained_function, blank, blank)
-            function = tf.function(
-                lambda text, prefix: run(
-                    self.checked_text(text), self.checked_text(prefix, "prefix")
-                ),
-                input_signature=[text, tf.TensorSpec((None,), tf.string, name="prefix")],
-                autograph=False,
-            )
-        else:
-            if isinstance(name, tuple):  # ("nbest", n): n hypotheses, in process only
-                search = get_search(
-                    self.nbest_search,
-                    num_hypotheses=name[1],
-                    beam_width=max(name[1], self.nbest_search.beam_width),
-                )
-                body = lambda text: self.nbest_function(text, search)  # noqa: E731
-            else:
-                body = {
-                    "serving_default": self.translate_function,
-                    "greedy": self.greedy_function,
-                    "attention": self.attention_function,
-                    "nbest": self.nbest_function,
-                }[name]
-            run = empty_batch_as_one_row(body, blank)
-            function = tf.function(
-                lambda text: run(self.checked_text(text)), input_signature=[text], autograph=False
-            )
-        return traced_once(function)
+    # The signatures' graph functions, those of `graph` (`graph.SignatureGraph`).
+    def run_search(self, search, source, prefix=None, best=False):
+        """`graph.run_search`: a search in the graph, or through the XLA buckets."""
+        return self.graph.run_search(search, source, prefix, best)
+
+    checked_text = staticmethod(SignatureGraph.checked_text)
+
+    def blank(self, text):
+        """`graph.blank`: `(B,)` bool, the texts that translate to ""."""
+        return self.graph.blank(text)
+
+    def encode(self, text):
+        """`graph.encode`: `(source (B, S) int32, truncated (B,) bool)`."""
+        return self.graph.encode(text)
+
+    def decode(self, text, result, prefix=None):
+        """`graph.decode`: a search's best hypotheses as strings."""
+        return self.graph.decode(text, result, prefix)
+
+    def translate_function(self, text):
+        """`graph.translate_function`: the body of `serving_default`."""
+        return self.graph.translate_function(text)
+
+    def greedy_function(self, text):
+        """`graph.greedy_function`: the body of `greedy`."""
+        return self.graph.greedy_function(text)
+
+    def attention_function(self, text):
+        """`graph.attention_function`: the body of `attention`."""
+        return self.graph.attention_function(text)
+
+    def tokens_function(self, token_ids, lengths):
+        """`graph.tokens_function`: the body of `tokens`."""
+        return self.graph.tokens_function(token_ids, lengths)
+
+    def nbest_function(self, text, search=None):
+        """`graph.nbest_function`: the body of `nbest`."""
+        return self.graph.nbest_function(text, search)
+
+    def constrained_function(self, text, prefix):
+        """`graph.constrained_function`: the body of `constrained`."""
+        return self.graph.constrained_function(text, prefix)
+
+    def options_function(self):
+        """`graph.options_function`: the body of `decoding_options`."""
+        return self.graph.options_function()
+
+    def decoding_options(self):
+        """`graph.decoding_options`: the nbest search's 0.2.0 options."""
+        return self.graph.decoding_options()
+
+    def search_config(self):
+        """`graph.search_config`: the JSON of the search's Keras config."""
+        return self.graph.search_config()
 
     def _run(self, name, *columns):
         """`function(name)` over `columns` (lists of equal length) in batches
@@ -472,7 +494,7 @@ class Translator(SignatureFunctions):
     ):
         """Write the SavedModel as version `version` (default the next free
         number) of `<base_dir>/<model_name>`, atomically
-        (`export.export_archive`); returns its path. `before_publish(path)`
+        (`versions.export_archive`); returns its path. `before_publish(path)`
         may add files (warm-up requests) to the staged version.
 
         `quantize="int8"` exports the same signatures over a weight-only
@@ -482,33 +504,16 @@ class Translator(SignatureFunctions):
         bucket and `<base_dir>/batching_parameters.txt` (`serving.buckets`).
         Every export records what it is in `assets.extra/keras_attention.json`
         (`export_record`): its quantization, its XLA buckets, the bytes of
-        its `variables/` and the float32 model's."""
-        check_choice("quantize", quantize, (None, *QUANTIZATIONS), "Translator.export")
-        check_choice("xla", xla, (False, True), "Translator.export")
-        if buckets is not None and not xla:
-            raise ValueError(f"`buckets` of Translator.export needs xla=True; got {buckets!r}.")
-        if quantize is not None:
-            translator = self._quantized(quantize, "`quantize` of Translator.export")
-            return translator.export(
-                base_dir, model_name, version, before_publish, None, xla, buckets
-            )
-        if xla and self.bucketed is None:
-            translator = self.xla_compiled(buckets)
-            return translator.export(base_dir, model_name, version, before_publish)
+        its `variables/` and the float32 model's.
 
-        def publish(staging):
-            write_export_record(staging, self)
-            if before_publish is not None:
-                before_publish(staging)
-            if self.bucketed is not None:
-                add_warmup_requests(staging, model_name, self)
-
-        path = export_archive(
-            self.archive(), base_dir, model_name, version=version, before_publish=publish
+        A thin call on `exporters.SavedModelExporter(quantize, xla,
+        buckets).export(self, base_dir, model_name, version,
+        before_publish)`."""
+        check_saved_model_options(quantize, xla, buckets, "Translator.export")
+        exporter = SavedModelExporter(quantize=quantize, xla=xla, buckets=buckets)
+        return exporter.export(
+            self, base_dir, model_name, version=version, before_publish=before_publish
         )
-        if self.bucketed is not None:
-            write_batching_parameters(base_dir, self.bucketed.batch_sizes)
-        return path
 
     def xla_compiled(self, buckets=None):
         """A new `Translator` with the same model, tokenizers, search and
@@ -516,13 +521,11 @@ class Translator(SignatureFunctions):
         shapes of `buckets` (`serving.buckets`): what `export(...,
         xla=True)` writes, in process."""
         buckets = get_buckets(buckets)
-        translator = self._copy(self.model)
-        translator.float_model = self.float_model
         lengths = buckets.lengths(self.max_source_length)
-        translator.bucketed = BucketedSearch(
+        bucketed = BucketedSearch(
             buckets.batch_sizes, lengths, self.max_length, self.model.padding_id
         )
-        return translator
+        return self._copy(self.model, float_model=self.float_model, bucketed=bucketed)
 
     # -- quantization ------------------------------------------------------------
     @property
@@ -537,22 +540,18 @@ class Translator(SignatureFunctions):
         in process. `ValueError` for a mode other than "int8" or a model
         that is quantized already."""
         check_choice("mode", mode, QUANTIZATIONS, "Translator.quantized")
-        return self._quantized(mode, "`mode` of Translator.quantized")
-
-    def _quantized(self, mode, what):
         if self.quantization is not None:
             raise ValueError(
-                f"{what}: the model is quantized already ({self.quantization}); export it "
-                "with quantize=None, or quantize a float model."
+                f"`mode` of Translator.quantized: the model is quantized already "
+                f"({self.quantization}); export it with quantize=None, or quantize a float model."
             )
-        translator = self._copy(quantized_copy(self.model, mode))
-        translator.float_model = self.model  # for the float32 size of its export
-        return translator
+        return self._copy(quantized_copy(self.model, mode), float_model=self.model)
 
-    def _copy(self, model):
+    def _copy(self, model, float_model=None, bucketed=None):
         """A `Translator` of `model` with this one's tokenizers, search and
-        options."""
-        return Translator(
+        options, recording `float_model` (`quantized`) and running its
+        searches through `bucketed` (`xla_compiled`) when given."""
+        translator = Translator(
             model,
             self.source_tokenizer,
             self.target_tokenizer,
@@ -561,6 +560,10 @@ class Translator(SignatureFunctions):
             batch_size=self.batch_size,
             numbers=self.numbers,
         )
+        translator._float_model = float_model
+        if bucketed is not None:
+            translator.graph = translator.graph.with_parts(bucketed=bucketed)
+        return translator
 
 
 class Hypothesis(tuple):
