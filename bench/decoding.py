@@ -38,10 +38,10 @@ Systems (`--ours` picks ours; the peers need `--peers-python`):
   from a `MarianConfig` with the same dimensions;
 - CTranslate2 converted from that Hugging Face model, fp32 and int8.
 
-Forcing equal lengths: our searches run a thin wrapper model whose
-`decode_step` adds -1e9 to the `<eos>` and `<pad>` logits (what Hugging
-Face's `min_new_tokens` does to `<eos>`), so every row runs all
-`--length` steps; Hugging Face runs `min_new_tokens = max_new_tokens`,
+Forcing equal lengths: our searches (`bench/decoding_searches.py`) run a
+thin wrapper model whose `decode_step` adds -1e9 to the `<eos>` and `<pad>`
+logits (what Hugging Face's `min_new_tokens` does to `<eos>`), so every row
+runs all `--length` steps; Hugging Face runs `min_new_tokens = max_new_tokens`,
 CTranslate2 `min_decoding_length = max_decoding_length`. The first call of
 each system and cell asserts that every row has exactly `--length` tokens
 and no `<eos>`.
@@ -63,7 +63,6 @@ included), one repeat.
 """
 
 import argparse
-import collections
 import functools
 import os
 import shutil
@@ -79,15 +78,19 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from keras_attention.seq2seq import TransformerSeq2Seq  # noqa: E402
-from keras_attention.seq2seq.generation import beam_search, greedy_search  # noqa: E402
-from keras_attention.serving.translator import quantized_copy, variables_bytes  # noqa: E402
-from keras_attention.serving.versions import export_archive, traced_once  # noqa: E402
+from keras_attention.serving.records import quantized_copy  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+from decoding_searches import (  # noqa: E402
+    ForcedLength,
+    check_lengths,
+    export_searches,
+    loop_body_ops,
+    searches,
+)
 from timing import PeerWorker, median_ratio  # noqa: E402
 
-NEGATIVE = -1e9
 PEERS = ("hf", "ct2-fp32", "ct2-int8")
 OURS = ("tf", "xla", "sm", "xla-sm")
 SYSTEM_LABELS = {  # --ours name -> the label of ours (an int8 copy adds "int8")
@@ -102,89 +105,6 @@ MODELS = {  # --model -> (family, vocabulary, width, layers, heads, feed-forward
     "demo-convs2s": ("convs2s", 4000, 128, 2, None, None),
 }
 LABELS = {"hf": "HF generate", "ct2-fp32": "CT2 fp32", "ct2-int8": "CT2 int8"}
-
-
-class ForcedLength(keras.layers.Layer):
-    """A `Seq2Seq` that never emits `<eos>` or `<pad>`: `model` with -1e9
-    added to those logits, so every hypothesis runs to `max_length` (until
-    generation takes `min_length` / `suppress_tokens` options). A Keras
-    layer holding `model`, so that a search finds an int8 model's layers
-    through it (`quantization.dequantized`) as it does through the model."""
-
-    def __init__(self, model):
-        super().__init__(name="forced_length")
-        self.model = model
-        self.sos_id, self.eos_id, self.padding_id = model.sos_id, model.eos_id, model.padding_id
-        banned = np.zeros((model.target_vocab_size,), "float32")
-        banned[[model.eos_id, model.padding_id]] = NEGATIVE
-        self.bias = tf.constant(banned)
-
-    def encode(self, source, max_length=None):
-        return self.model.encode(source, max_length=max_length)
-
-    def decode_step(self, tokens, state):
-        logits, state, attention = self.model.decode_step(tokens, state)
-        return logits + self.bias, state, attention
-
-    def reorder_state(self, state, indices):
-        return self.model.reorder_state(state, indices)
-
-    def reorder_beams(self, state, indices):
-        return self.model.reorder_beams(state, indices)
-
-
-def loop_body_ops(fn, *args):
-    """`(nodes, Counter of op types)` of the while-loop body of the graph
-    `fn` (a `tf.function`) traces for `args`: what one step runs, before
-    Grappler's rewrites (constants included). The largest while loop's, if
-    there are several."""
-    graph = fn.get_concrete_function(*args).graph.as_graph_def()
-    library = {function.signature.name: function for function in graph.library.function}
-    bodies = [
-        library[node.attr["body"].func.name]
-        for node in graph.node
-        if node.op in ("While", "StatelessWhile")
-    ]
-    body = max(bodies, key=lambda function: len(function.node_def))
-    return len(body.node_def), collections.Counter(node.op for node in body.node_def)
-
-
-def searches(model, length):
-    """`{"greedy": fn, "beam4": fn}`: source (B, S) -> tokens (B, L)."""
-    forced = ForcedLength(model)
-    return {
-        "greedy": lambda source: greedy_search(forced, source, length)["tokens"],
-        "beam4": lambda source: beam_search(forced, source, length, beam_width=4)["tokens"][:, 0],
-    }
-
-
-def export_searches(model, length, directory, xla=False):
-    """Write the two searches as SavedModel endpoints with the library's
-    exporter; returns the loaded SavedModel. With `xla`, each endpoint calls
-    its search as a `jit_compile=True` function (an XLA export's layout:
-    the search compiled, the endpoint a plain graph around it)."""
-    archive = keras.export.ExportArchive()
-    spec = [tf.TensorSpec((None, None), tf.int32, name="token_ids")]
-    for name, search in searches(model, length).items():
-        if xla:
-            search = tf.function(search, autograph=False, jit_compile=True)
-        archive.add_endpoint(
-            name, traced_once(tf.function(search, input_signature=spec, autograph=False))
-        )
-    path = export_archive(archive, directory, "decoding_bench")
-    loaded = tf.saved_model.load(path)
-    loaded.variables_bytes = variables_bytes(path)
-    return loaded
-
-
-def check_lengths(name, tokens, batch, length, model):
-    """Every row holds `length` tokens, none `<eos>` or `<pad>` (raised,
-    not asserted, so `python -O` keeps the check)."""
-    tokens = np.asarray(tokens)
-    if tokens.shape != (batch, length):
-        raise AssertionError(f"{name}: tokens of shape {tokens.shape}, not {(batch, length)}")
-    if np.isin(tokens, [model.eos_id, model.padding_id]).any():
-        raise AssertionError(f"{name}: a row ended before {length} tokens")
 
 
 class Peers(PeerWorker):

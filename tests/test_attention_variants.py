@@ -299,3 +299,30 @@ def test_error_variant_arguments(kwargs, pattern):
 def test_error_rope_needs_an_even_key_dim(rng):
     with pytest.raises(ValueError, match=r"`key_dim` must be even; received key_dim=3"):
         MultiHead(2, 3, position_encoding="rope")(random(rng, B, T, D), random(rng, B, T, D))
+
+
+BAD_WAVELENGTHS = {
+    "RotaryEmbedding max_wavelength=0": (
+        lambda: RotaryEmbedding(max_wavelength=0),
+        r"`max_wavelength` of RotaryEmbedding must be a finite number > 0; received .*=0",
+    ),
+    "RotaryEmbedding max_wavelength=-10": (
+        lambda: RotaryEmbedding(max_wavelength=-10),
+        r"`max_wavelength` of RotaryEmbedding must be a finite number > 0",
+    ),
+    "RotaryEmbedding max_wavelength=inf": (
+        lambda: RotaryEmbedding(max_wavelength=float("inf")),
+        r"`max_wavelength` of RotaryEmbedding must be a finite number > 0",
+    ),
+    "MultiHead rope_max_wavelength=0": (
+        lambda: MultiHead(2, 2, position_encoding="rope", rope_max_wavelength=0.0),
+        r"`max_wavelength` of MultiHead must be a finite number > 0",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_WAVELENGTHS))
+def test_a_rope_wavelength_must_be_finite_and_positive(case):
+    call, pattern = BAD_WAVELENGTHS[case]
+    with pytest.raises(ValueError, match=pattern):
+        call()

@@ -558,3 +558,11 @@ def test_fairseq_compatible_model_config_round_trip(rng):
     clone.set_weights(model.get_weights())
     np.testing.assert_allclose(np.asarray(clone(inputs)), want, atol=1e-6)
     assert clone.decoder.hidden_projection.units == 8 and clone.encoder.fairseq_compatible
+
+
+def test_glu_conv_on_zero_time_steps_gets_a_value_error():
+    with pytest.raises(
+        ValueError,
+        match=r"`inputs` of GLUConv1D must have at least one time step; received .*\(2, 0, 4\)",
+    ):
+        GLUConv1D(4, 3)(np.ones((2, 0, 4), "float32"))

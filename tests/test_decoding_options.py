@@ -12,7 +12,15 @@ import numpy as np
 import pytest
 from keras import ops
 
-from keras_attention.seq2seq import beam_search, generate, greedy_search, sample
+from keras_attention.seq2seq import (
+    GreedySearch,
+    RecurrentSeq2Seq,
+    beam_search,
+    generate,
+    greedy_search,
+    sample,
+)
+from keras_attention.seq2seq.scheduled_sampling import scheduled_sampling_logits
 
 PAD, SOS, EOS, A, B, C = 0, 1, 2, 3, 4, 5
 VOCAB, STEPS, SOURCE_LENGTH = 6, 4, 3
@@ -500,3 +508,135 @@ def test_decoding_options_generate_passes_them_through():
 def test_decoding_options_errors(call, pattern):
     with pytest.raises(ValueError, match=pattern):
         call(TableModel())
+
+
+class PaddingLovingModel:
+    """A scripted `Seq2Seq` whose most probable tokens are padding and <sos>:
+
+        after <sos>: pad 0.4, <sos> 0.3, A 0.2, <eos> 0.1
+        after A:     pad 0.35, <sos> 0.35, <eos> 0.2, A 0.05, B 0.05
+        otherwise:   <eos> 1
+
+    Without padding and <sos>, greedy reads A <eos> (p = 0.2 · 0.2) and a
+    beam of 2 finds <eos> (0.1) and A <eos> (0.04).
+    """
+
+    sos_id, eos_id, padding_id = SOS, EOS, PAD
+
+    def __init__(self):
+        table = np.full((5, 5), 1e-12)
+        table[:, EOS] = 1.0
+        table[SOS] = [0.4, 0.3, 0.1, 0.2, 1e-12]
+        table[A] = [0.35, 0.35, 0.2, 0.05, 0.05]
+        self.log_table = np.log(table / table.sum(1, keepdims=True)).astype("float32")
+
+    def encode(self, source, max_length=None, training=None):
+        return {"attention": ops.zeros((ops.shape(source)[0], ops.shape(source)[1]))}
+
+    def decode_step(self, tokens, state, training=None):
+        return ops.take(self.log_table, tokens, axis=0), state, state["attention"]
+
+    def reorder_state(self, state, indices):
+        return keras.tree.map_structure(lambda t: ops.take(t, indices, axis=0), state)
+
+
+def _assert_real_tokens_then_padding(tokens, lengths):
+    """Each row: `lengths` tokens none of which is padding or <sos>, the
+    last of them <eos> unless the row is full, then padding only."""
+    for row, length in zip(tokens.reshape(-1, tokens.shape[-1]), lengths.reshape(-1)):
+        assert not np.isin(row[:length], [PAD, SOS]).any(), row
+        assert (row[length:] == PAD).all(), row
+        assert length == len(row) or row[length - 1] == EOS, row
+
+
+def test_greedy_and_beam_never_generate_padding_or_sos():
+    model, source = PaddingLovingModel(), np.ones((2, 3), "int32")
+    greedy = {k: ops.convert_to_numpy(v) for k, v in greedy_search(model, source, 4).items()}
+    np.testing.assert_array_equal(greedy["tokens"], [[A, EOS, PAD, PAD]] * 2)
+    np.testing.assert_array_equal(greedy["lengths"], [2, 2])
+    np.testing.assert_allclose(np.exp(greedy["scores"]), [0.04, 0.04], rtol=1e-5)
+
+    beam = beam_search(model, source, 4, beam_width=2, alpha=0.0)
+    beam = {k: ops.convert_to_numpy(v) for k, v in beam.items()}
+    np.testing.assert_array_equal(beam["tokens"][0], [[EOS, PAD, PAD, PAD], [A, EOS, PAD, PAD]])
+    np.testing.assert_allclose(np.exp(beam["scores"][0]), [0.1, 0.04], rtol=1e-5)
+    _assert_real_tokens_then_padding(beam["tokens"], beam["lengths"])
+
+    drawn = sample(model, np.ones((64, 3), "int32"), 4, seed=3)
+    _assert_real_tokens_then_padding(
+        ops.convert_to_numpy(drawn["tokens"]), ops.convert_to_numpy(drawn["lengths"])
+    )
+    # Scheduled sampling, free running: after <sos> the model's own argmax
+    # is A (not padding), so step 1 sees the distribution after A.
+    logits = scheduled_sampling_logits(
+        model, source, np.full((2, 2), SOS, "int32"), 1.0, draw="argmax"
+    )
+    np.testing.assert_allclose(ops.convert_to_numpy(logits)[:, 1], model.log_table[[A, A]])
+
+
+def test_top_k_beyond_the_usable_vocabulary_is_refused_and_a_wider_beam_is_padded():
+    model, source = PaddingLovingModel(), np.ones((2, 3), "int32")
+    usable = r"must be at most 3, the tokens it can generate \(a vocabulary of 5 less"
+    with pytest.raises(ValueError, match=r"`top_k` of sample " + usable):
+        sample(model, source, 4, top_k=6)
+    with pytest.raises(
+        ValueError, match=r"`top_k` of sample must be at most 3, .*received top_k=9"
+    ):
+        sample(model, np.ones((1, 2), "int32"), 3, top_k=9)
+    assert beam_search(model, source, 4, beam_width=3)["tokens"].shape == (2, 3, 4)
+    # A beam wider than the hypotheses there are (a wide beam is how an
+    # exhaustive search is checked): in one step only <eos>, A and B can be
+    # generated, so the fourth entry is empty, never a duplicate.
+    beam = beam_search(model, source, 1, beam_width=4, alpha=0.0)
+    beam = {k: ops.convert_to_numpy(v) for k, v in beam.items()}
+    np.testing.assert_array_equal(beam["tokens"][0], [[EOS], [A], [B], [PAD]])
+    np.testing.assert_array_equal(beam["lengths"][0], [1, 1, 1, 0])
+    assert beam["scores"][0, 3] <= -1e8
+
+
+def _tiny(**kwargs):
+    """A 10-token RecurrentSeq2Seq with random weights."""
+    return RecurrentSeq2Seq(10, 10, embed_dim=4, hidden_dim=8, **kwargs)
+
+
+# Sources and prefixes checked before the search: our message, not the backend's.
+BAD_SOURCES = {
+    "greedy_search on an empty batch": (
+        lambda: greedy_search(_tiny(), np.zeros((0, 3), "int32"), 4),
+        r"`source` of greedy_search is an empty batch \(shape \(0, 3\)\)",
+    ),
+    "source id >= vocabulary": (
+        lambda: greedy_search(_tiny(), np.array([[4, 50, 2]]), 4),
+        r"`source` of greedy_search must hold token ids in \[0, 10\) .*holding 50 at index "
+        r"\(0, 1\)",
+    ),
+    "negative source id": (
+        lambda: greedy_search(_tiny(), np.array([[4, -5, 2]]), 4),
+        r"`source` of greedy_search must hold token ids in \[0, 10\) .*holding -5",
+    ),
+    "prefix id >= vocabulary": (
+        lambda: beam_search(_tiny(), np.array([[4, 2]]), 4, prefix=np.array([[40]])),
+        r"`prefix` of beam_search must hold token ids in \[0, 10\) .*holding 40",
+    ),
+    "prefix holding <sos>": (
+        lambda: greedy_search(_tiny(), np.array([[4, 2]]), 4, prefix=np.array([[1, 4]])),
+        r"`prefix` of greedy_search must not hold 1 \(<sos>",
+    ),
+    "generate with float source ids": (
+        lambda: _tiny().generate(np.array([[4.7, 2.0]], "float32"), GreedySearch(max_length=4)),
+        r"`source` of \w+ must be integer token ids; received dtype float32",
+    ),
+    "beam_search with float source ids": (
+        lambda: beam_search(_tiny(), np.array([[4.0, 2.0]]), 4),
+        # NumPy's float64, which JAX (without x64) takes as float32
+        r"`source` of beam_search must be integer token ids; received dtype "
+        + ("float32" if keras.backend.backend() == "jax" else "float64"),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_SOURCES))
+def test_sources_and_prefixes_that_cannot_be_searched_get_our_messages(case):
+    call, pattern = BAD_SOURCES[case]
+    with pytest.raises((ValueError, TypeError), match=pattern):
+        call()

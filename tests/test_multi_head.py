@@ -197,3 +197,29 @@ def test_portability_causal_alignment_end_is_ours_start_is_keras(rng):
     assert np.all(ops.convert_to_numpy(as_keras)[:, :, 0, 1:] == 0.0)
     with pytest.raises(ValueError, match='`alignment` of causal_mask must be "end" or "start"'):
         causal_mask(2, 4, "middle")
+
+
+def _cached_multi_head():
+    layer = MultiHead(num_heads=2)
+    x = np.ones((2, 3, 4), "float32")
+    layer(x, x)
+    return layer.step(x[:, :2], layer.init_cache(2, 3), 2)
+
+
+BAD_CACHE_CALLS = {
+    "MultiHead.step past the cache": (
+        _cached_multi_head,
+        r"cache holds positions 0..2; received positions 2..3 \(cache_index=2, 2 new\)",
+    ),
+    "MultiHead.init_cache(max_length=-1)": (
+        lambda: MultiHead(2, 2).init_cache(1, max_length=-1),
+        r"`max_length` of MultiHead.init_cache must be a positive integer; received .*=-1",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_CACHE_CALLS))
+def test_a_cache_call_that_does_not_fit_gets_a_value_error(case):
+    call, pattern = BAD_CACHE_CALLS[case]
+    with pytest.raises(ValueError, match=pattern):
+        call()

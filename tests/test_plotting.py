@@ -76,3 +76,11 @@ def test_tensor_labels_are_numbers_rows_after_eos_are_trimmed_and_cells_square()
     for axis in heatmaps:
         assert [t.get_text() for t in axis.get_yticklabels()] == ["5", "2"]
         assert [t.get_text() for t in axis.get_xticklabels()] == ["er", "schl\u00e4gt"]
+
+
+def test_plot_attention_refuses_an_alignment_too_large_to_draw():
+    tokens = list(range(2000))
+    with pytest.raises(ValueError, match=r"at most 150 tokens per axis; received 2000 target"):
+        plot_attention(np.full((2000, 2000), 1e-3, "float32"), tokens, tokens)
+    with pytest.raises(ValueError, match=r"draw fewer panels"):
+        plot_attention(np.full((9, 100, 100), 1e-3, "float32"), tokens[:100], tokens[:100])

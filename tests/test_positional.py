@@ -3,6 +3,7 @@
 import keras
 import numpy as np
 import pytest
+from keras import ops
 
 from keras_attention import PositionalEmbedding, TokenAndPositionEmbedding
 from tests import reference
@@ -101,3 +102,109 @@ def test_token_and_position_is_scaled_lookup_plus_positions(rng):
         out, table[ids] * 2.0 + reference.sinusoidal(4, 4, start=2), atol=1e-5
     )
     np.testing.assert_array_equal(np.asarray(layer.compute_mask(ids)), [[True, True, True, False]])
+
+
+def _built_learned_positions():
+    layer = PositionalEmbedding(4, mode="learned")
+    layer(np.zeros((1, 2, 2), "float32"))
+    return layer
+
+
+def test_learned_positions_past_max_length_raise_when_the_length_is_static():
+    layer = _built_learned_positions()
+    too_long = np.zeros((1, 6, 2), "float32")
+    with pytest.raises(ValueError, match=r"max_length=4\) has positions 0..3; .*0..5"):
+        layer(too_long)
+    # A tensor start_index (a decoding loop's counter) with a static length
+    # that alone exceeds max_length.
+    with pytest.raises(ValueError, match=r"positions 0..3; .*start_index >= 0"):
+        layer(too_long, start_index=ops.convert_to_tensor(0))
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        # XLA: the length is known when the function is traced.
+        with pytest.raises(ValueError, match="positions 0..3"):
+            tf.function(layer, jit_compile=True)(too_long)
+    elif keras.backend.backend() == "jax":
+        import jax
+
+        with pytest.raises(ValueError, match="positions 0..3"):
+            jax.jit(lambda x: layer(x))(too_long)
+
+
+@pytest.mark.tensorflow
+def test_learned_positions_past_max_length_raise_in_a_graph_with_unknown_length():
+    import tensorflow as tf
+
+    import keras_attention.serving  # noqa: F401  (installs the graph assert)
+
+    layer = _built_learned_positions()
+    embed = tf.function(layer, input_signature=[tf.TensorSpec((None, None, 2), "float32")])
+    assert embed(np.zeros((1, 4, 2), "float32")).shape == (1, 4, 2)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"max_length=4\) has positions"):
+        embed(np.zeros((1, 6, 2), "float32"))
+
+
+def test_learned_positions_past_max_length_are_nan_where_nothing_can_raise():
+    """A traced `start_index` (a decoding counter) under
+    XLA, `jax.jit` or eagerly without a graph assert: the positions past the
+    table get NaN (the documented sentinel), never a clamped row."""
+    layer = _built_learned_positions()
+    table = ops.convert_to_numpy(layer.position_embeddings)
+    x = np.zeros((1, 2, 2), "float32")
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        compiled = tf.function(lambda x, s: layer(x, start_index=s), jit_compile=True)
+        run = lambda s: compiled(x, tf.constant(s))  # noqa: E731
+    elif keras.backend.backend() == "jax":
+        import jax
+
+        compiled = jax.jit(lambda x, s: layer(x, start_index=s))
+        run = lambda s: compiled(x, np.int32(s))  # noqa: E731
+    else:
+        run = lambda s: layer(x, start_index=ops.convert_to_tensor(s))  # noqa: E731
+    np.testing.assert_allclose(ops.convert_to_numpy(run(2))[0], table[2:4], atol=1e-6)
+    out = ops.convert_to_numpy(run(3))[0]  # positions 3 and 4 of 0..3
+    np.testing.assert_allclose(out[0], table[3], atol=1e-6)
+    assert np.isnan(out[1]).all()
+
+
+@pytest.mark.tensorflow
+@pytest.mark.parametrize("layer_name", ["positional", "token_and_position"])
+def test_learned_positions_past_max_length_under_xla_with_unknown_length_are_nan(layer_name):
+    """`tf.function(jit_compile=True)` traced with an
+    unknown length: XLA drops the assert and clamps the gather, so a length-6
+    input to 4 positions gave the last row twice more. Now those positions
+    are NaN (a loss turns NaN: TerminateOnNaN stops training); eagerly the
+    static length is a ValueError."""
+    import tensorflow as tf
+
+    if layer_name == "positional":
+        layer = _built_learned_positions()
+        spec = tf.TensorSpec((None, None, 2), "float32")
+        inputs = np.zeros((1, 6, 2), "float32")
+    else:
+        layer = TokenAndPositionEmbedding(5, 2, 4, position="learned")
+        layer(np.ones((1, 2), "int32"))
+        spec = tf.TensorSpec((None, None), "int32")
+        inputs = np.ones((1, 6), "int32")
+    table = layer.position_embedding if layer_name != "positional" else layer
+    table = table.position_embeddings.numpy()
+    embed = tf.function(layer, jit_compile=True, input_signature=[spec])
+    out = embed(inputs).numpy()[0]
+    shift = out[:4] - table  # the token part (0 or one token's row) is the same at every position
+    np.testing.assert_allclose(shift, np.broadcast_to(shift[:1], shift.shape), atol=1e-6)
+    assert np.isnan(out[4:]).all() and not np.isnan(out[:4]).any()
+    loss = keras.losses.MeanSquaredError()(np.zeros_like(out), out)
+    assert np.isnan(float(loss))
+    with pytest.raises(ValueError, match=r"max_length=4\) has positions 0..3"):
+        layer(inputs)  # eager: the length is known
+
+
+def test_a_padding_id_outside_the_vocabulary_is_refused():
+    with pytest.raises(
+        ValueError,
+        match=r"`padding_id` of TokenAndPositionEmbedding must be a token id in \[0, 10\)",
+    ):
+        TokenAndPositionEmbedding(10, 4, 8, padding_id=10)

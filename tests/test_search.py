@@ -639,3 +639,57 @@ def test_write_at_a_single_slot_writes_there_and_nowhere_else(axis, index):
     inside = np.take(general, [index], axis=axis) if 0 <= index < buffer.shape[axis] else None
     if inside is not None:
         np.testing.assert_array_equal(inside, update)
+
+
+def _tiny(**kwargs):
+    """A 10-token RecurrentSeq2Seq with random weights."""
+    return RecurrentSeq2Seq(10, 10, embed_dim=4, hidden_dim=8, **kwargs)
+
+
+# Meaningless values and wrong types: our message, not Python's.
+BAD_OPTIONS = {
+    "beam_search alpha=nan": (
+        lambda: beam_search(_tiny(), np.array([[4, 2]]), 4, alpha=float("nan")),
+        r"`alpha` of beam_search must be a finite number >= 0; received alpha=nan",
+    ),
+    "beam_search coverage_penalty=inf": (
+        lambda: beam_search(_tiny(), np.array([[4, 2]]), 4, coverage_penalty=float("inf")),
+        r"`coverage_penalty` of beam_search must be a number >= 0",
+    ),
+    "beam_search repetition_penalty=nan": (
+        lambda: beam_search(_tiny(), np.array([[4, 2]]), 4, repetition_penalty=float("nan")),
+        r"`repetition_penalty` of beam_search must be a number > 0",
+    ),
+    "sample temperature=inf": (
+        lambda: sample(_tiny(), np.array([[4, 2]]), 4, temperature=float("inf")),
+        r"`temperature` of sample must be > 0 \(a finite number\); received temperature=inf",
+    ),
+    "sample top_p=nan": (
+        lambda: sample(_tiny(), np.array([[4, 2]]), 4, top_p=float("nan")),
+        r"`top_p` of sample must be in \(0, 1\]",
+    ),
+    "greedy_search min_length > max_length": (
+        lambda: greedy_search(_tiny(), np.array([[4, 2]]), 6, min_length=10),
+        r"`min_length` of greedy_search must be at most max_length=6",
+    ),
+    "beam_search coverage_penalty without attention": (
+        lambda: beam_search(_tiny(attention=None), np.array([[4, 2]]), 4, coverage_penalty=0.2),
+        r"`coverage_penalty` of beam_search needs a model with attention .* "
+        r"RecurrentSeq2Seq has none",
+    ),
+    "alpha='0.6'": (
+        lambda: beam_search(_tiny(), np.array([[4, 2]]), 4, alpha="0.6"),
+        r"`alpha` of beam_search must be a finite number >= 0; received alpha='0.6'",
+    ),
+    "suppress_tokens=5": (
+        lambda: greedy_search(_tiny(), np.array([[4, 2]]), 4, suppress_tokens=5),
+        r"`suppress_tokens` of greedy_search must be a list of token ids",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_OPTIONS))
+def test_meaningless_options_and_wrong_types_get_our_messages(case):
+    call, pattern = BAD_OPTIONS[case]
+    with pytest.raises((ValueError, TypeError), match=pattern):
+        call()

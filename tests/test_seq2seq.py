@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from keras_attention.positional import TokenAndPositionEmbedding
-from keras_attention.rnn import reverse_valid
+from keras_attention.rnn_encoder import reverse_valid
 from keras_attention.seq2seq import (
     ConvS2SSeq2Seq,
     InverseSquareRootSchedule,
@@ -414,7 +414,8 @@ def test_convs2s_from_preset():
     ],
 )
 def test_0_1_0_constructor_names_still_work_with_a_warning(make, old, new, value):
-    with pytest.warns(DeprecationWarning, match=rf"`{old}` of \w+ is deprecated; use `{new}`"):
+    removed = r"is deprecated and will be removed in keras_attention 0\.4\.0"
+    with pytest.warns(DeprecationWarning, match=rf"`{old}` of \w+ {removed}: use `{new}`"):
         model = make()
     assert getattr(model, new) == value
     assert old not in model.get_config()
@@ -556,3 +557,110 @@ def test_inverse_square_root_schedule_warms_up_then_decays():
     assert float(keras.ops.convert_to_numpy(again(159))) == pytest.approx(got[4])
     with pytest.raises(ValueError, match="warmup_steps"):
         InverseSquareRootSchedule(1e-3, warmup_steps=0)
+
+
+@pytest.mark.tensorflow
+def test_convs2s_past_max_length_under_xla_raises_when_the_length_is_static():
+    import tensorflow as tf
+
+    model = ConvS2SSeq2Seq(12, 12, 8, hidden_dim=8, num_layers=1, max_length=6)
+    model.teacher_forced(np.full((1, 3), 4, "int32"), np.full((1, 3), 4, "int32"))
+    translate = tf.function(lambda s: greedy_search(model, s, 2)["tokens"], jit_compile=True)
+    assert translate(np.full((1, 6), 4, "int32")).shape == (1, 2)
+    with pytest.raises(ValueError, match=r"max_length=6\) has positions 0..5"):
+        translate(np.full((1, 10), 4, "int32"))
+
+
+def _tiny(family="recurrent", **kwargs):
+    if family == "recurrent":
+        return RecurrentSeq2Seq(10, 10, embed_dim=4, hidden_dim=8, **kwargs)
+    if family == "transformer":
+        return TransformerSeq2Seq(
+            10, 10, hidden_dim=8, num_heads=2, intermediate_dim=8, num_layers=1, **kwargs
+        )
+    return ConvS2SSeq2Seq(10, 10, 8, hidden_dim=8, num_layers=1, **kwargs)
+
+
+@pytest.mark.parametrize("family", ["recurrent", "transformer", "convolutional"])
+@pytest.mark.parametrize(
+    "ids, pattern",
+    [
+        ({"sos_id": 2, "eos_id": 2}, r"`sos_id` and `eos_id` of \w+ must differ"),
+        ({"eos_id": 0}, r"`eos_id` and `padding_id` of \w+ must differ"),
+        ({"eos_id": 10}, r"`eos_id` of \w+ must be a token id in \[0, 10\)"),
+        ({"padding_id": -1}, r"`padding_id` of \w+ must be a token id in \[0, 10\)"),
+        ({"sos_id": np.int64(11)}, r"`sos_id` of \w+ must be a token id in \[0, 10\)"),
+    ],
+)
+def test_every_family_refuses_special_ids_that_cannot_work(family, ids, pattern):
+    with pytest.raises(ValueError, match=pattern):
+        _tiny(family, **ids)
+
+
+BAD_SETTINGS = {
+    "TransformerSeq2Seq hidden_dim=10, num_heads=4": (
+        lambda: TransformerSeq2Seq(10, 10, hidden_dim=10, num_heads=4),
+        r"`hidden_dim` of TransformerSeq2Seq must be divisible by `num_heads`.*"
+        r"hidden_dim=10, num_heads=4",
+    ),
+    "InverseSquareRootSchedule peak=inf": (
+        lambda: InverseSquareRootSchedule(float("inf"), 10),
+        r"`peak_learning_rate` of InverseSquareRootSchedule must be a finite number > 0",
+    ),
+    "InverseSquareRootSchedule peak=nan": (
+        lambda: InverseSquareRootSchedule(float("nan"), 10),
+        r"`peak_learning_rate` of InverseSquareRootSchedule must be a finite number > 0",
+    ),
+    "ScheduledSampling k=inf": (
+        lambda: ScheduledSampling(schedule="inverse_sigmoid", k=float("inf")),
+        r"`k` of ScheduledSampling must be a finite number > 0",
+    ),
+    "ScheduledSampling probability='0.5'": (
+        lambda: ScheduledSampling(probability="0.5"),
+        r"`probability` of ScheduledSampling must be in \[0, 1\]; received probability='0.5'",
+    ),
+    "model call with target ids >= vocabulary": (
+        lambda: _tiny()((np.array([[4, 2]]), np.array([[1, 12]]))),
+        r"`target_in` of RecurrentSeq2Seq must hold token ids in \[0, 10\) .*holding 12",
+    ),
+    "encode with float source ids": (
+        lambda: _tiny("transformer").encode(np.array([[4.0, 2.0]], "float32")),
+        r"`source` of TransformerSeq2Seq must be integer token ids; received dtype float32",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_SETTINGS))
+def test_meaningless_settings_and_ids_get_our_messages(case):
+    call, pattern = BAD_SETTINGS[case]
+    with pytest.raises((ValueError, TypeError), match=pattern):
+        call()
+
+
+@pytest.mark.tensorflow
+def test_target_ids_past_the_vocabulary_fail_in_the_graph_with_our_message():
+    import tensorflow as tf
+
+    import keras_attention.serving  # noqa: F401  (installs the run-time check)
+
+    model = _tiny()
+    model((np.array([[4, 2]]), np.array([[1, 4]])))
+    spec = tf.TensorSpec((None, None), tf.int32)
+    run = tf.function(lambda s, t: model((s, t)), input_signature=[spec, spec])
+    assert run(np.array([[4, 2]], "int32"), np.array([[1, 4]], "int32")).shape == (1, 2, 10)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"`target_in` of RecurrentSeq2Seq"):
+        run(np.array([[4, 2]], "int32"), np.array([[1, 12]], "int32"))
+
+
+def test_fit_with_target_ids_past_the_vocabulary_names_the_array():
+    model = _tiny()
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    source, target_in = np.array([[4, 2]]), np.array([[1, 4]])
+    with pytest.raises(ValueError, match=r"`y \(target_out\)` of RecurrentSeq2Seq.fit must hold"):
+        model.fit((source, target_in), np.array([[4, 12]]), epochs=1, verbose=0)
+    with pytest.raises(ValueError, match=r"`x\[0\] \(source\)` of RecurrentSeq2Seq.fit .*-1"):
+        model.fit((np.array([[-1, 2]]), target_in), np.array([[4, 2]]), epochs=1, verbose=0)
+    with pytest.raises(ValueError, match=r"`x\[0\] \(source\)` of .*fit must be integer token ids"):
+        model.fit((source + 0.7, target_in), np.array([[4, 2]]), epochs=1, verbose=0)
+    with pytest.raises(ValueError, match=r"`y \(target_out\)` of .*fit must be integer token ids"):
+        model.fit((source, target_in), np.array([[4.0, 2.0]]), epochs=1, verbose=0)

@@ -275,3 +275,25 @@ def test_portability_align_corners_false_identity_and_conversion(rng):
 def test_error_align_corners():
     with pytest.raises(ValueError, match="`align_corners` of AffineGrid must be True or False"):
         AffineGrid((2, 2), align_corners="false")
+
+
+def test_an_empty_image_gets_a_value_error():
+    with pytest.raises(
+        ValueError,
+        match=r"`image` of BilinearSampler must have at least one pixel .*\(1, 0, 0, 1\)",
+    ):
+        BilinearSampler()(np.ones((1, 0, 0, 1)), np.zeros((1, 2, 2, 2)))
+
+
+@pytest.mark.parametrize("align_corners", [True, False])
+def test_a_one_pixel_axis_samples_its_centre_as_pytorch(align_corners):
+    # torch.nn.functional.affine_grid(identity, (1, 1, 1, 1), align_corners)
+    # is [[[[0, 0]]]] for both values (linspace_from_neg_one returns 0 for
+    # one step); for (1, 1, 1, 3) the x axis is linspace(-1, 1, 3) or
+    # (2i + 1) / 3 - 1 and y is 0.
+    identity = np.array([[[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]], "float32")
+    grid = np.asarray(AffineGrid((1, 1), align_corners=align_corners)(identity))
+    np.testing.assert_allclose(grid, [[[[0.0, 0.0]]]])
+    row = np.asarray(AffineGrid((1, 3), align_corners=align_corners)(identity))[0, 0]
+    xs = [-1.0, 0.0, 1.0] if align_corners else [-2 / 3, 0.0, 2 / 3]
+    np.testing.assert_allclose(row, np.stack([xs, [0.0] * 3], -1), atol=1e-6)

@@ -229,3 +229,22 @@ def test_error_init_cache_before_build():
         ValueError, match=r"TransformerDecoderLayer.init_cache\(\) needs a built layer"
     ):
         TransformerDecoderLayer(2, 8).init_cache(2, 4)
+
+
+BAD_EPSILONS = {
+    "layer_norm_epsilon 0": (
+        lambda: TransformerEncoderLayer(2, 8, layer_norm_epsilon=0.0),
+        r"`layer_norm_epsilon` of TransformerEncoderLayer must be a number > 0 .*=0.0",
+    ),
+    "layer_norm_epsilon < 0": (
+        lambda: TransformerDecoderLayer(2, 8, layer_norm_epsilon=-1e-5),
+        r"`layer_norm_epsilon` of TransformerDecoderLayer must be a number > 0",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_EPSILONS))
+def test_a_layer_norm_epsilon_must_be_positive(case):
+    call, pattern = BAD_EPSILONS[case]
+    with pytest.raises(ValueError, match=pattern):
+        call()
