@@ -27,7 +27,7 @@ import sys
 import time
 
 from .distributed_tuning import gpu_count
-from .translation.config import COMMAND_DEFAULTS
+from .translation.command_settings import COMMAND_DEFAULTS
 
 # The tuner's trials: small, as the check is of the machinery, not the sizes.
 SMALL_SEARCH = {"embed_dim": [64], "hidden_dim": [128], "num_layers": [1, 2], "num_heads": [4]}

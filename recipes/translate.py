@@ -29,18 +29,11 @@ import sys
 
 # Nothing here imports TensorFlow or Keras: the arguments are parsed first
 # (`--help` and a mistyped flag answer at once), then `main` imports them.
-from .runs import HelpFormatter, flag, import_tensorflow_quietly
-from .translation.config import (
-    BEAM_DEFAULTS,
-    DECODES,
-    TranslationConfig,
-    UsageError,
-    run_decoding,
-)
-from .translation.data import CorpusError
-from .translation.defaults import PRESET_KEYS
-from .translation.settings import COMMANDS, FIELDS
-from .translation.trained_run import recorded_config
+from .runs import HelpFormatter, UsageError, flag, import_tensorflow_quietly
+from .translation.command_settings import BEAM_DEFAULTS, FIELDS
+from .translation.config import DECODES, TranslationConfig
+from .translation.corpus import CorpusError
+from .translation.settings import COMMANDS, PRESET_KEYS
 
 
 def decoding_default(command, name):
@@ -67,13 +60,17 @@ class DeprecatedFlag(argparse.Action):
         self.new = new
 
     def __call__(self, parser, namespace, values, option_string=None):
-        print(f"note: {option_string} is deprecated; use {self.new}", file=sys.stderr)
+        print(
+            f"note: {option_string} is deprecated and will be removed in keras_attention "
+            f"0.4.0; use {self.new}",
+            file=sys.stderr,
+        )
         setattr(namespace, self.dest, values)
 
 
 def add_setting(command, name, field, groups):
     """The flag of setting `field` on `command` (named `name`), as its
-    declaration says (`declare.setting`): typed as the field, a switch for
+    declaration says (`settings.setting`): typed as the field, a switch for
     a boolean, its old spelling hidden beside it."""
     declared = field.metadata
     argument = dict(declared["argument"])
@@ -90,7 +87,7 @@ def add_setting(command, name, field, groups):
     else:  # a list's items are strings
         argument["type"] = str if field.type is list else field.type
     help_text = declared["help_for"].get(name, declared["help"])
-    if "decoding" in declared["records"]:
+    if declared["group"] == "decoding":
         help_text += decoding_default(name, field.name)
     action = target.add_argument(*names, help=help_text, **argument)
     if declared["old"]:
@@ -107,7 +104,7 @@ def add_setting(command, name, field, groups):
 
 def parser():
     """The command line, made from the settings' declarations
-    (`settings.Settings`): each command takes the settings that name it,
+    (`command_settings.Settings`): each command takes the settings that name it,
     each flag's default is its command's (`TranslationConfig.for_command`)."""
     main = argparse.ArgumentParser(
         prog="keras-attention-translate", description=__doc__, formatter_class=HelpFormatter
@@ -144,16 +141,14 @@ def preset_default(action):
 
 
 def check(args):
-    """The `TranslationConfig` of parsed arguments, validated (`UsageError`
-    naming the flag), its decoding settings settled against the run's for
-    the commands that decode one (`run_decoding`): the one object the
-    commands below the command line receive."""
+    """The `TranslationConfig` of parsed arguments: the one object the
+    commands below the command line receive. It is validated (`UsageError`
+    naming the flag) here, or, for a command that decodes a run, once its
+    decoding settings are settled against the run's (`TrainedRun`, before
+    any other work)."""
     settings = {key: value for key, value in vars(args).items() if key != "command"}
     config = TranslationConfig.for_command(args.command, **settings)
-    if args.command not in DECODES:
-        return config.validate()
-    recorded = recorded_config(config.output)  # the run's config.json, read once
-    return run_decoding(config, recorded).replace(recorded=recorded)
+    return config if args.command in DECODES else config.validate()
 
 
 def run(args, log=print):

@@ -4,7 +4,7 @@ command it would run (train, evaluate, tune, export) parses and passes the
 command line's checks."""
 
 from keras_attention_recipes import gpu_check, translate
-from keras_attention_recipes.translation.config import COMMAND_DEFAULTS
+from keras_attention_recipes.translation.command_settings import COMMAND_DEFAULTS
 
 
 def test_without_a_gpu_it_says_so_in_one_line(monkeypatch, capsys):

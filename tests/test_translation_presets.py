@@ -11,17 +11,12 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from keras_attention_recipes import runs, translate
+from keras_attention_recipes import run_folders, translate
+from keras_attention_recipes.runs import UsageError
 from keras_attention_recipes.translation import training
-from keras_attention_recipes.translation.config import (
-    UsageError,
-    model_settings,
-    recorded_defaults,
-    upgrade,
-)
-from keras_attention_recipes.translation.data import DING
-from keras_attention_recipes.translation.defaults import PRESETS
+from keras_attention_recipes.translation.config import model_settings, recorded_defaults, upgrade
 from keras_attention_recipes.translation.model import build_model, learning_rate
+from keras_attention_recipes.translation.settings import DING, PRESETS
 from keras_attention_recipes.translation.training import train_settings
 
 from keras_attention.seq2seq import InverseSquareRootSchedule, PerUpdateSchedule
@@ -288,19 +283,19 @@ def test_a_run_resumes_only_with_its_own_update_freq(tmp_path):
     output = str(tmp_path / "run")
     claimed = train_settings(config_of("train", "--output", output, "--update-freq", "2"))[0]
     assert claimed["update_freq"] == 2
-    runs.claim(output, claimed, defaults=recorded_defaults(claimed), upgrade=upgrade)
+    run_folders.claim(output, claimed, defaults=recorded_defaults(claimed), upgrade=upgrade)
     again = train_settings(config_of("train", "--output", output, "--update-freq", "2"))[0]
-    runs.claim(output, again, defaults=recorded_defaults(again), upgrade=upgrade)
+    run_folders.claim(output, again, defaults=recorded_defaults(again), upgrade=upgrade)
     other = train_settings(config_of("train", "--output", output))[0]
     with pytest.raises(ValueError, match="update_freq"):
-        runs.claim(output, other, defaults=recorded_defaults(other), upgrade=upgrade)
+        run_folders.claim(output, other, defaults=recorded_defaults(other), upgrade=upgrade)
     # a run recorded before the flag updated every batch
     old = str(tmp_path / "old")
     record = {key: value for key, value in other.items() if key != "update_freq"}
-    runs.claim(old, record)
-    runs.claim(old, other, defaults=recorded_defaults(other), upgrade=upgrade)
+    run_folders.claim(old, record)
+    run_folders.claim(old, other, defaults=recorded_defaults(other), upgrade=upgrade)
     with pytest.raises(ValueError, match="update_freq"):
-        runs.claim(old, claimed, defaults=recorded_defaults(claimed), upgrade=upgrade)
+        run_folders.claim(old, claimed, defaults=recorded_defaults(claimed), upgrade=upgrade)
 
 
 def test_update_freq_is_refused_across_replicas(tmp_path, monkeypatch):
@@ -327,4 +322,4 @@ def test_a_run_with_update_freq_records_it(tmp_path):
     run("train", "--output", str(tmp_path), "--epochs", "1", "--update-freq", "2", *tiny)
     record = json.load(open(tmp_path / "config.json"))
     assert record["update_freq"] == 2 and record["intermediate_dim"] == 64
-    assert json.load(open(tmp_path / runs.RUN_FILE))["settings"]["update_freq"] == 2
+    assert json.load(open(tmp_path / run_folders.RUN_FILE))["settings"]["update_freq"] == 2

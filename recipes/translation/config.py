@@ -1,6 +1,8 @@
 """The translation recipe's settings object: `TranslationConfig`, every
-setting declared once (`settings.py`) with the checks that span several
-(`validate`, `model_settings`) and the reading of what runs recorded.
+group of settings (`settings.py`, `command_settings.py`) in one, with the
+one checker of what each setting declares (`check_setting`), the checks
+that span several (`validate`, `model_settings`) and the reading of what
+runs recorded.
 
 The command line (`recipes/translate.py`) builds a `TranslationConfig` from
 its flags, both made from the same declarations, and hands it down; nothing
@@ -13,6 +15,7 @@ Example:
 
     config = TranslationConfig(command="train", family="rnn", attention="additive")
     config.validate()            # UsageError naming the flag, or nothing
+    config.group("decoding")     # DecodingSettings(beam_width=None, alpha=None, ...)
     model_settings(config)       # the model's settings, family defaults filled in
 """
 
@@ -20,30 +23,17 @@ import dataclasses
 import os
 
 from ..runs import UsageError, check_number, flag
-from .defaults import (  # noqa: F401  (the recipe's tables, imported from here by its modules)
-    ALGORITHMS,
-    ATTENTION,
-    BEAM_DEFAULTS,
-    COMMAND_DEFAULTS,
-    CONVERSIONS,
-    CT2_QUANTIZATIONS,
-    DECAYS,
-    DING,
+from .command_settings import BEAM_DEFAULTS, COMMAND_DEFAULTS, FIELDS, Settings
+from .settings import (
+    CHECKS,
     FAMILIES,
-    LIBRARY_ATTENTION,
-    MAX_MEMBERS,
-    POSITIONS,
-    PRECISIONS,
+    GROUPS,
     PRESETS,
-    QUANTIZATIONS,
-    SEARCH_SPACE,
-    STYLES,
-    TOKENIZERS,
+    RECORDS,
     WINDOW_RULE,
     corpus_key,
     paper_rate,
 )
-from .settings import CHECKS, FIELDS, Settings
 
 # The lists made from the settings' declarations.
 
@@ -77,7 +67,7 @@ def checked_as(kind):
 
 POSITIVE = checked_as("positive")  # integers >= 1
 COUNTS = checked_as("count")  # integers >= 0
-FOLDERS = declared("folder")
+# What a run records (`settings.RECORDS`): the groups' fields, in their order.
 MODEL_KEYS = declared("records", "model")  # the model's settings (`config.model_settings`)
 # What a run's data split and vocabularies are built from (and `distill_from`,
 # the teachers of a distilled run: `distillation.py`).
@@ -106,10 +96,22 @@ DECODING_RENAMED = {
 
 
 def check_setting(name, value):
-    """Raise `UsageError` (naming the flag) unless `value` passes the check
-    declared on setting `name`; None (not given) passes."""
-    check = FIELDS[name].metadata.get("check") if name in FIELDS else None
-    if not check or value is None:
+    """Raise `UsageError` (naming the flag, what it takes and what was
+    given) unless `value` is what setting `name` declares: one of its
+    `choices` (each item of a list), a folder that is not empty, a number
+    within its check's bounds; None (not given) passes."""
+    declared = FIELDS[name].metadata if name in FIELDS else {}
+    if value is None:
+        return
+    choices = declared.get("choices")
+    for item in value if isinstance(value, list) else (value,):
+        if choices is not None and item not in choices:
+            why = f" ({declared['choices_why']})" if declared.get("choices_why") else ""
+            raise UsageError(f"{flag(name)} must be one of {list(choices)}{why}; got {item!r}")
+    if declared.get("folder") and value == "":
+        raise UsageError(f"{flag(name)} is empty (that would be the current folder): name a folder")
+    check = declared.get("check")
+    if not check:
         return
     check_number(
         name,
@@ -147,8 +149,9 @@ def upgrade(record, window_rule=True):
 @dataclasses.dataclass
 class TranslationConfig(Settings):
     """Every setting of every command of the translation recipe (`Settings`:
-    the declarations), with the checks that span several settings
-    (`validate`) and the run record each belongs to."""
+    every group's fields, read flat: `config.beam_width`), a view of each
+    group (`group`), and the checks that span several settings
+    (`validate`)."""
 
     @classmethod
     def for_command(cls, command, **settings):
@@ -169,6 +172,15 @@ class TranslationConfig(Settings):
     def replace(self, **changes):
         """A copy with `changes` (the demo runs its commands on copies)."""
         return dataclasses.replace(self, **changes)
+
+    def group(self, name):
+        """The settings of group `name` (`settings.GROUPS`: "run", "data",
+        "model", "optimization", "training", "decoding", "io", "export",
+        "tuning"), as that group's dataclass."""
+        if name not in GROUPS:
+            raise ValueError(f"`name` must be one of {list(GROUPS)}; got {name!r}")
+        fields = dataclasses.fields(GROUPS[name])
+        return GROUPS[name](**{field.name: getattr(self, field.name) for field in fields})
 
     @property
     def trains(self):
@@ -202,13 +214,9 @@ class TranslationConfig(Settings):
                 seen[real] = run
 
     def check_preset(self):
-        """`UsageError` for a `--preset` not in `PRESETS`, or given with a
-        family other than the Transformer it is."""
-        if self.preset is None:
-            return
-        if self.preset not in PRESETS:
-            raise UsageError(f"--preset must be one of {list(PRESETS)}; got {self.preset!r}")
-        if self.family != "transformer":
+        """`UsageError` for a `--preset` given with a family other than the
+        Transformer it is (its name is checked as declared)."""
+        if self.preset is not None and self.family != "transformer":
             raise UsageError(
                 f"--preset {self.preset} is the Transformer of 'Attention Is All You Need': "
                 f"it implies --family transformer; got --family {self.family}: leave out "
@@ -218,7 +226,7 @@ class TranslationConfig(Settings):
     def data_settings(self):
         """What a run's data split and vocabularies are built from (`run.json`)."""
         return {
-            **{name: getattr(self, name) for name in DATA_KEYS},
+            **dataclasses.asdict(self.group("data")),
             "corpus": corpus_key(self.corpus),
             "shared_vocabulary": bool(self.shared_vocabulary),
             "distill_from": (
@@ -226,20 +234,34 @@ class TranslationConfig(Settings):
             ),
         }
 
+    def check_export_format(self):
+        """`UsageError` for an `export` option of the other `--format`: the
+        SavedModel's (`--quantize`, `--xla`) with `--format ctranslate2`,
+        CTranslate2's (`--quantization`, `--length-penalty`, `--overwrite`)
+        with `--format saved_model`."""
+        if self.command != "export":
+            return
+        other = {
+            "saved_model": ("quantization", "length_penalty", "overwrite"),
+            "ctranslate2": ("quantize", "xla"),
+        }[self.format]
+        for name in other:
+            if getattr(self, name) not in (None, False):
+                owner = "ctranslate2" if self.format == "saved_model" else "saved_model"
+                raise UsageError(
+                    f"{flag(name)} is an option of --format {owner}; got --format {self.format}"
+                )
+
     def validate(self):
         """Raise `UsageError` for the first setting out of range: each
-        setting's declared check (`check_setting`), then the checks that span
+        setting's declaration (`check_setting`), then the checks that span
         several settings, and the model's settings (`model_settings`, without
         `--hyperparameters`, which may change them later)."""
-        for name in FIELDS:  # each setting's declared check
+        for name in FIELDS:
             check_setting(name, getattr(self, name))
-        for name in FOLDERS:
-            if getattr(self, name) == "":
-                raise UsageError(
-                    f"{flag(name)} is empty (that would be the current folder): name a folder"
-                )
         self.check_runs_named_once()
         self.check_preset()
+        self.check_export_format()
         if self.subword_sampling and self.tokenizer != "sentencepiece":
             raise UsageError(
                 "--subword-sampling needs --tokenizer sentencepiece (WordPiece has one "
@@ -251,11 +273,6 @@ class TranslationConfig(Settings):
                     f"--ensemble {run}: no run folder there (--ensemble takes every word after "
                     "it: give the texts to translate before it, or after --)"
                 )
-        if self.quantize is not None and self.quantize not in QUANTIZATIONS:
-            raise UsageError(
-                f"--quantize must be one of {list(QUANTIZATIONS)} (weight-only int8); "
-                f"got {self.quantize!r}"
-            )
         beam_width = BEAM_DEFAULTS["beam_width"] if self.beam_width is None else self.beam_width
         for name in ("nbest", "num_hypotheses"):
             value = getattr(self, name)
@@ -268,45 +285,9 @@ class TranslationConfig(Settings):
         return self
 
 
-def decoding_settings(config):
-    """The decoding settings a run records when it trains: the flags given,
-    BeamSearch's defaults for the others."""
-    return {
-        name: BEAM_DEFAULTS[name] if getattr(config, name) is None else getattr(config, name)
-        for name in DECODING
-    }
-
-
-def upgrade_decoding(recorded):
-    """A run's recorded "decoding" dict with the keys renamed since it was
-    written (`DECODING_RENAMED`: "no_repeat_ngram") under BeamSearch's names;
-    `{}` for a run that recorded none."""
-    if not isinstance(recorded, dict):
-        return {}
-    return {DECODING_RENAMED.get(key, key): value for key, value in recorded.items()}
-
-
 # The commands that decode a trained run, or convert it with its decoding
 # settings: they settle them against the run's before any work.
 DECODES = ("evaluate", "translate", "export", "convert")
-
-
-def run_decoding(config, run_config):
-    """The one place where the run's recorded decoding options and the flags
-    given are settled: `config` with each decoding setting not given on the
-    command line taken from the run (`config.json`'s "decoding", what it was
-    trained or demonstrated with, `upgrade_decoding`), else BeamSearch's
-    default; then validated. The command line settles its config once
-    (`translate.check`); `decoding.settled_search` settles a config made
-    elsewhere and makes the BeamSearch."""
-    recorded = run_config.get("decoding") if isinstance(run_config, dict) else None
-    recorded = upgrade_decoding(recorded)
-    filled = {
-        name: recorded.get(name, BEAM_DEFAULTS[name])
-        for name in DECODING
-        if getattr(config, name) is None
-    }
-    return config.replace(**filled).validate()
 
 
 def model_settings(config, hyperparameters=None):
@@ -314,8 +295,14 @@ def model_settings(config, hyperparameters=None):
     dict of them), overridden by a tuner's `hyperparameters`, with the
     family's defaults filled in; `UsageError` for a setting out of range or
     one the family does not have."""
-    given = config if isinstance(config, dict) else dataclasses.asdict(config)
-    settings = {key: given.get(key) for key in MODEL_KEYS}
+    if isinstance(config, dict):
+        settings = {key: config.get(key) for key in MODEL_KEYS}
+    else:  # the groups a run records as its model's settings (`settings.RECORDS`)
+        settings = {
+            key: value
+            for name in RECORDS["model"]
+            for key, value in dataclasses.asdict(config.group(name)).items()
+        }
     # A hyperparameters file is the user's (tune never searches the window):
     # its `sliding_window` has today's meaning.
     hyperparameters = upgrade(hyperparameters, window_rule=False) or {}
@@ -336,8 +323,7 @@ def model_settings(config, hyperparameters=None):
             if family in FAMILY_ONLY.get(key, FAMILIES) and key not in DATA_KEYS
         }
     )
-    if settings["family"] not in FAMILIES:
-        raise UsageError(f"--family must be one of {list(FAMILIES)}; got {settings['family']!r}")
+    check_setting("family", settings["family"])  # a tuner's file may name another
     for key, families in FAMILY_ONLY.items():
         if settings[key] is None and settings["family"] in families:
             settings[key] = FAMILY_DEFAULTS[key]
@@ -358,17 +344,11 @@ def model_settings(config, hyperparameters=None):
     for key in ("learning_rate", "dropout", "label_smoothing"):  # no default: a number is needed
         if settings[key] is None:
             raise UsageError(f"{flag(key)} must be a number; got None")
-    for key in MODEL_KEYS:  # each one's declared check
+    settings["decay"] = settings["decay"] or "rsqrt"  # records made before the flag
+    for key in MODEL_KEYS:  # each one's declaration: bounds and choices
         check_setting(key, settings[key])
     if settings["family"] == "transformer" and settings["intermediate_dim"] is None:
         settings["intermediate_dim"] = 2 * settings["hidden_dim"]  # what it was before
-    settings["decay"] = settings["decay"] or "rsqrt"
-    if settings["decay"] not in DECAYS:
-        raise UsageError(f"--decay must be one of {list(DECAYS)}; got {settings['decay']!r}")
-    if settings["position"] is not None and settings["position"] not in POSITIONS:
-        raise UsageError(
-            f"--position must be one of {list(POSITIONS)}; got {settings['position']!r}"
-        )
     _check_widths(settings)
     if settings["sliding_window"] is not None:  # recorded as Keras's window (`upgrade`)
         settings[WINDOW_RULE] = "keras"
