@@ -39,7 +39,7 @@ Method. The parent (TensorFlow) draws `--steps` batches of the run's
 bucketed training epoch at the demo's `--batch-tokens 1536` (the 3 most
 frequent batch shapes, as `bench/training.py` does) and writes them to a
 temporary `.npz`; each cell is a fresh process that builds the demo's
-model (`recipes.translation.training.build_model`, the demo's settings),
+model (`recipes.translation.model.build_model`, the demo's settings),
 warms up with `train_on_batch` on each shape twice, then times one
 `train_on_batch` per batch. Tokens/s count real target tokens. Cells take
 turns within each of `--repeats` rounds; the table holds medians of
@@ -107,7 +107,8 @@ def draw_batches(run, steps, path, seed=0):
     import numpy as np
 
     sys.path.insert(0, HERE)
-    from keras_attention_recipes.translation.data import load_tokenizers, make_dataset
+    from keras_attention_recipes.translation.data import load_tokenizers
+    from keras_attention_recipes.translation.pipeline import make_dataset
     from training import bucketed_sample  # bench/training.py
 
     source_tokenizer, target_tokenizer = load_tokenizers(run)
@@ -147,7 +148,7 @@ def child(args):
 
         strategy = tf.distribute.MultiWorkerMirroredStrategy()
     import keras
-    from keras_attention_recipes.translation.training import build_model
+    from keras_attention_recipes.translation.model import build_model
 
     stored = np.load(args.batches)
     count = len([k for k in stored.files if k.startswith("source_")])
@@ -282,7 +283,7 @@ def profile(args, vocab, batches):
     """Op types by total time over 10 traced steps of the `tf` cell."""
     import numpy as np
     import tensorflow as tf
-    from keras_attention_recipes.translation.training import build_model
+    from keras_attention_recipes.translation.model import build_model
 
     stored = np.load(batches)
     batch = ((stored["source_0"], stored["target_in_0"]), stored["target_out_0"])

@@ -86,8 +86,8 @@ def main(argv=None):
     args = parse(argv)
     import sentencepiece
     from keras_attention_recipes import translate as cli
-    from keras_attention_recipes.translation.config import BEAM_DEFAULTS
-    from keras_attention_recipes.translation.data import read_pairs
+    from keras_attention_recipes.translation.command_settings import BEAM_DEFAULTS
+    from keras_attention_recipes.translation.corpus import read_pairs
     from keras_attention_recipes.translation.scores import corpus_scores
 
     pairs = read_pairs(args.test or os.path.join(args.output, "data", "test.tsv"))
@@ -114,7 +114,7 @@ def main(argv=None):
         "convert", "--output", args.output, "--to", "ctranslate2", "--dir",
         os.path.join(scratch, "ct2-int8"), "--quantization", "int8",
     )  # fmt: skip
-    from keras_attention_recipes.runs import read_json
+    from keras_attention_recipes.run_files import read_json
 
     alpha = read_json(os.path.join(args.output, "config.json"), "settings").get("decoding", {})
     alpha = alpha.get("alpha", BEAM_DEFAULTS["alpha"])

@@ -70,8 +70,9 @@ def saved_twice():
 def translator_of(flags, directory):
     """A `Translator` of the demo's model (with `flags`) and its search."""
     from keras_attention_recipes import translate
-    from keras_attention_recipes.translation.decoding import search_from_config
-    from keras_attention_recipes.translation.training import build_model, train_settings
+    from keras_attention_recipes.translation.model import build_model
+    from keras_attention_recipes.translation.trained_run import search_from_config
+    from keras_attention_recipes.translation.training import train_settings
 
     from keras_attention.serving import Translator
     from keras_attention.tokenizers import RESERVED, SubwordTokenizer

@@ -53,8 +53,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
-from keras_attention_recipes import runs  # noqa: E402 (the standard library only: it runs on the GPU machine too)
-from keras_attention_recipes.translation.defaults import COMMAND_DEFAULTS  # noqa: E402 (so is this)
+from keras_attention_recipes import run_files  # noqa: E402 (the standard library only: it runs on the GPU machine too)
+from keras_attention_recipes.translation.command_settings import COMMAND_DEFAULTS  # noqa: E402 (so is this)
 
 # The settings that differ from the demo's run (its config.json) by model.
 MODELS = {
@@ -75,11 +75,8 @@ def prepare(run, path, epochs):
     """Draw `epochs` training epochs and the validation batches of `run`."""
     import numpy as np
     from keras_attention_recipes.translation.config import TranslationConfig
-    from keras_attention_recipes.translation.data import (
-        datasets,
-        load_tokenizers,
-        numbers_to_protect,
-    )
+    from keras_attention_recipes.translation.data import load_tokenizers, numbers_to_protect
+    from keras_attention_recipes.translation.pipeline import datasets
 
     spec = json.load(open(os.path.join(run, "config.json")))
     config = TranslationConfig.for_command("demo", output=run)
@@ -195,7 +192,7 @@ def train_one(name, spec, vocab, epochs, valid, count, minutes, log, steps=None)
     (compiling or stepping)."""
     import keras
     import numpy as np
-    from keras_attention_recipes.translation.training import build_model
+    from keras_attention_recipes.translation.model import build_model
 
     keras.mixed_precision.set_global_policy("mixed_float16")
     keras.utils.set_random_seed(0)
@@ -298,10 +295,10 @@ def train_all(args):
         )
         results["models"][name] = record
         save_weights(args.out, name, weights)
-        runs.write_json_atomically(os.path.join(args.out, "gpu_training.json"), results)
+        run_files.write_json_atomically(os.path.join(args.out, "gpu_training.json"), results)
     if args.tune:
         results["tune"] = tune(args, log)
-        runs.write_json_atomically(os.path.join(args.out, "gpu_training.json"), results)
+        run_files.write_json_atomically(os.path.join(args.out, "gpu_training.json"), results)
 
 
 # -- KerasTuner's distributed mode: a chief and a worker per GPU ----------------
@@ -339,7 +336,7 @@ def tune_member(args):
     """One chief or worker process of `tune`."""
     import keras
     import keras_tuner
-    from keras_attention_recipes.translation.training import build_model
+    from keras_attention_recipes.translation.model import build_model
     from keras_attention_recipes.tuning import end_chief_promptly
 
     if os.environ.get("KERASTUNER_TUNER_ID") == "chief":
@@ -387,7 +384,7 @@ def tune_member(args):
             {"hyperparameters": t.hyperparameters.values, "val_loss": t.score}
             for t in tuner.oracle.get_best_trials(args.trials)
         ]
-        runs.write_json_atomically(os.path.join(args.tune_member, "summary.json"), trials)
+        run_files.write_json_atomically(os.path.join(args.tune_member, "summary.json"), trials)
 
 
 # -- scoring the weights here, with the recipe -----------------------------------
@@ -410,7 +407,7 @@ def score(run, folder, models, config=None):
     `config`: the config.json the weights were trained with (`--config` of
     the training step), when not the run's own."""
     import keras
-    from keras_attention_recipes.translation.training import build_model
+    from keras_attention_recipes.translation.model import build_model
 
     results = json.load(open(os.path.join(folder, "gpu_training.json")))
     run_config = json.load(open(os.path.join(run, "config.json")))
@@ -424,7 +421,7 @@ def score(run, folder, models, config=None):
         model = build_model(settings, settings["source_vocab"], settings["target_vocab"])
         model.set_weights(load_weights(folder, name))
         model.save(os.path.join(target, "model.keras"))
-        runs.write_json_atomically(os.path.join(target, "config.json"), settings)
+        run_files.write_json_atomically(os.path.join(target, "config.json"), settings)
         keras.backend.clear_session()
         command = [
             sys.executable,

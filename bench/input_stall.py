@@ -65,8 +65,8 @@ def shard_stream(run, settings, batch_tokens, seed):
     with the run's tokenizers and number protection; `(dataset, batches
     in the epoch, shard folder)`."""
     from keras_attention_recipes.translation.data import load_tokenizers
-    from keras_attention_recipes.translation.decoding import number_protection
     from keras_attention_recipes.translation.pipeline import make_dataset, training_shards
+    from keras_attention_recipes.translation.trained_run import number_protection
 
     with open(os.path.join(run, "config.json"), encoding="utf-8") as handle:
         numbers = number_protection(json.load(handle))

@@ -132,11 +132,15 @@ def main(argv=None):
     if args.draws < 1:
         parser.error(f"--draws must be a positive number of perturbed copies; got {args.draws}")
 
-    from keras_attention_recipes.translation.config import DECODING, upgrade_decoding
-    from keras_attention_recipes.translation.decoding import number_protection, translator_for
+    from keras_attention_recipes.translation.config import DECODING
     from keras_attention_recipes.translation.scores import corpus_scores
     from keras_attention_recipes.translation.text_io import read_pair_file
-    from keras_attention_recipes.translation.trained_run import load_run
+    from keras_attention_recipes.translation.trained_run import (
+        load_run,
+        number_protection,
+        translator_for,
+        upgrade_decoding,
+    )
 
     from keras_attention.seq2seq.search import BeamSearch
 

@@ -44,7 +44,7 @@ def stages(output, compile_model):
     import keras_attention  # noqa: F401
 
     mark("import keras + keras_attention")
-    from keras_attention_recipes.translation import decoding
+    from keras_attention_recipes.translation import trained_run
     from keras_attention_recipes.translation.config import TranslationConfig
     from keras_attention_recipes.translation.data import load_tokenizers
 
@@ -54,14 +54,14 @@ def stages(output, compile_model):
     mark(f"load model.keras (compile={compile_model})")
     with open(os.path.join(output, "config.json"), encoding="utf-8") as handle:
         run_config = json.load(handle)
-    search = decoding.search_from_config(TranslationConfig(command="translate"))
-    translator = decoding.translator_for(
+    search = trained_run.search_from_config(TranslationConfig(command="translate"))
+    translator = trained_run.translator_for(
         model,
         source,
         target,
         run_config["max_length"],
         search,
-        numbers=decoding.number_protection(run_config),
+        numbers=trained_run.number_protection(run_config),
     )
     mark("Translator()")
     translator.function("serving_default")

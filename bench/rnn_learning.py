@@ -9,7 +9,7 @@ the dictionary's draws or number placeholders), every model sees the same bucket
 same order (`--batch-tokens 1536`, seed 0) and is scored on the run's
 validation split after each epoch:
 
-- `ours`: the recipe's RNN (`training.build_model`, `--family rnn
+- `ours`: the recipe's RNN (`model.build_model`, `--family rnn
   --attention general`): 2 LSTM layers a side, Luong's general score,
   input feeding;
 - `keras`: the same shape from `keras.layers` alone (`LSTM`, `Attention`
@@ -42,8 +42,9 @@ import keras  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-from keras_attention_recipes.translation import training  # noqa: E402
-from keras_attention_recipes.translation.data import load_tokenizers, make_dataset  # noqa: E402
+from keras_attention_recipes.translation import model as model_module  # noqa: E402
+from keras_attention_recipes.translation.data import load_tokenizers
+from keras_attention_recipes.translation.pipeline import make_dataset
 
 from keras_attention.seq2seq import (  # noqa: E402
     MaskedCrossEntropy,
@@ -113,7 +114,7 @@ def build(name, source_vocab, target_vocab, units, learning_rate, warmup, convs2
         "decay": "rsqrt",
     }
     if name in ("ours", "convs2s"):
-        return training.build_model(config, source_vocab, target_vocab)
+        return model_module.build_model(config, source_vocab, target_vocab)
     if name == "bidirectional":
         model = RecurrentSeq2Seq(
             source_vocab, target_vocab, units, units, "general", num_layers=2,
@@ -122,7 +123,7 @@ def build(name, source_vocab, target_vocab, units, learning_rate, warmup, convs2
         model.build()
     else:
         model = keras_reference(source_vocab, target_vocab, units, units, 0.1)
-    optimizer = keras.optimizers.Adam(training.learning_rate(config), global_clipnorm=1.0)
+    optimizer = keras.optimizers.Adam(model_module.learning_rate(config), global_clipnorm=1.0)
     model.compile(optimizer, MaskedCrossEntropy(label_smoothing=0.1))
     return model
 

@@ -26,7 +26,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from keras_attention_recipes.translation.commands import export_command  # noqa: E402
 from keras_attention_recipes.translation.config import TranslationConfig  # noqa: E402
-from keras_attention_recipes.translation.data import read_pairs  # noqa: E402
+from keras_attention_recipes.translation.corpus import read_pairs
 from keras_attention_recipes.translation.trained_run import load_run  # noqa: E402
 
 from keras_attention.seq2seq.generation import beam_search, greedy_search  # noqa: E402

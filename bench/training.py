@@ -59,13 +59,11 @@ import_tensorflow_quietly()  # TensorFlow's CUDA probe messages on a CPU machine
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from keras_attention_recipes.translation.data import (  # noqa: E402
-    load_tokenizers,
-    make_dataset,
-    prepare,
-    read_pairs,
-)
-from keras_attention_recipes.translation.training import build_model  # noqa: E402
+from keras_attention_recipes.translation.corpus import read_pairs
+from keras_attention_recipes.translation.data import load_tokenizers
+from keras_attention_recipes.translation.model import build_model  # noqa: E402
+from keras_attention_recipes.translation.pipeline import make_dataset
+from keras_attention_recipes.translation.splits import prepare
 
 BATCHINGS = {  # name -> (family allowed, tied embeddings)
     "padded 64x32": ("transformer", "convs2s"),

@@ -25,9 +25,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tensorflow_text  # noqa: E402, F401  (the tokenizers' ops)
-from keras_attention_recipes.translation.data import read_pairs  # noqa: E402
-from keras_attention_recipes.translation.decoding import number_protection, translator_for  # noqa: E402
-from keras_attention_recipes.translation.trained_run import load_run  # noqa: E402
+from keras_attention_recipes.translation.corpus import read_pairs
+from keras_attention_recipes.translation.trained_run import (  # noqa: E402
+    load_run,  # noqa: E402
+    number_protection,
+    translator_for,
+)
 
 
 def main(argv=None):

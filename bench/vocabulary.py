@@ -21,7 +21,8 @@ from keras_attention_recipes.runs import import_tensorflow_quietly
 import_tensorflow_quietly()  # TensorFlow's CUDA probe messages on a CPU machine
 
 import tensorflow as tf  # noqa: E402
-from keras_attention_recipes.translation.data import prepare, read_pairs  # noqa: E402
+from keras_attention_recipes.translation.corpus import read_pairs
+from keras_attention_recipes.translation.splits import prepare
 
 from keras_attention.tokenizers import (  # noqa: E402
     build_vocabulary,

@@ -20,7 +20,7 @@ Cells (each a fresh set of processes, taking turns within each round):
 Method. The parent draws `--steps` batches of the run's bucketed training
 epoch at the demo's `--batch-tokens 1536` (the 3 most frequent shapes,
 as `bench/cpu_training.py` does). Each process builds the demo's model
-(`recipes.translation.training.build_model`) and runs `fit` for two
+(`recipes.translation.model.build_model`) and runs `fit` for two
 epochs over the batches, timing the second (the first traces the step
 and, in a cluster, sets up the collectives): its steps, from the first
 one's start to the last one's end, and the whole epoch. A cluster's
@@ -50,7 +50,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
 from cpu_training import demo_settings, draw_batches  # noqa: E402  (bench/cpu_training.py)
-from keras_attention_recipes.translation.members import shares  # noqa: E402
+from keras_attention_recipes.translation.cluster import shares  # noqa: E402
 from keras_attention_recipes.translation.workers import free_ports  # noqa: E402
 
 
@@ -70,7 +70,7 @@ def child(args):
     # TF_CONFIG from the parent: collectives before any other op
     strategy = tf.distribute.MultiWorkerMirroredStrategy() if os.environ.get("TF_CONFIG") else None
     import keras
-    from keras_attention_recipes.translation.training import build_model
+    from keras_attention_recipes.translation.model import build_model
 
     from keras_attention.training.distribute import adapt_for_distribution, repeated_for_fit
 

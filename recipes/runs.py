@@ -2,13 +2,12 @@
 the GPU check), in one import: what their command lines share (`UsageError`,
 `flag`, `check_number`, `HelpFormatter`, `command_errors`,
 `import_tensorflow_quietly`, the library's attention names, the checks of
-`--output` and `--export-dir`), what training shares (`resilient_backup`,
-`ctrl_c_between_steps`), and the names of the two modules below it:
-`run_files` (files written whole through a temporary renamed into place,
-`replacing`; JSON records read back, `read_json`) and `run_folders` (run
-folders: `run.json` and `claim`, `delete_run`, the lock `locked`,
-`wait_for_run`). It imports no recipe and nothing heavier than the
-standard library.
+`--output` and `--export-dir`) and what training shares (`resilient_backup`,
+`ctrl_c_between_steps`). Below it: `run_files` (files written whole through
+a temporary renamed into place, `replacing`; JSON records read back,
+`read_json`) and `run_folders` (run folders: `run.json` and `claim`,
+`delete_run`, the lock `locked`, `wait_for_run`), imported by their own
+names. It imports no recipe and nothing heavier than the standard library.
 
 Training backs up each epoch (`resilient_backup`) and takes Ctrl-C only
 between two steps (`ctrl_c_between_steps`), so an interrupted run resumes.
@@ -25,33 +24,11 @@ import sys
 import threading
 import zipfile
 
-# The plumbing's names, imported from here by every recipe (`runs.claim`).
-from .run_files import (  # noqa: F401
-    copy_missing,
-    file_digest,
-    read_json,
-    replacing,
-    temporary_path,
-    writable_target,
-    write_atomically,
-    write_json_atomically,
-)
-from .run_folders import (  # noqa: F401
-    COMMAND_MARKS,
-    LOCK_FILE,
-    RUN_ENTRIES,
+from .run_files import read_json, replacing, write_atomically, write_json_atomically
+from .run_folders import (
     RUN_FILE,
-    RunInUse,
-    claim,
-    delete_run,
-    differences,
     enclosing_run,
     is_member_folder,
-    is_temporary,
-    locked,
-    recorded_command,
-    recorded_settings,
-    wait_for_run,
 )
 
 CTRL_C_HELD = "Ctrl-C: stopping before the next step (Ctrl-C again: at once)"
@@ -312,6 +289,12 @@ def resilient_backup(
             self.save_every, self.position, self.saved = save_every, tuple(position), []
             self.restored, self.epoch, self.steps, self.unsaved = False, 0, 0, 0
             self.random_path = os.path.join(directory, "random.npz")
+
+        @property
+        def weights_path(self):
+            """The latest backup's weights file (Keras's, which this class
+            writes and restores): what `averaging.KeepLastSteps` copies."""
+            return self._weights_path
 
         def on_train_begin(self, logs=None):
             if not self.restored:

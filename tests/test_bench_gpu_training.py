@@ -36,7 +36,7 @@ def bucket_batch(rows, width, seed):
 
 
 def test_two_shapes_keep_every_batch_and_its_loss():
-    from keras_attention_recipes.translation.training import build_model
+    from keras_attention_recipes.translation.model import build_model
 
     bench = load_bench("gpu_training")
     model = build_model(TINY, 64, 64)
@@ -63,7 +63,7 @@ def test_models_compile_with_xla_whatever_the_run_says():
     choice); on the JAX backend that is an op-by-op step, most likely why no
     epoch finished in 160 s on an H100. The bench's models compile with it, and keep
     the rest of the run's settings and the model's own."""
-    from keras_attention_recipes.translation.training import build_model
+    from keras_attention_recipes.translation.model import build_model
 
     bench = load_bench("gpu_training")
     run = {**TINY, "dropout": 0.1, "jit": False, "epochs": 8}
@@ -96,7 +96,7 @@ def test_a_scored_copy_evaluates_as_its_run_with_the_trained_settings():
 def test_a_cosine_decay_ends_at_the_bench_s_last_step():
     """The CPU run's `total_steps` counts its own epochs; the bench plans its
     own, so a cosine decay reaches 0 at its last step, not the CPU run's."""
-    from keras_attention_recipes.translation.training import learning_rate
+    from keras_attention_recipes.translation.model import learning_rate
 
     bench = load_bench("gpu_training")
     run = {**TINY, "decay": "cosine", "warmup": 10, "total_steps": 2056, "learning_rate": 2e-3}

@@ -15,13 +15,11 @@ import pytest
 from keras_attention_recipes.translation import shards as shards_module
 from keras_attention_recipes.translation.data import (
     load_tokenizers,
-    make_dataset,
     numbers_to_protect,
-    prepare,
     vocabulary_sample,
 )
-from keras_attention_recipes.translation.pipeline import training_shards
-from keras_attention_recipes.translation.splits import split_of
+from keras_attention_recipes.translation.pipeline import make_dataset, training_shards
+from keras_attention_recipes.translation.splits import prepare, split_of
 
 from keras_attention.tokenizers import train_sentencepiece
 
@@ -176,7 +174,7 @@ def test_a_shard_set_killed_while_written_is_written_again(tmp_path, monkeypatch
     def killed(*args):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(shards_module.runs, "write_json_atomically", killed)
+    monkeypatch.setattr(shards_module.run_files, "write_json_atomically", killed)
     with pytest.raises(KeyboardInterrupt):
         training_shards(paths["train"], *tokenizers, 12, numbers)
     assert [name for name in os.listdir(os.path.dirname(folder)) if "shards" in name] == [

@@ -249,9 +249,8 @@ PLUMBING = (
 # (the command line last; gpu_check, the recipe's GPU check, drives it).
 TRANSLATION = (
     "recipes.translation",
-    "recipes.translation.defaults",
-    "recipes.translation.declare",
     "recipes.translation.settings",
+    "recipes.translation.command_settings",
     "recipes.translation.config",
     "recipes.translation.cluster",
     "recipes.translation.corpus",
@@ -260,14 +259,14 @@ TRANSLATION = (
     "recipes.translation.pipeline",
     "recipes.translation.data",
     "recipes.translation.text_io",
-    "recipes.translation.decoding",
+    "recipes.translation.scores",
     "recipes.translation.trained_run",
     "recipes.translation.averaging",
-    "recipes.translation.scores",
     "recipes.translation.budget",
     "recipes.translation.steps",
     "recipes.translation.distillation",
     "recipes.translation.model",
+    "recipes.translation.callbacks",
     "recipes.translation.training",
     "recipes.translation.hyperparameter_search",
     "recipes.translation.members",
@@ -310,10 +309,23 @@ def tree_modules(*tops):
     return found
 
 
+INSTALLED = "keras_attention_recipes"  # recipes/ as pyproject.toml installs it
+
+
+def repository_name(module):
+    """keras_attention_recipes.translation.x -> recipes.translation.x: the
+    installed name of a recipe module as its path in the repository."""
+    if module == INSTALLED or module.startswith(INSTALLED + "."):
+        return "recipes" + module[len(INSTALLED) :]
+    return module
+
+
 def tree_imports(known):
     """`(importer, imported, at module level)` for every import of a module
-    of `known` by one of them. A bench/ script's bare `import timing` is
-    its sibling's (the scripts put their folder first on `sys.path`)."""
+    of `known` by one of them (a recipe under its installed name,
+    `keras_attention_recipes`, is its recipes/ module). A bench/ script's
+    bare `import timing` is its sibling's (the scripts put their folder
+    first on `sys.path`)."""
     for name, path in sorted(known.items()):
         package = name if path.endswith("__init__.py") else name.rpartition(".")[0]
         tree = ast.parse(open(path, encoding="utf-8").read())
@@ -322,12 +334,12 @@ def tree_imports(known):
             targets = []
             if isinstance(node, ast.Import):
                 for alias in node.names:
-                    for candidate in (f"{package}.{alias.name}", alias.name):
+                    for candidate in (f"{package}.{alias.name}", repository_name(alias.name)):
                         if candidate in known:
                             targets.append(candidate)
                             break
             elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
+                base = repository_name(node.module or "")
                 if node.level:
                     parts = package.split(".")
                     base = ".".join(parts[: len(parts) - node.level + 1] + [base] * bool(base))
@@ -400,3 +412,153 @@ def test_recipe_modules_import_each_other_at_module_level():
     known = tree_modules("recipes")
     deferred = {(importer, target) for importer, target, top in tree_imports(known) if not top}
     assert deferred == DEFERRED
+
+
+# -- Names where they are defined, private names kept private, sizes ---------
+
+# Modules whose job is to keep an old import path working: they import
+# names to offer them (keras_attention.deprecations lists each with the
+# release that removes it).
+SHIMS = {
+    "keras_attention.compat",
+    "keras_attention.serving.export",
+    "keras_attention.serving.text",
+    "keras_attention.serving.numbers",
+    "keras_attention.serving.distribute",
+}
+# The one module allowed past `MAX_LINES`: ConvS2S's layers read as one
+# paper (GLU convolutions, multi-step attention, the encoder and decoder).
+LONG_MODULES = {"keras_attention.convs2s"}
+MAX_LINES = 600
+MAX_FLOORS = 11  # recipes/translation's longest chain of imports, itself included
+
+
+def project_modules():
+    """`{module: path}` of keras_attention/, recipes/ (by its repository
+    name) and bench/."""
+    return tree_modules("keras_attention", "recipes", "bench")
+
+
+def defined_names(path):
+    """The names a module defines at its top level (functions, classes,
+    assignments, also under `if`/`try`), not those it imports."""
+    names = set()
+
+    def visit(body):
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    for leaf in ast.walk(target):
+                        if isinstance(leaf, ast.Name):
+                            names.add(leaf.id)
+            elif isinstance(node, (ast.If, ast.Try, ast.With)):
+                visit(node.body)
+                for extra in ("orelse", "finalbody"):
+                    visit(getattr(node, extra, []))
+                for handler in getattr(node, "handlers", []):
+                    visit(handler.body)
+
+    visit(ast.parse(open(path, encoding="utf-8").read()).body)
+    return names
+
+
+def from_imports(known):
+    """`(importer, module, name)` for every `from module import name` of a
+    project module by another, relative or absolute, anywhere in the file."""
+    for importer, path in sorted(known.items()):
+        package = importer if path.endswith("__init__.py") else importer.rpartition(".")[0]
+        for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            base = repository_name(node.module or "")
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1] + [base] * bool(base))
+            elif f"{package}.{base}" in known:  # bench/: a sibling script
+                base = f"{package}.{base}"
+            if base in known:
+                for alias in node.names:
+                    if f"{base}.{alias.name}" not in known:  # a name, not a submodule
+                        yield importer, base, alias.name
+
+
+def test_names_are_imported_from_the_module_that_defines_them():
+    """No facade below a package's `__init__`: a name is imported from the
+    module that defines it, never from one that imported it in turn (which
+    adds a floor and hides the dependency), except from the deprecation
+    shims that keep old paths working."""
+    known = project_modules()
+    defined = {name: defined_names(path) for name, path in known.items()}
+    packages = {name for name, path in known.items() if path.endswith("__init__.py")}
+    through = sorted(
+        f"{importer} takes {name} from {module}"
+        for importer, module, name in from_imports(known)
+        if module not in packages | SHIMS and name not in defined[module]
+    )
+    assert through == []
+
+
+def test_no_module_imports_another_modules_private_names():
+    """A `_name` is its module's own: another module that needs it gets a
+    public name."""
+    known = project_modules()
+    private = sorted(
+        f"{importer} imports {module}.{name}"
+        for importer, module, name in from_imports(known)
+        if name.startswith("_") and not name.startswith("__") and importer != module
+    )
+    assert private == []
+
+
+def test_every_module_is_at_most_600_lines():
+    long = {
+        name: sum(1 for _ in open(path, encoding="utf-8"))
+        for name, path in project_modules().items()
+        if name not in LONG_MODULES
+    }
+    assert {name: lines for name, lines in long.items() if lines > MAX_LINES} == {}
+
+
+def floors(graph, within):
+    """`{module: floor}` of the modules of `graph` named in `within`: 1
+    for one that imports none of them, else one more than the highest it
+    imports."""
+    found = {}
+
+    def floor(name):
+        if name not in found:
+            below = [target for target in graph[name] if target in within]
+            found[name] = 1 + max((floor(target) for target in below), default=0)
+        return found[name]
+
+    return {name: floor(name) for name in within}
+
+
+def test_floors_count_chains_of_imports():
+    assert floors({"a": {"b"}, "b": {"c"}, "c": set()}, ("a", "b", "c")) == {"a": 3, "b": 2, "c": 1}
+
+
+def test_the_translation_recipe_stands_at_most_11_floors_deep():
+    """Each floor is a real dependency: `recipes/translation` (its modules
+    and its command line) is at most `MAX_FLOORS` imports deep."""
+    graph = tree_graph("recipes", "bench")
+    levels = floors(graph, [name for name in TRANSLATION if name != "recipes.translation"])
+    assert max(levels.values()) <= MAX_FLOORS, sorted(levels.items(), key=lambda item: item[1])
+
+
+def test_tests_and_benchmarks_import_the_recipes_by_their_installed_name():
+    """One copy of each recipe class: `keras_attention_recipes.x`, never
+    `recipes.x` through the repository on `sys.path` (both at once made two
+    `UsageError` classes, and an `except` of one missed the other)."""
+    found = []
+    for top in ("tests", "bench"):
+        for name in sorted(os.listdir(os.path.join(ROOT, top))):
+            if not name.endswith(".py"):
+                continue
+            for module, _ in imported(os.path.join(ROOT, top, name)):
+                if module == "recipes" or module.startswith("recipes."):
+                    found.append(f"{top}/{name}: {module}")
+    assert found == []

@@ -12,7 +12,7 @@ import zlib
 
 import numpy as np
 import pytest
-from keras_attention_recipes import runs
+from keras_attention_recipes import run_files, run_folders, runs
 from keras_attention_recipes import spatial_transformer_digits as recipe
 from keras_attention_recipes.digits.data import clutter
 
@@ -447,13 +447,15 @@ def test_a_folder_of_another_recipe_is_refused_even_with_overwrite(tmp_path, cap
 def test_overwrite_deletes_only_what_a_digits_run_writes(tmp_path):
 
     old = {"recipe": "digits", "rotate": False}
-    runs.claim(str(tmp_path), old, entries=recipe.RUN_ENTRIES)
+    run_folders.claim(str(tmp_path), old, entries=recipe.RUN_ENTRIES)
     for name in ("cnn.keras", "results.json", "notes.txt"):
         (tmp_path / name).write_text("x")
     (tmp_path / "backup" / "cnn").mkdir(parents=True)
-    runs.temporary_path(str(tmp_path / "cnn.keras"))  # what a save killed midway leaves
+    run_files.temporary_path(str(tmp_path / "cnn.keras"))  # what a save killed midway leaves
     with pytest.raises(ValueError, match="rotate: False in the run, True now"):
-        runs.claim(str(tmp_path), {**old, "rotate": True}, entries=recipe.RUN_ENTRIES)
-    assert runs.claim(str(tmp_path), {**old, "rotate": True}, True, entries=recipe.RUN_ENTRIES)
+        run_folders.claim(str(tmp_path), {**old, "rotate": True}, entries=recipe.RUN_ENTRIES)
+    assert run_folders.claim(
+        str(tmp_path), {**old, "rotate": True}, True, entries=recipe.RUN_ENTRIES
+    )
     assert sorted(os.listdir(tmp_path)) == ["notes.txt", "run.json"]  # the user's file is kept
-    assert runs.recorded_settings(str(tmp_path)) == {**old, "rotate": True}
+    assert run_folders.recorded_settings(str(tmp_path)) == {**old, "rotate": True}

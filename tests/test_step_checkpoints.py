@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 from keras_attention_recipes.translation import averaging, pipeline
-from keras_attention_recipes.translation.data import DING
+from keras_attention_recipes.translation.settings import DING
 
 from tests.translation_helpers import ROOT, TINY, run, weight_arrays
 
@@ -112,7 +112,8 @@ def epoch_batches(stream, count):
 def test_an_epoch_s_batches_are_a_function_of_the_seed_and_the_epoch(trained):
     """Built again, from its first epoch or from its own, or in the middle
     of it, an epoch has the same batches; another epoch or seed has others."""
-    from keras_attention_recipes.translation.data import load_tokenizers, make_dataset
+    from keras_attention_recipes.translation.data import load_tokenizers
+    from keras_attention_recipes.translation.pipeline import make_dataset
 
     output, _ = trained
     path = os.path.join(output, "data", "train.tsv")
@@ -162,6 +163,8 @@ def test_validation_every_n_steps_and_the_average_of_the_last_step_checkpoints(t
         "--epochs",
         "1",
         *STEPS,
+        "--limit",
+        "40",  # 34 training pairs: 12 steps, 4 validations, 6 step backups
         "--save-every",
         "2",
         "--validate-every",

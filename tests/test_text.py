@@ -378,7 +378,8 @@ def test_the_whole_ding_corpus_round_trips(tmp_path):
     """Every example sentence of the Ding corpus, both sides, decodes to
     itself with a model trained on the first 3000 of them: characters the
     model never saw come back through byte fallback."""
-    from keras_attention_recipes.translation.data import DING, ding_pairs
+    from keras_attention_recipes.translation.corpus import ding_pairs
+    from keras_attention_recipes.translation.settings import DING
 
     if not os.path.exists(DING):
         pytest.skip(f"{DING} missing: make test installs trans-de-en")

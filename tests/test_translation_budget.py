@@ -13,7 +13,7 @@ import keras
 import numpy as np
 import pytest
 from keras_attention_recipes.translation import budget
-from keras_attention_recipes.translation.data import DING
+from keras_attention_recipes.translation.settings import DING
 
 from keras_attention.seq2seq import PlannedCosineDecay
 from tests.translation_helpers import TINY, run

@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 from keras_attention_recipes import translate
 from keras_attention_recipes.translation import trained_run
-from keras_attention_recipes.translation.data import DING, SPLITS
+from keras_attention_recipes.translation.settings import DING
+from keras_attention_recipes.translation.splits import SPLITS
 
 from tests.translation_helpers import (
     ROOT,
@@ -36,7 +37,8 @@ pytestmark = pytest.mark.skipif(
 def test_a_carriage_return_inside_a_line_is_reported_and_skipped(tmp_path):
     """Text-mode reading took a bare \\r for a line end while the TSV reader
     did not: the split file then held a line without a tab (IndexError)."""
-    from keras_attention_recipes.translation.data import prepare, read_pairs
+    from keras_attention_recipes.translation.corpus import read_pairs
+    from keras_attention_recipes.translation.splits import prepare
 
     path = tmp_path / "corpus.tsv"
     good = "".join(f"Satz Nummer {i}.\tSentence number {i}.\r\n" for i in range(300))
@@ -124,7 +126,7 @@ def test_a_run_refuses_other_data_settings_and_overwrite_rebuilds(tmp_path):
     differences, and `--overwrite` builds the run again from the reversed
     data: its source vocabulary is learned from the English side. The
     first run has `--alternatives` (recorded, and a difference too)."""
-    from keras_attention_recipes.translation.data import read_pairs
+    from keras_attention_recipes.translation.corpus import read_pairs
 
     from keras_attention.tokenizers import train_sentencepiece
 
@@ -309,7 +311,8 @@ def test_old_flag_spellings_still_work_with_a_note_and_are_hidden(capsys):
     assert (config.hidden_dim, config.num_layers, config.num_heads) == (64, 1, 4)
     assert (config.num_key_value_heads, config.sliding_window) == (2, 3)
     err = capsys.readouterr().err.splitlines()
-    assert err[0] == "note: --units is deprecated; use --hidden-dim" and len(err) == 5
+    removed = "is deprecated and will be removed in keras_attention 0.4.0"
+    assert err[0] == f"note: --units {removed}; use --hidden-dim" and len(err) == 5
     help_text = translate.parser()._subparsers._group_actions[0].choices["train"].format_help()
     assert "--kv-heads" not in help_text and "--num-key-value-heads" in help_text
 
@@ -318,19 +321,24 @@ def test_no_repeat_ngram_takes_the_librarys_name_and_the_old_one_with_a_note(cap
     """The flag is BeamSearch's `no_repeat_ngram_size`; `--no-repeat-ngram`
     (what it was called before) sets the same setting with a note, hidden
     from --help, and a run that recorded the old key decodes with it."""
-    from keras_attention_recipes.translation.config import TranslationConfig, run_decoding
+    from keras_attention_recipes.translation.config import TranslationConfig
+    from keras_attention_recipes.translation.trained_run import settle_decoding
 
     for command in ("train", "translate", "export"):
         config = translate.check(translate.parser().parse_args([command, "--no-repeat-ngram", "3"]))
         assert config.no_repeat_ngram_size == 3
         err = capsys.readouterr().err.splitlines()
-        assert err == ["note: --no-repeat-ngram is deprecated; use --no-repeat-ngram-size"]
+        assert err == [
+            "note: --no-repeat-ngram is deprecated and will be removed in keras_attention 0.4.0; "
+            "use --no-repeat-ngram-size"
+        ]
         help_text = translate.parser()._subparsers._group_actions[0].choices[command].format_help()
         assert "--no-repeat-ngram-size" in help_text and "--no-repeat-ngram " not in help_text
     config = TranslationConfig(command="translate")  # no decoding flag given
     old_run = {"decoding": {"no_repeat_ngram": 3, "alpha": 1.2}}  # recorded before the rename
-    assert run_decoding(config, old_run).no_repeat_ngram_size == 3
-    assert run_decoding(config.replace(no_repeat_ngram_size=2), old_run).no_repeat_ngram_size == 2
+    assert settle_decoding(config, old_run).no_repeat_ngram_size == 3
+    given = config.replace(no_repeat_ngram_size=2)
+    assert settle_decoding(given, old_run).no_repeat_ngram_size == 2
 
 
 def test_every_decoding_option_of_beam_search_is_a_flag_and_reaches_the_export():
@@ -340,8 +348,9 @@ def test_every_decoding_option_of_beam_search_is_a_flag_and_reaches_the_export()
     settings and the export's `decoding_options` (and 0.2.0's function of
     that name): a new BeamSearch argument fails here until it has a flag or
     is declared not a decoding option."""
-    from keras_attention_recipes.translation import decoding
-    from keras_attention_recipes.translation.config import decoding_settings, flag
+    from keras_attention_recipes.runs import flag
+    from keras_attention_recipes.translation import trained_run
+    from keras_attention_recipes.translation.trained_run import decoding_settings
 
     from keras_attention.seq2seq import BeamSearch
     from keras_attention.serving import export
@@ -358,7 +367,7 @@ def test_every_decoding_option_of_beam_search_is_a_flag_and_reaches_the_export()
     for command in ("train", "translate", "export"):
         config = translate.check(translate.parser().parse_args([command, *flags]))
         assert decoding_settings(config) == chosen  # what train records
-        search = decoding.search_from_config(config)
+        search = trained_run.search_from_config(config)
         assert search.decoding_options() == chosen, command
         assert beam_options(search) == {**expected, **chosen}  # the exported signature's
     assert export.decoding_options(**chosen) == {**expected, **chosen}
@@ -368,7 +377,8 @@ def test_the_command_line_is_made_from_the_settings_declarations():
     """Each command's flags are the settings that name it, with their
     declared help (`settings.setting`), and nothing else; the 0.2.0
     spellings hidden beside them."""
-    from keras_attention_recipes.translation.settings import COMMANDS, FIELDS
+    from keras_attention_recipes.translation.command_settings import FIELDS
+    from keras_attention_recipes.translation.settings import COMMANDS
 
     subcommands = translate.parser()._subparsers._group_actions[0].choices
     assert list(subcommands) == list(COMMANDS)
@@ -393,7 +403,8 @@ def test_every_declared_check_refuses_a_value_out_of_its_range():
     `validate` with an error naming the flag and the bound; the lists of
     the checks (`POSITIVE`, `COUNTS`) are made from the declarations."""
     from keras_attention_recipes.translation import config
-    from keras_attention_recipes.translation.settings import CHECKS, FIELDS
+    from keras_attention_recipes.translation.command_settings import FIELDS
+    from keras_attention_recipes.translation.settings import CHECKS
 
     checked = {key: field.metadata.get("check") for key, field in FIELDS.items()}
     checked = {key: check for key, check in checked.items() if check}
@@ -444,7 +455,7 @@ def test_a_0_2_0_run_json_with_old_names_resumes_under_the_new_ones(tmp_path):
     """run.json written by 0.2.0 names the model settings `units`, `kv_heads`,
     ...: the run resumes with today's flags, its record rewritten under
     today's names, and a real difference is still refused by its new name."""
-    from keras_attention_recipes import runs
+    from keras_attention_recipes import run_folders
     from keras_attention_recipes.translation.config import RENAMED, recorded_defaults, upgrade
     from keras_attention_recipes.translation.training import train_settings
 
@@ -460,20 +471,20 @@ def test_a_0_2_0_run_json_with_old_names_resumes_under_the_new_ones(tmp_path):
     os.makedirs(output)
     with open(os.path.join(output, "run.json"), "w") as handle:
         json.dump({"settings": old}, handle)
-    runs.claim(output, new, defaults=recorded_defaults(new), upgrade=upgrade)  # resumes
+    run_folders.claim(output, new, defaults=recorded_defaults(new), upgrade=upgrade)  # resumes
     assert json.load(open(os.path.join(output, "run.json")))["settings"] == new
     with open(os.path.join(output, "run.json"), "w") as handle:
         json.dump({"settings": {**old, "kv_heads": 1}}, handle)
     with pytest.raises(ValueError, match="num_key_value_heads: 1 in the run, 2 now"):
-        runs.claim(output, new, defaults=recorded_defaults(new), upgrade=upgrade)
+        run_folders.claim(output, new, defaults=recorded_defaults(new), upgrade=upgrade)
 
 
 def test_the_decoding_flags_become_one_search():
-    """`decoding.search_from_config` is the one place the flags turn into a
+    """`trained_run.search_from_config` is the one place the flags turn into a
     search object, by generation's names; the flags' defaults are
     BeamSearch's own, and the demo's alpha is its own."""
     import keras
-    from keras_attention_recipes.translation import decoding
+    from keras_attention_recipes.translation import trained_run
 
     from keras_attention.seq2seq import BeamSearch
 
@@ -487,7 +498,7 @@ def test_the_decoding_flags_become_one_search():
         "0.1",
     ]
     config = translate.check(translate.parser().parse_args(["export", *flags]))
-    search = decoding.search_from_config(config, num_hypotheses=config.num_hypotheses)
+    search = trained_run.search_from_config(config, num_hypotheses=config.num_hypotheses)
     assert isinstance(search, BeamSearch)
     assert {
         name: search.get_config()[name]
@@ -512,9 +523,9 @@ def test_the_decoding_flags_become_one_search():
     restored = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(search))
     assert restored.get_config() == search.get_config()
     plain = translate.check(translate.parser().parse_args(["translate", "x"]))
-    assert decoding.search_from_config(plain).get_config() == BeamSearch().get_config()
+    assert trained_run.search_from_config(plain).get_config() == BeamSearch().get_config()
     demo = translate.check(translate.parser().parse_args(["demo"]))
-    assert decoding.search_from_config(demo).get_config() == BeamSearch(alpha=1.2).get_config()
+    assert trained_run.search_from_config(demo).get_config() == BeamSearch(alpha=1.2).get_config()
 
 
 @pytest.mark.parametrize(
@@ -554,30 +565,31 @@ def test_help_and_flag_mistakes_answer_before_tensorflow_is_imported(module, arg
 
 
 def test_command_line_tables_are_the_librarys():
-    """The command line's copies of the library's tables (config.py and
-    runs.py parse without importing the library) are the library's."""
+    """The command line's copies of the library's tables (the settings'
+    declarations and runs.py parse without importing the library) are the
+    library's."""
     from keras_attention_recipes import runs
-    from keras_attention_recipes.translation import config
+    from keras_attention_recipes.translation import command_settings, settings
 
     from keras_attention.registry import names
     from keras_attention.seq2seq import BeamSearch
     from keras_attention.seq2seq.transformer import POSITIONS
     from keras_attention.serving.ctranslate2 import QUANTIZATIONS
 
-    assert runs.LIBRARY_ATTENTION == config.LIBRARY_ATTENTION == names()
-    assert config.POSITIONS == POSITIONS
-    assert config.CT2_QUANTIZATIONS == QUANTIZATIONS
-    assert config.BEAM_DEFAULTS == BeamSearch().decoding_options()  # all of them
-    from keras_attention_recipes.translation import defaults, settings
-
+    assert runs.LIBRARY_ATTENTION == names()
+    assert settings.ATTENTION == names() + ("none",)
+    assert settings.POSITIONS == POSITIONS
+    assert command_settings.CT2_QUANTIZATIONS == QUANTIZATIONS
+    assert command_settings.BEAM_DEFAULTS == BeamSearch().decoding_options()  # all of them
     from keras_attention.seq2seq.search import MAX_BEAM_WIDTH
 
-    assert defaults.MAX_BEAM == MAX_BEAM_WIDTH
+    assert command_settings.MAX_BEAM == MAX_BEAM_WIDTH
     for name in ("beam_width", "nbest", "num_hypotheses"):
-        assert settings.FIELDS[name].metadata["check"]["at_most"] == MAX_BEAM_WIDTH, name
+        check = command_settings.FIELDS[name].metadata["check"]
+        assert check["at_most"] == MAX_BEAM_WIDTH, name
     from keras_attention.serving.translator import QUANTIZATIONS
 
-    assert config.QUANTIZATIONS == QUANTIZATIONS
+    assert command_settings.QUANTIZATIONS == QUANTIZATIONS
 
 
 @pytest.mark.parametrize(

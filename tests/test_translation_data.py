@@ -15,8 +15,11 @@ import numpy as np
 import pytest
 from keras_attention_recipes import translate
 from keras_attention_recipes.translation import config as settings_module
-from keras_attention_recipes.translation import decoding, trained_run, training
-from keras_attention_recipes.translation.data import DING, CorpusError, prepare
+from keras_attention_recipes.translation import model as model_module
+from keras_attention_recipes.translation import trained_run, training
+from keras_attention_recipes.translation.corpus import CorpusError
+from keras_attention_recipes.translation.settings import DING
+from keras_attention_recipes.translation.splits import prepare
 
 from keras_attention.seq2seq import BeamSearch
 from tests.translation_helpers import (
@@ -37,7 +40,7 @@ def test_a_run_recorded_before_the_position_flags_resumes_with_their_defaults(tm
     lacks them: it was a sinusoidal, full multi-head transformer (an rnn or
     convs2s run, none of them), and is resumed as one; another position is
     refused with the difference."""
-    from keras_attention_recipes import runs
+    from keras_attention_recipes import run_folders
 
     def settings(*flags):
         args = translate.parser().parse_args(["train", "--output", str(tmp_path), *flags])
@@ -56,14 +59,14 @@ def test_a_run_recorded_before_the_position_flags_resumes_with_their_defaults(tm
         }
         with open(os.path.join(output, "run.json"), "w") as handle:
             json.dump({"settings": recorded}, handle)
-        runs.claim(output, old, defaults=settings_module.recorded_defaults(old))  # resumes
+        run_folders.claim(output, old, defaults=settings_module.recorded_defaults(old))  # resumes
         assert json.load(open(os.path.join(output, "run.json")))["settings"] == old
         with open(os.path.join(output, "run.json"), "w") as handle:
             json.dump({"settings": recorded}, handle)
         if family == "transformer":
             new = settings("--family", family, "--position", "rope", "--kv-heads", "2")
             with pytest.raises(ValueError) as refused:
-                runs.claim(output, new, defaults=settings_module.recorded_defaults(new))
+                run_folders.claim(output, new, defaults=settings_module.recorded_defaults(new))
             assert "position: 'sinusoidal' in the run, 'rope' now" in str(refused.value)
             assert "num_key_value_heads: None in the run, 2 now" in str(refused.value)
 
@@ -73,7 +76,7 @@ def test_a_window_recorded_by_0_2_is_read_as_the_same_window(tmp_path):
     Keras's |i - j| < w. A run recorded then (run.json, config.json) is read
     as w + 1: it resumes with `--sliding-window 3`, is refused with 2, and
     its model is rebuilt with the same window."""
-    from keras_attention_recipes import runs
+    from keras_attention_recipes import run_folders
 
     def settings(*flags):
         args = translate.parser().parse_args(["train", "--output", str(tmp_path), *flags])
@@ -90,11 +93,11 @@ def test_a_window_recorded_by_0_2_is_read_as_the_same_window(tmp_path):
     defaults = settings_module.recorded_defaults(new)
     with pytest.raises(ValueError, match="sliding_window: 3 in the run, 2 now"):
         narrower = settings("--family", "transformer", "--sliding-window", "2")
-        runs.claim(output, narrower, defaults=defaults, upgrade=settings_module.upgrade)
-    runs.claim(output, new, defaults=defaults, upgrade=settings_module.upgrade)  # resumes
+        run_folders.claim(output, narrower, defaults=defaults, upgrade=settings_module.upgrade)
+    run_folders.claim(output, new, defaults=defaults, upgrade=settings_module.upgrade)  # resumes
     assert json.load(open(os.path.join(output, "run.json")))["settings"]["sliding_window"] == 3
     spec = settings_module.upgrade({**old, "hidden_dim": 8, "num_heads": 2})
-    model = training.build_model(spec, 9, 9)
+    model = model_module.build_model(spec, 9, 9)
     assert model.sliding_window == 3
     # A hyperparameters file is today's: its window is taken as written.
     tuned = settings_module.model_settings(new, {"sliding_window": 2})
@@ -292,12 +295,12 @@ def test_evaluate_scores_a_given_test_file_and_records_the_signatures(trained, t
 def test_evaluate_of_another_test_file_keeps_the_run_s_own_results(trained, tmp_path, capsys):
     """`evaluate --test small.tsv` replaced the run's `scores.json` (960
     sentences, BLEU 8.46) by a 2-sentence BLEU 71.44, and its heatmaps."""
-    from keras_attention_recipes import runs
+    from keras_attention_recipes import run_files, run_folders
 
     output = str(tmp_path / "run")
     shutil.copytree(trained[0], output)
     own = {"bleu": 8.46, "sentences": 960}
-    runs.write_json_atomically(os.path.join(output, "scores.json"), own)
+    run_files.write_json_atomically(os.path.join(output, "scores.json"), own)
     os.makedirs(os.path.join(output, "attention"), exist_ok=True)
     heatmap = os.path.join(output, "attention", "sample0.png")
     with open(heatmap, "wb") as handle:
@@ -328,7 +331,7 @@ def test_evaluate_of_another_test_file_keeps_the_run_s_own_results(trained, tmp_
     assert os.path.isdir(os.path.join(output, "attention", "small-2"))
     status, out, err = cli(capsys, *evaluate, "--test", str(small))  # its own name again
     assert status == 0 and f"scores: {os.path.join(output, 'scores.small.json')}" in out, err
-    runs.delete_run(output)  # what --overwrite deletes: these too
+    run_folders.delete_run(output)  # what --overwrite deletes: these too
     assert not os.path.exists(os.path.join(output, "scores.small.json"))
     assert not os.path.exists(os.path.join(output, "scores.small-2.json"))
 
@@ -425,7 +428,7 @@ def test_average_measures_the_validation_loss_as_training_does(trained, tmp_path
     means, so batching moves it). The tiny model's loss is nearly the same
     on every pair, so here the protected numbers are what tell the two
     measures apart (5.9732 before this was fixed, against 5.9729)."""
-    from keras_attention_recipes.translation.data import datasets
+    from keras_attention_recipes.translation.pipeline import datasets
 
     output = str(tmp_path / "run")
     shutil.copytree(trained[0], output)
@@ -459,7 +462,7 @@ def test_average_measures_the_validation_loss_as_training_does(trained, tmp_path
         0,
         lambda line: None,
         batch_tokens=run_config["batch_tokens"],
-        numbers=decoding.number_protection(run_config),
+        numbers=trained_run.number_protection(run_config),
     )
     assert len(list(valid_data)) > 1  # several batches (length buckets): their sizes weigh in
     assert reported == pytest.approx(model.evaluate(valid_data, verbose=0)[0], abs=6e-5)
@@ -543,7 +546,7 @@ def test_cosine_decay_warms_up_to_the_peak_and_ends_at_zero_on_the_last_step():
         ["train", "--warmup", "10", "--decay", "cosine", "--learning-rate", "2e-3", *TINY]
     )
     config = {**settings_module.model_settings(translate.check(args)), "total_steps": 50}
-    schedule = training.learning_rate(config)
+    schedule = model_module.learning_rate(config)
     for step in (0, 5, 10, 20, 30, 49, 50):
         if step <= 10:
             expected = 2e-3 * step / 10
@@ -551,13 +554,13 @@ def test_cosine_decay_warms_up_to_the_peak_and_ends_at_zero_on_the_last_step():
             expected = 2e-3 * 0.5 * (1 + np.cos(np.pi * (step - 10) / 40))
         assert float(schedule(step)) == pytest.approx(expected, abs=1e-9), step
     with pytest.raises(translate.UsageError, match="--decay cosine needs more training steps"):
-        training.learning_rate({**config, "total_steps": 10})
+        model_module.learning_rate({**config, "total_steps": 10})
     # the default stays what runs recorded before the flag used
     config = settings_module.model_settings(
         translate.check(translate.parser().parse_args(["train", "--warmup", "10"]))
     )
     assert config["decay"] == "rsqrt"
-    assert float(training.learning_rate(config)(39)) == pytest.approx(1e-3 * 0.5)
+    assert float(model_module.learning_rate(config)(39)) == pytest.approx(1e-3 * 0.5)
 
 
 def test_results_tables_bleu_by_length_and_plots_it(tmp_path):
@@ -601,7 +604,7 @@ def test_alpha_reaches_the_search_of_translate_and_evaluate(trained, capsys, tmp
             capsys, "translate", "--output", trained[0], "--alpha", alpha, *texts
         )
         assert status == 0, err
-        expected = decoding.translate_texts(
+        expected = trained_run.translate_texts(
             model,
             source,
             target,
@@ -700,7 +703,7 @@ def test_a_convs2s_run_recorded_before_the_tying_flags_resumes(tmp_path):
     `tie_embeddings: null` and no `shared_vocabulary`: it resumes (both
     are read as off), and `--shared-vocabulary` is refused naming the
     difference."""
-    from keras_attention_recipes import runs
+    from keras_attention_recipes import run_folders
 
     def settings(*flags):
         args = translate.parser().parse_args(["train", "--output", str(tmp_path), *flags])
@@ -722,12 +725,14 @@ def test_a_convs2s_run_recorded_before_the_tying_flags_resumes(tmp_path):
             json.dump({"settings": old}, handle)
         defaults = settings_module.recorded_defaults(new)
         if write:
-            runs.claim(output, new, defaults=defaults, upgrade=settings_module.upgrade)
+            run_folders.claim(output, new, defaults=defaults, upgrade=settings_module.upgrade)
             assert json.load(open(os.path.join(output, "run.json")))["settings"] == new
         else:
             shared = settings("--family", "convs2s", "--shared-vocabulary")
             with pytest.raises(ValueError, match="shared_vocabulary: False in the run, True now"):
-                runs.claim(output, shared, defaults=defaults, upgrade=settings_module.upgrade)
+                run_folders.claim(
+                    output, shared, defaults=defaults, upgrade=settings_module.upgrade
+                )
 
 
 # -- the Ding entries' other sentences --------------------------------------------------
@@ -742,7 +747,7 @@ DING_LINES = (
 
 
 def test_ding_alternatives_pair_every_german_sentence_with_every_english_one(tmp_path):
-    from keras_attention_recipes.translation.data import ding_alternative_pairs, ding_pairs
+    from keras_attention_recipes.translation.corpus import ding_alternative_pairs, ding_pairs
 
     path = tmp_path / "de-en"
     path.write_text(DING_LINES, encoding="utf-8")
@@ -766,7 +771,7 @@ def test_ding_alternatives_pair_every_german_sentence_with_every_english_one(tmp
 # trains with --alternatives in `make test`.
 @pytest.mark.large
 def test_alternatives_add_training_pairs_and_leave_the_held_out_splits_alone(tmp_path):
-    from keras_attention_recipes.translation.data import (
+    from keras_attention_recipes.translation.corpus import (
         ding_alternative_pairs,
         read_pairs,
         words_of,
@@ -967,7 +972,7 @@ def test_a_gzip_corpus_is_read_as_its_text_and_other_compressions_are_named(tmp_
     import gzip
     import lzma
 
-    from keras_attention_recipes.translation.data import read_pairs
+    from keras_attention_recipes.translation.corpus import read_pairs
     from keras_attention_recipes.translation.text_io import read_pair_file, read_sentences
 
     text = _pairs_text(300)

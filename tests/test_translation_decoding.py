@@ -15,7 +15,7 @@ from keras_attention_recipes import translate
 from keras_attention_recipes.translation import config as settings_module
 from keras_attention_recipes.translation import data as data_module
 from keras_attention_recipes.translation import scores, trained_run, training
-from keras_attention_recipes.translation.data import DING
+from keras_attention_recipes.translation.settings import DING
 
 from tests.translation_helpers import (
     TINY,
@@ -103,7 +103,7 @@ def test_a_run_recorded_before_the_tokenizer_flag_is_a_wordpiece_run(tmp_path):
     load as WordPiece tokenizers, and the new default is refused with the
     difference."""
     import tensorflow as tf
-    from keras_attention_recipes import runs
+    from keras_attention_recipes import run_folders
 
     from keras_attention.tokenizers import RESERVED, SubwordTokenizer
 
@@ -119,9 +119,9 @@ def test_a_run_recorded_before_the_tokenizer_flag_is_a_wordpiece_run(tmp_path):
     with open(os.path.join(output, "run.json"), "w") as handle:
         json.dump({"settings": recorded}, handle)
     with pytest.raises(ValueError) as refused:
-        runs.claim(output, new, defaults=settings_module.recorded_defaults(new))
+        run_folders.claim(output, new, defaults=settings_module.recorded_defaults(new))
     assert "tokenizer: 'wordpiece' in the run, 'sentencepiece' now" in str(refused.value)
-    runs.claim(output, old, defaults=settings_module.recorded_defaults(old))  # resumes
+    run_folders.claim(output, old, defaults=settings_module.recorded_defaults(old))  # resumes
     assert json.load(open(os.path.join(output, "run.json")))["settings"] == old
     for side in ("source", "target"):
         with open(os.path.join(output, f"{side}.vocab"), "w") as handle:
@@ -171,7 +171,8 @@ def test_export_of_a_rope_multi_query_windowed_transformer(tmp_path):
 
 
 def test_batches_are_bucketed_by_length_and_hold_every_pair_once(trained):
-    from keras_attention_recipes.translation.data import bucket_boundaries, make_dataset, read_pairs
+    from keras_attention_recipes.translation.corpus import read_pairs
+    from keras_attention_recipes.translation.pipeline import bucket_boundaries, make_dataset
 
     output, _ = trained
     source_tokenizer, target_tokenizer = data_module.load_tokenizers(output)
@@ -208,7 +209,7 @@ def test_the_count_of_pairs_reads_lines_as_the_pipeline_does(trained, tmp_path):
     lines `tf.data.TextLineDataset` reads: split on `\\n` only, every `\\r`
     dropped. A file with CRLF endings and carriage returns inside lines
     gives the counts and the pairs of the same file without them."""
-    from keras_attention_recipes.translation.data import make_dataset
+    from keras_attention_recipes.translation.pipeline import make_dataset
 
     output, _ = trained
     tokenizers = data_module.load_tokenizers(output)
@@ -232,7 +233,7 @@ def test_the_count_of_pairs_reads_lines_as_the_pipeline_does(trained, tmp_path):
 
 
 def test_word_dropout_replaces_input_pieces_by_unk_and_never_the_scored_targets(trained):
-    from keras_attention_recipes.translation.data import make_dataset
+    from keras_attention_recipes.translation.pipeline import make_dataset
 
     from keras_attention.tokenizers import UNK
 
@@ -273,7 +274,7 @@ def test_subword_sampling_segments_each_epoch_anew_into_the_same_sentences(train
     the same sentences each epoch, which decode to the same texts (a pair
     whose draw is longer than `max_length` sits the epoch out); the decoder's
     input and the scored targets stay one piece apart."""
-    from keras_attention_recipes.translation.data import make_dataset
+    from keras_attention_recipes.translation.pipeline import make_dataset
 
     output, _ = trained
     tokenizers = data_module.load_tokenizers(output)
@@ -308,7 +309,9 @@ def test_subword_sampling_segments_each_epoch_anew_into_the_same_sentences(train
 
 
 def test_dictionary_entries_are_extra_pairs_and_never_a_held_out_sentence(tmp_path, trained):
-    from keras_attention_recipes.translation.data import make_dataset, prepare, read_pairs, words_of
+    from keras_attention_recipes.translation.corpus import read_pairs, words_of
+    from keras_attention_recipes.translation.pipeline import make_dataset
+    from keras_attention_recipes.translation.splits import prepare
 
     paths = prepare(str(tmp_path / "run"), limit=300, dictionary=True, log=lambda line: None)
     entries = read_pairs(paths["dictionary"])
@@ -367,8 +370,8 @@ def test_a_run_records_its_decoding_settings_and_the_commands_use_them(
     evaluate on the same run used 0.6: a run records its decoding settings
     when it trains, and evaluate, translate and export use them unless a
     flag says otherwise."""
-    from keras_attention_recipes.translation import commands
-    from keras_attention_recipes.translation.config import BEAM_DEFAULTS, decoding_settings
+    from keras_attention_recipes.translation.command_settings import BEAM_DEFAULTS
+    from keras_attention_recipes.translation.trained_run import decoding_settings
 
     recorded = json.load(open(os.path.join(trained[0], "config.json")))["decoding"]
     assert recorded == {  # the shared run trained without decoding flags
@@ -392,12 +395,12 @@ def test_a_run_records_its_decoding_settings_and_the_commands_use_them(
 
     searches = []
 
-    def capture(*args, **kwargs):
-        searches.append(next(a for a in args if hasattr(a, "beam_width")).get_config())
+    def capture(run, *args, **kwargs):
+        searches.append(run.search.get_config())
         raise KeyboardInterrupt  # enough: the search is chosen
 
-    for name in ("translate_texts", "export_translator"):
-        monkeypatch.setattr(commands, name, capture)
+    for name in ("translate", "export"):
+        monkeypatch.setattr(trained_run.TrainedRun, name, capture)
     for argv in (["translate", "Hallo."], ["export", "--export-dir", str(tmp_path / "x")]):
         cli(capsys, *argv, "--output", output)
     cli(capsys, "translate", "--output", output, "--alpha", "0.3", "Hallo.")
@@ -417,16 +420,15 @@ def test_decoding_commands_load_the_model_without_its_training_state(trained, ca
     """translate, evaluate and export only decode: the model loads without
     its loss, metrics and optimizer (faster, and no optimizer warning);
     `average`, which evaluates and saves the model, still loads it compiled."""
-    from keras_attention_recipes.translation import commands
 
     models = []
 
-    def capture(model, *args, **kwargs):
-        models.append(model)
+    def capture(run, *args, **kwargs):
+        models.append(run.model)
         raise KeyboardInterrupt  # enough: the model is loaded
 
-    monkeypatch.setattr(commands, "translate_texts", capture)
-    monkeypatch.setattr(commands, "export_translator", capture)
+    monkeypatch.setattr(trained_run.TrainedRun, "translate", capture)
+    monkeypatch.setattr(trained_run.TrainedRun, "export", capture)
     for argv in (["translate", "Hallo."], ["export", "--export-dir", "unused"]):
         cli(capsys, *argv, "--output", trained[0])
     assert len(models) == 2 and all(not model.compiled for model in models)
@@ -437,18 +439,20 @@ def test_export_says_each_step_on_stderr(trained, tmp_path, capsys, monkeypatch)
     """`export` ran 48 s in silence: it now names each step on stderr
     (stdout keeps only the result)."""
     from keras_attention.serving import Translator
-    from keras_attention.serving.translator import SIGNATURES, write_export_record
+    from keras_attention.serving.exporters import SavedModelExporter
+    from keras_attention.serving.graph import SIGNATURES
+    from keras_attention.serving.records import write_export_record
 
     traced = []
     monkeypatch.setattr(Translator, "function", lambda self, name: traced.append(name))
 
-    def export(self, *args, **kwargs):  # a version holding only the record the line reads
+    def export(self, translator, *args, **kwargs):  # a version holding only its record
         path = tmp_path / "translator" / "1"
         (path / "variables").mkdir(parents=True)
-        write_export_record(str(path), self)
+        write_export_record(str(path), translator)
         return str(path)
 
-    monkeypatch.setattr(Translator, "export", export)
+    monkeypatch.setattr(SavedModelExporter, "export", export)
     status, out, err = cli(capsys, "export", "--output", trained[0], "--export-dir", str(tmp_path))
     assert status == 0, err
     assert traced == list(SIGNATURES)
@@ -463,34 +467,33 @@ def test_export_says_each_step_on_stderr(trained, tmp_path, capsys, monkeypatch)
 
 
 def test_each_decoding_command_reads_the_runs_config_once(trained, tmp_path, capsys, monkeypatch):
-    """The command line settles the decoding settings against the run's
-    config.json, and the model is loaded with what it read: evaluate,
+    """A command's `TrainedRun` settles the decoding settings against the
+    run's config.json, and the model is loaded with what it read: evaluate,
     translate and export read the file once (the decoding options reach
     their search all the same)."""
-    from keras_attention_recipes import runs
-    from keras_attention_recipes.translation import commands
+    from keras_attention_recipes import run_files
 
     reads, searches = [], []
-    read_json = runs.read_json
+    read_json = run_files.read_json
 
     def counted(path, *args, **kwargs):
         if os.path.basename(path) == "config.json":
             reads.append(path)
         return read_json(path, *args, **kwargs)
 
-    def capture(*args, **kwargs):
-        searches.append(next(a for a in args if hasattr(a, "beam_width")).alpha)
+    def capture(run, *args, **kwargs):
+        searches.append(run.search.alpha)
         raise KeyboardInterrupt  # enough: the search is chosen and the model loaded
 
     run = str(tmp_path / "run")  # evaluate writes its scores there
     shutil.copytree(trained[0], run)
-    monkeypatch.setattr(runs, "read_json", counted)
+    monkeypatch.setattr(run_files, "read_json", counted)
     output = ["--output", run, "--alpha", "1.1"]
     status, out, err = cli(capsys, "translate", *output, "Hallo.")
     assert status == 0 and len(reads) == 1, (reads, err)
     status, out, err = cli(capsys, "evaluate", *output, "--limit-test", "2", "--samples", "1")
     assert status == 0 and len(reads) == 2, (reads, err)
-    monkeypatch.setattr(commands, "export_translator", capture)
+    monkeypatch.setattr(trained_run.TrainedRun, "export", capture)
     cli(capsys, "export", *output, "--export-dir", str(tmp_path / "x"))
     assert len(reads) == 3 and searches == [1.1], reads
 
@@ -510,9 +513,9 @@ def test_the_demo_records_its_decoding_on_a_run_trained_before_runs_did(trained,
     demo = translate.check(translate.parser().parse_args(["demo", "--output", output]))
     commands.record_decoding(demo)
     assert json.load(open(path))["decoding"]["alpha"] == 1.2
-    translating = translate.check(
-        translate.parser().parse_args(["translate", "--output", output, "Hallo."])
-    )
+    translating = trained_run.TrainedRun(
+        translate.check(translate.parser().parse_args(["translate", "--output", output, "Hallo."]))
+    ).config
     assert (translating.alpha, translating.beam_width) == (1.2, 4)
     commands.record_decoding(demo.replace(alpha=2.0))  # already recorded: kept
     assert json.load(open(path))["decoding"]["alpha"] == 1.2

@@ -7,7 +7,8 @@ import json
 import os
 
 import pytest
-from keras_attention_recipes.translation.data import DING, read_pairs
+from keras_attention_recipes.translation.corpus import read_pairs
+from keras_attention_recipes.translation.settings import DING
 
 from tests.translation_helpers import TINY, cli, run
 

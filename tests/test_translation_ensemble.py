@@ -12,7 +12,7 @@ import shutil
 import keras
 import numpy as np
 import pytest
-from keras_attention_recipes.translation.data import DING
+from keras_attention_recipes.translation.settings import DING
 
 from tests.translation_helpers import cli, export_via_cli, run
 

@@ -8,13 +8,12 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 
 import numpy as np
 import pytest
 from keras_attention_recipes import translate
-from keras_attention_recipes.translation.data import DING
+from keras_attention_recipes.translation.settings import DING
 
 from tests.translation_helpers import (
     TINY,
@@ -28,6 +27,15 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+@pytest.fixture(scope="module")
+def loaded(exported):
+    """The session's export loaded once, for the tests that only call its
+    signatures."""
+    import tensorflow as tf
+
+    return tf.saved_model.load(exported)
+
+
 # Large: a whole run of each other family trained and exported (the shared
 # run's family, rnn, is exported and checked in `make test`: `exported`,
 # test_export_loads_in_plain_tensorflow_and_matches_in_process below).
@@ -38,7 +46,7 @@ def test_export_of_the_other_families(tmp_path, family):
     check_export(str(tmp_path / "run"), tmp_path)
 
 
-def test_warmup_requests_parse_and_run(exported):
+def test_warmup_requests_parse_and_run(exported, loaded):
     import tensorflow as tf
 
     from keras_attention.serving.export import read_warmup_requests
@@ -52,7 +60,6 @@ def test_warmup_requests_parse_and_run(exported):
         "nbest",
         "constrained",
     ]
-    loaded = tf.saved_model.load(exported)
     for signature, inputs in requests:
         outputs = loaded.signatures[signature](**{k: tf.constant(v) for k, v in inputs.items()})
         assert outputs and all(
@@ -60,23 +67,26 @@ def test_warmup_requests_parse_and_run(exported):
         )
 
 
-def test_saved_model_cli_lists_the_signatures(exported):
-    cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
-    shown = subprocess.run(
-        [cli, "show", "--dir", exported, "--all"], capture_output=True, text=True
-    ).stdout
-    for signature in ("serving_default", "greedy", "attention", "tokens"):
-        assert f"signature_def['{signature}']" in shown
-    assert "inputs['text'] tensor_info:\n        dtype: DT_STRING\n        shape: (-1)" in shown
-    assert (
-        "outputs['translation'] tensor_info:\n        dtype: DT_STRING\n        shape: (-1)"
-        in shown
-    )
-    assert "outputs['score'] tensor_info:\n        dtype: DT_FLOAT" in shown
-    assert (
-        "inputs['token_ids'] tensor_info:\n        dtype: DT_INT32\n        shape: (-1, -1)"
-        in shown
-    )
+def test_the_signature_defs_saved_model_cli_lists(exported):
+    """The signature defs of the MetaGraph that `saved_model_cli show` and TF
+    Serving read, read as the CLI reads them (`saved_model_utils`), in
+    process: test_export.py's test_saved_model_cli_shows_the_decoding_options
+    runs the CLI itself on an export."""
+    from tensorflow.core.framework import types_pb2
+    from tensorflow.python.tools import saved_model_utils
+
+    signatures = saved_model_utils.get_meta_graph_def(exported, "serve").signature_def
+
+    def shown(tensor):  # dtype and shape as the CLI prints them
+        dims = tuple(dim.size for dim in tensor.tensor_shape.dim)
+        return types_pb2.DataType.Name(tensor.dtype), dims
+
+    assert {"serving_default", "greedy", "attention", "tokens"} <= set(signatures)
+    served = signatures["serving_default"]
+    assert shown(served.inputs["text"]) == ("DT_STRING", (-1,))
+    assert shown(served.outputs["translation"]) == ("DT_STRING", (-1,))
+    assert shown(served.outputs["score"])[0] == "DT_FLOAT"
+    assert shown(signatures["tokens"].inputs["token_ids"]) == ("DT_INT32", (-1, -1))
 
 
 def test_rest_bodies_become_the_signature_inputs(exported):
@@ -188,14 +198,13 @@ def test_export_loads_in_plain_tensorflow_and_matches_in_process(trained, export
     check_export(trained[0], tmp_path, exported)  # the session's export of the shared run
 
 
-def test_the_exports_signatures_read_unicode_blank_texts_as_blank(exported):
+def test_the_exports_signatures_read_unicode_blank_texts_as_blank(loaded):
     """Through the recipe's export (SentencePiece): a text of Unicode spaces
     or format characters only translates to "" with score 0."""
     import tensorflow as tf
 
     blanks = ["\u00a0\u2003", "\u202e\u200f\u200b", "\u3000", "\u2028", "\ufeff", "\u2581\u200b"]
     texts = tf.constant(["Ich habe keine Zeit.", *blanks])
-    loaded = tf.saved_model.load(exported)
     for name in ("serving_default", "greedy"):
         served = loaded.signatures[name](text=texts)
         assert [t.decode() for t in served["translation"].numpy()[1:]] == [""] * 6, name
@@ -312,15 +321,10 @@ def test_export_quantize_int8_reports_both_sizes_and_translates_as_in_process(tr
 def beam_2_translator(run_folder):
     """The run's Translator in process with the search `export --beam-width 2`
     settles on."""
-    from keras_attention_recipes.translation.decoding import search_from_config, translator_for
-    from keras_attention_recipes.translation.trained_run import load_run
+    from keras_attention_recipes.translation.trained_run import TrainedRun
 
-    model, config, source_tokenizer, target_tokenizer = load_run(run_folder, compile=False)
-    search = search_from_config(
-        translate.check(translate.parser().parse_args(["export", "--output", run_folder,
-                                                       "--beam-width", "2"]))
-    )  # fmt: skip
-    return translator_for(model, source_tokenizer, target_tokenizer, config["max_length"], search)
+    argv = ["export", "--output", run_folder, "--beam-width", "2"]
+    return TrainedRun(translate.check(translate.parser().parse_args(argv))).translator()
 
 
 # Large: the shared run exported a second time, with 36 programs traced;
@@ -357,7 +361,7 @@ def test_export_xla_records_the_buckets_and_translates_as_in_process(trained, tm
     assert [t.decode() for t in served["translation"].numpy()] == in_process.translate(texts)
 
 
-def test_the_demo_s_everyday_scores_are_sacrebleu_s_on_the_export_s_translations(trained, exported):
+def test_the_demo_s_everyday_scores_are_sacrebleu_s_on_the_export_s_translations(trained, loaded):
     """`commands.everyday_scores` (the demo's last lines): the hand-written
     everyday set through the export, scored as sacrebleu scores the
     translations that `translate` prints with the export's beam of 2."""
@@ -366,9 +370,7 @@ def test_the_demo_s_everyday_scores_are_sacrebleu_s_on_the_export_s_translations
     from keras_attention_recipes.translation.text_io import read_pair_file
 
     lines = []
-    import tensorflow as tf
-
-    serve = tf.saved_model.load(exported).signatures["serving_default"]
+    serve = loaded.signatures["serving_default"]
     scores = commands.everyday_scores(serve, lines.append)
     pairs = read_pair_file(commands.EVERYDAY, "--test", print)
     assert len(pairs) >= 60
@@ -389,14 +391,14 @@ def test_the_demo_s_everyday_scores_are_sacrebleu_s_on_the_export_s_translations
 def test_export_checks_model_name_before_loading_the_model(trained, tmp_path, capsys, monkeypatch):
     """`export --model-name ../x` was refused only after all seven signatures
     were traced and written (about 20 s)."""
-    from keras_attention_recipes.translation import commands
+    from keras_attention_recipes.translation import trained_run
 
     from tests.translation_helpers import cli
 
-    def no_model(config):
+    def no_model(*args, **kwargs):
         raise AssertionError("the model was loaded before --model-name was checked")
 
-    monkeypatch.setattr(commands, "load_decoder", no_model)
+    monkeypatch.setattr(trained_run, "load_run", no_model)
     for name in ("../x", "/abs", "a b", ".hidden"):
         status, _, err = cli(
             capsys, "export", "--output", trained[0], "--export-dir", str(tmp_path / "e"),

@@ -9,9 +9,10 @@ import os
 import keras
 import numpy as np
 import pytest
-from keras_attention_recipes.translation.config import UsageError
-from keras_attention_recipes.translation.data import DING
-from keras_attention_recipes.translation.members import Prefixed, member_folders, shares
+from keras_attention_recipes.runs import UsageError
+from keras_attention_recipes.translation.cluster import shares
+from keras_attention_recipes.translation.members import Prefixed, member_folders
+from keras_attention_recipes.translation.settings import DING
 
 from tests.translation_helpers import TINY, run
 

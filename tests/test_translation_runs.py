@@ -15,15 +15,11 @@ import sys
 import threading
 
 import pytest
-from keras_attention_recipes import run_folders, runs
-from keras_attention_recipes.translation import training
-from keras_attention_recipes.translation.data import (
-    DING,
-    CorpusError,
-    prepare,
-    read_pairs,
-    tsv_pairs,
-)
+from keras_attention_recipes import run_files, run_folders, runs
+from keras_attention_recipes.translation import callbacks, training
+from keras_attention_recipes.translation.corpus import CorpusError, read_pairs, tsv_pairs
+from keras_attention_recipes.translation.settings import DING
+from keras_attention_recipes.translation.splits import prepare
 from keras_attention_recipes.translation.text_io import line_writer, read_pair_file, read_sentences
 
 from tests.translation_helpers import ROOT, TINY, cli, run
@@ -46,7 +42,7 @@ def test_an_atomic_write_leaves_files_of_the_temporary_s_old_name_alone(tmp_path
         path.write_text("mine")
     with line_writer(str(tmp_path / "notes.txt")) as write:
         write(["a", "b"])
-    runs.write_json_atomically(str(tmp_path / "notes.json"), {"a": 1})
+    run_files.write_json_atomically(str(tmp_path / "notes.json"), {"a": 1})
     write_atomically(str(tmp_path / "v.spm"), b"pieces")
     assert (tmp_path / "notes.txt").read_text() == "a\nb\n"
     assert json.loads((tmp_path / "notes.json").read_text()) == {"a": 1}
@@ -83,7 +79,7 @@ def test_two_writers_of_one_file_both_succeed_and_the_last_wins(tmp_path):
             both_writing.wait(timeout=10)
 
         try:
-            runs.write_atomically(target, write)
+            run_files.write_atomically(target, write)
             finished.append(text)
         except Exception as error:  # noqa: BLE001  (the test reports it)
             errors.append(error)
@@ -100,11 +96,11 @@ def test_two_writers_of_one_file_both_succeed_and_the_last_wins(tmp_path):
 
 
 def test_overwrite_deletes_temporaries_a_killed_write_left_and_nothing_of_the_user_s(tmp_path):
-    left = os.path.basename(runs.temporary_path(str(tmp_path / "model.keras")))
+    left = os.path.basename(run_files.temporary_path(str(tmp_path / "model.keras")))
     assert left.startswith(".model.") and left.endswith(".tmp.keras")
     for name in ("run.json", ".mine.tmp", "mine.tmp.txt"):
         (tmp_path / name).write_text("{}")
-    runs.delete_run(str(tmp_path))
+    run_folders.delete_run(str(tmp_path))
     assert sorted(os.listdir(tmp_path)) == [".mine.tmp", "mine.tmp.txt"]
 
 
@@ -141,8 +137,8 @@ def test_output_file_refuses_a_read_only_file_in_one_line(tmp_path, capsys):
 # -- 3. the run folder's lock ------------------------------------------------------------
 HOLD = """
 import sys, time
-from keras_attention_recipes import runs
-with runs.locked(sys.argv[1], "train"):
+from keras_attention_recipes import run_files, run_folders, runs
+with run_folders.locked(sys.argv[1], "train"):
     print("locked", flush=True)
     time.sleep(float(sys.argv[2]))
 """
@@ -161,29 +157,29 @@ def test_a_second_train_into_one_folder_is_refused_naming_the_holder(tmp_path, c
         assert status == 2 and err.count("\n") == 1, err
         assert err.startswith(f"error: --output {output} is in use by process {holder.pid} on ")
         assert "(train, since " in err and "choose another --output" in err
-        assert os.listdir(output) == [runs.LOCK_FILE]  # the second wrote nothing
+        assert os.listdir(output) == [run_folders.LOCK_FILE]  # the second wrote nothing
     finally:
         holder.kill()
         holder.wait()
     # A killed holder's lock is taken over.
-    with runs.locked(output, "train"):
-        with open(os.path.join(output, runs.LOCK_FILE)) as handle:
+    with run_folders.locked(output, "train"):
+        with open(os.path.join(output, run_folders.LOCK_FILE)) as handle:
             assert handle.read().startswith(f"process {os.getpid()} on ")
-        with pytest.raises(runs.RunInUse, match=f"in use by process {os.getpid()} on "):
-            with runs.locked(output, "train"):
+        with pytest.raises(run_folders.RunInUse, match=f"in use by process {os.getpid()} on "):
+            with run_folders.locked(output, "train"):
                 pass
 
 
 def test_the_lock_file_is_removed_by_its_holder_alone(tmp_path, trained):
     """`.run.lock` stayed in the run folder after a successful `train`."""
-    assert not os.path.exists(os.path.join(trained[0], runs.LOCK_FILE))  # the shared run's
+    assert not os.path.exists(os.path.join(trained[0], run_folders.LOCK_FILE))  # the shared run's
     output = str(tmp_path / "run")
-    with runs.locked(output, "train"):
-        with pytest.raises(runs.RunInUse):
-            with runs.locked(output, "train"):
+    with run_folders.locked(output, "train"):
+        with pytest.raises(run_folders.RunInUse):
+            with run_folders.locked(output, "train"):
                 pass
         # The refused process removed nothing: the holder's file is there.
-        with open(os.path.join(output, runs.LOCK_FILE)) as handle:
+        with open(os.path.join(output, run_folders.LOCK_FILE)) as handle:
             assert handle.read().startswith(f"process {os.getpid()} on ")
     assert os.listdir(output) == []
 
@@ -194,7 +190,7 @@ def test_a_lock_taken_on_a_file_its_holder_removed_is_taken_again(tmp_path, monk
     now at the path instead, or two processes would hold one folder."""
     output = str(tmp_path / "run")
     os.makedirs(output)
-    path = os.path.join(output, runs.LOCK_FILE)
+    path = os.path.join(output, run_folders.LOCK_FILE)
     flock, calls = run_folders.fcntl.flock, []
 
     def holder_removes_it_first(descriptor, operation):
@@ -205,11 +201,11 @@ def test_a_lock_taken_on_a_file_its_holder_removed_is_taken_again(tmp_path, monk
         return flock(descriptor, operation)
 
     monkeypatch.setattr(run_folders.fcntl, "flock", holder_removes_it_first)
-    with runs.locked(output, "train"):
+    with run_folders.locked(output, "train"):
         monkeypatch.setattr(run_folders.fcntl, "flock", flock)
         assert len(calls) == 2  # locked the removed file, then the one at the path
-        with pytest.raises(runs.RunInUse):
-            with runs.locked(output, "train"):
+        with pytest.raises(run_folders.RunInUse):
+            with run_folders.locked(output, "train"):
                 pass
     assert os.listdir(output) == []
 
@@ -301,7 +297,7 @@ def test_damaged_records_of_a_run_in_training_are_named(tmp_path):
     record = tmp_path / "best.weights.h5.json"
     record.write_text('{"val_loss": "low", "epoch": 1}')
     with pytest.raises(ValueError, match="'val_loss' must be a number; holds \"low\""):
-        training.best_weights(str(tmp_path / "best.weights.h5"))
+        callbacks.best_weights(str(tmp_path / "best.weights.h5"))
     (tmp_path / "latest.weights.h5").write_bytes(b"")  # the record beside its weights
     (tmp_path / "training_metadata.json").write_text("[]")
     with pytest.raises(ValueError, match=r"\(the backup's epoch\) holds \[\] where a JSON object"):
@@ -382,7 +378,7 @@ def test_a_byte_order_mark_is_stripped_wherever_files_are_read(tmp_path):
     assert read_sentences(str(sentences)) == ["Hallo.", "Welt."]
     record = tmp_path / "record.json"
     record.write_bytes('\ufeff{"epoch": 2}'.encode())
-    assert runs.read_json(str(record), "a record") == {"epoch": 2}
+    assert run_files.read_json(str(record), "a record") == {"epoch": 2}
     from keras_attention_recipes.tuning import load_hyperparameters
 
     assert load_hyperparameters(str(record)) == {"epoch": 2}
@@ -506,10 +502,10 @@ def test_a_run_is_not_written_inside_another_run_or_over_a_folder_of_runs(tmp_pa
         assert status == 2 and err.startswith(f"error: {message}") and err.count("\n") == 1, err
     assert sorted(os.listdir(run)) == ["data", "members", "run.json"]
     assert sorted(os.listdir(run / "data")) == []
-    assert runs.is_member_folder(str(run / "members" / "2"))
+    assert run_folders.is_member_folder(str(run / "members" / "2"))
     runs.check_output_folder("output", str(run / "members" / "2"))  # a member: accepted
-    assert runs.enclosing_run(str(run / "checkpoints" / "a")) == str(run)
-    assert runs.enclosing_run(str(run)) is None
+    assert run_folders.enclosing_run(str(run / "checkpoints" / "a")) == str(run)
+    assert run_folders.enclosing_run(str(run)) is None
 
 
 @pytest.mark.parametrize("link", [False, True])
@@ -567,7 +563,7 @@ def test_overwrite_removes_a_link_among_a_runs_entries_never_what_it_points_to(t
     (mine / "corpus.tsv").write_text("Hallo.\tHello.\n")
     (run / "run.json").write_text('{"settings": {}}')
     (run / "data").symlink_to(mine)
-    runs.delete_run(str(run))
+    run_folders.delete_run(str(run))
     assert os.listdir(run) == [] and os.listdir(mine) == ["corpus.tsv"]
 
 
@@ -627,8 +623,9 @@ def test_every_numeric_setting_refuses_a_huge_value_before_anything_is_written(t
     """`--update-freq 99999999999999999999999` passed the checks, wrote the
     split, vocabularies and shards, then ended in an OverflowError; the
     corrected command was refused since the bad value was recorded."""
-    from keras_attention_recipes.translation.config import TranslationConfig, UsageError
-    from keras_attention_recipes.translation.settings import FIELDS
+    from keras_attention_recipes.runs import UsageError
+    from keras_attention_recipes.translation.command_settings import FIELDS
+    from keras_attention_recipes.translation.config import TranslationConfig
 
     numeric = [key for key, field in FIELDS.items() if field.type in (int, float)]
     assert {"update_freq", "epochs", "seed", "batch_size", "limit", "members"} <= set(numeric)
@@ -699,7 +696,7 @@ def test_a_corpus_edited_since_the_split_is_refused_not_silently_ignored(tmp_pat
     meta_path = os.path.join(output, "data", "meta.json")
     meta = json.load(open(meta_path))
     del meta["corpus_file"]
-    runs.write_json_atomically(meta_path, meta)
+    run_files.write_json_atomically(meta_path, meta)
     prepare(output, source, log=lambda _: None)
 
 

@@ -17,8 +17,11 @@ import warnings
 import numpy as np
 import pytest
 from keras_attention_recipes import runs, translate
-from keras_attention_recipes.translation import decoding, trained_run, training
-from keras_attention_recipes.translation.data import DING, SPLITS, split_of, tsv_pairs
+from keras_attention_recipes.translation import model as model_module
+from keras_attention_recipes.translation import trained_run, training
+from keras_attention_recipes.translation.corpus import tsv_pairs
+from keras_attention_recipes.translation.settings import DING
+from keras_attention_recipes.translation.splits import SPLITS, split_of
 
 from keras_attention.seq2seq import BeamSearch
 from tests.harness import BFLOAT16_CRASH, ONEDNN_CAPPED_BELOW_AVX512
@@ -42,7 +45,7 @@ pytestmark = pytest.mark.skipif(
 
 
 def test_ding_corpus_has_the_expected_size():
-    from keras_attention_recipes.translation.data import ding_pairs
+    from keras_attention_recipes.translation.corpus import ding_pairs
 
     pairs = list(ding_pairs())
     assert 17_000 <= len(pairs) <= 20_000
@@ -85,18 +88,14 @@ def test_evaluate_reports_bleu_samples_and_heatmaps(trained):
     assert os.path.getsize(os.path.join(output, "attention", "sample0.png")) > 1000
 
 
-def test_translate_prints_a_translation(trained):
-    output, _ = trained
-    log = run("translate", "--output", output, "Ich habe keine Zeit.", "")
-    assert log.startswith("Ich habe keine Zeit.\n  -> ")
-
-
 def test_translating_empty_text_gives_empty_text_as_the_export_does(trained):
-    """The export answers "" for empty or all-space text (`check_export`);
-    the CLI printed whatever the model generated from `[START] [END]`."""
+    """`translate` prints each text and its translation; the export answers
+    "" for empty or all-space text (`check_export`); the CLI printed
+    whatever the model generated from `[START] [END]`."""
     output, _ = trained
     sentence = "Ich habe keine Zeit."
     log = run("translate", "--output", output, sentence, "", " \t ", sentence)
+    assert log.startswith(f"{sentence}\n  -> ")
     lines = log.split("\n")
     assert lines[3] == "  -> " and lines[5] == "  -> ", lines
     # the sentence is translated as it is alone, before and after the blanks
@@ -113,11 +112,11 @@ def test_translating_in_chunks_traces_the_search_once_and_agrees(trained):
     texts = ["Ich habe keine Zeit.", "Wo ist der Bahnhof?", "Ja.", "", "Das ist gut."]
     common = (model, source_tokenizer, target_tokenizer, texts, config["max_length"])
     search = BeamSearch(beam_width=2)
-    whole = decoding.translate_texts(*common, search)
-    again = decoding.translate_texts(*common, BeamSearch(beam_width=2))  # an equal search
-    in_pairs = decoding.translate_texts(*common, search, batch_size=2)
+    whole = trained_run.translate_texts(*common, search)
+    again = trained_run.translate_texts(*common, BeamSearch(beam_width=2))  # an equal search
+    in_pairs = trained_run.translate_texts(*common, search, batch_size=2)
     assert in_pairs == whole == again and whole[3] == ""
-    translator = decoding.translator_for(*common[:3], config["max_length"], search)
+    translator = trained_run.translator_for(*common[:3], config["max_length"], search)
     assert translator.function("serving_default").experimental_get_tracing_count() == 1
 
 
@@ -294,7 +293,7 @@ def test_tuning_runs_resumes_and_writes_best_hyperparameters(tmp_path, monkeypat
     }
     assert spec["family"] == best["family"] and spec["hidden_dim"] == 32
     classes = {"rnn": "RecurrentSeq2Seq", "transformer": "TransformerSeq2Seq"}
-    assert type(training.build_model(spec, 100, 120)).__name__ == classes[best["family"]]
+    assert type(model_module.build_model(spec, 100, 120)).__name__ == classes[best["family"]]
 
 
 def test_tune_has_its_own_folder_and_refuses_a_training_run(trained, tmp_path, capsys):
@@ -460,7 +459,7 @@ def test_a_damaged_best_epoch_keeps_the_last_epoch_s_weights_and_says_so(tmp_pat
     training, after the model's weights were partly overwritten: the last
     epoch's weights are kept whole, and the log says why."""
     import keras
-    from keras_attention_recipes.translation.training import best_weights
+    from keras_attention_recipes.translation.callbacks import best_weights
 
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
     path = str(tmp_path / "best.weights.h5")

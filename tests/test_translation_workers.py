@@ -14,8 +14,8 @@ import time
 
 import numpy as np
 import pytest
-from keras_attention_recipes.translation.config import UsageError
-from keras_attention_recipes.translation.data import DING
+from keras_attention_recipes.runs import UsageError
+from keras_attention_recipes.translation.settings import DING
 from keras_attention_recipes.translation.workers import (
     LOG_NAME,
     _failure,
@@ -116,19 +116,21 @@ def test_the_workers_wait_is_a_finite_number_of_seconds(value):
 
 
 def test_waiting_for_the_chief_ends_naming_what_is_missing(tmp_path):
-    from keras_attention_recipes import runs
+    from keras_attention_recipes import run_folders
 
     data = tmp_path / "data" / "train.tsv"
     with pytest.raises(ValueError, match=r"waited 0.05s .*\(still missing: run.json, data/"):
-        runs.wait_for_run(str(tmp_path), {"family": "rnn"}, [str(data)], 0.05, poll=0.01)
-    (tmp_path / runs.RUN_FILE).write_text(json.dumps({"settings": {"family": "rnn"}}))
+        run_folders.wait_for_run(str(tmp_path), {"family": "rnn"}, [str(data)], 0.05, poll=0.01)
+    (tmp_path / run_folders.RUN_FILE).write_text(json.dumps({"settings": {"family": "rnn"}}))
     with pytest.raises(ValueError, match=r"still missing: data/train.tsv\): start the chief"):
-        runs.wait_for_run(str(tmp_path), {"family": "rnn"}, [str(data)], 0.05, poll=0.01)
+        run_folders.wait_for_run(str(tmp_path), {"family": "rnn"}, [str(data)], 0.05, poll=0.01)
     ended = []
 
     def wait(timeout):  # in a thread: a wait that never ends must not hang the tests
         try:
-            runs.wait_for_run(str(tmp_path), {"family": "rnn"}, [str(data)], timeout, poll=0.01)
+            run_folders.wait_for_run(
+                str(tmp_path), {"family": "rnn"}, [str(data)], timeout, poll=0.01
+            )
         except ValueError as error:
             ended.append(str(error))
 
@@ -159,9 +161,21 @@ def _refused_at_once(output, tf_config, seconds=60):
     return result.returncode, [line for line in result.stderr.splitlines() if line.strip()]
 
 
+# Each case is a fresh process (about 10 s): `make test` runs one of them.
 @pytest.mark.parametrize(
     "tf_config, problem",
-    [('{"cluster": {}}', 'has an empty "cluster"'), ("garbage", "is not JSON")],
+    [
+        pytest.param(
+            '{"cluster": {}}',
+            'has an empty "cluster"',
+            marks=pytest.mark.large(
+                reason="the 'garbage' case checks the same refusal in a fresh process; "
+                "test_a_tf_config_that_makes_no_cluster_is_refused_in_one_line checks "
+                "this message"
+            ),
+        ),
+        ("garbage", "is not JSON"),
+    ],
 )
 def test_the_command_refuses_a_tf_config_that_makes_no_cluster_at_once(
     tmp_path, tf_config, problem

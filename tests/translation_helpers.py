@@ -179,18 +179,18 @@ class Killed(BaseException):
 def killed_during_final_save(monkeypatch, output, *flags):
     """Train, and stop the process as `kill -9` would after `model.keras`
     is written (to its temporary name) and before anything else."""
-    from keras_attention_recipes import runs
+    from keras_attention_recipes import run_files
 
-    write_atomically = runs.write_atomically
+    write_atomically = run_files.write_atomically
 
     def write_then_die(path, write):
         if path.endswith("model.keras"):
-            write(runs.temporary_path(path))
+            write(run_files.temporary_path(path))
             raise Killed
         write_atomically(path, write)
 
     with monkeypatch.context() as patch:
-        patch.setattr(runs, "write_atomically", write_then_die)
+        patch.setattr(run_files, "write_atomically", write_then_die)
         with pytest.raises(Killed):
             run("train", "--output", output, *flags)
 

@@ -1,19 +1,21 @@
 """The translation recipe's parts below its command line (`recipes/translate.py`),
 each importing only those listed before it.
 
-- `defaults`, `declare`, `settings`, `config`: the tables, every setting
-  declared once (its flag, help, commands and check), `TranslationConfig`
-  and the checks that span settings;
+- `settings`, `command_settings`, `config`: the settings in groups, each
+  declared once with its tables (its flag, help, commands, bounds and
+  choices), `TranslationConfig` with the one checker and the checks that
+  span settings;
 - `cluster`: the `TF_CONFIG` cluster, read and checked in one place;
 - `corpus`, `splits`, `pipeline`, `data`: corpora, the split, the `tf.data`
   pipelines, vocabularies and number protection;
-- `text_io`: sentences in and out of files and pipes;
-- `decoding`: every search, translation and the export;
-- `trained_run`: reading a trained run back (its model, alone or as an
-  ensemble, and the checks that runs decode as one);
-- `averaging`, `scores`, `budget`, `distillation`: checkpoint averaging,
-  BLEU and chrF, the time budget, sequence-level distillation;
-- `model`, `training`, `hyperparameter_search`, `members`: building and
-  training a run's model, tuning, several members at once;
+- `text_io`, `scores`: sentences in and out of files and pipes; BLEU and chrF;
+- `trained_run`: `TrainedRun`, a trained run (alone or as an ensemble)
+  opened once, its decoding settings settled in one place, and what it
+  does: translate, evaluate, export;
+- `averaging`, `budget`, `steps`, `distillation`: checkpoint averaging, the
+  time budget, training in steps, sequence-level distillation;
+- `model`, `callbacks`, `training`, `hyperparameter_search`, `members`,
+  `workers`: building a run's model, its callbacks, training it, tuning,
+  several members or workers at once;
 - `commands`: evaluate, translate, average, tune, export, convert, demo.
 """

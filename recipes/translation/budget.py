@@ -42,7 +42,7 @@ import keras
 
 from keras_attention.seq2seq import PerUpdateSchedule, PlannedCosineDecay
 
-from .. import runs
+from .. import run_files
 
 RECORD = "budget.json"
 
@@ -156,7 +156,7 @@ class TimeBudget(keras.callbacks.Callback):
             self._write({"epoch": epoch, "steps": steps, "seconds": round(seconds, 3)})
 
     def _write(self, partial=None):
-        runs.write_json_atomically(
+        run_files.write_json_atomically(
             os.path.join(self.work, RECORD),
             {
                 "epoch_seconds": self.epoch_seconds,

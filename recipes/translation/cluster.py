@@ -177,3 +177,37 @@ def bounded_wait(what, seconds):
     finally:
         watchdog.kill()
         watchdog.wait()
+
+
+def shares(devices, members, wrap=False):
+    """`devices` split into `members` contiguous shares, as even as they go
+    (the first shares get one more): [[0], [1]] for two cores and two
+    members. With fewer devices than members, None for each (no share:
+    every member gets everything), or with `wrap` one device each in turn:
+    [[0], [1], [0], [1]] for two cores and four members."""
+    devices = list(devices)
+    if len(devices) < members:
+        if wrap and devices:
+            return [[devices[k % len(devices)]] for k in range(members)]
+        return [None] * members
+    size, extra = divmod(len(devices), members)
+    result, start = [], 0
+    for k in range(members):
+        end = start + size + (k < extra)
+        result.append(devices[start:end])
+        start = end
+    return result
+
+
+def placements(members):
+    """`(cores, gpus)`: the CPU cores (None: all of them) and the GPUs (None:
+    none) of each of `members` local processes (`train --members`,
+    `--workers`), shared out among them (`shares`)."""
+    import tensorflow as tf
+
+    cores = [None] * members
+    if hasattr(os, "sched_getaffinity"):
+        cores = shares(sorted(os.sched_getaffinity(0)), members, wrap=True)
+    gpu_count = len(tf.config.list_physical_devices("GPU"))
+    gpus = shares(range(gpu_count), members) if gpu_count else [None] * members
+    return cores, gpus

@@ -1,8 +1,8 @@
 """The recipe's commands other than `train` (`training.py`) and `tune`
 (`hyperparameter_search.py`): evaluate, translate, average, export,
 convert and the demo, and the table of them all. Each takes a validated
-`TranslationConfig` and a `log`; searches and the export go through
-`decoding.py`.
+`TranslationConfig` and a `log`, and the commands that decode a run are
+thin calls on its `TrainedRun` (`trained_run.py`).
 """
 
 import importlib.util
@@ -13,31 +13,16 @@ import numpy as np
 
 from keras_attention.seq2seq.plotting import plot_attention
 
-from .. import runs
+from .. import run_files, run_folders, runs
+from ..runs import UsageError, flag
 from .averaging import average_run
-from .config import (
-    UsageError,
-    decoding_settings,
-    flag,
-    recorded_defaults,
-    run_decoding,
-    upgrade,
-)
-from .data import read_pairs
-from .decoding import (
-    attention_maps,
-    export_translator,
-    line_translator,
-    nbest_lines,
-    number_protection,
-    settled_search,
-    translate_texts,
-)
+from .config import recorded_defaults, upgrade
+from .corpus import read_pairs
 from .hyperparameter_search import tune
 from .members import train_members
-from .scores import bleu_by_length, corpus_scores, number_consistency, test_set_name, write_scores
+from .scores import corpus_scores, test_set_name, write_scores
 from .text_io import read_pair_file, reads_lines, translate_file
-from .trained_run import REMEDY, finished, load_decoder, load_run
+from .trained_run import REMEDY, TrainedRun, decoding_settings, finished, load_run
 from .training import train, train_settings
 from .workers import train_workers
 
@@ -55,10 +40,12 @@ def evaluate(config, log=print):
     `attention/`, a `--test` file's beside them, in
     `scores.<name>.json` and `attention/<name>/` (`test_set_name`), so
     that the run's own results are never replaced by another set's."""
+    run = TrainedRun(config)  # its record and settled settings; the model loads later
+    config = run.config
     test_file = config.test  # the user's test file, read before the model
     pairs = read_pair_file(test_file, "--test", log) if test_file else None
-    model, run_config, source_tokenizer, target_tokenizer = load_decoder(config)
-    config, search = settled_search(config, run_config)
+    if "ensemble" in run.record:  # the run's files are checked here, before its split is read
+        log(f"ensemble: {config.output} and {', '.join(run.record['ensemble'])}")
     own_split = os.path.join(config.output, "data", "test.tsv")
     test_set = None  # the run's own test split
     if test_file and os.path.realpath(test_file) != os.path.realpath(own_split):
@@ -68,17 +55,9 @@ def evaluate(config, log=print):
         pairs = read_pairs(test_file)
     if config.limit_test:
         pairs = pairs[: config.limit_test]
-    sources, references = [p[0] for p in pairs], [p[1] for p in pairs]
-    if "ensemble" in run_config:
-        log(f"ensemble: {config.output} and {', '.join(run_config['ensemble'])}")
     log(f"translating the {len(pairs)} test sentences (beam search, width {config.beam_width}) ...")
     started = time.perf_counter()
-    common = (model, source_tokenizer, target_tokenizer)
-    numbers = number_protection(run_config)
-    hypotheses = translate_texts(
-        *common, sources, run_config["max_length"], search, numbers=numbers
-    )
-    scores = {**corpus_scores(hypotheses, references), **number_consistency(sources, hypotheses)}
+    scores, hypotheses = run.evaluate(pairs)
     log(
         f"test set: {test_file}, {len(pairs)} sentences, beam {config.beam_width}, "
         f"{time.perf_counter() - started:.0f}s"
@@ -90,25 +69,18 @@ def evaluate(config, log=print):
             f"groups are in the translations ({scores['number_consistency']:.1f}%)"
         )
     log(f"signatures: BLEU {scores['bleu_signature']}, chrF {scores['chrf_signature']}")
-    samples = list(zip(sources, references, hypotheses))[: config.samples]
-    for source, reference, hypothesis in samples:
+    sources = [pair[0] for pair in pairs]
+    for source, (_, reference), hypothesis in list(zip(sources, pairs, hypotheses))[
+        : config.samples
+    ]:
         log(f"\n  source:     {source}\n  reference:  {reference}\n  model:      {hypothesis}")
-    if run_config["family"] == "rnn" and run_config["attention"] == "none":
+    if not run.has_attention:
         log("\n(no heatmaps: the bottleneck baseline has no attention)")
     else:
         folder = os.path.join(config.output, "attention", *([test_set] if test_set else []))
-        texts = sources[: config.samples]
-        plot_heatmaps(common, texts, run_config["max_length"], search, numbers, folder)
+        plot_heatmaps(run, sources[: config.samples], folder)
         log(f"\nattention heatmaps: {folder}/sample*.png")
-    scores = {
-        **scores,
-        "sentences": len(pairs),
-        "beam_width": config.beam_width,
-        "alpha": config.alpha,
-        "bleu_by_source_length": bleu_by_length(sources, hypotheses, references),
-        "test": os.path.abspath(test_file),
-        **({"ensemble": run_config["ensemble"]} if "ensemble" in run_config else {}),
-    }
+    scores = {**scores, "test": os.path.abspath(test_file)}
     log(
         "BLEU by source length (words): "
         + ", ".join(
@@ -121,12 +93,11 @@ def evaluate(config, log=print):
     return scores
 
 
-def plot_heatmaps(common, sources, max_length, search, numbers, folder):
-    """`folder/sample<i>.png`: the attention of `common` (model, source and
-    target tokenizers) translating each of `sources` (`attention_maps`)."""
+def plot_heatmaps(run, sources, folder):
+    """`folder/sample<i>.png`: the attention of the `TrainedRun` `run`
+    translating each of `sources` (`TrainedRun.attention`)."""
     os.makedirs(folder, exist_ok=True)
-    maps = attention_maps(*common, sources, max_length, search, numbers)
-    for index, alignment in enumerate(maps):
+    for index, alignment in enumerate(run.attention(sources)):
         plot_attention(
             alignment["weights"],
             alignment["source_tokens"],
@@ -139,46 +110,32 @@ def plot_heatmaps(common, sources, max_length, search, numbers, folder):
 def translate_command(config, log=print):
     """Translate `config.text` (or lines: `--input`, standard input) with
     the run's model; `config.nbest` prints N scored lines per sentence."""
-
-    def translator():
-        model, run_config, source_tokenizer, target_tokenizer = load_decoder(config)
-        return line_translator(
-            model,
-            source_tokenizer,
-            target_tokenizer,
-            run_config["max_length"],
-            settled_search(config, run_config)[1],
-            config.nbest,
-            number_protection(run_config),
-        )
-
+    run = TrainedRun(config)
+    config = run.config
     if reads_lines(config):  # a line out for each line in: files, pipes, --output-file
-        return translate_file(config, translator)
+        return translate_file(config, lambda: run.lines(config.nbest))
     if not config.text:
         raise UsageError(
             "give the text to translate, e.g. "
             'translate --output runs/translate "Ich habe keine Zeit."'
         )
-    model, run_config, source_tokenizer, target_tokenizer = load_decoder(config)
-    config, search = settled_search(config, run_config)
-    common = (model, source_tokenizer, target_tokenizer, config.text, run_config["max_length"])
-    numbers = number_protection(run_config)
     if config.nbest:
-        for line in nbest_lines(*common, search, config.nbest, numbers=numbers):
+        for line in run.nbest(config.text, config.nbest):
             log(line)
         return
-    translations = translate_texts(*common, search, numbers=numbers)
-    for text, translation in zip(config.text, translations):
+    for text, translation in zip(config.text, run.translate(config.text)):
         log(f"{text}\n  -> {translation}")
 
 
 def average_command(config, log=print):
     """Replace the run's model by the mean of checkpoints (`averaging.py`)."""
-    return average_run(config, load_run(config.output, config), log)
+    return average_run(config, load_run(config.output), log)
 
 
 def export_command(config, log=print):
-    """Write the trained model as the next version of a TF Serving model."""
+    """Write the trained model as the next version of a TF Serving model,
+    or with `--format ctranslate2` as the CTranslate2 model folder
+    `<export-dir>/<model-name>` (`write_ctranslate2`)."""
     from keras_attention.serving.versions import check_model_name
 
     try:  # before the model is loaded and its signatures traced
@@ -187,43 +144,22 @@ def export_command(config, log=print):
         raise UsageError(f"--model-name: {error}") from None
     if os.path.exists(config.export_dir) and not os.path.isdir(config.export_dir):
         raise UsageError(f"--export-dir {config.export_dir} is a file; expected a folder")
+    if config.format == "ctranslate2":
+        directory = os.path.join(config.export_dir, config.model_name)
+        return write_ctranslate2(config, directory, "export_dir", log)
     runs.check_export_folder("export_dir", config.export_dir, config.model_name)
-    model, run_config, source_tokenizer, target_tokenizer = load_decoder(config)
-    config, search = settled_search(config, run_config, num_hypotheses=config.num_hypotheses)
+    run = TrainedRun(config)
     if config.quantize is not None:
-        from keras_attention.serving.translator import quantization_of
+        from keras_attention.serving.records import quantization_of
 
-        if quantization_of(model):
+        if quantization_of(run.model):
             raise UsageError(
                 f"--output {config.output} holds a model quantized already "
-                f"({quantization_of(model)}): drop --quantize to export it as it is, or "
+                f"({quantization_of(run.model)}): drop --quantize to export it as it is, or "
                 "export a float run with --quantize"
             )
-    max_length = run_config["max_length"]
-    # Warm-up requests: real test sentences, for every signature.
-    test = read_pairs(os.path.join(config.output, "data", "test.tsv"))[:4]
-    text = np.array([pair[0] for pair in test] or ["Ich habe keine Zeit."], dtype=object)
-    ids = source_tokenizer.encode(text, max_length)[0].numpy()
-    warmup = [
-        ("serving_default", {"text": text}),
-        ("greedy", {"text": text}),
-        ("attention", {"text": text[:1]}),
-        ("tokens", {"token_ids": ids, "lengths": (ids > 0).sum(1).astype("int32")}),
-        ("nbest", {"text": text}),
-        ("constrained", {"text": text[:1], "prefix": np.array([""], dtype=object)}),
-    ]  # not decoding_options: constants, and a request without inputs is an odd warm-up
-    path = export_translator(
-        model,
-        source_tokenizer,
-        target_tokenizer,
-        max_length,
-        search,
-        config.export_dir,
-        config.model_name,
-        warmup,
-        number_protection(run_config),
-        config.quantize,
-        config.xla,
+    path = run.export(
+        config.export_dir, config.model_name, warmup_requests(run), config.quantize, config.xla
     )
     log(
         f"exported {path} (signatures: serving_default, greedy, attention, tokens, nbest, "
@@ -232,14 +168,41 @@ def export_command(config, log=print):
     return path
 
 
+def warmup_requests(run):
+    """The export's warm-up requests: real test sentences of the run, for
+    every signature (not `decoding_options`: it returns constants, and a
+    request without inputs is an odd warm-up)."""
+    source_tokenizer = run.tokenizers[0]  # the run checked and loaded before its files are read
+    test = read_pairs(os.path.join(run.output, "data", "test.tsv"))[:4]
+    text = np.array([pair[0] for pair in test] or ["Ich habe keine Zeit."], dtype=object)
+    ids = source_tokenizer.encode(text, run.max_length)[0].numpy()
+    return [
+        ("serving_default", {"text": text}),
+        ("greedy", {"text": text}),
+        ("attention", {"text": text[:1]}),
+        ("tokens", {"token_ids": ids, "lengths": (ids > 0).sum(1).astype("int32")}),
+        ("nbest", {"text": text}),
+        ("constrained", {"text": text[:1], "prefix": np.array([""], dtype=object)}),
+    ]
+
+
 def convert_command(config, log=print):
-    """Write the trained model as a CTranslate2 model folder (`--to
-    ctranslate2`), with the run's SentencePiece models beside it; every
-    check runs before anything is written."""
-    check_convert_dir(config)
+    """`convert --to ctranslate2 --dir OUT`: `export --format ctranslate2`
+    into the folder OUT (`write_ctranslate2`), kept as an alias until 0.4.0."""
+    return write_ctranslate2(config, config.dir, "dir", log)
+
+
+def write_ctranslate2(config, directory, name, log=print):
+    """Write the trained model as the CTranslate2 model folder `directory`
+    (named by the flag `name` in messages), with the run's SentencePiece
+    models beside it and its search as CTranslate2's options
+    (`TrainedRun.convert`); every check runs before anything is written."""
+    run = TrainedRun(config)  # the flags checked, the run's record read; not yet its model
+    config = run.config
+    check_convert_dir(config, directory, name)
     if importlib.util.find_spec("ctranslate2") is None:
         raise UsageError(
-            "convert --to ctranslate2 needs the ctranslate2 package: pip install ctranslate2 "
+            "a CTranslate2 model needs the ctranslate2 package: pip install ctranslate2 "
             "(or keras_attention[recipes])"
         )
     spm = [os.path.join(config.output, f"{side}.spm") for side in ("source", "target")]
@@ -251,49 +214,23 @@ def convert_command(config, log=print):
             "tokenize without TensorFlow Text; convert a run trained with "
             "--tokenizer sentencepiece (the default)"
         )
-    check_convertible_run(config.output, config.recorded)
-    model, run_config, _, _ = load_run(config.output, config, compile=False)
-    config = run_decoding(config, run_config)
-    from keras_attention.serving.ctranslate2 import convert_to_ctranslate2
-    from keras_attention.serving.translator import quantization_of
+    check_convertible_run(config.output, run.record)
+    if config.beam_width > 1 and config.alpha and config.length_penalty is None:
+        raise UsageError(
+            f"--alpha {config.alpha} (GNMT's length penalty, ((5 + length) / 6)^alpha) has no "
+            "equal in CTranslate2, which divides by length^P: give --length-penalty P "
+            "(CTranslate2's; 1.0 ranks by the mean log-probability), or --alpha 0"
+        )
+    from keras_attention.serving.records import quantization_of
 
-    if quantization_of(model):
+    if quantization_of(run.model):
         raise UsageError(
             f"--output {config.output} holds a model quantized in place "
-            f"({quantization_of(model)}); CTranslate2 quantizes float weights itself: convert "
+            f"({quantization_of(run.model)}); CTranslate2 quantizes float weights itself: convert "
             "a float run and add --quantization int8"
         )
-
-    max_length = run_config["max_length"]
-    translate_options = {  # ctranslate2.Translator.translate_batch's names
-        "beam_size": config.beam_width,
-        "length_penalty": config.alpha,
-        "coverage_penalty": config.coverage_penalty,
-        "repetition_penalty": config.repetition_penalty,
-        "no_repeat_ngram_size": config.no_repeat_ngram_size,
-        "min_decoding_length": config.min_length,
-        "max_input_length": max_length,
-        "max_decoding_length": max_length + 1,
-    }
-    metadata = {
-        "converted_from": os.path.abspath(config.output),
-        "translate_batch": translate_options,
-        "length_penalty_note": (
-            "ours is GNMT's ((5 + |Y|) / 6)^alpha, CTranslate2's |Y|^length_penalty: "
-            "the same alpha is not the same penalty (docs/deploying.md)"
-        ),
-        "protect_numbers": bool(run_config.get("protect_numbers", False)),
-    }
-    path = convert_to_ctranslate2(
-        model,
-        config.dir,
-        quantization=config.quantization,
-        source_spm=spm[0],
-        target_spm=spm[1],
-        metadata=metadata,
-        overwrite=config.overwrite,
-    )
-    if metadata["protect_numbers"]:
+    path = run.convert(directory, config.quantization, config.length_penalty, config.overwrite)
+    if run.numbers is not None:
         log(
             "note: this run protects numbers (digit groups become the placeholder U+E000 "
             "before translation and are copied back after it): see docs/deploying.md"
@@ -301,52 +238,54 @@ def convert_command(config, log=print):
     files = ", ".join(sorted(os.listdir(path)))
     log(
         f"converted {config.output} to CTranslate2 ({config.quantization or 'float32'}, "
-        f"{flag('dir')} {config.dir}): {files}"
+        f"{flag(name)} {directory}): {files}"
     )
     return path
 
 
-def check_convert_dir(config):
-    """`UsageError` naming `--dir` before any work, for a folder `convert`
+def check_convert_dir(config, directory, name="dir"):
+    """`UsageError` naming `--dir` (or the flag `name`) before any work, for
+    the CTranslate2 model folder `directory` when `convert` (`export
+    --format ctranslate2`)
     may not write: an empty path (the current folder), a file, the run's
     folder or one that holds it, a folder that holds a run, an existing
     folder without `--overwrite`, and with it any non-empty folder that is
     not a CTranslate2 model `convert` wrote (`not_replaceable`): so
     `--overwrite` never deletes anything else."""
-    directory = config.dir
+    option = flag(name)
     if not directory:
         raise UsageError(
-            "--dir is empty (that would be the current folder): name a new folder for the "
-            "CTranslate2 model, e.g. --dir ct2_model"
+            f"{option} is empty (that would be the current folder): name a new folder for the "
+            f"CTranslate2 model, e.g. {option} ct2_model"
         )
     if os.path.exists(directory) and not os.path.isdir(directory):
-        raise UsageError(f"--dir {directory} is a file; expected a folder to write")
+        raise UsageError(f"{option} {directory} is a file; expected a folder to write")
     target, run = os.path.realpath(directory), os.path.realpath(config.output)
     if target == run or run.startswith(target.rstrip(os.sep) + os.sep):
         raise UsageError(
-            f"--dir {directory} is "
+            f"{option} {directory} is "
             + (
                 "--output's run folder"
                 if target == run
                 else f"a folder that holds --output {config.output}"
             )
-            + ": choose another --dir (a new folder) for the CTranslate2 model"
+            + f": choose another {option} (a new folder) for the CTranslate2 model"
         )
-    if not os.path.isfile(os.path.join(target, runs.RUN_FILE)):  # a run's own: below
-        runs.check_outside_runs("dir", directory)
+    if not os.path.isfile(os.path.join(target, run_folders.RUN_FILE)):  # a run's own: below
+        runs.check_outside_runs(name, directory)
     if not os.path.isdir(target):
         return
     if not config.overwrite:
-        raise UsageError(f"--dir {directory} exists: choose another folder or add --overwrite")
+        raise UsageError(f"{option} {directory} exists: choose another folder or add --overwrite")
     marks = [
         name
-        for name in (runs.RUN_FILE, "model.keras", runs.LOCK_FILE)
+        for name in (run_folders.RUN_FILE, "model.keras", run_folders.LOCK_FILE)
         if os.path.exists(os.path.join(target, name))
     ]
     if marks:
         raise UsageError(
-            f"--dir {directory} holds a run ({', '.join(marks)}): --overwrite replaces only a "
-            "CTranslate2 model that convert wrote; choose another --dir"
+            f"{option} {directory} holds a run ({', '.join(marks)}): --overwrite replaces only a "
+            f"CTranslate2 model that convert wrote; choose another {option}"
         )
     from keras_attention.serving.ctranslate2 import not_replaceable
 
@@ -354,22 +293,16 @@ def check_convert_dir(config):
     if why:
         why = why.replace("convert_to_ctranslate2", "convert")
         raise UsageError(
-            f"--dir {directory} {why}: --overwrite replaces only an empty folder or a "
-            "CTranslate2 model that convert wrote; choose another --dir"
+            f"{option} {directory} {why}: --overwrite replaces only an empty folder or a "
+            f"CTranslate2 model that convert wrote; choose another {option}"
         )
 
 
-def check_convertible_run(output, run_config=None):
+def check_convertible_run(output, run_config):
     """`UsageError` in flag words, before the model is loaded, for a run
-    CTranslate2 cannot express (its `config.json`, or `run_config` when the
-    command line read it: the family, `--position alibi`,
-    `--sliding-window`); the library's own check (`check_convertible`)
-    stays behind it."""
-    path = os.path.join(output, "config.json")
-    if run_config is None:
-        if not os.path.exists(path):
-            return  # load_run says what is missing
-        run_config = upgrade(runs.read_json(path, "the trained model's settings", remedy=REMEDY))
+    CTranslate2 cannot express (its `config.json`: the family,
+    `--position alibi`, `--sliding-window`); the library's own check
+    (`check_convertible`) stays behind it."""
     family = run_config.get("family", "rnn")
     if family != "transformer":
         raise UsageError(
@@ -397,7 +330,7 @@ def export_sizes(path):
     bytes`, and for a quantized export `variables/ 345,678 bytes (int8;
     float32: 1,234,567 bytes, 3.57x smaller)`; an XLA export adds its
     programs, buckets and the server flag it needs."""
-    from keras_attention.serving.translator import export_record
+    from keras_attention.serving.records import export_record
 
     record = export_record(path)
     line = f"variables/ {record['variables_bytes']:,} bytes"
@@ -419,9 +352,9 @@ def record_decoding(config):
     recorded them, so that translate and evaluate on it decode as the demo
     did (they used 0.6 where the demo's alpha is 1.2)."""
     path = os.path.join(config.output, "config.json")
-    run_config = runs.read_json(path, "the trained model's settings", remedy=REMEDY)
+    run_config = run_files.read_json(path, "the trained model's settings", remedy=REMEDY)
     if isinstance(run_config, dict) and "decoding" not in run_config:
-        runs.write_json_atomically(path, {**run_config, "decoding": decoding_settings(config)})
+        run_files.write_json_atomically(path, {**run_config, "decoding": decoding_settings(config)})
 
 
 def demo(config, log=print):
@@ -440,7 +373,9 @@ def demo(config, log=print):
     settings, _ = train_settings(config)
     if finished(config.output) and not config.overwrite:
         # refuses other settings
-        runs.claim(config.output, settings, defaults=recorded_defaults(settings), upgrade=upgrade)
+        run_folders.claim(
+            config.output, settings, defaults=recorded_defaults(settings), upgrade=upgrade
+        )
         log(f"{config.output} holds the trained demo model: evaluating it (--overwrite retrains)")
         record_decoding(config)
     else:

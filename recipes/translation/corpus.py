@@ -20,8 +20,7 @@ import re
 import sys
 import zlib
 
-from .config import DING
-from .defaults import MAX_LINE_BYTES, size_in_words
+from .settings import DING, MAX_LINE_BYTES, size_in_words
 
 DING_HINT = "install it with: sudo apt-get install -y trans-de-en (make demo and make test do this)"
 _ANNOTATION = re.compile(r"\{[^}]*\}|\[[^\]]*\]|<[^>]*>")

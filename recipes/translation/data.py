@@ -1,8 +1,7 @@
-"""The data of a run, in one import: its corpus (`corpus.py`: the Ding
-dictionary or a TSV file), its split (`splits.py`: `prepare`), its
-`tf.data` pipelines (`pipeline.py`: `make_dataset`, `datasets`), and, here,
-its vocabularies and tokenizers (`load_tokenizers`) and whether its
-numbers are protected (`numbers_to_protect`).
+"""A run's vocabularies and tokenizers (`load_tokenizers`) and whether its
+numbers are protected (`numbers_to_protect`). Its corpus is read by
+`corpus.py`, split by `splits.py` (`prepare`) and fed by `pipeline.py`
+(`make_dataset`, `datasets`).
 """
 
 import os
@@ -10,24 +9,9 @@ import random
 import shutil
 import time
 
-from .. import runs
-from .config import DING, TOKENIZERS, UsageError  # noqa: F401  (DING: imported from here too)
-
-# The names of the modules below that the recipe, bench/ and the tests import from here.
-from .corpus import (  # noqa: F401
-    BOM,
-    CorpusError,
-    check_file,
-    ding_alternative_pairs,
-    ding_pairs,
-    read_pairs,
-    report_replaced,
-    report_skipped,
-    tsv_pairs,
-    words_of,
-)
-from .pipeline import bucket_boundaries, datasets, make_dataset  # noqa: F401
-from .splits import SPLITS, prepare, split_of  # noqa: F401
+from .. import run_files, runs
+from ..runs import UsageError
+from .settings import TOKENIZERS
 
 PROTECTED_SHARE = 0.5  # of the training pairs with numbers, for protection to be learned
 # SentencePiece's threads: 1 for a sample of at most `ONE_THREAD_SENTENCES`
@@ -71,12 +55,12 @@ def _number_counts(train_path):
     `numbers-<hash of the file>.json` for the next start."""
     from keras_attention.tokenizers.numbers import numbers_in, same_number
 
-    digest = runs.file_digest(train_path)
+    digest = run_files.file_digest(train_path)
     folder = os.path.dirname(os.path.abspath(train_path))
     record = os.path.join(folder, f"numbers-{digest.hexdigest()[:16]}.json")
     if os.path.exists(record):
         try:
-            counts = runs.read_json(record, "the number count", required=("with", "same"))
+            counts = run_files.read_json(record, "the number count", required=("with", "same"))
             return counts["with"], counts["same"]
         except ValueError:
             pass  # damaged: counted again
@@ -86,7 +70,7 @@ def _number_counts(train_path):
         if found[0] or found[1]:
             with_numbers += 1
             protectable += len(found[0]) == len(found[1]) and all(map(same_number, *found))
-    runs.write_json_atomically(record, {"with": with_numbers, "same": protectable})
+    run_files.write_json_atomically(record, {"with": with_numbers, "same": protectable})
     return with_numbers, protectable
 
 
@@ -175,7 +159,7 @@ def load_tokenizers(
     for column, path in enumerate(files):
         learned = [other for other in files if os.path.exists(other)]
         if shared and learned and not os.path.exists(path):  # (killed between the two files)
-            temporary = runs.temporary_path(path)
+            temporary = run_files.temporary_path(path)
             shutil.copyfile(learned[0], temporary)
             os.replace(temporary, path)
         if not os.path.exists(path):

@@ -25,18 +25,18 @@ import json
 import os
 import time
 
-from .. import runs
+from .. import run_files, run_folders
+from ..runs import UsageError
 from .cluster import given
-from .config import DATA_KEYS, DECODING, UsageError, recorded_defaults, upgrade
-from .data import read_pairs
-from .decoding import number_protection, settled_search, translate_texts
+from .config import DATA_KEYS, DECODING, recorded_defaults, upgrade
+from .corpus import read_pairs
 from .text_io import append_pairs, write_pair_file
 from .trained_run import (
     REMEDY,
+    TrainedRun,
     check_one_vocabulary,
     check_same_numbers,
     finished,
-    load_decoder,
 )
 
 DISTILLED = "train.distilled.tsv"  # in the run's data/ folder
@@ -60,23 +60,21 @@ def check_teachers(config):
     current = {key: value for key, value in config.data_settings().items() if key in DATA_KEYS}
     first = config.distill_from[0]
     for teacher in config.distill_from:
-        if os.path.realpath(teacher) == os.path.realpath(config.output):
-            raise UsageError(
-                f"--distill-from {teacher} is --output itself: the teacher is another, trained run"
-            )
-        records = [os.path.join(teacher, name) for name in (runs.RUN_FILE, "config.json")]
+        records = [os.path.join(teacher, name) for name in (run_folders.RUN_FILE, "config.json")]
         if not finished(teacher) or not all(os.path.exists(path) for path in records):
             raise UsageError(
                 f"--distill-from {teacher}: expected a trained run there (model.keras, "
                 f"config.json and run.json, no unfinished backup); found none: train it first"
             )
-        recorded = runs.read_json(
-            os.path.join(teacher, runs.RUN_FILE), "the teacher's record", remedy=TEACHER_REMEDY
+        recorded = run_files.read_json(
+            os.path.join(teacher, run_folders.RUN_FILE),
+            "the teacher's record",
+            remedy=TEACHER_REMEDY,
         )
         recorded = upgrade(recorded.get("settings", {}))
         # a recurrent run records None: it has no shared vocabulary either
         recorded["shared_vocabulary"] = bool(recorded.get("shared_vocabulary"))
-        differences = runs.differences(recorded, current, recorded_defaults(recorded))
+        differences = run_folders.differences(recorded, current, recorded_defaults(recorded))
         if differences:
             raise UsageError(
                 f"--distill-from {teacher}: the student takes the teachers' data split and "
@@ -84,7 +82,7 @@ def check_teachers(config):
             )
         check_one_vocabulary(first, teacher, "--distill-from", f"{first}'s")
         teacher_config, first_config = (
-            runs.read_json(
+            run_files.read_json(
                 os.path.join(run, "config.json"), "the trained model's settings", remedy=REMEDY
             )
             for run in (teacher, first)
@@ -100,7 +98,7 @@ def adopt_teacher_data(config, vocabularies):
     teacher = config.distill_from[0]
     names = ("data", *vocabularies)
     held = [name for name in names if os.path.exists(os.path.join(config.output, name))]
-    runs.copy_missing(teacher, config.output, names, ignore=(DISTILLED,))
+    run_files.copy_missing(teacher, config.output, names, ignore=(DISTILLED,))
     for name in held:
         mine, theirs = os.path.join(config.output, name), os.path.join(teacher, name)
         same = (
@@ -147,8 +145,7 @@ def distilled_split(config, paths, log=print):
         distill_from=None,  # the teachers decode: naming them again would name --output
         **dict.fromkeys(DECODING),  # the teachers' recorded decoding
     )
-    model, run_config, source_tokenizer, target_tokenizer = load_decoder(teacher_config)
-    search = settled_search(teacher_config, run_config)[1]
+    teacher = TrainedRun(teacher_config)
     pairs = read_pairs(paths["train"])
     partial = partial_path(config)
     done = read_pairs(partial)[: len(pairs)] if os.path.exists(partial) else []
@@ -166,15 +163,7 @@ def distilled_split(config, paths, log=print):
     started, translations = time.perf_counter(), [target for _, target in done]
     for start in range(len(done), len(pairs), CHUNK):
         sources = [source for source, _ in pairs[start : start + CHUNK]]
-        chunk = translate_texts(
-            model,
-            source_tokenizer,
-            target_tokenizer,
-            sources,
-            run_config["max_length"],
-            search,
-            numbers=number_protection(run_config),
-        )
+        chunk = teacher.translate(sources)
         append_pairs(zip(sources, chunk), partial)
         translations += chunk
         rate = (len(translations) - len(done)) / (time.perf_counter() - started)

@@ -10,11 +10,14 @@ import warnings
 from keras_attention.registry import names as attention_names
 from keras_attention.seq2seq.transformer import POSITIONS
 
+from ..runs import UsageError
 from ..tuning import run_search
-from .config import SEARCH_SPACE, UsageError
-from .data import datasets, numbers_to_protect, read_pairs
-from .decoding import GREEDY, translate_texts
+from .command_settings import SEARCH_SPACE
+from .corpus import read_pairs
+from .data import numbers_to_protect
 from .model import build_model
+from .pipeline import datasets
+from .trained_run import greedy, translate_texts
 from .training import check_inputs, prepared_run
 
 
@@ -136,12 +139,12 @@ def log_trials_bleu(tuner, config, pairs, tokenizers, numbers, log):
     )
     with warnings.catch_warnings():
         # Only the weights are loaded, for inference: the optimizer's state
-        # is not needed (Keras warned that it was skipped).
+        # is not needed (Keras warns that it skips it).
         warnings.filterwarnings("ignore", "Skipping variable loading for optimizer", UserWarning)
         models = tuner.get_best_models(config.bleu_trials)
     for trial, model in zip(tuner.oracle.get_best_trials(config.bleu_trials), models):
         hypotheses = translate_texts(
-            model, *tokenizers, [p[0] for p in pairs], config.max_length, GREEDY, numbers=numbers
+            model, *tokenizers, [p[0] for p in pairs], config.max_length, greedy(), numbers=numbers
         )
         log(
             f"  trial {trial.trial_id}: BLEU "

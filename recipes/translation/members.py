@@ -28,36 +28,17 @@ import multiprocessing
 import os
 import sys
 
-from .. import runs
-from .cluster import given
-from .config import UsageError
-from .data import CorpusError, vocabulary_paths
+from .. import run_files, run_folders, runs
+from ..runs import UsageError
+from .cluster import given, placements
+from .corpus import CorpusError
+from .data import vocabulary_paths
 from .trained_run import finished
 
 
 def member_folders(output, members):
     """The run folders of `members` members of the run in `output`."""
     return [output] + [os.path.join(output, "members", str(k)) for k in range(2, members + 1)]
-
-
-def shares(devices, members, wrap=False):
-    """`devices` split into `members` contiguous shares, as even as they go
-    (the first shares get one more): [[0], [1]] for two cores and two
-    members. With fewer devices than members, None for each (no share:
-    every member gets everything), or with `wrap` one device each in turn:
-    [[0], [1], [0], [1]] for two cores and four members."""
-    devices = list(devices)
-    if len(devices) < members:
-        if wrap and devices:
-            return [[devices[k % len(devices)]] for k in range(members)]
-        return [None] * members
-    size, extra = divmod(len(devices), members)
-    result, start = [], 0
-    for k in range(members):
-        end = start + size + (k < extra)
-        result.append(devices[start:end])
-        start = end
-    return result
 
 
 class Prefixed:
@@ -123,12 +104,12 @@ def train_members(config, log=print):
             "evaluate or translate with them (--ensemble), pass --overwrite to delete them "
             "and train again, or choose another --output"
         )
-    with runs.locked(config.output, "train --members"):
+    with run_folders.locked(config.output, "train --members"):
         prepared_run(config, settings, True, log)  # --overwrite deletes members/ too
     vocabularies = [os.path.basename(p) for p in vocabulary_paths(config.output, config.tokenizer)]
     for folder in folders[1:]:  # each member's copy, put in place whole
-        runs.copy_missing(config.output, folder, ("data", *vocabularies))
-    cores, gpus = _placements(config.members)
+        run_files.copy_missing(config.output, folder, ("data", *vocabularies))
+    cores, gpus = placements(config.members)
     context = multiprocessing.get_context("spawn")
     processes = []
     for number, folder in enumerate(folders, start=1):
@@ -159,19 +140,6 @@ def train_members(config, log=print):
         f"{config.output} --ensemble {' '.join(folders[1:])}"
     )
     return folders
-
-
-def _placements(members):
-    """`(cores, gpus)`: the CPU cores (None: all of them) and the GPUs (None:
-    none) of each of `members` members, shared out among them (`shares`)."""
-    import tensorflow as tf
-
-    cores = [None] * members
-    if hasattr(os, "sched_getaffinity"):
-        cores = shares(sorted(os.sched_getaffinity(0)), members, wrap=True)
-    gpu_count = len(tf.config.list_physical_devices("GPU"))
-    gpus = shares(range(gpu_count), members) if gpu_count else [None] * members
-    return cores, gpus
 
 
 def _wait_for(processes):

@@ -17,7 +17,8 @@ from keras_attention.seq2seq import (
     TransformerSeq2Seq,
 )
 
-from .config import FAMILY_DEFAULTS, UsageError
+from ..runs import UsageError
+from .config import FAMILY_DEFAULTS
 
 
 def build_model(config, source_vocab, target_vocab):

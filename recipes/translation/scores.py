@@ -1,5 +1,5 @@
 """Scores of the translation recipe: corpus BLEU and chrF with sacrebleu's
-signatures (`scores.json`), and validation BLEU during training.
+signatures (`scores.json`), BLEU by source length and number consistency.
 
 A BLEU score means little without the settings it was computed with
 (tokenizer, smoothing, casing, number of references, sacrebleu's
@@ -9,17 +9,11 @@ recorded beside every score.
 """
 
 import json
-import math
 import os
 import re
-import time
 from collections import Counter
 
-import keras
-
-from .. import runs
-from .averaging import FOLDER, KeepLastEpochs
-from .data import read_pairs
+from .. import run_files
 
 
 def corpus_scores(hypotheses, references):
@@ -66,7 +60,7 @@ def write_scores(output, scores, test_set=None):
     `test_set` (the name of a `--test` file: `test_set_name`)
     `<output>/scores.<test_set>.json`, written atomically; returns its path."""
     path = os.path.join(output, "scores.json" if test_set is None else f"scores.{test_set}.json")
-    runs.write_json_atomically(path, scores)
+    run_files.write_json_atomically(path, scores)
     return path
 
 
@@ -95,61 +89,6 @@ def test_set_name(path, output=None):
             return name
         number += 1
         name = f"{stem}-{number}"
-
-
-class ValidationBleu(keras.callbacks.Callback):
-    """Corpus BLEU of greedy translations of `pairs` (validation sentences)
-    every `every` epochs, added to the epoch's logs as `val_bleu` (so
-    History and TensorBoard, placed after this callback, record it) and
-    logged. Other epochs have no `val_bleu`.
-
-    Args:
-        every: K >= 1: epochs K, 2K, ... are scored.
-        pairs: `(source, reference)` pairs.
-        translate: `texts -> translations` with the model being trained
-            (greedy: the cost is one decoding pass over `pairs`).
-        log: where the score line goes (`None`: nowhere).
-    """
-
-    def __init__(self, every, pairs, translate, log=print):
-        super().__init__()
-        self.every, self.pairs, self.translate, self.log = every, pairs, translate, log
-
-    def on_epoch_end(self, epoch, logs=None):
-        if logs is None or (epoch + 1) % self.every:
-            return
-        if not all(math.isfinite(value) for value in logs.values()):
-            return  # a diverged epoch: TerminateOnNaN stops the run
-        started = time.perf_counter()
-        hypotheses = self.translate([source for source, _ in self.pairs])
-        scores = corpus_scores(hypotheses, [reference for _, reference in self.pairs])
-        logs["val_bleu"] = scores["bleu"]
-        if self.log:
-            self.log(
-                f"epoch {epoch + 1}: validation BLEU {scores['bleu']:.2f} "
-                f"(greedy, {len(self.pairs)} sentences, {time.perf_counter() - started:.0f}s)"
-            )
-
-
-def monitoring_callbacks(config, valid_path, translate, work, log=print):
-    """`train`'s optional callbacks, to be placed before TensorBoard:
-    validation BLEU every `--bleu-every` epochs on the first
-    `--bleu-sentences` pairs of `valid_path` (`translate`: greedy
-    `texts -> translations`), and the last `--average-last` epochs'
-    weights kept in `<work>/checkpoints/` (also the one `<work>/backup/`
-    restores; with `--save-every`, the trainer keeps the backups instead:
-    `averaging.KeepLastSteps`)."""
-    callbacks = []
-    if config.bleu_every:
-        pairs = read_pairs(valid_path)[: config.bleu_sentences]
-        callbacks.append(ValidationBleu(config.bleu_every, pairs, translate, log))
-    if config.average_last and not config.save_every:
-        callbacks.append(
-            KeepLastEpochs(
-                os.path.join(work, FOLDER), config.average_last, os.path.join(work, "backup")
-            )
-        )
-    return callbacks
 
 
 LENGTH_BUCKETS = ((1, 5), (6, 10), (11, 15), (16, 25), (26, None))  # source words

@@ -31,7 +31,7 @@ import socket
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
-from .. import runs
+from .. import run_files
 
 FORMAT = 1  # the record layout above; a new one gets new keys
 SHARDS = 16  # files of a set: several workers can each read their own
@@ -59,7 +59,7 @@ def shard_key(train_path, tokenizers, max_length, numbers):
     ):
         digest.update(json.dumps(part, sort_keys=True).encode("utf-8") + b"\0")
     for path in (train_path, *(_vocabulary_file(tokenizer) for tokenizer in tokenizers)):
-        runs.file_digest(path, digest)
+        run_files.file_digest(path, digest)
         digest.update(b"\0")
     return digest.hexdigest()[:16]
 
@@ -71,7 +71,9 @@ def read_meta(folder):
     if not os.path.exists(path):
         return None
     try:
-        meta = runs.read_json(path, "the shards' record", required=("files", "lengths", "pairs"))
+        meta = run_files.read_json(
+            path, "the shards' record", required=("files", "lengths", "pairs")
+        )
     except ValueError:
         return None
     if not all(os.path.exists(os.path.join(folder, name)) for name in meta["files"]):
@@ -95,7 +97,7 @@ def write_shards(folder, train_path, encode, max_length, shards=SHARDS, log=prin
     temporary = tempfile.mkdtemp(dir=parent, prefix=f"{name}.partial-{owner}-")
     try:
         meta = _write_records(temporary, train_path, encode, max_length, shards)
-        runs.write_json_atomically(os.path.join(temporary, "meta.json"), meta)
+        run_files.write_json_atomically(os.path.join(temporary, "meta.json"), meta)
         try:
             os.rename(temporary, folder)
         except OSError:  # another process renamed the same set into place first

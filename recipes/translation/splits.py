@@ -11,8 +11,7 @@ import itertools
 import os
 import random
 
-from .. import runs
-from .config import DING, corpus_key
+from .. import run_files
 from .corpus import (
     CorpusError,
     check_file,
@@ -24,6 +23,7 @@ from .corpus import (
     tsv_pairs,
     words_of,
 )
+from .settings import DING, corpus_key
 
 SPLITS = ("train", "valid", "test")
 MIN_PAIRS = {"train": 10, "valid": 1, "test": 1}
@@ -73,7 +73,7 @@ def prepare(
     if dictionary:
         paths["dictionary"] = os.path.join(data_dir, "dictionary.tsv")
     if os.path.exists(meta_path):
-        recorded = runs.read_json(
+        recorded = run_files.read_json(
             meta_path,
             "the data split's record",
             remedy=f"delete {data_dir} to prepare the same seeded split again from the corpus",
@@ -91,9 +91,9 @@ def prepare(
         return tsv_pairs(corpus, problems) if corpus else ding_pairs()
 
     os.makedirs(data_dir, exist_ok=True)
-    # Unique temporaries (`runs.temporary_path`), renamed into place at the end.
+    # Unique temporaries (`run_files.temporary_path`), renamed into place at the end.
     written = [name for name in (*SPLITS, "dictionary") if name in paths]
-    temporaries = {name: runs.temporary_path(paths[name]) for name in written}
+    temporaries = {name: run_files.temporary_path(paths[name]) for name in written}
     try:
         counts, leaked = _write_data(
             pairs, problems, temporaries, reverse, limit, dictionary, alternatives, log
@@ -104,7 +104,7 @@ def prepare(
         for temporary in temporaries.values():
             if os.path.exists(temporary):
                 os.remove(temporary)
-    runs.write_json_atomically(meta_path, meta)
+    run_files.write_json_atomically(meta_path, meta)
     log(
         f"corpus: {counts['train']} train, {counts['valid']} validation, "
         f"{counts['test']} test pairs"
@@ -119,7 +119,7 @@ def corpus_fingerprint(path):
     size, modification time and the SHA-256 of its bytes (one streamed
     pass, about a second for a million pairs)."""
     status = os.stat(path)
-    digest = runs.file_digest(path).hexdigest()
+    digest = run_files.file_digest(path).hexdigest()
     return {"size": status.st_size, "mtime_ns": status.st_mtime_ns, "sha256": digest}
 
 
@@ -140,7 +140,7 @@ def _check_unchanged(corpus, recorded, meta_path, output):
     if status.st_size == before.get("size"):
         now = corpus_fingerprint(path)
         if now["sha256"] == before.get("sha256"):
-            runs.write_json_atomically(meta_path, {**recorded, CORPUS_FILE: now})
+            run_files.write_json_atomically(meta_path, {**recorded, CORPUS_FILE: now})
             return
     name = f"--corpus {corpus}" if corpus else f"the Ding corpus {DING} (Debian's trans-de-en)"
     raise CorpusError(
@@ -161,7 +161,7 @@ def _write_data(pairs, problems, temporaries, reverse, limit, dictionary, altern
     `pairs` is a function giving a new iterator of the corpus's pairs: the
     distinct sources that explain a split too small are counted by
     reading the corpus again, only then."""
-    held_out_path = runs.temporary_path(temporaries["train"])
+    held_out_path = run_files.temporary_path(temporaries["train"])
     try:
         counts, leaked = _write_splits(pairs(problems), temporaries, reverse, limit, held_out_path)
         report_skipped(problems, log)

@@ -15,9 +15,17 @@ import os
 import sys
 import time
 
-from .. import runs
-from .corpus import bounded_lines, describe_bound, open_text
-from .data import BOM, check_file, report_replaced, report_skipped, tsv_pairs
+from .. import run_files, runs
+from .corpus import (
+    BOM,
+    bounded_lines,
+    check_file,
+    describe_bound,
+    open_text,
+    report_replaced,
+    report_skipped,
+    tsv_pairs,
+)
 
 STDIO = "-"
 
@@ -77,7 +85,7 @@ def check_output_file(path):
     if os.path.isdir(path):
         raise ValueError(f"--output-file {path} is a folder; expected a file name")
     runs.check_outside_runs("output_file", path)
-    runs.writable_target(path, "--output-file")  # a read-only file: refused, as `>` would
+    run_files.writable_target(path, "--output-file")  # a read-only file: refused, as `>` would
 
 
 @contextlib.contextmanager
@@ -86,7 +94,7 @@ def line_writer(path, stdout=None):
     standard output (`path` None or `-`) lines go out as they come; to a
     file, into a temporary sibling renamed to `path` only when the block
     ends without an error, so `path` is never half written
-    (`runs.replacing`: a symbolic link is written through, a read-only
+    (`run_files.replacing`: a symbolic link is written through, a read-only
     file refused, the file's permissions kept)."""
     if path is None or path == STDIO:
         stream = stdout or sys.stdout
@@ -97,7 +105,7 @@ def line_writer(path, stdout=None):
 
         yield write
         return
-    with runs.replacing(path, "--output-file") as temporary:
+    with run_files.replacing(path, "--output-file") as temporary:
         with open(temporary, "w", encoding="utf-8", newline="\n") as handle:
             yield lambda lines: handle.write("".join(f"{line}\n" for line in lines))
 
@@ -162,7 +170,7 @@ def read_pair_file(path, flag, log=print):
 def write_pair_file(pairs, path):
     """Write `pairs` as `source<TAB>target` lines, atomically."""
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    runs.write_atomically(path, lambda temporary: _write_pairs(pairs, temporary, "w"))
+    run_files.write_atomically(path, lambda temporary: _write_pairs(pairs, temporary, "w"))
     return path
 
 

@@ -1,7 +1,7 @@
-"""Training a translation model (built by `model.py` from its settings):
-the callbacks that make a run resumable (backup, best epoch, kept epochs),
-the distribution strategy, and `train`, which writes `model.keras` and
-`config.json` into the run's folder.
+"""Training a translation model (built by `model.py` from its settings,
+watched by the callbacks of `callbacks.py`): resuming, the distribution
+strategy, and `train`, which writes `model.keras` and `config.json` into
+the run's folder.
 
 Functions take a `TranslationConfig` (`config.py`) or the model's settings
 dict (`model_settings`), never the command line's arguments.
@@ -15,102 +15,23 @@ import time
 
 import keras
 
-from .. import runs
+from .. import run_files, run_folders, runs
+from ..runs import UsageError
 from ..tuning import load_hyperparameters
-from .averaging import FOLDER, KeepLastSteps, average_last_epochs
+from .averaging import average_last_epochs
 from .budget import TimeBudget, planned_schedule, spent
+from .callbacks import best_weights, training_callbacks
 from .cluster import WAIT_ENVIRONMENT, bounded_wait, cluster_task, given, worker_wait_seconds
-from .config import (
-    UsageError,
-    decoding_settings,
-    model_settings,
-    recorded_defaults,
-    upgrade,
-)
-from .corpus import check_text_file
-from .data import (
-    SPLITS,
-    check_file,
-    datasets,
-    load_tokenizers,
-    numbers_to_protect,
-    prepare,
-    read_pairs,
-    vocabulary_paths,
-)
-from .decoding import GREEDY, translate_texts
+from .config import model_settings, recorded_defaults, upgrade
+from .corpus import check_file, check_text_file
+from .data import load_tokenizers, numbers_to_protect, vocabulary_paths
 from .distillation import adopt_teacher_data, check_teachers, distilled_split
-from .model import build_model, learning_rate  # noqa: F401  (learning_rate: imported from here too)
-from .scores import monitoring_callbacks
-from .steps import StepValidation, fit_streams
+from .model import build_model
+from .pipeline import datasets
+from .splits import SPLITS, prepare
+from .steps import fit_streams
 from .text_io import validation_file
-from .trained_run import finished
-
-
-def best_weights(path, log=print):
-    """A callback that keeps the weights of the epoch with the lowest
-    validation loss in `path` (written atomically, with its loss and epoch
-    in `path.json`, so a resumed run knows the best so far); its
-    `restore(model)` loads them at the end of training."""
-
-    class BestWeights(keras.callbacks.Callback):
-        def __init__(self):
-            super().__init__()
-            record = path + ".json"
-            remedy = (
-                f"delete it and {os.path.basename(path)}: training then keeps the best of the "
-                "epochs still to come"
-            )
-            saved = (
-                runs.read_json(
-                    record, "the best epoch", {"val_loss": float, "epoch": int}, (), remedy
-                )
-                if os.path.exists(record)
-                else {}
-            )
-            self.val_loss = saved.get("val_loss", math.inf)
-            self.epoch = saved.get("epoch")
-            self.last_val_loss = None
-
-        def on_epoch_end(self, epoch, logs=None):
-            value = (logs or {}).get("val_loss")
-            if value is None or not math.isfinite(value):
-                return
-            self.last_val_loss = float(value)
-            if value < self.val_loss:
-                self.val_loss, self.epoch = float(value), epoch + 1
-                runs.write_atomically(path, self.model.save_weights)
-                runs.write_json_atomically(
-                    path + ".json", {"val_loss": self.val_loss, "epoch": self.epoch}
-                )
-
-        def restore(self, model):
-            """Load the best weights when an epoch before the last was
-            better; True when the model now holds the best epoch's."""
-            if self.epoch is None or not os.path.exists(path):
-                return False
-            if self.last_val_loss is not None and self.last_val_loss <= self.val_loss:
-                return True  # the last epoch is the best
-            last = model.get_weights()
-            try:
-                model.load_weights(path)
-            except runs.DAMAGED_FILE_ERRORS as error:
-                # A load that fails part-way has set some weights: the last
-                # epoch's, which are whole, are put back and kept.
-                model.set_weights(last)
-                first = (str(error).splitlines() or [type(error).__name__])[0]
-                log(
-                    f"{path} does not load ({first}): it is damaged; keeping the last "
-                    "epoch's weights instead of the best epoch's"
-                )
-                return False
-            log(
-                f"keeping epoch {self.epoch}'s weights, the best on validation loss "
-                f"({self.val_loss:.3f})"
-            )
-            return True
-
-    return BestWeights()
+from .trained_run import decoding_settings, finished, greedy, translate_texts
 
 
 def fit_verbosity(verbose):
@@ -155,13 +76,13 @@ def task_index():
 
 def prepared_run(config, settings, chief, log, refuse_finished=False):
     """`(paths, source_tokenizer, target_tokenizer)` of the run in
-    `config.output`. The chief claims the run (`runs.claim`: other settings
+    `config.output`. The chief claims the run (`run_folders.claim`: other settings
     are refused) and prepares its data split and vocabularies; every other
     process waits until they are there and checks that it has the same
     settings, so that no two processes write them at once."""
     if chief:
         # refuses other settings
-        if runs.claim(
+        if run_folders.claim(
             config.output,
             settings,
             config.overwrite,
@@ -206,7 +127,7 @@ def prepared_run(config, settings, chief, log, refuse_finished=False):
         paths["dictionary"] = os.path.join(config.output, "data", "dictionary.tsv")
     vocabularies = vocabulary_paths(config.output, config.tokenizer)
     log(f"waiting for the chief to prepare the data in {config.output}")
-    runs.wait_for_run(
+    run_folders.wait_for_run(
         config.output,
         settings,
         [*paths.values(), *vocabularies],
@@ -255,7 +176,7 @@ def check_inputs(config):
         raise UsageError(f"--output {config.output} is a file; expected a folder for the run")
     runs.check_output_folder("output", config.output)
     if os.path.exists(os.path.join(config.output, "model.bin")) and not os.path.exists(
-        os.path.join(config.output, runs.RUN_FILE)
+        os.path.join(config.output, run_folders.RUN_FILE)
     ):  # its config.json and .spm files have a run's names: --overwrite would delete them
         raise UsageError(
             f"--output {config.output} holds a CTranslate2 model (model.bin), not a run: "
@@ -272,8 +193,8 @@ def abandon(output, existed, before=()):
     delete), and the folder itself when it did not exist before and is now
     empty: a refused `train` leaves no run that its corrected command would
     be refused by."""
-    runs.delete_run(output, keep=before)
-    lock = os.path.join(output, runs.LOCK_FILE)
+    run_folders.delete_run(output, keep=before)
+    lock = os.path.join(output, run_folders.LOCK_FILE)
     if os.path.exists(lock):
         os.remove(lock)
     if not existed:
@@ -285,7 +206,7 @@ def abandon(output, existed, before=()):
 
 def train(config, log=print):
     """Train into `config.output`: every setting and input file is checked
-    first, then the chief locks the run folder (`runs.locked`: another
+    first, then the chief locks the run folder (`run_folders.locked`: another
     `train` into it is refused, naming the process), claims the run
     (`run.json`) and prepares the data and vocabularies, other workers wait
     for them; resume from the backup of an interrupted run; write
@@ -305,11 +226,11 @@ def train(config, log=print):
     # What abandoning a refused new run must keep: all that was there, less
     # an old run that --overwrite replaces.
     before = set(os.listdir(output)) if existed else set()
-    if config.overwrite and runs.RUN_FILE in before:
+    if config.overwrite and run_folders.RUN_FILE in before:
         before = set()
-    new = config.overwrite or not os.path.exists(os.path.join(output, runs.RUN_FILE))
+    new = config.overwrite or not os.path.exists(os.path.join(output, run_folders.RUN_FILE))
     started = []
-    with runs.locked(output, "train"):
+    with run_folders.locked(output, "train"):
         try:
             return _train(config, log, settings, spec, strategy, lambda: started.append(True))
         except BaseException:
@@ -361,11 +282,14 @@ def _train(config, log, settings, spec, strategy, starting=None):
 
     def translate(texts):
         return translate_texts(
-            model, *tokenizers, texts, spec["max_length"], GREEDY, numbers=numbers
+            model, *tokenizers, texts, spec["max_length"], greedy(), numbers=numbers
         )
 
     steps = (valid_data, batches, position)
-    callbacks = _callbacks(config, paths["valid"], translate, work, backup, best, log, steps)
+    chief_log = log if is_chief() else None
+    callbacks = training_callbacks(
+        config, paths["valid"], translate, work, backup, best, chief_log, steps
+    )
     budget = _budget(config, model, work, batches, position, spec, backup, log)
     if budget is not None:  # last: an epoch's time includes the other callbacks'
         callbacks.append(budget)
@@ -387,11 +311,11 @@ def _train(config, log, settings, spec, strategy, starting=None):
     _check_finite(history, config, spec)
     _report_unapplied(model, spec["update_freq"], log)
     val_loss, averaged = _final_weights(config, model, history, best, valid_data, work, budget, log)
-    runs.write_atomically(os.path.join(work, "final.weights.h5"), model.save_weights)
+    run_files.write_atomically(os.path.join(work, "final.weights.h5"), model.save_weights)
     if is_chief():
-        runs.write_atomically(os.path.join(config.output, "model.keras"), model.save)
+        run_files.write_atomically(os.path.join(config.output, "model.keras"), model.save)
         record = _run_record(config, spec, numbers, tokenizers, seconds, val_loss, averaged, budget)
-        runs.write_json_atomically(os.path.join(config.output, "config.json"), record)
+        run_files.write_json_atomically(os.path.join(config.output, "config.json"), record)
     # Only now that model.keras and config.json are in place.
     shutil.rmtree(backup_folder, ignore_errors=True)
     log(
@@ -481,46 +405,6 @@ def _epochs_done(config, backup, log):
     elif done:
         log(f"resuming an interrupted run after its epoch {done} of {config.epochs} ({backup})")
     return done, steps
-
-
-def _callbacks(config, valid_path, translate, work, backup, best, log, steps):
-    """The callbacks of `fit` before the time budget's: the `backup` (a
-    `runs.resilient_backup`), the stop on NaN, the `best` epoch,
-    validation BLEU (`translate(texts)` on the sentences of `valid_path`)
-    and kept epochs, or with `--save-every` kept backups
-    (`KeepLastSteps`), validation every `--validate-every` steps
-    (`StepValidation`; `steps`: the validation data, an epoch's batches
-    and where training starts), TensorBoard, early stopping."""
-    valid_data, batches, position = steps
-    chief_log = log if is_chief() else None
-    callbacks = [
-        backup,
-        keras.callbacks.TerminateOnNaN(),
-        best,
-        # validation BLEU, kept epochs: before TensorBoard, which logs their val_bleu
-        *monitoring_callbacks(config, valid_path, translate, work, chief_log),
-        keras.callbacks.TensorBoard(os.path.join(work, "logs")),
-    ]
-    if config.save_every and config.average_last:
-        folder = os.path.join(work, FOLDER)
-        backup.saved.append(
-            KeepLastSteps(folder, config.average_last, backup._weights_path, batches)
-        )
-    if config.validate_every:
-        # a fixed sample: the first validation batches, about --bleu-sentences pairs
-        sample = valid_data.take(max(1, math.ceil(config.bleu_sentences / config.batch_size)))
-        pairs = read_pairs(valid_path)[: config.bleu_sentences]
-        callbacks.insert(
-            3,
-            StepValidation(
-                config.validate_every, sample, pairs, translate, batches, position, work, chief_log
-            ),
-        )
-    if config.patience:
-        callbacks.append(
-            keras.callbacks.EarlyStopping("val_loss", patience=config.patience, verbose=1)
-        )
-    return callbacks
 
 
 def _training_line(config, spec, strategy):

@@ -20,7 +20,7 @@ a worker draws the dropout masks of its part of the batch, not the
 masks one process draws for the whole batch.
 
 The machine. Each worker gets a contiguous share of the cores this
-process may run on (`members.shares`; `os.sched_setaffinity`, before
+process may run on (`cluster.shares`; `os.sched_setaffinity`, before
 TensorFlow starts) and TensorFlow's intra- and inter-op thread pools of
 that many threads; with at least as many GPUs as workers, a share of
 the GPUs (`CUDA_VISIBLE_DEVICES`). The cluster's ports are free
@@ -51,11 +51,10 @@ import socket
 import sys
 import time
 
-from .. import runs
-from .cluster import given
-from .config import UsageError
-from .data import CorpusError
-from .members import _placements
+from .. import run_folders, runs
+from ..runs import UsageError
+from .cluster import given, placements
+from .corpus import CorpusError
 
 # The chief's files a worker resumes from (`_share_chief_state`).
 RESUMABLE = ("backup", "best.weights.h5", "best.weights.h5.json", "checkpoints")
@@ -131,13 +130,13 @@ def train_workers(config, log=print):
     check_inputs(config)
     output = config.output
     if os.path.isdir(output):  # the chief takes the lock again
-        with runs.locked(output, "train --workers"):
-            if config.overwrite and os.path.exists(os.path.join(output, runs.RUN_FILE)):
-                runs.delete_run(output)  # now: before a worker writes its output there
+        with run_folders.locked(output, "train --workers"):
+            if config.overwrite and os.path.exists(os.path.join(output, run_folders.RUN_FILE)):
+                run_folders.delete_run(output)  # now: before a worker writes its output there
                 log(f"--overwrite: deleted the earlier run in {output}")
             else:
                 _share_chief_state(output, config.workers)
-    cores, gpus = _placements(config.workers)
+    cores, gpus = placements(config.workers)
     ports = free_ports(config.workers)
     cluster = [f"127.0.0.1:{port}" for port in ports]
     logs = [None] + [
