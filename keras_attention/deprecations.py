@@ -94,6 +94,12 @@ DEPRECATIONS = (
             "keras_attention.serving.distribute",
             "import from keras_attention.training.distribute",
         ),
+        # Names are imported from the module that defines them (0.3.0).
+        (
+            "keras_attention.seq2seq.search's sampling helpers",
+            "import check_vocabulary_fits, decode_loop and filter_logits from "
+            "keras_attention.seq2seq.sampling",
+        ),
     ),
 )
 

@@ -137,3 +137,16 @@ def test_no_module_of_the_project_uses_an_old_path():
                     if module in MOVED
                 ]
     assert not found
+
+
+@pytest.mark.parametrize("name", ["check_vocabulary_fits", "decode_loop", "filter_logits"])
+def test_the_sampling_helpers_still_import_from_search_with_a_warning(name):
+    """0.2.0 offered them from `seq2seq.search` too; they live in
+    `seq2seq.sampling`, the only module offering them without a warning."""
+    from keras_attention.seq2seq import sampling, search
+
+    with pytest.warns(DeprecationWarning, match=f"import {name} from keras_attention.seq2seq"):
+        moved = getattr(search, name)
+    assert moved is getattr(sampling, name)
+    with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
+        search.nothing_here  # noqa: B018

@@ -66,11 +66,28 @@ import inspect
 
 import keras
 
+from keras_attention import deprecations
 from keras_attention.seq2seq.beam import beam_search_loop
 from keras_attention.seq2seq.sampling import GreedySearch, RandomSampling
 from keras_attention.seq2seq.search_base import Search, build_search, is_int
 
 __all__ = ["MAX_BEAM_WIDTH", "BeamSearch", "get_search"]
+
+# Offered here by 0.2.0 as well; they live in `sampling.py`.
+_MOVED_TO_SAMPLING = ("check_vocabulary_fits", "decode_loop", "filter_logits")
+
+
+def __getattr__(name):
+    if name in _MOVED_TO_SAMPLING:
+        from keras_attention.seq2seq import sampling
+
+        deprecations.warn(
+            "keras_attention.seq2seq.search's sampling helpers",
+            f"import {name} from keras_attention.seq2seq.sampling",
+        )
+        return getattr(sampling, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 # The widest beam a `BeamSearch` takes: the widest Koehn and Knowles tried
 # ("Six Challenges for Neural Machine Translation", 2017; BLEU falls with
