@@ -103,21 +103,24 @@ def main(argv=None):
 
         return COMMANDS[parsed.command](cli.check(parsed), quiet)
 
+    from keras_attention_recipes.run_files import read_json
+
+    alpha = read_json(os.path.join(args.output, "config.json"), "settings").get("decoding", {})
+    alpha = alpha.get("alpha", BEAM_DEFAULTS["alpha"])
+    # CTranslate2's length penalty set to the run's alpha: the convention
+    # this comparison uses (the two penalties differ; see the docstring).
+    penalty = ["--length-penalty", str(alpha)]
     export = args.export or command(
         "export", "--output", args.output, "--export-dir", os.path.join(scratch, "export")
     )
     ct2 = args.ct2 or command(
         "convert", "--output", args.output, "--to", "ctranslate2", "--dir",
-        os.path.join(scratch, "ct2"),
+        os.path.join(scratch, "ct2"), *penalty,
     )  # fmt: skip
     ct2_int8 = args.ct2_int8 or command(
         "convert", "--output", args.output, "--to", "ctranslate2", "--dir",
-        os.path.join(scratch, "ct2-int8"), "--quantization", "int8",
+        os.path.join(scratch, "ct2-int8"), "--quantization", "int8", *penalty,
     )  # fmt: skip
-    from keras_attention_recipes.run_files import read_json
-
-    alpha = read_json(os.path.join(args.output, "config.json"), "settings").get("decoding", {})
-    alpha = alpha.get("alpha", BEAM_DEFAULTS["alpha"])
     routes = [("SavedModel float32", saved_model_route(export, args.batch_size))]
     if args.int8_export:
         routes.append(("SavedModel int8", saved_model_route(args.int8_export, args.batch_size)))
