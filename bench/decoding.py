@@ -31,7 +31,7 @@ Systems (`--ours` picks ours; the peers need `--peers-python`):
   export does;
 - each of those again (`int8` in the label) on a copy of the model (same
   weights) after `model.quantize("int8")`: weight-only int8 with
-  per-output-channel scales (`serving.translator.quantized_copy`),
+  per-output-channel scales (`serving.records.quantized_copy`),
   dequantized once per call before the search's loop, which multiplies in
   float32 (`quantization.dequantized`);
 - Hugging Face `transformers` `MarianMTModel.generate` (PyTorch, CPU), built

@@ -32,7 +32,7 @@ from keras import ops  # noqa: E402
 
 from keras_attention.masking import write_at  # noqa: E402
 from keras_attention.seq2seq import ConvS2SSeq2Seq, RecurrentSeq2Seq, TransformerSeq2Seq  # noqa: E402
-from keras_attention.seq2seq.generation import beam_search, greedy_search  # noqa: E402
+from keras_attention.seq2seq.generation import beam_search, greedy_search
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from timing import alternate, median_ratio  # noqa: E402

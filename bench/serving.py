@@ -29,7 +29,7 @@ from keras_attention_recipes.translation.config import TranslationConfig  # noqa
 from keras_attention_recipes.translation.corpus import read_pairs
 from keras_attention_recipes.translation.trained_run import load_run  # noqa: E402
 
-from keras_attention.seq2seq.generation import beam_search, greedy_search  # noqa: E402
+from keras_attention.seq2seq.generation import beam_search, greedy_search
 
 
 def in_process(model, source_tokenizer, target_tokenizer, max_length, beam_width, greedy):

@@ -7,7 +7,7 @@ import math
 import keras
 from keras import ops
 
-from keras_attention import compat, masking, quantization
+from keras_attention import compat, masking, quantization, validation
 from keras_attention.positional import TokenAndPositionEmbedding
 from keras_attention.validation import (
     check_float_input,
@@ -353,7 +353,7 @@ class MultiStepAttention(quantization.Int8Kernels, keras.layers.Layer):
         mask = None
         if source_mask is not None:
             source_mask = masking.as_boolean(source_mask, "source_mask", "MultiStepAttention")
-            masking.check_mask_shape(
+            validation.check_mask_shape(
                 "source_mask",
                 source_mask,
                 (encoder_keys.shape[0], encoder_keys.shape[1]),

@@ -18,7 +18,8 @@ The shims that stay where old code finds them only call `warn` (and
   constructor arguments, methods and keyword arguments renamed;
 - `seq2seq/generation.py`: `return_attention` of the 0.2.0 functions;
 - `serving/text.py`, `serving/numbers.py`, `serving/distribute.py`: the
-  modules that moved out of `serving/`, through `moved_module`.
+  modules that moved out of `serving/`, through `moved_module`; and
+  `seq2seq/search.py`'s `__getattr__` for the sampling helpers it offered.
 
 >>> import warnings
 >>> with warnings.catch_warnings(record=True) as caught:

@@ -36,7 +36,7 @@ def test_int8_copy_is_quantized_and_loop_ops_are_counted():
     import tensorflow as tf
 
     from keras_attention.seq2seq import TransformerSeq2Seq
-    from keras_attention.serving.translator import quantized_copy
+    from keras_attention.serving.records import quantized_copy
 
     bench = load_bench("decoding_searches")
     model = TransformerSeq2Seq(20, 20, hidden_dim=8, num_heads=2, intermediate_dim=16, num_layers=1)

@@ -18,15 +18,16 @@ ctranslate2 = pytest.importorskip(
 )
 
 from keras_attention.seq2seq import ConvS2SSeq2Seq, RecurrentSeq2Seq
-from keras_attention.seq2seq.search import BeamSearch, GreedySearch
+from keras_attention.seq2seq.sampling import GreedySearch
+from keras_attention.seq2seq.search import BeamSearch
 from keras_attention.seq2seq.transformer import TransformerSeq2Seq
 from keras_attention.serving.ctranslate2 import (
     QUANTIZATIONS,
     convert_to_ctranslate2,
-    default_vocabulary,
     restore_numbers,
     translate_with_ctranslate2,
 )
+from keras_attention.serving.ctranslate2_spec import default_vocabulary
 from tests.translation_helpers import TINY, cli, run
 
 V, L = 40, 10  # vocabulary, longest output (tokens, <eos> included)
@@ -315,7 +316,7 @@ def test_convert_cli_translates_a_test_file_as_our_translate_does(
     convert = ["convert", "--output", transformer_run, "--to", "ctranslate2", "--dir", out]
     # The run's beam (width 4, alpha 0.6): GNMT's penalty is not CTranslate2's.
     status, _, stderr = cli(capsys, *convert)
-    assert status == 2 and stderr.startswith("error: --alpha 0.6 (GNMT's length penalty")
+    assert status == 2 and stderr.startswith("error: alpha 0.6 (the run's beam search")
     assert "give --length-penalty P" in stderr and not os.path.exists(out)
     status, stdout, stderr = cli(capsys, *convert, "--length-penalty", "1.0")
     assert status == 0, stderr

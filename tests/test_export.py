@@ -601,7 +601,7 @@ def test_an_int8_export_stores_int8_weights_and_records_both_sizes(
 ):
     import tensorflow as tf
 
-    from keras_attention.serving.translator import export_record, variables_bytes
+    from keras_attention.serving.records import export_record, variables_bytes
 
     def dtypes(path):
         reader = tf.train.load_checkpoint(os.path.join(path, "variables", "variables"))
@@ -693,7 +693,7 @@ def test_an_int8_export_passes_the_op_check_of_every_tf_serving_release(int8_tra
 @pytest.mark.parametrize("family", ["convs2s", "rnn"])
 def test_int8_exports_of_every_family_pass_the_op_check(family, tmp_path):
     from keras_attention.serving import check
-    from keras_attention.serving.translator import export_record
+    from keras_attention.serving.records import export_record
 
     path = tiny_translator_of(family, tmp_path).export(str(tmp_path), family, quantize="int8")
     assert export_record(path)["quantization"] == "int8"

@@ -145,8 +145,8 @@ def test_bad_options_are_refused_when_the_exporter_is_made(make, message):
 def test_the_exporter_writes_what_translator_export_wrote(exports):
     """The same signatures, inputs and outputs, the same answers in every
     signature (and those of the Translator in process), the same record."""
+    from keras_attention.serving.graph import SIGNATURES
     from keras_attention.serving.records import export_record
-    from keras_attention.serving.translator import SIGNATURES
 
     translator, written = exports
     (path, by_exporter), (theirs, by_translator) = written["exporter"], written["translator"]
@@ -215,7 +215,8 @@ def ctranslate2_translator(directory, search):
 
 
 def test_the_ctranslate2_exporter_never_passes_alpha_as_length_penalty(tmp_path):
-    from keras_attention.seq2seq.search import BeamSearch, GreedySearch, RandomSampling
+    from keras_attention.seq2seq.sampling import GreedySearch, RandomSampling
+    from keras_attention.seq2seq.search import BeamSearch
 
     beam = ctranslate2_translator(tmp_path, BeamSearch(beam_width=3, alpha=0.6))
     with pytest.raises(ValueError) as raised:
@@ -257,7 +258,7 @@ def test_the_translate_path_refuses_a_runs_alpha_copied_into_length_penalty():
 
 def test_the_ctranslate2_exporter_writes_a_model_ctranslate2_loads(tmp_path):
     ctranslate2 = pytest.importorskip("ctranslate2", reason="ctranslate2 is not installed")
-    from keras_attention.seq2seq.search import GreedySearch
+    from keras_attention.seq2seq.sampling import GreedySearch
 
     translator = ctranslate2_translator(tmp_path, GreedySearch())
     out = get_exporter("ctranslate2").export(translator, str(tmp_path / "ct2"), metadata={"a": 1})

@@ -8,13 +8,9 @@ import tensorflow as tf
 from keras import ops
 
 from keras_attention.seq2seq import RecurrentSeq2Seq, TransformerSeq2Seq
-from keras_attention.seq2seq.generation import (
-    beam_search,
-    filter_logits,
-    greedy_search,
-    length_penalty,
-    sample,
-)
+from keras_attention.seq2seq.beam import length_penalty
+from keras_attention.seq2seq.generation import beam_search, greedy_search, sample
+from keras_attention.seq2seq.sampling import filter_logits
 from tests import reference
 
 PAD, SOS, EOS, A, B, C = 0, 1, 2, 3, 4, 5

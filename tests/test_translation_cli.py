@@ -587,7 +587,7 @@ def test_command_line_tables_are_the_librarys():
     for name in ("beam_width", "nbest", "num_hypotheses"):
         check = command_settings.FIELDS[name].metadata["check"]
         assert check["at_most"] == MAX_BEAM_WIDTH, name
-    from keras_attention.serving.translator import QUANTIZATIONS
+    from keras_attention.serving.records import QUANTIZATIONS
 
     assert command_settings.QUANTIZATIONS == QUANTIZATIONS
 

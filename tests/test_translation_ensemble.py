@@ -75,7 +75,7 @@ def test_an_ensemble_export_serves_what_translate_ensemble_prints(trained, tmp_p
     served = tf.saved_model.load(path).signatures["serving_default"](text=tf.constant(TEXTS))
     assert [t.decode() for t in served["translation"].numpy()] == ensembled
     # Both members are in it: the variables hold twice the run's weights.
-    from keras_attention.serving.translator import export_record
+    from keras_attention.serving.records import export_record
 
     weights = keras.saving.load_model(os.path.join(output, "model.keras")).count_params() * 4
     assert 2 * weights <= export_record(path)["variables_bytes"] < 2.2 * weights

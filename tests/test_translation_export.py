@@ -294,7 +294,7 @@ def test_export_quantize_int8_reports_both_sizes_and_translates_as_in_process(tr
     import tensorflow as tf
 
     from keras_attention.serving import check
-    from keras_attention.serving.translator import export_record
+    from keras_attention.serving.records import export_record
 
     exports = str(tmp_path / "exports")
     log = run(
@@ -338,7 +338,7 @@ def test_export_xla_records_the_buckets_and_translates_as_in_process(trained, tm
     import tensorflow as tf
 
     from keras_attention.serving.buckets import batching_parameters
-    from keras_attention.serving.translator import export_record
+    from keras_attention.serving.records import export_record
     from keras_attention.serving.versions import read_warmup_requests
 
     exports = str(tmp_path / "exports")

@@ -211,3 +211,26 @@ def test_a_default_config_records_what_it_recorded_before():
     assert decoding_settings(TranslationConfig()) == DECODING_RECORD
     demo = TranslationConfig.for_command("demo")
     assert decoding_settings(demo) == {**DECODING_RECORD, "alpha": 1.2}
+
+
+def test_the_demos_export_is_a_saved_model_whatever_the_demo_overwrites():
+    """`demo --overwrite` retrains the run; its export step still writes a
+    SavedModel version (`--overwrite` is CTranslate2's on `export`)."""
+    from keras_attention_recipes.translation.commands import DEMO_EXPORT
+
+    demo = TranslationConfig.for_command("demo", overwrite=True)
+    export = demo.replace(**DEMO_EXPORT).validate()
+    assert (export.command, export.format, export.overwrite) == ("export", "saved_model", False)
+    with pytest.raises(UsageError, match="--overwrite is an option of --format ctranslate2"):
+        demo.replace(command="export").validate()
+
+
+@pytest.mark.parametrize(
+    "name, value", [("quantize", "int8"), ("xla", True), ("num_hypotheses", 2), ("ensemble", "")]
+)
+def test_a_ctranslate2_export_refuses_what_only_a_saved_model_has(tmp_path, name, value):
+    value = [str(tmp_path)] if name == "ensemble" else value  # a run folder there
+    config = TranslationConfig.for_command("export", format="ctranslate2", **{name: value})
+    message = f"{flag(name)} is an option of --format saved_model; got --format ctranslate2"
+    with pytest.raises(UsageError, match=message):
+        config.validate()

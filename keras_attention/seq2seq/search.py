@@ -95,7 +95,7 @@ def __getattr__(name):
 # and keeps K hypotheses of L tokens (and their L x S attention when asked
 # for), so a wider beam only costs time and memory (10**6 exhausts it):
 # a mistake, refused at once. The translation recipe's `--beam-width`
-# copies this bound (`recipes/translation/defaults.py` `MAX_BEAM`).
+# copies this bound (`recipes/translation/command_settings.py` `MAX_BEAM`).
 MAX_BEAM_WIDTH = 1000
 
 

@@ -25,12 +25,8 @@ import shutil
 import tempfile
 
 from keras_attention.files import umask_mode
-from keras_attention.serving.ctranslate2_spec import (  # noqa: F401  (also importable from here)
-    BANNED,
-    DEFAULT_MAX_POSITIONS,
+from keras_attention.serving.ctranslate2_spec import (
     build_spec,
-    check_convertible,
-    default_vocabulary,
 )
 from keras_attention.tokenizers.base import is_blank
 from keras_attention.tokenizers.numbers import (

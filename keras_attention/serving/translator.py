@@ -74,24 +74,15 @@ import tensorflow as tf
 from keras_attention.seq2seq.search import MAX_BEAM_WIDTH, get_search
 from keras_attention.serving.buckets import BucketedSearch, get_buckets
 from keras_attention.serving.exporters import SavedModelExporter, check_saved_model_options
-from keras_attention.serving.graph import (  # noqa: F401  (also importable from here)
+from keras_attention.serving.graph import (
     SIGNATURES,
     Searches,
     SignatureGraph,
-    beam_options,
-    empty_batch_as_one_row,
-    options_summary,
-    prefix_ids,
 )
-from keras_attention.serving.records import (  # noqa: F401  (also importable from here)
-    EXPORT_RECORD,
+from keras_attention.serving.records import (
     QUANTIZATIONS,
-    export_record,
-    float32_variables_bytes,
     quantization_of,
     quantized_copy,
-    variables_bytes,
-    write_export_record,
 )
 from keras_attention.serving.requests import rule_text
 from keras_attention.serving.versions import traced_once

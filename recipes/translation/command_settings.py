@@ -4,7 +4,7 @@ declared as `settings.py`'s groups are; `Settings`, every group in one.
 
 Nothing here imports the library: these copy its tables (`BeamSearch()`'s
 decoding options, `seq2seq.search.MAX_BEAM_WIDTH` in `MAX_BEAM`,
-`serving.translator.QUANTIZATIONS`, `serving.ctranslate2.QUANTIZATIONS`), and
+`serving.records.QUANTIZATIONS`, `serving.ctranslate2.QUANTIZATIONS`), and
 tests/test_translation_cli.py::test_command_line_tables_are_the_librarys
 checks that they do. Example:
 
@@ -252,7 +252,7 @@ class TrainingSettings:
 
 @group("decoding")
 class DecodingSettings:
-    """BeamSearch's decoding options, by its names (`decoding.search_from_config`),
+    """BeamSearch's decoding options, by its names (`trained_run.search_from_config`),
     recorded in `config.json` when a run trains. None: not given, so the
     run's recorded setting (`trained_run.settle_decoding`), else `BEAM_DEFAULTS`."""
 

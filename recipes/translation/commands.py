@@ -26,6 +26,15 @@ from .trained_run import REMEDY, TrainedRun, decoding_settings, finished, load_r
 from .training import train, train_settings
 from .workers import train_workers
 
+# The demo's export: a SavedModel (its --overwrite retrains the run; an
+# export adds a version and never replaces one).
+DEMO_EXPORT = dict(
+    command="export",
+    export_dir="saved_models",
+    model_name="translator",
+    format="saved_model",
+    overwrite=False,
+)
 DEMO_SENTENCES = (
     "Ich habe keine Zeit.",
     "Wo ist der Bahnhof?",
@@ -217,9 +226,10 @@ def write_ctranslate2(config, directory, name, log=print):
     check_convertible_run(config.output, run.record)
     if config.beam_width > 1 and config.alpha and config.length_penalty is None:
         raise UsageError(
-            f"--alpha {config.alpha} (GNMT's length penalty, ((5 + length) / 6)^alpha) has no "
-            "equal in CTranslate2, which divides by length^P: give --length-penalty P "
-            "(CTranslate2's; 1.0 ranks by the mean log-probability), or --alpha 0"
+            f"alpha {config.alpha} (the run's beam search, or --alpha: GNMT's length penalty, "
+            "((5 + length) / 6)^alpha) has no equal in CTranslate2, which divides by length^P: "
+            "give --length-penalty P (CTranslate2's; 1.0 ranks by the mean log-probability), "
+            "or --alpha 0"
         )
     from keras_attention.serving.records import quantization_of
 
@@ -326,7 +336,7 @@ def check_convertible_run(output, run_config):
 
 def export_sizes(path):
     """What the export's last line says of its size, from the record it
-    wrote (`serving.translator.export_record`): `variables/ 1,234,567
+    wrote (`serving.records.export_record`): `variables/ 1,234,567
     bytes`, and for a quantized export `variables/ 345,678 bytes (int8;
     float32: 1,234,567 bytes, 3.57x smaller)`; an XLA export adds its
     programs, buckets and the server flag it needs."""
@@ -382,9 +392,7 @@ def demo(config, log=print):
         train(config, log_and_mark)
     scores = evaluate(config.replace(command="evaluate"), log)
     translate_command(config.replace(command="translate", text=list(DEMO_SENTENCES)), log)
-    path = export_command(
-        config.replace(command="export", export_dir="saved_models", model_name="translator"), log
-    )
+    path = export_command(config.replace(**DEMO_EXPORT), log)
     import tensorflow as tf
 
     serve = tf.saved_model.load(path).signatures["serving_default"]

@@ -236,14 +236,16 @@ class TranslationConfig(Settings):
 
     def check_export_format(self):
         """`UsageError` for an `export` option of the other `--format`: the
-        SavedModel's (`--quantize`, `--xla`) with `--format ctranslate2`,
+        SavedModel's (`--quantize`, `--xla`, `--ensemble`,
+        `--num-hypotheses`) with `--format ctranslate2`,
         CTranslate2's (`--quantization`, `--length-penalty`, `--overwrite`)
         with `--format saved_model`."""
         if self.command != "export":
             return
         other = {
             "saved_model": ("quantization", "length_penalty", "overwrite"),
-            "ctranslate2": ("quantize", "xla"),
+            # CTranslate2 converts one Transformer, and has no nbest signature.
+            "ctranslate2": ("quantize", "xla", "ensemble", "num_hypotheses"),
         }[self.format]
         for name in other:
             if getattr(self, name) not in (None, False):
