@@ -170,6 +170,14 @@ def test_the_exporter_writes_what_translator_export_wrote(exports):
     served = by_exporter.signatures["serving_default"](text=text)["translation"].numpy()
     assert [t.decode() for t in served] == translator.translate(TEXTS)
     assert any(served) and served[2] == b""
+    # The SavedModel against the Translator in process, signature by signature.
+    greedy = by_exporter.signatures["greedy"](text=text)["translation"].numpy()
+    assert [t.decode() for t in greedy] == translator.greedy(TEXTS)
+    prefixes = ["", "ich", "", "zeit"]
+    constrained = by_exporter.signatures["constrained"](text=text, prefix=tf.constant(prefixes))
+    assert [t.decode() for t in constrained["translation"].numpy()] == translator.constrained(
+        TEXTS, prefixes
+    )
     record, before = export_record(path), export_record(theirs)
     assert record["quantization"] is None and record["xla"] is None
     assert {k: v for k, v in record.items() if k != "variables_bytes"} == {
