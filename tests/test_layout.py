@@ -320,6 +320,19 @@ def repository_name(module):
     return module
 
 
+def from_base(node, package, known):
+    """The module a `from ... import` (`node`) in `package` imports from:
+    a relative import resolved, a recipe's installed name as its recipes/
+    module, a bench/ script's bare sibling as `bench.<name>`."""
+    base = repository_name(node.module or "")
+    if node.level:
+        parts = package.split(".")
+        return ".".join(parts[: len(parts) - node.level + 1] + [base] * bool(base))
+    if f"{package}.{base}" in known:  # bench/: a sibling script
+        return f"{package}.{base}"
+    return base
+
+
 def tree_imports(known):
     """`(importer, imported, at module level)` for every import of a module
     of `known` by one of them (a recipe under its installed name,
@@ -339,12 +352,7 @@ def tree_imports(known):
                             targets.append(candidate)
                             break
             elif isinstance(node, ast.ImportFrom):
-                base = repository_name(node.module or "")
-                if node.level:
-                    parts = package.split(".")
-                    base = ".".join(parts[: len(parts) - node.level + 1] + [base] * bool(base))
-                elif f"{package}.{base}" in known:  # bench/: a sibling script
-                    base = f"{package}.{base}"
+                base = from_base(node, package, known)
                 for alias in node.names:
                     if f"{base}.{alias.name}" in known:
                         targets.append(f"{base}.{alias.name}")
@@ -473,12 +481,7 @@ def from_imports(known):
         for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
             if not isinstance(node, ast.ImportFrom):
                 continue
-            base = repository_name(node.module or "")
-            if node.level:
-                parts = package.split(".")
-                base = ".".join(parts[: len(parts) - node.level + 1] + [base] * bool(base))
-            elif f"{package}.{base}" in known:  # bench/: a sibling script
-                base = f"{package}.{base}"
+            base = from_base(node, package, known)
             if base in known:
                 for alias in node.names:
                     if f"{base}.{alias.name}" not in known:  # a name, not a submodule
