@@ -27,13 +27,16 @@ commands run on a CPU.
 import argparse
 import sys
 
+from . import run_folders
+
 # Nothing here imports TensorFlow or Keras: the arguments are parsed first
 # (`--help` and a mistyped flag answer at once), then `main` imports them.
 from .runs import HelpFormatter, UsageError, flag, import_tensorflow_quietly
-from .translation.command_settings import BEAM_DEFAULTS, FIELDS
+from .translation.command_settings import BEAM_DEFAULTS, COMMAND_DEFAULTS, FIELDS
 from .translation.config import DECODES, TranslationConfig
-from .translation.corpus import CorpusError
-from .translation.settings import COMMANDS, PRESET_KEYS
+from .translation.corpus import CorpusError, count_pairs
+from .translation.presets import PRESET_KEYS, PRESET_PAIRS, PRESETS, preset_for, preset_summary
+from .translation.settings import COMMANDS
 
 
 def decoding_default(command, name):
@@ -123,7 +126,8 @@ def parser():
         for action in command._actions:
             if action.default is not argparse.SUPPRESS and hasattr(defaults, action.dest):
                 action.default = getattr(defaults, action.dest)
-                if presets and action.dest in PRESET_KEYS:
+                # --epochs too: with --time-budget and no --epochs, the budget decides
+                if presets and action.dest in (*PRESET_KEYS, "epochs"):
                     preset_default(action)
         command.set_defaults(command=name)
     return main
@@ -140,13 +144,60 @@ def preset_default(action):
     action.default = argparse.SUPPRESS
 
 
-def check(args):
+def choose_preset(command, settings, log=None):
+    """`settings` (a command line's, for `command`) with the `--preset`
+    that `train` uses when none is given: a run resumed (its `run.json`
+    there, no `--overwrite`) keeps its own (none for a run from before
+    presets, trained with the flags' defaults); a new run's is chosen by
+    the corpus's sentence pairs (`settings.preset_for`), said in one line
+    to `log`. A corpus that cannot be read chooses nothing: `train`'s own
+    checks then say why."""
+    commands = FIELDS["preset"].metadata["commands"]
+    if (
+        command not in commands
+        or settings.get("preset")
+        or "preset" in COMMAND_DEFAULTS.get(command, {})
+    ):
+        return settings
+    family = settings.get("family") or COMMAND_DEFAULTS.get(command, {}).get(
+        "family", FIELDS["family"].default
+    )
+    output = settings.get("output") or FIELDS["output"].default
+    try:
+        recorded = None if settings.get("overwrite") else run_folders.recorded_settings(output)
+    except ValueError:  # a damaged run.json: `train` says so
+        recorded = None
+    if recorded is not None:
+        return {**settings, "preset": recorded.get("preset") or "none"}
+    limit = settings.get("limit")
+    fewest = max(PRESET_PAIRS.values())
+    try:
+        pairs = count_pairs(settings.get("corpus"), min(limit or fewest, fewest))
+    except (CorpusError, OSError, ValueError):
+        return settings
+    name = preset_for(pairs, family)
+    if log is not None:
+        larger = [
+            n for n in PRESETS if PRESET_PAIRS[n] > PRESET_PAIRS[name] and family in PRESETS[n]
+        ]
+        log(
+            f"a {pairs:,}{'+' if pairs >= fewest else ''}-pair corpus: preset {name} for the "
+            f"{family} ({preset_summary(name, family)})"
+            + "".join(f"; --preset {n} for {PRESET_PAIRS[n]:,} pairs or more" for n in larger)
+            + "; a flag given wins"
+        )
+    return {**settings, "preset": name}
+
+
+def check(args, log=None):
     """The `TranslationConfig` of parsed arguments: the one object the
-    commands below the command line receive. It is validated (`UsageError`
+    commands below the command line receive, `train`'s preset chosen
+    (`choose_preset`, said to `log`). It is validated (`UsageError`
     naming the flag) here, or, for a command that decodes a run, once its
     decoding settings are settled against the run's (`TrainedRun`, before
     any other work)."""
     settings = {key: value for key, value in vars(args).items() if key != "command"}
+    settings = choose_preset(args.command, settings, log)
     config = TranslationConfig.for_command(args.command, **settings)
     return config if args.command in DECODES else config.validate()
 
@@ -155,7 +206,7 @@ def run(args, log=print):
     """Run the parsed command: check its settings, then hand them over."""
     from .translation.commands import COMMANDS  # Keras and TensorFlow: not for --help
 
-    return COMMANDS[args.command](check(args), log)
+    return COMMANDS[args.command](check(args, log), log)
 
 
 INTERRUPTED = {

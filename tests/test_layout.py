@@ -249,6 +249,7 @@ PLUMBING = (
 # (the command line last; gpu_check, the recipe's GPU check, drives it).
 TRANSLATION = (
     "recipes.translation",
+    "recipes.translation.presets",
     "recipes.translation.settings",
     "recipes.translation.command_settings",
     "recipes.translation.config",

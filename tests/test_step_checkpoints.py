@@ -216,6 +216,48 @@ def test_a_budget_shorter_than_an_epoch_ends_at_a_step_and_records_its_steps(tmp
     assert budget["epochs"] == 1 and 1 <= budget["steps"] < budget["epoch_steps"]
 
 
+def test_an_epoch_the_budget_cut_short_is_kept_as_a_step_and_averaged_last(tmp_path):
+    """`KeepLastEpochs` with 10 steps an epoch: epochs 1-4 whole, the 5th
+    stopped after 3 steps (the time budget's stop) is kept as the run's
+    step 43 beside the 2 newest epochs; `average_last_epochs` takes those 3
+    in the order of their steps, and the model holds their mean."""
+    import keras
+    from keras_attention_recipes.translation.averaging import KeepLastEpochs, in_order, label
+
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    model.compile("adam", "mse")
+    folder = tmp_path / averaging.FOLDER
+    keep = KeepLastEpochs(str(folder), 3, steps_per_epoch=10)
+    keep.set_model(model)
+    keep.on_train_begin()
+    weights = []
+    for epoch, steps in enumerate((10, 10, 10, 10, 3)):
+        keep.on_epoch_begin(epoch)
+        for step in range(steps):
+            keep.on_train_batch_end(step)
+        model.set_weights(
+            [np.full(w.shape, float(epoch + 1), "float32") for w in model.get_weights()]
+        )
+        weights.append(epoch + 1.0)
+        keep.on_epoch_end(epoch, {"loss": 1.0})
+    names = sorted(os.listdir(folder))
+    assert names == ["epoch-0003.weights.h5", "epoch-0004.weights.h5", "step-00000043.weights.h5"]
+    ordered = in_order(str(folder), 10)
+    assert [step for step, _ in ordered] == [30, 40, 43]
+    assert [label(path) for _, path in ordered] == ["epoch 3", "epoch 4", "step 43"]
+    import tensorflow as tf
+
+    data = tf.data.Dataset.from_tensors((np.zeros((2, 3), "float32"), np.zeros((2, 2), "float32")))
+    lines = []
+    record = averaging.average_last_epochs(
+        model, str(tmp_path), 3, data, 0.5, lines.append, steps_per_epoch=10
+    )
+    assert (record["epochs"], record["steps"]) == ([3, 4], [43])
+    for value in model.get_weights():  # the mean of 3.0, 4.0 and 5.0
+        np.testing.assert_allclose(value, 4.0)
+    assert lines[0].startswith("averaged the weights of epoch 3 to step 43 (3 checkpoints)")
+
+
 @pytest.mark.parametrize("flag", ["--save-every", "--validate-every"])
 def test_a_negative_step_count_is_refused_naming_its_flag(flag, capsys):
     from keras_attention_recipes import translate

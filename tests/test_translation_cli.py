@@ -460,7 +460,10 @@ def test_a_0_2_0_run_json_with_old_names_resumes_under_the_new_ones(tmp_path):
     from keras_attention_recipes.translation.training import train_settings
 
     def settings(*flags):
-        args = translate.parser().parse_args(["train", "--output", str(tmp_path), *flags])
+        # a run from before presets: trained with the flags' own defaults
+        args = translate.parser().parse_args(
+            ["train", "--output", str(tmp_path), "--preset", "none", *flags]
+        )
         return train_settings(translate.check(args))[0]
 
     new = settings("--family", "transformer", "--num-key-value-heads", "2")

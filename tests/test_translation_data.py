@@ -18,7 +18,7 @@ from keras_attention_recipes.translation import config as settings_module
 from keras_attention_recipes.translation import model as model_module
 from keras_attention_recipes.translation import trained_run, training
 from keras_attention_recipes.translation.corpus import CorpusError
-from keras_attention_recipes.translation.settings import DING
+from keras_attention_recipes.translation.settings import DING, MAX_EPOCHS
 from keras_attention_recipes.translation.splits import prepare
 
 from keras_attention.seq2seq import BeamSearch
@@ -43,7 +43,10 @@ def test_a_run_recorded_before_the_position_flags_resumes_with_their_defaults(tm
     from keras_attention_recipes import run_folders
 
     def settings(*flags):
-        args = translate.parser().parse_args(["train", "--output", str(tmp_path), *flags])
+        # a run from before presets: trained with the flags' own defaults
+        args = translate.parser().parse_args(
+            ["train", "--output", str(tmp_path), "--preset", "none", *flags]
+        )
         return training.train_settings(translate.check(args))[0]
 
     for family in ("transformer", "rnn"):
@@ -79,7 +82,10 @@ def test_a_window_recorded_by_0_2_is_read_as_the_same_window(tmp_path):
     from keras_attention_recipes import run_folders
 
     def settings(*flags):
-        args = translate.parser().parse_args(["train", "--output", str(tmp_path), *flags])
+        # a run from before presets: trained with the flags' own defaults
+        args = translate.parser().parse_args(
+            ["train", "--output", str(tmp_path), "--preset", "none", *flags]
+        )
         return training.train_settings(translate.check(args))[0]
 
     new = settings("--family", "transformer", "--sliding-window", "3")
@@ -373,7 +379,7 @@ def test_the_saved_model_is_the_mean_of_the_last_epochs(trained, tmp_path):
     config = json.load(open(os.path.join(output, "config.json")))
     assert config["averaged"]["epochs"] == [1, 2]
     assert np.isfinite(config["averaged"]["val_loss_last"]) and np.isfinite(config["val_loss"])
-    assert "averaged the weights of epochs 1-2: validation loss" in log
+    assert "averaged the weights of epoch 1 to epoch 2 (2 checkpoints): validation loss" in log
 
 
 def test_average_command_writes_the_mean_of_the_given_checkpoints(trained, tmp_path, capsys):
@@ -557,7 +563,9 @@ def test_cosine_decay_warms_up_to_the_peak_and_ends_at_zero_on_the_last_step():
         model_module.learning_rate({**config, "total_steps": 10})
     # the default stays what runs recorded before the flag used
     config = settings_module.model_settings(
-        translate.check(translate.parser().parse_args(["train", "--warmup", "10"]))
+        translate.check(
+            translate.parser().parse_args(["train", "--preset", "none", "--warmup", "10"])
+        )
     )
     assert config["decay"] == "rsqrt"
     assert float(model_module.learning_rate(config)(39)) == pytest.approx(1e-3 * 0.5)
@@ -633,7 +641,9 @@ def test_the_demo_defaults_pass_the_checks_for_every_family(family):
     a default that does not apply to a family would stop the job at once."""
     args = translate.check(translate.parser().parse_args(["demo", "--family", family]))
     config = settings_module.model_settings(args)
-    assert config["family"] == family and args.alpha == 1.2 and args.epochs == 40
+    # the small preset of each family; the budget alone ends training
+    assert config["family"] == family and args.alpha == 1.2 and args.epochs == MAX_EPOCHS
+    assert args.preset == "small" and args.batch_tokens == 1536
     assert args.time_budget == 8.0
     assert config["hidden_dim"] == 128 and args.average_last == 3
     assert translate.check(translate.parser().parse_args(["demo"])).family == "convs2s"
@@ -706,7 +716,10 @@ def test_a_convs2s_run_recorded_before_the_tying_flags_resumes(tmp_path):
     from keras_attention_recipes import run_folders
 
     def settings(*flags):
-        args = translate.parser().parse_args(["train", "--output", str(tmp_path), *flags])
+        # a run from before presets: trained with the flags' own defaults
+        args = translate.parser().parse_args(
+            ["train", "--output", str(tmp_path), "--preset", "none", *flags]
+        )
         return training.train_settings(translate.check(args))[0]
 
     new = settings("--family", "convs2s")

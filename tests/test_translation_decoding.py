@@ -108,7 +108,10 @@ def test_a_run_recorded_before_the_tokenizer_flag_is_a_wordpiece_run(tmp_path):
     from keras_attention.tokenizers import RESERVED, SubwordTokenizer
 
     def settings(*flags):
-        args = translate.parser().parse_args(["train", "--output", str(tmp_path), *flags])
+        # a run from before presets: trained with the flags' own defaults
+        args = translate.parser().parse_args(
+            ["train", "--output", str(tmp_path), "--preset", "none", *flags]
+        )
         return training.train_settings(translate.check(args))[0]
 
     new, old = settings(), settings("--tokenizer", "wordpiece")

@@ -1,8 +1,10 @@
-"""The translation recipe's `--preset base|big` (the Transformers of
-"Attention Is All You Need") and `--update-freq K` (gradient accumulation):
-the presets' shapes and parameter counts against a formula written here,
-flags winning over a preset, accumulation against one update on the
-combined batch, the schedule counting updates, and the run's record."""
+"""The translation recipe's `--preset small|base|big` (settings that train,
+chosen by the corpus's size; base and big are the Transformers of
+"Attention Is All You Need") and `--update-freq K` (gradient
+accumulation): the presets' shapes and parameter counts against a formula
+written here, the choice by corpus size and its line, a resumed run's own
+preset, flags winning over a preset, accumulation against one update on
+the combined batch, the schedule counting updates, and the run's record."""
 
 import json
 import os
@@ -16,7 +18,8 @@ from keras_attention_recipes.runs import UsageError
 from keras_attention_recipes.translation import training
 from keras_attention_recipes.translation.config import model_settings, recorded_defaults, upgrade
 from keras_attention_recipes.translation.model import build_model, learning_rate
-from keras_attention_recipes.translation.settings import DING, PRESETS
+from keras_attention_recipes.translation.presets import PRESETS, preset_for
+from keras_attention_recipes.translation.settings import DING
 from keras_attention_recipes.translation.training import train_settings
 
 from keras_attention.seq2seq import InverseSquareRootSchedule, PerUpdateSchedule
@@ -51,6 +54,8 @@ def test_the_formula_counts_a_built_small_transformer():
     spec = model_settings(
         config_of(
             "train",
+            "--preset",
+            "none",
             "--family",
             "transformer",
             "--hidden-dim",
@@ -93,7 +98,7 @@ def test_the_big_preset_and_the_paper_s_learning_rate():
     assert transformer_parameters(32000, 1024, 4096, 6) == 209_157_376  # paper: 213M
     # lr = d^-0.5 · min(s^-0.5, s · w^-1.5) is the rsqrt decay peaking at s = w
     for name, d in (("base", 512), ("big", 1024)):
-        peak = PRESETS[name]["learning_rate"]
+        peak = PRESETS[name]["transformer"]["learning_rate"]
         schedule = InverseSquareRootSchedule(peak, 4000)
         for step in (1, 1000, 3999, 4000, 20000):
             paper = d**-0.5 * min(step**-0.5, step * 4000**-1.5)
@@ -118,30 +123,40 @@ def test_a_preset_s_rate_is_the_paper_s_of_the_width_and_warmup_used():
     )
 
 
-def test_flags_win_over_a_preset_and_a_preset_implies_the_transformer(capsys):
+def test_flags_win_over_a_preset_and_a_family_has_its_own(capsys):
     config = config_of("train", "--preset", "big", "--dropout", "0.1", "--num-layers", "2")
     assert (config.dropout, config.num_layers, config.hidden_dim) == (0.1, 2, 1024)
     # a flag given with the value its default has still wins
     assert config_of("train", "--preset", "big", "--dropout", "0.1").dropout == 0.1
     assert config_of("train", "--preset", "big", "--family", "transformer").num_heads == 16
-    without = config_of("train")
+    without = config_of("train", "--preset", "none")
     assert (without.hidden_dim, without.dropout, without.vocab_size) == (256, 0.1, 8000)
+    assert without.preset is None and without.batch_tokens is None and without.warmup == 0
     assert model_settings(without)["intermediate_dim"] == 512  # 2 * --hidden-dim, as before
-    demo = config_of("demo", "--preset", "base")
-    assert (demo.family, demo.hidden_dim, demo.time_budget) == ("transformer", 512, 8.0)
+    base = config_of("demo", "--preset", "base")  # the demo's family: ConvS2S's base
+    assert (base.family, base.hidden_dim, base.dropout, base.time_budget) == (
+        "convs2s",
+        256,
+        0.2,
+        8.0,
+    )
+    assert config_of("train", "--preset", "base", "--family", "rnn").hidden_dim == 512
     for family in ("rnn", "convs2s"):
         with pytest.raises(
-            UsageError, match=f"implies --family transformer; got --family {family}"
+            UsageError, match=f"--preset big is the Transformer's only; got --family {family}"
         ):
-            config_of("train", "--preset", "base", "--family", family)
+            config_of("train", "--preset", "big", "--family", family)
     with pytest.raises(UsageError, match="--preset must be one of"):
-        translate.TranslationConfig.for_command("train", preset="small").validate()
+        translate.TranslationConfig.for_command("train", preset="huge").validate()
     with pytest.raises(UsageError, match="--intermediate-dim does not apply to the rnn"):
         config_of("train", "--family", "rnn", "--intermediate-dim", "64")
     with pytest.raises(SystemExit):
         translate.parser().parse_args(["train", "--help"])
     help_text = " ".join(capsys.readouterr().out.split())
-    assert "--preset {base,big}" in help_text and "--update-freq K" in help_text
+    assert "--preset {small,base,big,none}" in help_text and "--update-freq K" in help_text
+    assert (
+        "small below 100,000, base from there, big (the Transformer) from 10 million" in help_text
+    )
     assert "hidden width (default: 256)" in help_text  # a preset's setting still says its default
     assert "a step is an optimizer update" in help_text
     assert "(--update-freq batches) (default: 0)" in help_text  # a default of 0 is said too
@@ -152,10 +167,98 @@ def test_flags_win_over_a_preset_and_a_preset_implies_the_transformer(capsys):
     assert (on.tie_embeddings, on.shared_vocabulary) == (True, True)
 
 
+def test_the_small_presets_are_what_results_md_measured_and_the_demo_s_is_one():
+    """The demo's settings before presets (a private list of command
+    defaults) are ConvS2S's small preset; the Transformer's is the
+    family table's (relative positions, tied, rate 3e-3)."""
+    demo = config_of("demo")
+    before = {
+        "family": "convs2s",
+        "hidden_dim": 128,
+        "embed_dim": 128,
+        "vocab_size": 4000,
+        "batch_tokens": 1536,
+        "dictionary": 0.5,
+        "warmup": 400,
+        "learning_rate": 5e-3,
+        "alpha": 1.2,
+        "average_last": 3,
+        "time_budget": 8.0,
+        "num_layers": 2,
+        "dropout": 0.1,
+    }
+    assert {key: getattr(demo, key) for key in before} == before and demo.preset == "small"
+    small = config_of("train", "--preset", "small")
+    assert (small.family, small.hidden_dim, small.num_layers, small.num_heads) == (
+        "transformer",
+        128,
+        2,
+        4,
+    )
+    assert (small.intermediate_dim, small.position, small.tie_embeddings) == (256, "relative", True)
+    assert (small.learning_rate, small.warmup, small.vocab_size) == (3e-3, 400, 4000)
+    # a corpus of the user's has no dictionary entries: the preset leaves them out
+    assert config_of("train", "--preset", "small", "--corpus", "x.tsv").dictionary == 0.0
+
+
+def test_train_chooses_its_preset_by_the_corpus_s_pairs_and_says_so(tmp_path):
+    assert [preset_for(n, "transformer") for n in (0, 99_999, 100_000, 10**7)] == [
+        "small",
+        "small",
+        "base",
+        "big",
+    ]
+    assert preset_for(10**8, "convs2s") == "base"  # ConvS2S has no big
+    corpus = tmp_path / "corpus.tsv"
+    corpus.write_text("".join(f"Satz {i}.\tSentence {i}.\n" for i in range(1234)))
+    lines = []
+    argv = ["train", "--corpus", str(corpus), "--output", str(tmp_path / "run"), "--family", "rnn"]
+    config = translate.check(translate.parser().parse_args(argv), lines.append)
+    assert (config.preset, config.hidden_dim, config.vocab_size, config.dictionary) == (
+        "small",
+        128,
+        4000,
+        0.0,
+    )
+    assert lines[0].startswith("a 1,234-pair corpus: preset small for the rnn (--vocab-size 4000")
+    assert lines[0].endswith("; --preset base for 100,000 pairs or more; a flag given wins")
+    limited = translate.check(translate.parser().parse_args([*argv, "--limit", "10"]), lines.append)
+    assert limited.preset == "small" and lines[-1].startswith("a 10-pair corpus")
+    # a corpus that cannot be read chooses nothing: train's checks say why
+    missing = ["train", "--corpus", str(tmp_path / "missing.tsv"), "--output", str(tmp_path)]
+    assert config_of(*missing).preset is None
+
+
+def test_a_resumed_run_keeps_its_own_preset(tmp_path):
+    """A run claimed with its chosen preset resumes with it; a run recorded
+    before presets (no `preset` in run.json) resumes with the flags' own
+    defaults, and its record compares equal; --overwrite chooses anew."""
+    output = str(tmp_path / "run")
+    argv = ["train", "--output", output, "--family", "convs2s"]
+    chosen = config_of(*argv)
+    settings = train_settings(chosen)[0]
+    assert chosen.preset == settings["preset"] == "small"
+    run_folders.claim(output, settings, defaults=recorded_defaults(settings), upgrade=upgrade)
+    assert config_of(*argv).preset == "small"
+    old = str(tmp_path / "old")
+    plain = train_settings(config_of("train", "--output", old, "--preset", "none"))[0]
+    run_folders.claim(old, {key: value for key, value in plain.items() if key != "preset"})
+    resumed = config_of("train", "--output", old)
+    assert (resumed.preset, resumed.hidden_dim, resumed.vocab_size) == (None, 256, 8000)
+    again = train_settings(resumed)[0]
+    run_folders.claim(old, again, defaults=recorded_defaults(again), upgrade=upgrade)
+    assert config_of("train", "--output", old, "--overwrite").preset == "small"
+    with pytest.raises(ValueError, match="hidden_dim"):
+        small = train_settings(config_of("train", "--output", old, "--preset", "small"))[0]
+        run_folders.claim(old, small, defaults=recorded_defaults(small), upgrade=upgrade)
+
+
 def tiny_spec(update_freq, warmup=0):
     return model_settings(
         config_of(
             "train",
+            "--preset",
+            "none",
             "--hidden-dim",
             "8",
             "--num-heads",

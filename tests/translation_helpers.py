@@ -20,6 +20,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 TINY = [
+    "--preset",  # the flags' own defaults, not the small preset's (its batches, dictionary)
+    "none",
     "--limit",
     "200",
     "--vocab-size",

@@ -16,6 +16,8 @@ epoch 7. A run backed up every N steps (`train --save-every`) keeps step
 checkpoints instead, the backups themselves: `checkpoints/step-00001200.weights.h5`
 is the model after its 1200th training step (counted over the whole run),
 written every N steps of an epoch and at each epoch end (`KeepLastSteps`).
+An epoch the time budget cut short is kept as a step checkpoint too, after
+its run's epoch checkpoints (`KeepLastEpochs`, `in_order`).
 """
 
 import math
@@ -58,6 +60,21 @@ def kept_checkpoints(folder, steps=False):
     return sorted((int(m.group(1)), os.path.join(folder, m.group(0))) for m in found if m)
 
 
+def in_order(folder, steps_per_epoch):
+    """`[(step, path)]` of the epoch and step checkpoints in `folder`,
+    ordered by the run's training step they hold (epoch e's is step
+    e x `steps_per_epoch`): a run whose last epoch the time budget cut
+    short has its epochs, then that epoch's step checkpoint."""
+    epochs = [(epoch * steps_per_epoch, path) for epoch, path in kept_checkpoints(folder)]
+    return sorted(epochs + kept_checkpoints(folder, steps=True))
+
+
+def label(path):
+    """A checkpoint's name in a log line: `epoch 7`, `step 1200`."""
+    kind, _, number = os.path.basename(path).partition(".")[0].partition("-")
+    return f"{kind} {int(number)}"
+
+
 class KeepLastSteps:
     """Called by the run's backup (`runs.resilient_backup`'s `saved`) after
     each backup it writes, every N steps and at epoch ends: copies the
@@ -86,7 +103,10 @@ class KeepLastSteps:
 class KeepLastEpochs(keras.callbacks.Callback):
     """Save the weights after every epoch into `folder` and delete all but
     the newest `keep` (the files stay after training, for `average`). A
-    diverged epoch (a non-finite log) is not saved.
+    diverged epoch (a non-finite log) is not saved. An epoch that ended
+    before its `steps_per_epoch` steps (the time budget's stop) is saved as
+    the checkpoint of the run's step instead, with the `keep - 1` epochs
+    before it.
 
     A run killed after its `BackupAndRestore` saved an epoch and before
     this callback did resumes after that epoch, whose weights it has: at
@@ -94,9 +114,10 @@ class KeepLastEpochs(keras.callbacks.Callback):
     restored is saved here when it is missing. Place this callback after
     the backup's."""
 
-    def __init__(self, folder, keep, backup=None):
+    def __init__(self, folder, keep, backup=None, steps_per_epoch=None):
         super().__init__()
         self.folder, self.keep, self.backup = folder, keep, backup
+        self.steps_per_epoch, self.steps = steps_per_epoch, 0
 
     def on_train_begin(self, logs=None):
         metadata = os.path.join(self.backup or "", "training_metadata.json")
@@ -109,8 +130,18 @@ class KeepLastEpochs(keras.callbacks.Callback):
             if restored and at_epoch_end and not os.path.exists(epoch_path(self.folder, restored)):
                 self.save(restored)
 
+    def on_epoch_begin(self, epoch, logs=None):
+        self.steps = 0
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.steps += 1
+
     def on_epoch_end(self, epoch, logs=None):
-        if all(math.isfinite(value) for value in (logs or {}).values()):
+        if not all(math.isfinite(value) for value in (logs or {}).values()):
+            return
+        if self.steps_per_epoch and 0 < self.steps < self.steps_per_epoch:
+            self.save_cut_short(epoch * self.steps_per_epoch + self.steps)
+        else:
             self.save(epoch + 1)
 
     def save(self, epoch):
@@ -120,6 +151,15 @@ class KeepLastEpochs(keras.callbacks.Callback):
         for done, path in kept_checkpoints(self.folder):
             if done <= epoch - self.keep or done > epoch:  # older, or a stale later one
                 os.remove(path)
+
+    def save_cut_short(self, step):
+        """Save the model as the checkpoint of the run's `step`, inside an
+        epoch; keep it and the `keep - 1` newest epochs."""
+        os.makedirs(self.folder, exist_ok=True)
+        run_files.write_atomically(step_path(self.folder, step), self.model.save_weights)
+        epochs = kept_checkpoints(self.folder)
+        for _, path in epochs[: max(0, len(epochs) - (self.keep - 1))]:
+            os.remove(path)
 
 
 def load_checkpoint(model, path):
@@ -167,27 +207,43 @@ def validation_loss(model, data):
     return float(result[0] if isinstance(result, list) else result)
 
 
-def average_last_epochs(model, work, count, valid_data, last_loss, log=print, steps=False):
+def average_last_epochs(
+    model, work, count, valid_data, last_loss, log=print, steps=False, steps_per_epoch=None
+):
     """`train --average-last`: average the last `count` epochs kept in
-    `<work>/checkpoints` into `model` (all of them when fewer were trained);
-    with `steps`, the last `count` step checkpoints (`KeepLastSteps`).
-    Returns what `config.json` records: the averaged epochs (or `steps`),
+    `<work>/checkpoints` into `model` (all of them when fewer were trained),
+    with `steps_per_epoch`, the step checkpoint of an epoch the time budget
+    cut short after them (`in_order`); with `steps`, the last `count` step
+    checkpoints (`KeepLastSteps`).
+    Returns what `config.json` records: the averaged epochs (and `steps`),
     the validation loss of the average (`val_loss`) and of the last
     checkpoint alone (`val_loss_last`); empty with a single checkpoint or
     a `count` under 2 (nothing to average)."""
-    kind = "steps" if steps else "epochs"
-    kept = kept_checkpoints(os.path.join(work, FOLDER), steps)[-count:] if count >= 2 else []
+    folder = os.path.join(work, FOLDER)
+    if steps:
+        found = kept_checkpoints(folder, steps=True)
+    elif steps_per_epoch:
+        found = in_order(folder, steps_per_epoch)
+    else:
+        found = kept_checkpoints(folder)
+    kept = found[-count:] if count >= 2 else []
+    kinds = "steps" if steps else "epochs"
     if len(kept) < 2:
-        log(f"averaging: fewer than 2 {kind} to average, the model is kept as it is")
+        log(f"averaging: fewer than 2 {kinds} to average, the model is kept as it is")
         return {}
-    average_checkpoints(model, [path for _, path in kept])
+    paths = [path for _, path in kept]
+    average_checkpoints(model, paths)
     val_loss = validation_loss(model, valid_data)
-    done = [number for number, _ in kept]
     log(
-        f"averaged the weights of {kind} {done[0]}-{done[-1]}: validation loss "
-        f"{val_loss:.3f} ({kind[:-1]} {done[-1]} alone: {last_loss:.3f}); the average is saved"
+        f"averaged the weights of {label(paths[0])} to {label(paths[-1])} ({len(paths)} "
+        f"checkpoints): validation loss {val_loss:.3f} ({label(paths[-1])} alone: "
+        f"{last_loss:.3f}); the average is saved"
     )
-    return {kind: done, "val_loss": val_loss, "val_loss_last": round(last_loss, 4)}
+    record = {}
+    for path in paths:
+        kind, number = label(path).split()
+        record.setdefault(f"{kind}s", []).append(int(number))
+    return {**record, "val_loss": val_loss, "val_loss_last": round(last_loss, 4)}
 
 
 def average_run(config, loaded, log=print):
@@ -213,8 +269,12 @@ def average_run(config, loaded, log=print):
             seen[os.path.realpath(path)] = path
     else:
         folder = os.path.join(config.output, FOLDER)
-        # a run trained with --save-every keeps step checkpoints instead
+        # a run trained with --save-every keeps step checkpoints instead; one
+        # the time budget stopped inside an epoch, its epochs and that step's
+        epoch_steps = (run_config.get("time_budget") or {}).get("epoch_steps")
         kept, kind = kept_checkpoints(folder), "epoch"
+        if kept and epoch_steps:
+            kept = in_order(folder, epoch_steps)
         if not kept:
             kept = kept_checkpoints(folder, steps=True)
             kind = "step" if kept else "epoch or step"

@@ -119,13 +119,14 @@ class ValidationBleu(keras.callbacks.Callback):
             )
 
 
-def monitoring_callbacks(config, valid_path, translate, work, log=print):
+def monitoring_callbacks(config, valid_path, translate, work, log=print, steps_per_epoch=None):
     """`train`'s optional callbacks, to be placed before TensorBoard:
     validation BLEU every `--bleu-every` epochs on the first
     `--bleu-sentences` pairs of `valid_path` (`translate`: greedy
     `texts -> translations`), and the last `--average-last` epochs'
     weights kept in `<work>/checkpoints/` (also the one `<work>/backup/`
-    restores; with `--save-every`, the trainer keeps the backups instead:
+    restores, and an epoch of fewer than `steps_per_epoch` steps as a step
+    checkpoint; with `--save-every`, the trainer keeps the backups instead:
     `averaging.KeepLastSteps`)."""
     callbacks = []
     if config.bleu_every:
@@ -134,7 +135,10 @@ def monitoring_callbacks(config, valid_path, translate, work, log=print):
     if config.average_last and not config.save_every:
         callbacks.append(
             KeepLastEpochs(
-                os.path.join(work, FOLDER), config.average_last, os.path.join(work, "backup")
+                os.path.join(work, FOLDER),
+                config.average_last,
+                os.path.join(work, "backup"),
+                steps_per_epoch,
             )
         )
     return callbacks
@@ -155,7 +159,7 @@ def training_callbacks(config, valid_path, translate, work, backup, best, log, s
         keras.callbacks.TerminateOnNaN(),
         best,
         # validation BLEU, kept epochs: before TensorBoard, which logs their val_bleu
-        *monitoring_callbacks(config, valid_path, translate, work, log),
+        *monitoring_callbacks(config, valid_path, translate, work, log, batches),
         keras.callbacks.TensorBoard(os.path.join(work, "logs")),
     ]
     if config.save_every and config.average_last:

@@ -67,22 +67,10 @@ COMMAND_DEFAULTS = {
     "demo": {
         "output": "runs/demo",
         "family": "convs2s",
-        "average_last": 3,
+        "preset": "small",  # the demo's settings (RESULTS.md, "The demo's settings")
         # Training ends on the clock (`budget.py`): 8 minutes of it, so that
-        # evaluation and export end within ten minutes of its first step;
-        # the epochs are a ceiling that a fast machine may reach.
+        # evaluation and export end within ten minutes of its first step.
         "time_budget": 8.0,
-        "epochs": 40,
-        "hidden_dim": 128,
-        "vocab_size": 4000,
-        "batch_tokens": 1536,
-        "dictionary": 0.5,
-        "warmup": 400,
-        # 5e-3 against 3e-3 in six paired runs: Ding BLEU level (+0.17 on average),
-        # chrF +0.4, the everyday set +1.8 BLEU, validation loss lower in each
-        # (RESULTS.md, "The demo's learning rate"). The Transformer's is 3e-3.
-        "learning_rate": 5e-3,
-        "alpha": 1.2,
         "samples": 5,
     },
 }
@@ -106,7 +94,8 @@ class TrainingSettings:
 
     epochs: int = setting(
         10,
-        "epochs to train (with --time-budget: the most)",
+        "epochs to train (default: 10; with --time-budget: the most, and without --epochs "
+        "the budget alone ends training)",
         (*MODEL, "tune"),
         check="positive",
         at_most=MAX_EPOCHS,
@@ -123,9 +112,10 @@ class TrainingSettings:
     )
     time_budget: float = setting(  # minutes (`budget.py`); None or 0: --epochs decide
         None,
-        "train for at most this many minutes: the epochs, the cosine decay's end and "
-        "averaging follow the clock (the run records how many epochs fit); 0: no budget, "
-        "--epochs decide (at most {at_most}, a year; the demo's default is 8)",
+        "train for about this many minutes: training ends at the last step that fits, "
+        "inside an epoch if that is where the budget ends (its validation still runs), and "
+        "the cosine decay's end and averaging follow the clock (the run records what fit); "
+        "0: no budget, --epochs decide (at most {at_most}, a year; the demo's default is 8)",
         MODEL,
         # a year: a larger budget overflows the epochs planned from it (a NaN count)
         check={"low": 0, "at_most": 60 * 24 * 365},

@@ -24,16 +24,8 @@ import os
 
 from ..runs import UsageError, check_number, flag
 from .command_settings import BEAM_DEFAULTS, COMMAND_DEFAULTS, FIELDS, Settings
-from .settings import (
-    CHECKS,
-    FAMILIES,
-    GROUPS,
-    PRESETS,
-    RECORDS,
-    WINDOW_RULE,
-    corpus_key,
-    paper_rate,
-)
+from .presets import DING_ONLY, PAPER_RATE, PRESETS, paper_rate
+from .settings import CHECKS, FAMILIES, GROUPS, MAX_EPOCHS, RECORDS, WINDOW_RULE, corpus_key
 
 # The lists made from the settings' declarations.
 
@@ -156,17 +148,29 @@ class TranslationConfig(Settings):
     @classmethod
     def for_command(cls, command, **settings):
         """The defaults of `command` (`COMMAND_DEFAULTS`), then those of the
-        `preset` in `settings` (`PRESETS`), then `settings`: a setting given
-        wins over its preset's. (The command line passes only the flags
-        given for the settings a preset names.)"""
+        `preset` (`PRESETS`, for the family), then `settings`: a setting
+        given wins over its preset's. (The command line passes only the
+        flags given for the settings a preset names, and `--epochs` only
+        when given: with `--time-budget` and no `--epochs`, the budget alone
+        ends training.)"""
         output = "runs/demo" if command == "demo" else "runs/translate"
-        preset = PRESETS.get(settings.get("preset"), {})
-        merged = {"output": output, **COMMAND_DEFAULTS.get(command, {}), **preset, **settings}
+        merged = {"output": output, **COMMAND_DEFAULTS.get(command, {}), **settings}
+        family = merged.get("family") or FIELDS["family"].default
+        name = merged.get("preset")
+        preset = dict(PRESETS.get(name, {}).get(family, {}))
+        if merged.get("corpus"):  # the dictionary's entries are Ding's
+            preset = {key: value for key, value in preset.items() if key not in DING_ONLY}
+        merged = {**COMMAND_DEFAULTS.get(command, {}), **preset, **merged}
         width, warmup = merged.get("hidden_dim"), merged.get("warmup")
-        if preset and "learning_rate" not in settings and _positive_integers(width, warmup):
+        paper = (name, family) in PAPER_RATE
+        if paper and "learning_rate" not in settings and _positive_integers(width, warmup):
             # The preset's peak rate is the paper's d^-0.5 · w^-0.5 of the width and
             # warm-up used, also where --hidden-dim or --warmup replaces the preset's.
             merged["learning_rate"] = paper_rate(width, warmup)
+        if "epochs" not in merged and merged.get("time_budget"):
+            merged["epochs"] = MAX_EPOCHS  # the budget decides
+        if name == "none":  # the flags' own defaults: recorded as no preset
+            merged["preset"] = None
         return cls(command=command, **merged)
 
     def replace(self, **changes):
@@ -214,13 +218,12 @@ class TranslationConfig(Settings):
                 seen[real] = run
 
     def check_preset(self):
-        """`UsageError` for a `--preset` given with a family other than the
-        Transformer it is (its name is checked as declared)."""
-        if self.preset is not None and self.family != "transformer":
+        """`UsageError` for a `--preset` the `--family` does not have (its
+        name is checked as declared)."""
+        if self.preset in PRESETS and self.family not in PRESETS[self.preset]:
             raise UsageError(
-                f"--preset {self.preset} is the Transformer of 'Attention Is All You Need': "
-                f"it implies --family transformer; got --family {self.family}: leave out "
-                "--family or --preset"
+                f"--preset {self.preset} is the Transformer's only; got --family {self.family}: "
+                f"its presets are {', '.join(n for n in PRESETS if self.family in PRESETS[n])}"
             )
 
     def data_settings(self):
@@ -386,6 +389,8 @@ def recorded_defaults(settings):
     trained with: a run that lacks one is compared as having this value."""
     family = settings.get("family")
     return {
+        # a run from before presets: its values are compared, each on its own
+        "preset": settings.get("preset"),
         "tokenizer": "wordpiece",
         # runs made before the sample: their vocabularies are there already
         "vocab_sample": FIELDS["vocab_sample"].default,

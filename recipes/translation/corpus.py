@@ -15,6 +15,7 @@ split files and the pipelines agree on what a line is.
 
 import contextlib
 import gzip
+import itertools
 import os
 import re
 import sys
@@ -319,6 +320,14 @@ def tsv_pairs(path, problems, flag="--corpus", replaced=None, error=CorpusError)
                 )
                 continue
             yield source, target
+
+
+def count_pairs(path=None, at_most=None):
+    """The sentence pairs of the corpus `path` (a TSV file or its gzip
+    file; None: Ding's), counted no further than `at_most`: what `train`
+    chooses its preset by (`config.choose_preset`)."""
+    pairs = ding_pairs() if path is None else tsv_pairs(path, [])
+    return sum(1 for _ in itertools.islice(pairs, at_most))
 
 
 def read_pairs(path):

@@ -25,6 +25,7 @@ import os
 import types
 
 from ..runs import LIBRARY_ATTENTION
+from .presets import PRESETS
 
 # The commands and their one-line descriptions, in the order --help lists them.
 COMMANDS = {
@@ -213,51 +214,6 @@ DECAYS = ("rsqrt", "cosine")  # --decay
 WINDOW_RULE = "sliding_window_rule"
 
 
-# `--preset`: the Transformers of Vaswani et al., "Attention Is All You
-# Need" (2017), Table 3: each fills the settings it names unless their flags
-# are given (`TranslationConfig.for_command`). Their rate schedule, d^-0.5 ·
-# min(s^-0.5, s · w^-1.5), is the rsqrt decay with --warmup w peaking at
-# s = w, so --learning-rate is that peak, d^-0.5 · w^-0.5 (6.99e-4 for
-# base, 4.94e-4 for big). Their vocabulary: 32,000 shared byte-pair pieces
-# (WMT En-De; here SentencePiece's); the output projection, both embeddings
-# one table (their Sec. 3.4).
-def paper_rate(width, warmup):
-    """The peak of the paper's rate schedule, d^-0.5 · w^-0.5, for the
-    model width d (`--hidden-dim`) and warm-up w (`--warmup`)."""
-    return (width * warmup) ** -0.5
-
-
-PAPER = {
-    "family": "transformer",
-    "num_layers": 6,  # each for the encoder and the decoder
-    "vocab_size": 32000,
-    "shared_vocabulary": True,
-    "tie_embeddings": True,
-    "label_smoothing": 0.1,
-    "warmup": 4000,
-    "decay": "rsqrt",
-}
-PRESETS = {
-    "base": {
-        **PAPER,
-        "hidden_dim": 512,
-        "num_heads": 8,
-        "intermediate_dim": 2048,
-        "dropout": 0.1,
-        "learning_rate": paper_rate(512, 4000),
-    },
-    "big": {
-        **PAPER,
-        "hidden_dim": 1024,
-        "num_heads": 16,
-        "intermediate_dim": 4096,
-        "dropout": 0.3,
-        "learning_rate": paper_rate(1024, 4000),
-    },
-}
-PRESET_KEYS = tuple(dict.fromkeys(key for preset in PRESETS.values() for key in preset))
-
-
 @group("run")
 class RunSettings:
     """The command, its run folder, where settings come from (a preset, a
@@ -272,14 +228,16 @@ class RunSettings:
     )
     preset: str = setting(  # applied by `TranslationConfig.for_command`
         None,
-        "the Transformer base or big of 'Attention Is All You Need': sets --family "
-        "transformer, --num-layers 6, --hidden-dim 512|1024, --num-heads 8|16, "
-        "--intermediate-dim 2048|4096, --dropout 0.1|0.3, --vocab-size 32000, "
-        "--shared-vocabulary, --tie-embeddings, --label-smoothing 0.1, --warmup 4000, "
-        "--decay rsqrt and --learning-rate d^-0.5 * w^-0.5 (the paper's schedule's peak, "
-        "of the --hidden-dim d and --warmup w used, also when given); a flag given wins",
+        "settings that train, for the --family: small (128 wide, 4,000 pieces a side, batches "
+        "of 1,536 pieces, warm-up 400, the mean of the last 3 epochs; Ding: dictionary "
+        "entries), base (the Transformer base of 'Attention Is All You Need', 6 layers of "
+        "512, 32,000 shared pieces, warm-up 4000, rate d^-0.5 * w^-0.5 of the --hidden-dim d "
+        "and --warmup w used; ConvS2S and the RNN 256 wide) or big (the paper's Transformer "
+        "big); none: the flags' own defaults. Default: chosen by the corpus's sentence "
+        "pairs, small below 100,000, base from there, big (the Transformer) from 10 million; "
+        "a run resumes with its own. A flag given wins",
         MODEL,
-        choices=PRESETS,
+        choices=(*PRESETS, "none"),
     )
     hyperparameters: str = setting(None, "best_hyperparameters.json from `tune`", MODEL)
     seed: int = setting(0, "random seed (0 to {at_most})", DATA, check="count", at_most=MAX_SEED)

@@ -28,6 +28,7 @@ from .data import load_tokenizers, numbers_to_protect, vocabulary_paths
 from .distillation import adopt_teacher_data, check_teachers, distilled_split
 from .model import build_model
 from .pipeline import datasets
+from .settings import MAX_EPOCHS
 from .splits import SPLITS, prepare
 from .steps import fit_streams
 from .text_io import validation_file
@@ -147,7 +148,8 @@ def train_settings(config):
     except ValueError as error:
         raise UsageError(str(error)) from error
     spec = model_settings(config, hyperparameters)
-    return {**config.data_settings(), **spec}, spec
+    # the preset is recorded for what the run says of itself; its values are compared
+    return {**config.data_settings(), **spec, "preset": config.preset}, spec
 
 
 def check_inputs(config):
@@ -290,7 +292,7 @@ def _train(config, log, settings, spec, strategy, starting=None):
     callbacks = training_callbacks(
         config, paths["valid"], translate, work, backup, best, chief_log, steps
     )
-    budget = _budget(config, model, work, batches, position, spec, backup, log)
+    budget = _budget(config, model, work, batches, position, spec, backup, log, valid_data)
     if budget is not None:  # last: an epoch's time includes the other callbacks'
         callbacks.append(budget)
     log(_training_line(config, spec, strategy))
@@ -319,10 +321,23 @@ def _train(config, log, settings, spec, strategy, starting=None):
     # Only now that model.keras and config.json are in place.
     shutil.rmtree(backup_folder, ignore_errors=True)
     log(
-        f"trained in {seconds:.0f}s, validation loss {val_loss:.3f} -> "
+        f"trained in {seconds:.0f}s{_budget_spent(budget)}, validation loss {val_loss:.3f} -> "
         f"{os.path.join(config.output, 'model.keras')}"
     )
     return model
+
+
+def _budget_spent(budget):
+    """What the time budget's run trained, for the last line: its share of
+    the budget, its epochs and steps, what ended it."""
+    if budget is None:
+        return ""
+    record = budget.record(budget.seconds / 60)
+    return (
+        f" ({record['seconds'] / 60:.1f} of the budget's {budget.seconds / 60:g} minutes: "
+        f"{record['steps'] / record['epoch_steps']:.1f} epochs, {record['steps']} steps; "
+        f"ended by {record['ended_by']})"
+    )
 
 
 def _inputs(config, settings, log):
@@ -365,12 +380,14 @@ def _datasets(config, paths, tokenizers, numbers, spec, log, position):
     )
 
 
-def _budget(config, model, work, batches, position, spec, backup, log):
+def _budget(config, model, work, batches, position, spec, backup, log, valid_data):
     """`--time-budget`'s callback (None without one), resumed with what the
     backup's epochs and steps spent (`budget.spent`); the `backup` tells it
     of each backup written mid-epoch."""
     if not config.time_budget:
         return None
+    count = int(valid_data.cardinality()) if hasattr(valid_data, "cardinality") else -1
+    validation_steps = max(count, 0)  # unknown (-2) or infinite (-1): no guess
     budget = TimeBudget(
         config.time_budget * 60,
         batches,
@@ -380,6 +397,7 @@ def _budget(config, model, work, batches, position, spec, backup, log):
         planned_schedule(model),
         log if is_chief() else None,
         spec["update_freq"],
+        validation_steps=validation_steps,
     )
     backup.saved.append(budget.backed_up)
     return budget
@@ -413,7 +431,8 @@ def _training_line(config, spec, strategy):
         f"training {spec['family']}"
         + (f" with {spec['attention']} attention" if spec["family"] == "rnn" else "")
         + (
-            f" for {config.time_budget:g} minutes (at most {config.epochs} epochs)"
+            f" for {config.time_budget:g} minutes"
+            + (f" (at most {config.epochs} epochs)" if config.epochs < MAX_EPOCHS else "")
             if config.time_budget
             else f" for {config.epochs} epochs"
         )
@@ -491,7 +510,14 @@ def _final_weights(config, model, history, best, valid_data, work, budget, log):
     # the last epoch's loss, beside the average's: not the best epoch's
     last_loss = best.last_val_loss if best.last_val_loss is not None else val_loss
     averaged = average_last_epochs(
-        model, work, count, valid_data, last_loss, log, steps=bool(config.save_every)
+        model,
+        work,
+        count,
+        valid_data,
+        last_loss,
+        log,
+        steps=bool(config.save_every),
+        steps_per_epoch=budget.steps_per_epoch if budget is not None else None,
     )
     return averaged.pop("val_loss", val_loss), averaged
 
@@ -502,6 +528,7 @@ def _run_record(config, spec, numbers, tokenizers, seconds, val_loss, averaged, 
     time budget) and decoded with."""
     return {
         **spec,
+        "preset": config.preset,
         "protect_numbers": numbers is not None,
         "source_vocab": tokenizers[0].vocab_size,
         "target_vocab": tokenizers[1].vocab_size,
