@@ -27,10 +27,9 @@ commands run on a CPU.
 import argparse
 import sys
 
-from . import run_folders
-
 # Nothing here imports TensorFlow or Keras: the arguments are parsed first
 # (`--help` and a mistyped flag answer at once), then `main` imports them.
+from . import run_folders
 from .runs import HelpFormatter, UsageError, flag, import_tensorflow_quietly
 from .translation.command_settings import BEAM_DEFAULTS, COMMAND_DEFAULTS, FIELDS
 from .translation.config import DECODES, TranslationConfig
@@ -149,7 +148,7 @@ def choose_preset(command, settings, log=None):
     that `train` uses when none is given: a run resumed (its `run.json`
     there, no `--overwrite`) keeps its own (none for a run from before
     presets, trained with the flags' defaults); a new run's is chosen by
-    the corpus's sentence pairs (`settings.preset_for`), said in one line
+    the corpus's sentence pairs (`presets.preset_for`), said in one line
     to `log`. A corpus that cannot be read chooses nothing: `train`'s own
     checks then say why."""
     commands = FIELDS["preset"].metadata["commands"]
