@@ -2,7 +2,7 @@
 
 On a machine with one or more NVIDIA GPUs (`nvidia-smi -L`):
 
-1. trains the demo's model (its settings, `COMMAND_DEFAULTS["demo"]`) with
+1. trains the demo's model (its family and preset, `COMMAND_DEFAULTS["demo"]`) with
    mixed float16 and XLA (`--mixed-precision float16 --jit`) for
    `--minutes` of training, then scores it on the Ding test split (beam
    search, sacrebleu);

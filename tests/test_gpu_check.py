@@ -4,7 +4,7 @@ command it would run (train, evaluate, tune, export) parses and passes the
 command line's checks."""
 
 from keras_attention_recipes import gpu_check, translate
-from keras_attention_recipes.translation.command_settings import COMMAND_DEFAULTS
+from keras_attention_recipes.translation.config import TranslationConfig
 
 
 def test_without_a_gpu_it_says_so_in_one_line(monkeypatch, capsys):
@@ -25,8 +25,9 @@ def test_every_command_it_runs_parses_and_passes_the_checks():
 def test_its_training_flags_are_the_demo_s_model():
     argv = ["train", "--output", "x", *gpu_check.demo_flags(), "--mixed-precision", "float16"]
     config = translate.check(translate.parser().parse_args(argv + ["--jit", "--time-budget", "5"]))
-    demo = COMMAND_DEFAULTS["demo"]
-    for name in ("family", "hidden_dim", "vocab_size", "batch_tokens", "warmup", "average_last"):
-        assert getattr(config, name) == demo[name], name
-    assert config.learning_rate == demo["learning_rate"] and config.dictionary == demo["dictionary"]
+    demo = TranslationConfig.for_command("demo")
+    for name in ("family", "preset", "hidden_dim", "vocab_size", "batch_tokens", "warmup"):
+        assert getattr(config, name) == getattr(demo, name), name
+    assert (config.average_last, config.learning_rate, config.dictionary) == (3, 5e-3, 0.5)
+    assert (demo.average_last, demo.learning_rate, demo.dictionary) == (3, 5e-3, 0.5)
     assert config.mixed_precision == "float16" and config.jit and config.time_budget == 5

@@ -65,7 +65,7 @@ def test_a_teacher_of_other_data_itself_or_untrained_is_refused(trained, tmp_pat
     status, _, err = cli(capsys, "tune", "--output", str(tmp_path), "--distill-from", teacher)
     assert status == 2 and "unrecognized arguments: --distill-from" in err, err  # train, demo
     output = str(tmp_path / "student")
-    other = [*TINY[:2], "--vocab-size", "500", *TINY[4:]]
+    other = [*TINY[:4], "--vocab-size", "500", *TINY[6:]]
     status, _, err = cli(capsys, "train", "--output", output, "--distill-from", teacher, *other)
     assert status == 2 and err.count("\n") == 1, err
     assert f"--distill-from {teacher}: the student takes the teachers' data split" in err
