@@ -197,6 +197,8 @@ def test_the_small_presets_are_what_results_md_measured_and_the_demo_s_is_one():
     )
     assert (small.intermediate_dim, small.position, small.tie_embeddings) == (256, "relative", True)
     assert (small.learning_rate, small.warmup, small.vocab_size) == (3e-3, 400, 4000)
+    rnn = config_of("train", "--preset", "small", "--family", "rnn")
+    assert (rnn.hidden_dim, rnn.learning_rate, rnn.batch_tokens) == (128, 1e-2, 1536)
     # a corpus of the user's has no dictionary entries: the preset leaves them out
     assert config_of("train", "--preset", "small", "--corpus", "x.tsv").dictionary == 0.0
 
