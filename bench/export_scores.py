@@ -49,7 +49,7 @@ def main(argv=None):
     from keras_attention_recipes.translation.scores import corpus_scores, number_consistency
     from keras_attention_recipes.translation.text_io import read_pair_file
 
-    from keras_attention.tokenizers.numbers import numbers_in
+    from keras_attention.tokenizers.number_rules import numbers_in
 
     translate = saved_model_translator(args.export)
     other = saved_model_translator(args.compare) if args.compare else None

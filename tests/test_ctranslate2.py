@@ -262,7 +262,8 @@ def test_what_ctranslate2_cannot_express_is_refused_in_one_line(tmp_path):
 
 
 def test_numbers_are_restored_as_our_number_protection_restores_them():
-    from keras_attention.tokenizers.numbers import PLACEHOLDER, NumberProtection
+    from keras_attention.tokenizers.number_rules import PLACEHOLDER
+    from keras_attention.tokenizers.numbers import NumberProtection
 
     sources = ["Das kostet 2,50 Euro, nicht 1.000.", "um 14:35 Uhr", "nichts"]
     translations = [

@@ -71,6 +71,21 @@ def test_imports_point_down_only(relative, path):
                 ), f"{relative} imports {name} from keras_attention/__init__"
 
 
+# The tokenizers' modules that need no TensorFlow: the Python twins of the
+# in-graph ones, for the recipe's data on JAX and PyTorch.
+PYTHON_TOKENIZERS = ("characters.py", "number_rules.py", "pieces.py")
+
+
+@pytest.mark.parametrize("name", PYTHON_TOKENIZERS)
+def test_the_python_tokenizers_import_no_tensorflow(name):
+    path = os.path.join(PACKAGE, "tokenizers", name)
+    python = tuple(f"keras_attention.tokenizers.{n[: -len('.py')]}" for n in PYTHON_TOKENIZERS)
+    for module, _ in imported(path):
+        assert not module.startswith(("tensorflow", "tensorflow_text")), f"{name} imports {module}"
+        if module.startswith("keras_attention.tokenizers"):
+            assert module in python, f"{name} imports {module}, which needs TensorFlow"
+
+
 @pytest.mark.skipif(
     importlib.util.find_spec("tensorflow") is not None,
     reason="TensorFlow is installed here; the JAX/PyTorch runs check this",
@@ -87,12 +102,15 @@ def test_without_tensorflow_the_serving_and_tokenizer_tiers_name_what_is_missing
         r"pip install keras_attention\[tensorflow\]",
     ):
         import keras_attention.serving  # noqa: F401
+    # The tokenizers' Python twins import; an in-graph name says what is missing.
+    from keras_attention.tokenizers import SentencePieceEncoder, number_rules  # noqa: F401
+
     with pytest.raises(
         ImportError,
-        match=r"keras_attention.tokenizers needs TensorFlow .*"
+        match=r"keras_attention.tokenizers.SentencePieceTokenizer needs TensorFlow .*"
         r"pip install keras_attention\[tensorflow\]",
     ):
-        import keras_attention.tokenizers  # noqa: F401
+        from keras_attention.tokenizers import SentencePieceTokenizer  # noqa: F401
     # Training support imports on every backend (a no-op off TensorFlow).
     from keras_attention.training.distribute import adapt_for_distribution  # noqa: F401
 

@@ -10,14 +10,14 @@ import tensorflow as tf
 from keras_attention_recipes.translation.scores import number_consistency
 
 from keras_attention.tokenizers import build_vocabulary, load_tokenizer, train_sentencepiece
-from keras_attention.tokenizers.numbers import (
+from keras_attention.tokenizers.number_rules import (
     OTHER_DIGITS,
     PLACEHOLDER,
-    NumberProtection,
     copied_number,
     numbers_in,
     protect_text,
 )
+from keras_attention.tokenizers.numbers import NumberProtection
 
 P = PLACEHOLDER
 SOURCES = [

@@ -20,7 +20,7 @@ from keras_attention.tokenizers import (
     sentencepiece_pieces,
     train_sentencepiece,
 )
-from keras_attention.tokenizers.sentencepiece import BYTE, NORMAL
+from keras_attention.tokenizers.pieces import BYTE, NORMAL
 
 TEXTS = [
     "I didn't find the time for it.",
@@ -83,7 +83,8 @@ def test_blank_is_the_same_in_the_graph_and_in_python():
     UTF-8."""
     import unicodedata
 
-    from keras_attention.tokenizers.base import BLANK_CHARACTERS, blank_texts, is_blank
+    from keras_attention.tokenizers.base import blank_texts
+    from keras_attention.tokenizers.characters import BLANK_CHARACTERS, is_blank
 
     def defined_blank(text):
         return all(re.match(r"\s", c) or unicodedata.category(c) == "Cf" for c in text)

@@ -20,7 +20,6 @@ The spec itself, what it carries over and what it refuses, is
 import functools
 import json
 import os
-import re
 import shutil
 import tempfile
 
@@ -28,22 +27,14 @@ from keras_attention.files import umask_mode
 from keras_attention.serving.ctranslate2_spec import (
     build_spec,
 )
-from keras_attention.tokenizers.base import is_blank
-from keras_attention.tokenizers.numbers import (
-    PLACEHOLDER,
-    copied_number,
-    numbers_in,
-    protect_text,
-    sanitized,
-)
+from keras_attention.tokenizers.characters import is_blank
+from keras_attention.tokenizers.number_rules import protect_text, restore_text, sanitized
+from keras_attention.tokenizers.pieces import clean_text
 
 # What `quantization` may be (None: keep float32): CTranslate2's weight
 # types for CPU serving. `recipes/translation/config.py` copies this table.
 QUANTIZATIONS = ("int8", "int8_float32", "float16")
 METADATA = "keras_attention.json"  # the recipe's notes beside the model
-# U+0001, the mark `tokenizers.numbers` splits a text with around its numbers:
-# a translation holding one drops it, as the graph's `restore` does.
-MARK = "\x01"
 # `METADATA`'s mark of a `length_penalty` that is CTranslate2's own
 # (`exporters.CTranslate2Exporter`), not a run's GNMT alpha copied into it.
 LENGTH_PENALTY_SET_BY = "CTranslate2Exporter"
@@ -248,34 +239,14 @@ def _swap(new, old):
     os.rmdir(aside)
 
 
-def _clean(text):
-    """As `SentencePieceTokenizer.clean`: `▁` as a space, stripped, runs of
-    spaces as one."""
-    return re.sub(" +", " ", text.replace("\u2581", " ").strip())
-
-
-def _copied(number):
-    """`NumberProtection(swap_separators=True).copied` in Python
-    (`tokenizers.numbers.copied_number`)."""
-    return copied_number(number, swap_separators=True)
-
-
 def restore_numbers(translation, source):
-    """`NumberProtection(swap_separators=True).restore` in Python: the k-th
-    placeholder of `translation` becomes the k-th digit group of `source`;
-    one beyond them is left out with the space before it. The source is
-    read as `sanitized` (a typed U+E000 or U+0001 is a space), and a
-    U+0001 in `translation` is dropped, as in the graph."""
-    numbers = [_copied(number) for number in numbers_in(source)]
-    parts = translation.replace(MARK, "").split(PLACEHOLDER)
-    text = parts[0]
-    for index, part in enumerate(parts[1:]):
-        if index < len(numbers):
-            text += numbers[index]
-        elif text.endswith(" "):
-            text = text[:-1]
-        text += part
-    return text
+    """`NumberProtection(swap_separators=True).restore` in Python
+    (`number_rules.restore_text`): the k-th placeholder of `translation`
+    becomes the k-th digit group of `source`; one beyond them is left out
+    with the space before it. The source is read as `sanitized` (a typed
+    U+E000 or U+0001 is a space), and a U+0001 in `translation` is dropped,
+    as in the graph."""
+    return restore_text(translation, source, swap_separators=True)
 
 
 def checked_translate_options(metadata, options, model_dir):
@@ -394,8 +365,8 @@ def translate_with_ctranslate2(model_dir, texts, translator=None, protect_number
     options = {**checked_translate_options(metadata, options, model_dir), **options}
     translator = translator or ctranslate2.Translator(model_dir, device="cpu")
     source_sp, target_sp = _processors(sentencepiece, os.path.abspath(model_dir))
-    cleaned = [_clean(sanitized(text)) for text in texts]
-    protected = [_clean(protect_text(text)) if protect_numbers else text for text in cleaned]
+    cleaned = [clean_text(sanitized(text)) for text in texts]
+    protected = [clean_text(protect_text(text)) if protect_numbers else text for text in cleaned]
     todo = [index for index, text in enumerate(cleaned) if not is_blank(text)]
     pieces = source_sp.encode([protected[index] for index in todo], out_type=str)
     results = translator.translate_batch(pieces, **options) if todo else []

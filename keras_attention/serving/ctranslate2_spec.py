@@ -196,7 +196,7 @@ def default_vocabulary(vocab_size, special):
 
 def _vocabulary(path, tokens, vocab_size, special, side):
     if path is not None:
-        from keras_attention.tokenizers.sentencepiece import sentencepiece_pieces
+        from keras_attention.tokenizers.pieces import sentencepiece_pieces
 
         with open(path, "rb") as handle:
             model = handle.read()

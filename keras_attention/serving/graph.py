@@ -22,7 +22,7 @@ import tensorflow as tf
 from keras_attention.seq2seq.sampling import GreedySearch
 from keras_attention.seq2seq.search import BeamSearch, get_search
 from keras_attention.serving.requests import checked_count, checked_shape, refuse_unless
-from keras_attention.tokenizers.base import UNK
+from keras_attention.tokenizers.characters import UNK
 from keras_attention.tokenizers.numbers import sanitize
 
 SIGNATURES = (

@@ -86,7 +86,8 @@ from keras_attention.serving.records import (
 )
 from keras_attention.serving.requests import rule_text
 from keras_attention.serving.versions import traced_once
-from keras_attention.tokenizers.numbers import PLACEHOLDER, NumberProtection
+from keras_attention.tokenizers.number_rules import PLACEHOLDER
+from keras_attention.tokenizers.numbers import NumberProtection
 from keras_attention.validation import check_choice
 
 

@@ -1,44 +1,67 @@
-"""In-graph subword tokenisation and number protection with TensorFlow and
-TensorFlow Text (TensorFlow-specific). Install with
-`pip install keras_attention[tensorflow]`.
+"""Subword tokenisation and number protection: in the graph, with
+TensorFlow and TensorFlow Text (`pip install keras_attention[tensorflow]`),
+and their Python twins, which need no TensorFlow.
 
-Two tokenizers with one interface, so the translation recipe, its data
-pipelines and the SavedModel export take either; `load_tokenizer(path)`
+Two in-graph tokenizers with one interface, so the translation recipe's
+`tf.data` input and the SavedModel export take either; `load_tokenizer(path)`
 picks the one a vocabulary file is for. Both do everything in TensorFlow
 ops, so the same object tokenises a `tf.data` pipeline and goes inside a
-SavedModel. Reserved ids, matching the `Seq2Seq` defaults: 0 `[PAD]`,
-1 `[START]` (<sos>), 2 `[END]` (<eos>), 3 `[UNK]`.
+SavedModel. `SentencePieceEncoder` tokenises as the in-graph
+SentencePiece tokenizer does, token for token, from the same model file,
+for what runs on JAX or PyTorch; `number_rules` protects and restores
+numbers as `NumberProtection` does. Reserved ids, matching the `Seq2Seq`
+defaults: 0 `[PAD]`, 1 `[START]` (<sos>), 2 `[END]` (<eos>), 3 `[UNK]`.
 
-    base.py           the reserved tokens, encode and clean, shared by both tokenizers
-    sentencepiece.py  SentencePieceTokenizer (lossless) and train_sentencepiece
+    characters.py     the reserved tokens; what makes a text blank (Python)
+    number_rules.py   the rules of number protection (Python)
+    pieces.py         train_sentencepiece, sentencepiece_pieces, SentencePieceEncoder (Python)
+    base.py           encode and clean in the graph, shared by both tokenizers
+    sentencepiece.py  SentencePieceTokenizer (lossless)
     wordpiece.py      SubwordTokenizer (WordPiece) and build_vocabulary
     loading.py        load_tokenizer: the tokenizer of a vocabulary file
     numbers.py        NumberProtection: numbers protected before a model, restored after it
+
+The in-graph names are imported when first used (`__getattr__`), so that
+`from keras_attention.tokenizers import SentencePieceEncoder` imports no
+TensorFlow; without TensorFlow an in-graph name is an `ImportError` that
+says what to install.
 """
 
+import importlib
 import importlib.util
 
-if importlib.util.find_spec("tensorflow") is None:
-    raise ImportError(
-        "keras_attention.tokenizers needs TensorFlow (the in-graph tokenizers and number "
-        "protection), which is not installed. Install it with "
-        "`pip install keras_attention[tensorflow]` (tensorflow and tensorflow-text); the "
-        "layers and keras_attention.seq2seq work without it."
-    )
-
-from keras_attention.tokenizers.base import END, PAD, RESERVED, START, UNK  # noqa: E402
-from keras_attention.tokenizers.loading import load_tokenizer  # noqa: E402
-from keras_attention.tokenizers.numbers import PLACEHOLDER, NumberProtection  # noqa: E402
-from keras_attention.tokenizers.sentencepiece import (  # noqa: E402
-    SentencePieceTokenizer,
+from keras_attention.tokenizers.characters import END, PAD, RESERVED, START, UNK
+from keras_attention.tokenizers.number_rules import PLACEHOLDER
+from keras_attention.tokenizers.pieces import (
+    SentencePieceEncoder,
     sentencepiece_pieces,
     train_sentencepiece,
 )
-from keras_attention.tokenizers.wordpiece import (  # noqa: E402
-    SubwordTokenizer,
-    build_vocabulary,
-    digits_split,
-)
+
+# The in-graph names, by the module that defines them.
+IN_GRAPH = {
+    "NumberProtection": "numbers",
+    "SentencePieceTokenizer": "sentencepiece",
+    "SubwordTokenizer": "wordpiece",
+    "build_vocabulary": "wordpiece",
+    "digits_split": "wordpiece",
+    "load_tokenizer": "loading",
+}
+
+
+def __getattr__(name):
+    module = IN_GRAPH.get(name)
+    if module is None:
+        raise AttributeError(f"module 'keras_attention.tokenizers' has no attribute {name!r}")
+    if importlib.util.find_spec("tensorflow") is None:
+        raise ImportError(
+            f"keras_attention.tokenizers.{name} needs TensorFlow (the in-graph tokenizers and "
+            "number protection), which is not installed. Install it with "
+            "`pip install keras_attention[tensorflow]` (tensorflow and tensorflow-text); "
+            "SentencePieceEncoder, train_sentencepiece and number_rules work without it."
+        )
+    return getattr(importlib.import_module(f"keras_attention.tokenizers.{module}"), name)
+
 
 __all__ = [
     "END",
@@ -48,6 +71,7 @@ __all__ = [
     "START",
     "UNK",
     "NumberProtection",
+    "SentencePieceEncoder",
     "SentencePieceTokenizer",
     "SubwordTokenizer",
     "build_vocabulary",

@@ -1,7 +1,7 @@
 """`load_tokenizer(path)`: the tokenizer a vocabulary file is for
 (TensorFlow-specific)."""
 
-from keras_attention.tokenizers.base import PAD, RESERVED
+from keras_attention.tokenizers.characters import PAD, RESERVED
 from keras_attention.tokenizers.sentencepiece import SentencePieceTokenizer
 from keras_attention.tokenizers.wordpiece import SubwordTokenizer
 

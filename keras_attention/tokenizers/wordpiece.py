@@ -12,15 +12,9 @@ import hashlib
 import tensorflow as tf
 
 from keras_attention.files import write_atomically
-from keras_attention.tokenizers.base import (
-    DIGITS,
-    RESERVED,
-    UNK,
-    InGraphTokenizer,
-    import_text,
-    refuse_a_string,
-)
-from keras_attention.tokenizers.numbers import PLACEHOLDER
+from keras_attention.tokenizers.base import InGraphTokenizer, import_text
+from keras_attention.tokenizers.characters import DIGITS, RESERVED, UNK, refuse_a_string
+from keras_attention.tokenizers.number_rules import PLACEHOLDER
 
 
 def build_vocabulary(texts, path, vocab_size=8000, lower_case=False, split_digits=True):

@@ -53,7 +53,7 @@ def _number_counts(train_path):
     """`(training pairs with digits, pairs of them with the same numbers on
     both sides)` of `train_path`, counted once and kept beside it in
     `numbers-<hash of the file>.json` for the next start."""
-    from keras_attention.tokenizers.numbers import numbers_in, same_number
+    from keras_attention.tokenizers.number_rules import numbers_in, same_number
 
     digest = run_files.file_digest(train_path)
     folder = os.path.dirname(os.path.abspath(train_path))

@@ -40,7 +40,7 @@ def number_consistency(sources, hypotheses):
     (percent; None without numbers). A group counts once per occurrence,
     found in its own translation written with either decimal separator
     (German `3,50` is kept as `3.50`; `1.000` as `1,000`)."""
-    from keras_attention.tokenizers.numbers import number_key, numbers_in
+    from keras_attention.tokenizers.number_rules import number_key, numbers_in
 
     total = kept = 0
     for source, hypothesis in zip(sources, hypotheses):

@@ -169,7 +169,7 @@ class TrainedRun:
         dicts (`translation`, `source_tokens`, `target_tokens`, `weights`); a
         protected number's piece is labelled `<num>` (fonts have no glyph
         for the private-use placeholder)."""
-        from keras_attention.tokenizers.numbers import PLACEHOLDER
+        from keras_attention.tokenizers.number_rules import PLACEHOLDER
 
         maps = self.translator().attention(list(texts))
         for alignment in maps:

@@ -1,0 +1,172 @@
+"""The tokenizers' Python twins give what the graph gives, token for token:
+`SentencePieceEncoder` (the `sentencepiece` package) against
+`SentencePieceTokenizer` (TensorFlow Text's ops) from the same model file,
+and `number_rules` against `NumberProtection`. On the demo's whole split
+(the Ding sentences: train, validation and test; the dictionary's entries
+are left out), the Ding test sentences as the Translator reads them, the
+numbers test set, and texts chosen for the corners of cleaning (spaces
+that strip or don't, `▁`, characters left to byte fallback)."""
+
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_attention.tokenizers.number_rules import (
+    PLACEHOLDER,
+    protect_pair,
+    protect_text,
+    restore_text,
+    sanitized,
+)
+from keras_attention.tokenizers.numbers import NumberProtection, sanitize
+from keras_attention.tokenizers.pieces import SentencePieceEncoder, clean_text, train_sentencepiece
+from keras_attention.tokenizers.sentencepiece import SentencePieceTokenizer
+
+pytestmark = pytest.mark.tensorflow
+
+DING = "/usr/share/trans/de-en"
+NUMBERS = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    "recipes",
+    "translation",
+    "testsets",
+    "numbers.tsv",
+)
+# Where cleaning could differ: Python's `str.strip` strips a no-break space
+# or U+3000, the graph's `tf.strings.strip` only ASCII white space.
+CORNERS = [
+    "  zwei  Leerzeichen  ",
+    "\u00a0geschützt\u00a0",
+    "\u3000breit\u3000",
+    "\tTab\nZeile\r",
+    "a\u2581b \u2581 c",
+    "Emoji 🙂 und 𝔘𝔫𝔦𝔠𝔬𝔡𝔢",
+    "",
+    " ",
+    "\u200b",
+    "Preis: 3,50 € am 24.12.2019 um 14:35 Uhr, ½ Liter, 10³",
+    f"getippt {PLACEHOLDER} und \x01 Marke",
+]
+
+
+def pairs_of(path):
+    with open(path, encoding="utf-8") as handle:
+        return [tuple(line.rstrip("\n").split("\t", 1)) for line in handle if "\t" in line]
+
+
+def graph_pieces(tokenizer, texts):
+    return tokenizer.pieces(tf.constant(texts, tf.string)).to_list()
+
+
+@pytest.fixture(scope="module")
+def demo_split(tmp_path_factory):
+    """The demo's split of the Ding corpus and its two 4,000-piece models,
+    learned as `train` learns them (`load_tokenizers`)."""
+    from keras_attention_recipes.translation import splits
+    from keras_attention_recipes.translation.data import load_tokenizers, vocabulary_paths
+
+    if not os.path.exists(DING):
+        pytest.skip(f"{DING} missing: make test installs trans-de-en")
+    output = str(tmp_path_factory.mktemp("demo-split"))
+    paths = splits.prepare(output, log=lambda *_: None)
+    load_tokenizers(output, paths, vocab_size=4000, log=lambda *_: None)
+    models = vocabulary_paths(output, "sentencepiece")
+    return {split: pairs_of(path) for split, path in paths.items()}, models
+
+
+def test_the_demo_split_tokenises_alike_in_python_and_in_the_graph(demo_split):
+    """Every training, validation and test pair, numbers protected as the
+    training input protects them (`protect_pairs` / `protect_pair`), gives
+    the same pieces; at the demo's `--max-length 32` the same ids and the
+    same cut pairs."""
+    splits, models = demo_split
+    pairs = [pair for split in ("train", "valid", "test") for pair in splits[split]]
+    assert len(pairs) > 19_000
+    graph_numbers = NumberProtection(swap_separators=True)
+    sources = tf.constant([source for source, _ in pairs])
+    targets = tf.constant([target for _, target in pairs])
+    graph_sources, graph_targets = graph_numbers.protect_pairs(sources, targets)
+    python_sources, python_targets = zip(*(protect_pair(s, t) for s, t in pairs))
+    assert [t.decode() for t in graph_sources.numpy()] == list(python_sources)
+    assert [t.decode() for t in graph_targets.numpy()] == list(python_targets)
+    assert sum(PLACEHOLDER in text for text in python_sources) > 300  # numbers were protected
+    for model, graph_texts, python_texts, length in (
+        (models[0], graph_sources, python_sources, 32),
+        (models[1], graph_targets, python_targets, 33),
+    ):
+        graph, python = SentencePieceTokenizer(model), SentencePieceEncoder(model)
+        assert graph.pieces(graph_texts).to_list() == python.pieces(list(python_texts))
+        graph_ids, graph_cut = graph.encode(graph_texts, length)
+        python_ids, python_cut = python.encode(list(python_texts), length)
+        np.testing.assert_array_equal(python_ids, graph_ids.numpy())
+        np.testing.assert_array_equal(python_cut, graph_cut.numpy())
+        assert 0 < python_cut.sum() < len(pairs) // 10  # some pairs are cut, most fit
+        assert python.decode(python_ids) == [t.decode() for t in graph.decode(graph_ids).numpy()]
+
+
+def test_texts_to_translate_tokenise_alike(demo_split):
+    """The Ding test sentences, the numbers test set and the corner cases,
+    read as the Translator reads them (sanitized, numbers protected), give
+    the same pieces and decode alike."""
+    splits, models = demo_split
+    texts = [source for source, _ in splits["test"]]
+    texts += [source for source, _ in pairs_of(NUMBERS)] + CORNERS
+    graph_texts = NumberProtection.protect(sanitize(tf.constant(texts)))
+    python_texts = [protect_text(text) for text in texts]
+    assert [t.decode() for t in graph_texts.numpy()] == python_texts
+    graph, python = SentencePieceTokenizer(models[0]), SentencePieceEncoder(models[0])
+    assert graph_pieces(graph, python_texts) == python.pieces(python_texts)
+    cleaned = graph.clean(tf.constant(CORNERS)).numpy()
+    assert [t.decode() for t in cleaned] == [clean_text(text) for text in CORNERS]
+    ids, _ = python.encode(python_texts, 64)
+    assert python.decode(ids) == [t.decode() for t in graph.decode(ids).numpy()]
+
+
+def test_restore_and_sanitize_match_the_graph():
+    sources = ["Zimmer 4711.", "Gleis 3,5 und 1.000 Euro.", "ohne", f"typed {PLACEHOLDER} 7"]
+    translations = [f"Room {PLACEHOLDER}.", f"Track {PLACEHOLDER}, {PLACEHOLDER} {PLACEHOLDER}"]
+    translations += [f"none {PLACEHOLDER}", f"typed \x01{PLACEHOLDER}"]
+    for swap in (True, False):
+        graph = NumberProtection(swap_separators=swap).restore(
+            tf.constant(translations), tf.constant(sources)
+        )
+        python = [restore_text(t, s, swap) for t, s in zip(translations, sources)]
+        assert python == [t.decode() for t in graph.numpy()]
+    assert restore_text(translations[1], sources[1]) == "Track 3.5, 1,000"  # one left out
+    graph = sanitize(tf.constant(CORNERS)).numpy()
+    assert [t.decode() for t in graph] == [sanitized(text) for text in CORNERS]
+
+
+def test_a_model_trained_without_tensorflow_is_the_same_file(tmp_path):
+    """`train_sentencepiece` cleans with `clean_text` (no TensorFlow): the
+    texts the graph cleans give the same model, byte for byte."""
+    texts = [f"Satz {i} mit\u00a0Raum  und ▁Marke {i * 7}." for i in range(300)] + CORNERS
+    python = tmp_path / "python.spm"
+    train_sentencepiece(texts, str(python), vocab_size=400)
+    cleaned = [t.decode() for t in SentencePieceTokenizer.clean(tf.constant(texts)).numpy()]
+    graph = tmp_path / "graph.spm"
+    train_sentencepiece(cleaned, str(graph), vocab_size=400)
+    assert python.read_bytes() == graph.read_bytes()
+
+
+def test_bad_arguments_are_refused(tmp_path):
+    path = tmp_path / "m.spm"
+    train_sentencepiece([f"Wort {i}" for i in range(200)], str(path), vocab_size=280)
+    encoder = SentencePieceEncoder(str(path))
+    with pytest.raises(ValueError, match=r"`max_length` of .* at least 2 .* max_length=1\."):
+        encoder.encode(["a"], max_length=1)
+    with pytest.raises(ValueError, match="must be a list of strings; received a single string"):
+        encoder.pieces("ein Satz")
+    import sentencepiece
+
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter([f"Wort {i}" for i in range(200)]),
+        model_prefix=str(tmp_path / "other"),
+        vocab_size=30,
+        hard_vocab_limit=False,
+        minloglevel=2,
+    )
+    with pytest.raises(ValueError, match=r"first pieces are \['\[PAD\]'"):
+        SentencePieceEncoder(str(tmp_path / "other.model"))  # SentencePiece's own reserved pieces
