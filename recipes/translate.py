@@ -149,18 +149,23 @@ def choose_preset(command, settings, log=None):
     there, no `--overwrite`) keeps its own (none for a run from before
     presets, trained with the flags' defaults); a new run's is chosen by
     the corpus's sentence pairs (`presets.preset_for`), said in one line
-    to `log`. A corpus that cannot be read chooses nothing: `train`'s own
-    checks then say why."""
+    to `log`. A command whose defaults name a preset (the demo) keeps it,
+    said to `log` too. A corpus that cannot be read chooses nothing:
+    `train`'s own checks then say why."""
     commands = FIELDS["preset"].metadata["commands"]
-    if (
-        command not in commands
-        or settings.get("preset")
-        or "preset" in COMMAND_DEFAULTS.get(command, {})
-    ):
+    if command not in commands:
         return settings
     family = settings.get("family") or COMMAND_DEFAULTS.get(command, {}).get(
         "family", FIELDS["family"].default
     )
+    own = settings.get("preset") or COMMAND_DEFAULTS.get(command, {}).get("preset")
+    if "preset" in COMMAND_DEFAULTS.get(command, {}):  # the demo's: said, not chosen
+        if log is not None and family in PRESETS.get(own, {}):
+            summary = preset_summary(own, family)
+            log(f"the {command}'s settings: preset {own} for the {family} ({summary})")
+        return settings
+    if settings.get("preset"):
+        return settings
     output = settings.get("output") or FIELDS["output"].default
     try:
         recorded = None if settings.get("overwrite") else run_folders.recorded_settings(output)

@@ -18,7 +18,7 @@ from keras_attention_recipes.runs import UsageError
 from keras_attention_recipes.translation import training
 from keras_attention_recipes.translation.config import model_settings, recorded_defaults, upgrade
 from keras_attention_recipes.translation.model import build_model, learning_rate
-from keras_attention_recipes.translation.presets import PRESETS, preset_for
+from keras_attention_recipes.translation.presets import PRESETS, preset_for, preset_summary
 from keras_attention_recipes.translation.settings import DING
 from keras_attention_recipes.translation.training import train_settings
 
@@ -226,6 +226,15 @@ def test_train_chooses_its_preset_by_the_corpus_s_pairs_and_says_so(tmp_path):
     assert lines[0].endswith("; --preset base for 100,000 pairs or more; a flag given wins")
     limited = translate.check(translate.parser().parse_args([*argv, "--limit", "10"]), lines.append)
     assert limited.preset == "small" and lines[-1].startswith("a 10-pair corpus")
+    # the demo's preset is its own, said on its first line
+    lines.clear()
+    translate.check(
+        translate.parser().parse_args(["demo", "--output", str(tmp_path)]), lines.append
+    )
+    assert lines == [
+        f"the demo's settings: preset small for the convs2s ({preset_summary('small', 'convs2s')})"
+    ]
+    assert "--learning-rate 0.005" in lines[0] and "--hidden-dim 128" in lines[0]
     # a corpus that cannot be read chooses nothing: train's checks say why
     missing = ["train", "--corpus", str(tmp_path / "missing.tsv"), "--output", str(tmp_path)]
     assert config_of(*missing).preset is None
