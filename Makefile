@@ -43,6 +43,7 @@ export TF_CPP_MIN_LOG_LEVEL ?= 2
 # ensembles, the fused attention path against the plain one), so that
 # .ci/run runs each JAX case once. make test-torch runs them all.
 PORTABLE := tests/test_portability.py tests/test_compatibility.py tests/test_registry.py tests/test_layout.py \
+	tests/test_python_tokenizers_portability.py \
 	tests/test_score_attention.py tests/test_multi_head.py tests/test_attention_variants.py \
 	tests/test_positional.py tests/test_transformer.py tests/test_convs2s.py tests/test_rnn.py \
 	tests/test_spatial.py tests/test_cell.py tests/test_decoding_options.py tests/test_search.py \
@@ -93,12 +94,14 @@ $(STAMP): pyproject.toml setup.py
 
 # A second virtualenv with Keras on JAX (CPU wheels) and no TensorFlow. First
 # its packages: the library's dependencies and its `jax` extra (read from
-# pyproject.toml) and the test runner's. They install while the TensorFlow
+# pyproject.toml), its `tokenizers` extra (sentencepiece, for the tokenizers'
+# Python twins) and the test runner's. They install while the TensorFlow
 # virtualenv does (`make test`, `setup-both`). The library's editable install
 # follows once that virtualenv's is done: both write keras_attention.egg-info
 # into this folder.
 JAX_REQUIREMENTS := import tomllib; project = tomllib.load(open("pyproject.toml", "rb"))["project"]; \
-	print(*project["dependencies"], *project["optional-dependencies"]["jax"], sep="\n")
+	extras = project["optional-dependencies"]; \
+	print(*project["dependencies"], *extras["jax"], *extras["tokenizers"], sep="\n")
 $(JAX_DEPENDENCIES_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV_JAX)
 	$(VENV_JAX)/bin/python -m pip install --quiet --upgrade pip

@@ -224,7 +224,7 @@ def test_a_held_out_pair_whose_target_is_a_train_target_is_dropped(tmp_path):
 
 
 def test_the_number_check_counts_a_split_once(tmp_path, monkeypatch):
-    from keras_attention.tokenizers import numbers as numbers_module
+    from keras_attention.tokenizers import number_rules as numbers_module
 
     corpus = str(tmp_path / "corpus.tsv")
     write_corpus(corpus)

@@ -22,40 +22,47 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # old module -> {name: the module that defines it now}
 MOVED = {
     "keras_attention.serving.text": {
-        "RESERVED": "keras_attention.tokenizers.base",
-        "PAD": "keras_attention.tokenizers.base",
-        "START": "keras_attention.tokenizers.base",
-        "END": "keras_attention.tokenizers.base",
-        "UNK": "keras_attention.tokenizers.base",
+        "RESERVED": "keras_attention.tokenizers.characters",
+        "PAD": "keras_attention.tokenizers.characters",
+        "START": "keras_attention.tokenizers.characters",
+        "END": "keras_attention.tokenizers.characters",
+        "UNK": "keras_attention.tokenizers.characters",
         "InGraphTokenizer": "keras_attention.tokenizers.base",
-        "PLACEHOLDER": "keras_attention.tokenizers.numbers",
+        "PLACEHOLDER": "keras_attention.tokenizers.number_rules",
         "SubwordTokenizer": "keras_attention.tokenizers.wordpiece",
         "build_vocabulary": "keras_attention.tokenizers.wordpiece",
         "digits_split": "keras_attention.tokenizers.wordpiece",
         "SentencePieceTokenizer": "keras_attention.tokenizers.sentencepiece",
-        "train_sentencepiece": "keras_attention.tokenizers.sentencepiece",
-        "sentencepiece_pieces": "keras_attention.tokenizers.sentencepiece",
-        "WORD_BOUNDARY": "keras_attention.tokenizers.sentencepiece",
-        "BYTE": "keras_attention.tokenizers.sentencepiece",
+        "train_sentencepiece": "keras_attention.tokenizers.pieces",
+        "sentencepiece_pieces": "keras_attention.tokenizers.pieces",
+        "WORD_BOUNDARY": "keras_attention.tokenizers.pieces",
+        "BYTE": "keras_attention.tokenizers.pieces",
+        "CONTROL": "keras_attention.tokenizers.pieces",
+        "UNKNOWN": "keras_attention.tokenizers.pieces",
+        "UNUSED": "keras_attention.tokenizers.pieces",
         "load_tokenizer": "keras_attention.tokenizers.loading",
     },
     "keras_attention.serving.numbers": {
-        name: "keras_attention.tokenizers.numbers"
-        for name in (
-            "NumberProtection",
-            "PLACEHOLDER",
-            "NUMBER",
-            "SWAPPED",
-            "OTHER_DIGITS",
-            "copied_number",
-            "numbers_in",
-            "protect_text",
-            "sanitize",
-            "sanitized",
-            "same_number",
-            "number_key",
-            "_MARK",
-        )
+        **{
+            name: "keras_attention.tokenizers.numbers"
+            for name in ("NumberProtection", "sanitize", "_MARK")
+        },
+        **{
+            name: "keras_attention.tokenizers.number_rules"
+            for name in (
+                "PLACEHOLDER",
+                "NUMBER",
+                "SWAPPED",
+                "OTHER_DIGITS",
+                "copied_number",
+                "numbers_in",
+                "protect_text",
+                "sanitized",
+                "same_number",
+                "number_key",
+            )
+        },
+        "code_point_ranges": "keras_attention.tokenizers.characters",
     },
     "keras_attention.serving.distribute": {
         name: "keras_attention.training.distribute"

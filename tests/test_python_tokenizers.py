@@ -41,6 +41,7 @@ CORNERS = [
     "\u00a0geschützt\u00a0",
     "\u3000breit\u3000",
     "\tTab\nZeile\r",
+    "\vvertikal\f und \x85 und \x1c",
     "a\u2581b \u2581 c",
     "Emoji 🙂 und 𝔘𝔫𝔦𝔠𝔬𝔡𝔢",
     "",
@@ -134,21 +135,37 @@ def test_restore_and_sanitize_match_the_graph():
         )
         python = [restore_text(t, s, swap) for t, s in zip(translations, sources)]
         assert python == [t.decode() for t in graph.numpy()]
-    assert restore_text(translations[1], sources[1]) == "Track 3.5, 1,000"  # one left out
+    assert restore_text(translations[1], sources[1], True) == "Track 3.5, 1,000"  # one left out
     graph = sanitize(tf.constant(CORNERS)).numpy()
     assert [t.decode() for t in graph] == [sanitized(text) for text in CORNERS]
 
 
-def test_a_model_trained_without_tensorflow_is_the_same_file(tmp_path):
-    """`train_sentencepiece` cleans with `clean_text` (no TensorFlow): the
-    texts the graph cleans give the same model, byte for byte."""
-    texts = [f"Satz {i} mit\u00a0Raum  und ▁Marke {i * 7}." for i in range(300)] + CORNERS
-    python = tmp_path / "python.spm"
-    train_sentencepiece(texts, str(python), vocab_size=400)
-    cleaned = [t.decode() for t in SentencePieceTokenizer.clean(tf.constant(texts)).numpy()]
-    graph = tmp_path / "graph.spm"
-    train_sentencepiece(cleaned, str(graph), vocab_size=400)
-    assert python.read_bytes() == graph.read_bytes()
+def test_bytes_and_ids_out_of_the_ordinary_clean_and_decode_alike(demo_split):
+    """Bytes that are not UTF-8 clean to the same U+FFFD characters; ids
+    outside the model, reserved and lone byte pieces decode alike; an
+    empty batch decodes to nothing."""
+    _, models = demo_split
+    texts = [
+        b"ok \xe2\x82 cut",
+        b"\xed\xa0\x80 surrogate",
+        b"\xc0\xaf over",
+        b"\xff\xfe",
+        b"\xf4\x90\x80\x80",
+    ]
+    cleaned = SentencePieceTokenizer.clean(tf.constant(texts)).numpy()
+    assert [t.decode() for t in cleaned] == [clean_text(text) for text in texts]
+    graph, python = SentencePieceTokenizer(models[1]), SentencePieceEncoder(models[1])
+    byte = python.pieces(["\U0001f9ed"])[0]  # a character left to byte fallback
+    assert [python.decode([[piece]]) for piece in byte[1:]] == [[""]] * 4  # "▁", 4 bytes
+    rows = [[1, *byte, 2, 0], [5, -1, 99_999, 3], [byte[1], 40, 41, byte[-1]]]
+    ids = np.array([row + [0] * (8 - len(row)) for row in rows])
+    assert python.decode(ids) == [t.decode() for t in graph.decode(ids).numpy()]
+    assert python.decode(ids)[0] == "\U0001f9ed"
+    assert python.decode(np.zeros((0, 4), np.int32)) == []
+    with pytest.raises(
+        ValueError, match=r"\(batch, length\) array of integers; received shape \(8,\)"
+    ):
+        python.decode(ids[0])
 
 
 def test_bad_arguments_are_refused(tmp_path):

@@ -33,7 +33,7 @@ from keras_attention.validation import (
 )
 
 NEGATIVE = -1e9  # a dead hypothesis' score; finite, so arithmetic stays NaN-free
-UNK_ID = 3  # `[UNK]` in the reserved ids of tokenizers/base.py, for models without `unk_id`
+UNK_ID = 3  # `[UNK]` in the reserved ids of tokenizers/characters.py, for models without `unk_id`
 
 
 def check_source(source, max_length, owner, model=None):

@@ -321,7 +321,7 @@ def translate_with_ctranslate2(model_dir, texts, translator=None, protect_number
     reserved pieces dropped, numbers protected and restored when the run
     did (`protect_numbers`; default: what `keras_attention.json` says).
     A U+E000 or U+0001 in a text is read as a space (`tokenizers.numbers.sanitized`);
-    a blank text (only spaces and format characters, `tokenizers.base.is_blank`)
+    a blank text (only spaces and format characters, `tokenizers.characters.is_blank`)
     translates to "", as in the graph; incomplete UTF-8 byte sequences of
     byte pieces are dropped (`_detokenize`).
     `translator`: a `ctranslate2.Translator` of `model_dir` (default: a new

@@ -1,7 +1,8 @@
-"""Moved to `keras_attention.tokenizers`: `SentencePieceTokenizer` and
-`train_sentencepiece` (`tokenizers/sentencepiece.py`), `SubwordTokenizer`
-and `build_vocabulary` (`tokenizers/wordpiece.py`), `load_tokenizer`
-(`tokenizers/loading.py`), the reserved tokens (`tokenizers/base.py`).
+"""Moved to `keras_attention.tokenizers`: `SentencePieceTokenizer`
+(`tokenizers/sentencepiece.py`), `train_sentencepiece` and the piece types
+(`tokenizers/pieces.py`), `SubwordTokenizer` and `build_vocabulary`
+(`tokenizers/wordpiece.py`), `load_tokenizer` (`tokenizers/loading.py`),
+the reserved tokens (`tokenizers/characters.py`).
 This old path keeps working: each name taken from it is the same object,
 with a `DeprecationWarning`,
 until keras_attention 0.4.0 removes it (`keras_attention.deprecations`)."""
@@ -13,6 +14,9 @@ __getattr__, __dir__ = moved_module(
     "keras_attention.tokenizers",
     (
         # Each name's own module first: later ones import from earlier ones.
+        "keras_attention.tokenizers.characters",
+        "keras_attention.tokenizers.number_rules",
+        "keras_attention.tokenizers.pieces",
         "keras_attention.tokenizers.base",
         "keras_attention.tokenizers.numbers",
         "keras_attention.tokenizers.wordpiece",

@@ -22,9 +22,9 @@ defaults: 0 `[PAD]`, 1 `[START]` (<sos>), 2 `[END]` (<eos>), 3 `[UNK]`.
     numbers.py        NumberProtection: numbers protected before a model, restored after it
 
 The in-graph names are imported when first used (`__getattr__`), so that
-`from keras_attention.tokenizers import SentencePieceEncoder` imports no
-TensorFlow; without TensorFlow an in-graph name is an `ImportError` that
-says what to install.
+`from keras_attention.tokenizers import SentencePieceEncoder` needs no
+TensorFlow (on the TensorFlow backend Keras imports it anyway); without
+TensorFlow an in-graph name is an `ImportError` that says what to install.
 """
 
 import importlib

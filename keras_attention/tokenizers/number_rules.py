@@ -106,7 +106,7 @@ def protect_pair(source, target):
     return (protect_text(source), protect_text(target)) if same else (source, target)
 
 
-def restore_text(translation, source, swap_separators=True):
+def restore_text(translation, source, swap_separators=False):
     """`translation` with its k-th `PLACEHOLDER` replaced by the k-th digit
     group of `source` (`copied_number`); one beyond them is left out with
     the space before it, and a `MARK` in `translation` is dropped: what

@@ -60,8 +60,8 @@ Everything is core TensorFlow string ops (`RegexReplace`,
 `RegexFullMatch`, `StringSplitV2`, `ReduceJoin`, ragged gathers), so an
 exported translator does the same inside TF Serving; the Python functions
 of `number_rules.py` (`numbers_in`, `protect_text`, `protect_pair`,
-`copied_number`, `restore_text`, `sanitized`; importable from here too)
-are the same rules without TensorFlow, for the recipe's preparation on any
+`copied_number`, `restore_text`, `sanitized`) are the same rules without
+TensorFlow, for the recipe's preparation on any
 backend and the CTranslate2 path (`serving.ctranslate2`).
 """
 

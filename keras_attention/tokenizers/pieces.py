@@ -10,6 +10,7 @@ the Ding corpus). No TensorFlow: it imports on every backend; the
 """
 
 import io
+import numbers
 import re
 
 import numpy as np
@@ -72,8 +73,8 @@ def sentencepiece_pieces(model):
     (bytes), in id order. The model's field 1 holds the pieces, each a
     `SentencePiece` message with the piece string in field 1 and its type in
     field 3 (`NORMAL` when absent; `BYTE` for byte fallback's `<0xNN>`).
-    Read here, with no protobuf schema, so that loading a tokenizer needs
-    only TensorFlow and TensorFlow Text. `ValueError` if `model` is not a
+    Read here, with no protobuf schema, so that neither tokenizer needs the
+    `protobuf` package's SentencePiece schema to load a model. `ValueError` if `model` is not a
     SentencePiece model."""
     pieces = []
     for number, value in _protobuf_fields(model):
@@ -109,8 +110,7 @@ def _import_sentencepiece():
         import sentencepiece
     except ImportError as error:  # pragma: no cover - an install problem, said clearly
         raise ImportError(
-            "train_sentencepiece needs the sentencepiece package: "
-            "pip install 'keras_attention[tensorflow]'"
+            "train_sentencepiece needs the sentencepiece package: pip install sentencepiece"
         ) from error
     return sentencepiece
 
@@ -284,12 +284,14 @@ class SentencePieceEncoder:
     def encode(self, texts, max_length):
         """`(ids (B, max_length) int32, truncated (B,) bool)` of `texts`, as
         the graph's `encode`."""
-        if not isinstance(max_length, int) or max_length < 2:
+        integer = isinstance(max_length, numbers.Integral) and not isinstance(max_length, bool)
+        if not integer or max_length < 2:
             raise ValueError(
                 "`max_length` of SentencePieceEncoder.encode must be an integer of at least 2 "
                 f"([START] and [END]); received max_length={max_length!r}."
             )
         found = self.pieces(texts)
+        max_length = int(max_length)
         room = max_length - 2
         ids = np.full((len(found), max_length), PAD, np.int32)
         truncated = np.zeros(len(found), bool)
@@ -300,11 +302,17 @@ class SentencePieceEncoder:
         return ids, truncated
 
     def decode(self, ids):
-        """The text of each row of `ids` (`(B, L)` ints): the surfaces of its
-        pieces joined, leading spaces removed; an id outside the model and a
-        reserved piece write nothing."""
+        """The text of each row of `ids` (`(B, L)` integers): the surfaces of
+        its pieces joined, leading spaces removed; an id outside the model
+        and a reserved piece write nothing."""
+        ids = np.asarray(ids)
+        if ids.ndim != 2 or not (ids.size == 0 or np.issubdtype(ids.dtype, np.integer)):
+            raise ValueError(
+                "`ids` of SentencePieceEncoder.decode must be a (batch, length) array of "
+                f"integers; received shape {ids.shape} of {ids.dtype}."
+            )
         texts = []
-        for row in np.asarray(ids).reshape(len(ids), -1):
-            joined = b"".join(self._surfaces[i] for i in row.tolist() if 0 <= i < self.vocab_size)
+        for row in ids.tolist():
+            joined = b"".join(self._surfaces[i] for i in row if 0 <= i < self.vocab_size)
             texts.append(re.sub(b"^ +", b"", joined).decode("utf-8", "ignore"))
         return texts
