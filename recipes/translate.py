@@ -25,6 +25,7 @@ commands run on a CPU.
 """
 
 import argparse
+import importlib.util
 import sys
 
 # Nothing here imports TensorFlow or Keras: the arguments are parsed first
@@ -223,11 +224,35 @@ INTERRUPTED = {
 }
 
 
+# The packages each command needs beyond Keras: every command tokenises in
+# a `tf.data` graph or exports, so TensorFlow and TensorFlow Text are every
+# command's today; `tune` adds KerasTuner.
+NEEDS = {"tensorflow": "TensorFlow", "tensorflow_text": "TensorFlow Text"}
+COMMAND_NEEDS = {"tune": {"keras_tuner": "KerasTuner"}}
+
+
+def missing_packages(command):
+    """The names of the packages `command` needs that are not installed."""
+    needs = {**NEEDS, **COMMAND_NEEDS.get(command, {})}
+    return [name for module, name in needs.items() if importlib.util.find_spec(module) is None]
+
+
 def main(argv=None):
     """The command line: a user mistake, a bad corpus, a file that cannot be
-    read or written, or a `ValueError` from the library is one `error:` line
-    and exit status 2, never a traceback."""
+    read or written, a package the command needs that is not installed
+    (before anything is written), or a `ValueError` from the library is one
+    `error:` line and exit status 2, never a traceback."""
     args = parser().parse_args(argv)
+    missing = missing_packages(args.command)
+    if missing:
+        named = ", ".join(missing[:-1]) + " and " + missing[-1] if len(missing) > 1 else missing[0]
+        print(
+            f"error: {args.command} needs {named}, not installed here: "
+            "pip install 'keras_attention[recipes]' (the layers and keras_attention.seq2seq "
+            "train on JAX and PyTorch without them)",
+            file=sys.stderr,
+        )
+        sys.exit(2)
     import_tensorflow_quietly()  # before anything imports TensorFlow
     try:
         run(args)

@@ -567,6 +567,34 @@ def test_help_and_flag_mistakes_answer_before_tensorflow_is_imported(module, arg
     assert "usage:" in done.stdout + done.stderr
 
 
+def test_a_command_whose_packages_are_missing_says_so_before_writing(tmp_path, monkeypatch, capsys):
+    """Where TensorFlow Text (or, for `tune`, KerasTuner) is not installed
+    (a JAX virtualenv), a command is one `error:` line naming what is
+    missing, before its run folder exists: not a traceback from an import
+    halfway through."""
+    import importlib.util
+
+    from keras_attention_recipes import translate
+
+    found = importlib.util.find_spec
+    absent = {"tensorflow_text", "keras_tuner"}
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name in absent else found(name, *a)
+    )
+    for command, named in (
+        ("export", "TensorFlow Text"),
+        ("train", "TensorFlow Text"),
+        ("tune", "TensorFlow Text and KerasTuner"),
+    ):
+        output = tmp_path / command
+        with pytest.raises(SystemExit) as stopped:
+            translate.main([command, "--output", str(output)])
+        err = capsys.readouterr().err
+        assert stopped.value.code == 2 and err.count("\n") == 1, err
+        assert err.startswith(f"error: {command} needs {named}, not installed here: pip install")
+        assert not output.exists()
+
+
 def test_command_line_tables_are_the_librarys():
     """The command line's copies of the library's tables (the settings'
     declarations and runs.py parse without importing the library) are the
