@@ -170,6 +170,14 @@ def test_a_second_train_into_one_folder_is_refused_naming_the_holder(tmp_path, c
                 pass
 
 
+def test_a_run_records_the_backend_and_keras_that_trained_it(trained):
+    import keras
+
+    with open(os.path.join(trained[0], "config.json"), encoding="utf-8") as handle:
+        record = json.load(handle)
+    assert (record["backend"], record["keras_version"]) == ("tensorflow", keras.__version__)
+
+
 def test_the_lock_file_is_removed_by_its_holder_alone(tmp_path, trained):
     """`.run.lock` stayed in the run folder after a successful `train`."""
     assert not os.path.exists(os.path.join(trained[0], run_folders.LOCK_FILE))  # the shared run's

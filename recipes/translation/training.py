@@ -523,12 +523,15 @@ def _final_weights(config, model, history, best, valid_data, work, budget, log):
 
 
 def _run_record(config, spec, numbers, tokenizers, seconds, val_loss, averaged, budget):
-    """The trained run's `config.json`: the model's settings and what
-    training did (vocabulary sizes, epochs, batching, time, loss, averaging,
-    time budget) and decoded with."""
+    """The trained run's `config.json`: the model's settings, the backend
+    and Keras that trained it, and what training did (vocabulary sizes,
+    epochs, batching, time, loss, averaging, time budget) and decoded with."""
     return {
         **spec,
         "preset": config.preset,
+        # where the weights trained: a run trained on JAX exports on TensorFlow
+        "backend": keras.config.backend(),
+        "keras_version": keras.__version__,
         "protect_numbers": numbers is not None,
         "source_vocab": tokenizers[0].vocab_size,
         "target_vocab": tokenizers[1].vocab_size,
