@@ -311,6 +311,27 @@ def test_tune_has_its_own_folder_and_refuses_a_training_run(trained, tmp_path, c
     assert not os.path.exists(os.path.join(output, "tuning"))
 
 
+def test_tune_batches_by_its_batch_tokens_and_draws_its_dictionary(tmp_path, monkeypatch):
+    """`tune --batch-tokens N --dictionary R` parsed both and trained its
+    trials on 64-pair batches without dictionary entries: the flags were
+    not handed to the data pipeline."""
+    from keras_attention_recipes.translation import hyperparameter_search
+
+    class Handed(Exception):
+        pass
+
+    def handed(*args, **kwargs):
+        raise Handed(kwargs)
+
+    monkeypatch.setattr(hyperparameter_search, "datasets", handed)
+    argv = ["tune", "--output", str(tmp_path / "tune"), *TINY[2:6], "--batch-tokens", "512"]
+    config = translate.check(translate.parser().parse_args([*argv, "--dictionary", "0.5"]))
+    with pytest.raises(Handed) as stopped:
+        hyperparameter_search.tune(config, log=lambda *_: None)
+    kwargs = stopped.value.args[0]
+    assert (kwargs["batch_tokens"], kwargs["dictionary"]) == (512, 0.5)
+
+
 @pytest.mark.large
 def test_distributed_tuning_stops_on_ctrl_c_and_resumes_to_run_every_trial_once(
     tmp_path, monkeypatch

@@ -60,6 +60,8 @@ def tune(config, log=print):
         config.batch_size,
         config.seed,
         log,
+        batch_tokens=config.batch_tokens,
+        dictionary=config.dictionary,
         numbers=numbers,
     )
 
