@@ -159,11 +159,12 @@ def choose_preset(command, settings, log=None):
     family = settings.get("family") or COMMAND_DEFAULTS.get(command, {}).get(
         "family", FIELDS["family"].default
     )
-    own = settings.get("preset") or COMMAND_DEFAULTS.get(command, {}).get("preset")
-    if "preset" in COMMAND_DEFAULTS.get(command, {}):  # the demo's: said, not chosen
-        if log is not None and family in PRESETS.get(own, {}):
-            summary = preset_summary(own, family)
-            log(f"the {command}'s settings: preset {own} for the {family} ({summary})")
+    defaults = COMMAND_DEFAULTS.get(command, {})
+    if "preset" in defaults:  # the demo's: said, not chosen
+        name = settings.get("preset") or defaults["preset"]
+        if log is not None and family in PRESETS.get(name, {}):
+            summary = preset_summary(name, family)
+            log(f"the {command}'s settings: preset {name} for the {family} ({summary})")
         return settings
     if settings.get("preset"):
         return settings

@@ -185,5 +185,5 @@ def test_bad_arguments_are_refused(tmp_path):
         hard_vocab_limit=False,
         minloglevel=2,
     )
-    with pytest.raises(ValueError, match=r"first pieces are \['\[PAD\]'"):
+    with pytest.raises(ValueError, match=r"must start with the reserved pieces \['\[PAD\]'"):
         SentencePieceEncoder(str(tmp_path / "other.model"))  # SentencePiece's own reserved pieces

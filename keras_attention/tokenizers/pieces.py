@@ -219,15 +219,34 @@ def _trainer_options(vocab_size, model_type, character_coverage, byte_fallback, 
     )
 
 
-def _surface(piece, kind):
-    """The bytes a piece stands for in a decoded text (as the graph's
-    `decode`): the piece with `▁` as a space; a byte piece `<0xNN>`, byte
-    NN; a reserved or unused one, nothing."""
+def surface(piece, kind, copy=False):
+    """The bytes a piece stands for in a decoded text: the piece with `▁`
+    as a space; a byte piece `<0xNN>`, byte NN; a reserved or unused one,
+    nothing. A copy (an `[UNK]` replaced by a source piece, in the graph's
+    `decode`) of a byte that is part of a longer character is nothing: one
+    byte of it is no text."""
     if kind == BYTE:
-        return bytes([int(piece[3:-1], 16)])
+        value = int(piece[3:-1], 16)
+        return b"" if copy and value >= 0x80 else bytes([value])
     if kind in (NORMAL, USER_DEFINED):
         return piece.replace(WORD_BOUNDARY, " ").encode("utf-8")
     return b""
+
+
+def read_model(model_path):
+    """`(model bytes, sentencepiece_pieces)` of the SentencePiece model file
+    `model_path`; `ValueError` unless its pieces 0-3 are `RESERVED`. Both
+    tokenizers load their model with it."""
+    with open(model_path, "rb") as handle:
+        model = handle.read()
+    pieces = sentencepiece_pieces(model)
+    first = [piece for piece, _ in pieces[: len(RESERVED)]]
+    if first != RESERVED:
+        raise ValueError(
+            f"SentencePiece model {model_path} (`model_path`) must start with the reserved "
+            f"pieces {RESERVED}; it starts with {first}."
+        )
+    return model, pieces
 
 
 class SentencePieceEncoder:
@@ -259,18 +278,10 @@ class SentencePieceEncoder:
             raise ImportError(
                 "SentencePieceEncoder needs the sentencepiece package: pip install sentencepiece"
             ) from error
-        with open(model_path, "rb") as handle:
-            model = handle.read()
-        pieces = sentencepiece_pieces(model)
-        if [piece for piece, _ in pieces[: len(RESERVED)]] != RESERVED:
-            raise ValueError(
-                f"`model_path` of SentencePieceEncoder must be a SentencePiece model whose first "
-                f"pieces are {RESERVED}; {model_path} starts with "
-                f"{[piece for piece, _ in pieces[: len(RESERVED)]]}."
-            )
+        model, pieces = read_model(model_path)
         self.model_path = model_path
         self.vocab_size = len(pieces)
-        self._surfaces = [_surface(piece, kind) for piece, kind in pieces]
+        self._surfaces = [surface(piece, kind) for piece, kind in pieces]
         self._processor = sentencepiece.SentencePieceProcessor(model_proto=model)
 
     clean = staticmethod(clean_text)

@@ -15,27 +15,16 @@ import tensorflow as tf
 
 from keras_attention.tokenizers.base import InGraphTokenizer, import_text
 from keras_attention.tokenizers.characters import RESERVED, UNK
-from keras_attention.tokenizers.pieces import (  # noqa: F401 (the last two: re-exported)
+from keras_attention.tokenizers.pieces import (  # noqa: F401 (re-exported: the names' old home)
     BYTE,
     NORMAL,
     USER_DEFINED,
     WORD_BOUNDARY,
+    read_model,
     sentencepiece_pieces,
+    surface,
     train_sentencepiece,
 )
-
-
-def _surface(piece, kind, copy=False):
-    """The bytes a piece stands for in a decoded text: the piece with `▁`
-    as a space; a byte piece `<0xNN>`, byte NN; a reserved or unused one,
-    nothing. A copy (an `[UNK]` replaced by a source piece) of a byte that
-    is part of a longer character is nothing: one byte of it is no text."""
-    if kind == BYTE:
-        value = int(piece[3:-1], 16)
-        return b"" if copy and value >= 0x80 else bytes([value])
-    if kind in (NORMAL, USER_DEFINED):
-        return piece.replace(WORD_BOUNDARY, " ").encode("utf-8")
-    return b""
 
 
 def _lookup(table, ids, default):
@@ -124,18 +113,11 @@ class SentencePieceTokenizer(InGraphTokenizer):
 
     def __init__(self, model_path, name=None):
         super().__init__(name=name)
-        with open(model_path, "rb") as handle:
-            model = handle.read()
-        pieces = sentencepiece_pieces(model)
-        if [piece for piece, _ in pieces[: len(RESERVED)]] != RESERVED:
-            raise ValueError(
-                f"SentencePiece model {model_path} must start with the reserved pieces "
-                f"{RESERVED}; it starts with {[piece for piece, _ in pieces[: len(RESERVED)]]}."
-            )
+        model, pieces = read_model(model_path)
         self.vocab_size = len(pieces)
         self._pieces = tf.constant([piece for piece, _ in pieces])
-        self._surfaces = tf.constant([_surface(piece, kind) for piece, kind in pieces])
-        self._copies = tf.constant([_surface(piece, kind, copy=True) for piece, kind in pieces])
+        self._surfaces = tf.constant([surface(piece, kind) for piece, kind in pieces])
+        self._copies = tf.constant([surface(piece, kind, copy=True) for piece, kind in pieces])
         self._model = _SentencePieceModel(model, model_path)
 
     @staticmethod

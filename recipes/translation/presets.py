@@ -14,8 +14,8 @@ line reads it before Keras and TensorFlow are imported."""
 # 400-step warm-up, the mean of the last 3 epochs; the Transformer tied and
 # with relative positions (the best of the four schemes there), ConvS2S at
 # rate 5e-3 (the demo's), the Transformer at 3e-3, the RNN at 1e-2 (at 3e-3
-# it was still far from trained at 8 minutes: BLEU 0.73 against 2.52).
-# Dictionary entries are Ding's (dropped with --corpus).
+# it is far from trained at 8 minutes: RESULTS.md, "What `train` gives from
+# its defaults"). Dictionary entries are Ding's (dropped with --corpus).
 SMALL = {
     "vocab_size": 4000,
     "batch_tokens": 1536,
