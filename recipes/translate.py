@@ -35,7 +35,13 @@ from .runs import HelpFormatter, UsageError, flag, import_tensorflow_quietly
 from .translation.command_settings import BEAM_DEFAULTS, COMMAND_DEFAULTS, FIELDS
 from .translation.config import DECODES, TranslationConfig
 from .translation.corpus import CorpusError, count_pairs
-from .translation.presets import PRESET_KEYS, PRESET_PAIRS, PRESETS, preset_for, preset_summary
+from .translation.presets import (
+    PRESET_KEYS,
+    PRESET_PAIRS,
+    PRESETS,
+    preset_for_families,
+    preset_summary,
+)
 from .translation.settings import COMMANDS
 
 
@@ -159,6 +165,12 @@ def choose_preset(command, settings, log=None):
     family = settings.get("family") or COMMAND_DEFAULTS.get(command, {}).get(
         "family", FIELDS["family"].default
     )
+    # tune's trials each start from their family's settings of one preset
+    families = (
+        (settings.get("families") or FIELDS["families"].default_factory())
+        if (command == "tune")
+        else [family]
+    )
     defaults = COMMAND_DEFAULTS.get(command, {})
     if "preset" in defaults:  # the demo's: said, not chosen
         name = settings.get("preset") or defaults["preset"]
@@ -181,8 +193,16 @@ def choose_preset(command, settings, log=None):
         pairs = count_pairs(settings.get("corpus"), min(limit or fewest, fewest))
     except (CorpusError, OSError, ValueError):
         return settings
-    name = preset_for(pairs, family)
-    if log is not None:
+    name = preset_for_families(pairs, families)
+    if log is not None and command == "tune":
+        log(
+            f"a {pairs:,}{'+' if pairs >= fewest else ''}-pair corpus: preset {name}; each "
+            "trial starts from its family's settings and searches around them (--preset none: "
+            "the flags' own defaults):"
+        )
+        for member in families:
+            log(f"  {member}: {preset_summary(name, member)}")
+    elif log is not None:
         larger = [
             n for n in PRESETS if PRESET_PAIRS[n] > PRESET_PAIRS[name] and family in PRESETS[n]
         ]

@@ -52,21 +52,60 @@ def end_chief_promptly():
     return True
 
 
-def make_tuner(build, algorithm, objective, max_trials, max_epochs, directory, project, seed=0):
+def defaults_first(oracle_class):
+    """A subclass of KerasTuner's `oracle_class` whose first trial takes
+    every active hyperparameter's default (a search that starts from a
+    known configuration, then searches as `oracle_class` does)."""
+    from keras_tuner import HyperParameters
+
+    class DefaultsFirst(oracle_class):
+        def populate_space(self, trial_id):
+            if self.trials:  # the first trial is not yet among them
+                return super().populate_space(trial_id)
+            chosen = HyperParameters()
+            for hp in self.hyperparameters.space:
+                chosen.merge([hp])
+                if chosen.is_active(hp):
+                    chosen.values[hp.name] = hp.default
+            return {"status": "RUNNING", "values": chosen.values}
+
+    DefaultsFirst.__name__ = f"DefaultsFirst{oracle_class.__name__}"
+    return DefaultsFirst
+
+
+def make_tuner(
+    build,
+    algorithm,
+    objective,
+    max_trials,
+    max_epochs,
+    directory,
+    project,
+    seed=0,
+    defaults_trial=False,
+):
+    """KerasTuner's tuner of `algorithm`; with `defaults_trial` (random and
+    bayesian only), its first trial is the hyperparameters' defaults."""
     import keras_tuner
 
-    common = dict(
-        objective=objective, directory=directory, project_name=project, overwrite=False, seed=seed
-    )
+    common = dict(directory=directory, project_name=project, overwrite=False)
+    searched = dict(objective=objective, seed=seed)
     if algorithm == "hyperband":
+        if defaults_trial:
+            raise ValueError("`defaults_trial` needs a random or bayesian search; got hyperband")
         return keras_tuner.Hyperband(
-            build, max_epochs=max_epochs, factor=3, hyperband_iterations=1, **common
+            build, max_epochs=max_epochs, factor=3, hyperband_iterations=1, **searched, **common
         )
-    if algorithm == "bayesian":
-        return keras_tuner.BayesianOptimization(build, max_trials=max_trials, **common)
-    if algorithm == "random":
-        return keras_tuner.RandomSearch(build, max_trials=max_trials, **common)
-    raise ValueError(f"--algorithm must be one of {list(ALGORITHMS)}; received {algorithm!r}.")
+    oracles = {
+        "bayesian": keras_tuner.oracles.BayesianOptimizationOracle,
+        "random": keras_tuner.oracles.RandomSearchOracle,
+    }
+    if algorithm not in oracles:
+        raise ValueError(f"--algorithm must be one of {list(ALGORITHMS)}; received {algorithm!r}.")
+    oracle_class = defaults_first(oracles[algorithm]) if defaults_trial else oracles[algorithm]
+    # what keras_tuner.RandomSearch and BayesianOptimization make of their arguments
+    oracle = oracle_class(max_trials=max_trials, **searched)
+    return keras_tuner.Tuner(oracle=oracle, hypermodel=build, **common)
 
 
 def run_search(
@@ -83,9 +122,13 @@ def run_search(
     batch_size=64,
     seed=0,
     callbacks=(),
+    record=None,
+    defaults_trial=False,
 ):
     """Search, print a summary table, write `best_hyperparameters.json` in
-    `output`; returns `(tuner, best_hyperparameters_dict)`."""
+    `output` (the best trial's values, or what `record` makes of them);
+    returns `(tuner, best_hyperparameters_dict)`. With `defaults_trial`,
+    the first trial is the hyperparameters' defaults (`make_tuner`)."""
     try:
         tuner = make_tuner(
             build,
@@ -96,6 +139,7 @@ def run_search(
             os.path.join(output, "tuning"),
             project,
             seed,
+            defaults_trial,
         )
     except RuntimeError as error:  # KerasTuner's "Error reloading `Oracle`"
         if "reloading" not in str(error):
@@ -135,6 +179,8 @@ def run_search(
         score = "-" if trial.score is None else f"{trial.score:10.4f}"
         print(f"{trial.trial_id:<8s} {score:>10s}  {trial.hyperparameters.values}")
     best = trials[0].hyperparameters.values if trials else {}
+    if record is not None and trials:
+        best = record(best)
     path = os.path.join(output, "best_hyperparameters.json")
     with open(path, "w", encoding="utf-8") as handle:
         json.dump(best, handle, indent=2, sort_keys=True)

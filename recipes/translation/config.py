@@ -24,7 +24,7 @@ import os
 
 from ..runs import UsageError, check_number, flag
 from .command_settings import BEAM_DEFAULTS, COMMAND_DEFAULTS, FIELDS, Settings
-from .presets import DING_ONLY, PAPER_RATE, PRESETS, paper_rate
+from .presets import DING_ONLY, PAPER_RATE, PRESET_KEYS, PRESETS, paper_rate
 from .settings import CHECKS, FAMILIES, GROUPS, MAX_EPOCHS, RECORDS, WINDOW_RULE, corpus_key
 
 # The lists made from the settings' declarations.
@@ -157,12 +157,16 @@ class TranslationConfig(Settings):
         merged = {"output": output, **COMMAND_DEFAULTS.get(command, {}), **settings}
         family = merged.get("family") or FIELDS["family"].default
         name = merged.get("preset")
-        preset = dict(PRESETS.get(name, {}).get(family, {}))
+        if command == "tune":  # the data settings every searched family's preset shares
+            families = merged.get("families") or FIELDS["families"].default_factory()
+            preset = shared_preset(name, families, settings)
+        else:
+            preset = dict(PRESETS.get(name, {}).get(family, {}))
         if merged.get("corpus"):  # the dictionary's entries are Ding's
             preset = {key: value for key, value in preset.items() if key not in DING_ONLY}
         merged = {**COMMAND_DEFAULTS.get(command, {}), **preset, **merged}
         width, warmup = merged.get("hidden_dim"), merged.get("warmup")
-        paper = (name, family) in PAPER_RATE
+        paper = command != "tune" and (name, family) in PAPER_RATE  # a trial's: its own
         if paper and "learning_rate" not in settings and _positive_integers(width, warmup):
             # The preset's peak rate is the paper's d^-0.5 · w^-0.5 of the width and
             # warm-up used, also where --hidden-dim or --warmup replaces the preset's.
@@ -218,13 +222,16 @@ class TranslationConfig(Settings):
                 seen[real] = run
 
     def check_preset(self):
-        """`UsageError` for a `--preset` the `--family` does not have (its
-        name is checked as declared)."""
-        if self.preset in PRESETS and self.family not in PRESETS[self.preset]:
-            raise UsageError(
-                f"--preset {self.preset} is the Transformer's only; got --family {self.family}: "
-                f"its presets are {', '.join(n for n in PRESETS if self.family in PRESETS[n])}"
-            )
+        """`UsageError` for a `--preset` the `--family` (tune: one of the
+        `--families`) does not have (its name is checked as declared)."""
+        families = self.families if self.command == "tune" else [self.family]
+        for family in families:
+            if self.preset in PRESETS and family not in PRESETS[self.preset]:
+                given = "--families includes" if self.command == "tune" else "got --family"
+                raise UsageError(
+                    f"--preset {self.preset} is the Transformer's only; {given} {family}: "
+                    f"its presets are {', '.join(n for n in PRESETS if family in PRESETS[n])}"
+                )
 
     def data_settings(self):
         """What a run's data split and vocabularies are built from (`run.json`)."""
@@ -293,6 +300,36 @@ class TranslationConfig(Settings):
 # The commands that decode a trained run, or convert it with its decoding
 # settings: they settle them against the run's before any work.
 DECODES = ("evaluate", "translate", "export", "convert")
+
+
+def shared_preset(name, families, given):
+    """The settings of `tune` that preset `name` fills: those its `families`
+    share (a setting a family's preset leaves out is that flag's default),
+    the data split and vocabulary every trial trains on; `UsageError` for
+    one the families' presets give differently and `given` (the flags
+    given) does not settle. The model's settings are each trial's
+    (`hyperparameter_search.trial_settings`)."""
+    presets = PRESETS.get(name, {})
+    keys = [key for key in PRESET_KEYS if "tune" in FIELDS[key].metadata["commands"]]
+    shared = {}
+    for family in (family for family in families if family in presets):  # check_preset: others
+        for key in keys:
+            value = presets[family].get(key, FIELDS[key].default)
+            first, held = shared.setdefault(key, (family, value))
+            if held != value and key not in given:
+                raise UsageError(
+                    f"--preset {name} gives the {first} {flag(key)} {_said(held)} and the "
+                    f"{family} {_said(value)}: tune's trials share one data split and "
+                    f"vocabulary; give {flag(key)}, or search --families whose presets agree"
+                )
+    return {key: value for key, (_, value) in shared.items()}
+
+
+def _said(value):
+    """A setting's value as a message says it."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return "unset" if value is None else value
 
 
 def model_settings(config, hyperparameters=None):
@@ -389,8 +426,9 @@ def recorded_defaults(settings):
     trained with: a run that lacks one is compared as having this value."""
     family = settings.get("family")
     return {
-        # a run from before presets: its values are compared, each on its own
-        "preset": settings.get("preset"),
+        # a run from before presets: its values are compared, each on its own;
+        # a search from before presets (no family) had none
+        "preset": settings.get("preset") if family else None,
         "tokenizer": "wordpiece",
         # runs made before the sample: their vocabularies are there already
         "vocab_sample": FIELDS["vocab_sample"].default,

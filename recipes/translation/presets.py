@@ -130,6 +130,13 @@ def preset_for(pairs, family):
     )
 
 
+def preset_for_families(pairs, families):
+    """The preset `tune` chooses for a corpus of `pairs` sentence pairs and
+    the `families` it searches: the smallest of each family's
+    `preset_for`, so that every family has it."""
+    return min((preset_for(pairs, family) for family in families), key=PRESET_PAIRS.get)
+
+
 def preset_summary(name, family):
     """The preset's settings as flags, for the line that names it."""
     values = PRESETS[name][family]

@@ -226,7 +226,7 @@ class RunSettings:
         EVERY,
         folder=True,
     )
-    preset: str = setting(  # applied by `TranslationConfig.for_command`
+    preset: str = setting(  # applied by `TranslationConfig.for_command`, tune's trials
         None,
         "settings that train, for the --family: small (128 wide, 4,000 pieces a side, batches "
         "of 1,536 pieces, warm-up 400, the mean of the last 3 epochs; Ding: dictionary "
@@ -236,7 +236,13 @@ class RunSettings:
         "big); none: the flags' own defaults. Default: chosen by the corpus's sentence "
         "pairs, small below 100,000, base from there, big (the Transformer) from 10 million; "
         "a run resumes with its own. A flag given wins",
-        MODEL,
+        (*MODEL, "tune"),
+        help_for={
+            "tune": "settings each trial starts from, for its family: small, base or big as "
+            "for train (the searched families must share its data settings); none: the "
+            "flags' own defaults and the fixed search space. Default: chosen by the corpus's "
+            "sentence pairs as for train; a search resumes with its own",
+        },
         choices=(*PRESETS, "none"),
     )
     hyperparameters: str = setting(None, "best_hyperparameters.json from `tune`", MODEL)
@@ -435,7 +441,11 @@ class ModelSettings:
         None,
         "one vocabulary learned from both sides, and one embedding table that the encoder "
         "and decoder share (with --tie-embeddings: three-way tying; transformer and convs2s)",
-        MODEL,
+        (*MODEL, "tune"),
+        help_for={
+            "tune": "one vocabulary learned from both sides, whose one embedding table the "
+            "encoder and decoder of the Transformer and ConvS2S trials share",
+        },
         also_records=("data",),  # the vocabularies are learned from it
         families=("transformer", "convs2s"),
         family_default=False,  # a vocabulary of each side, and an embedding table of each
