@@ -38,9 +38,12 @@ EVERY_CASE_ON_EVERY_BACKEND = (
 # (distributed training and tuning, ensemble members, replicas), a signal
 # to a running process (Ctrl-C, a kill), a translation search with
 # KerasTuner, or a benchmark script's smoke run; a whole run trained and
-# exported beyond the one the session shares (`trained`, `exported`); or the
+# exported beyond the one the session shares (`trained`, `exported`); the
 # other cases of a sweep of families whose capability one case checks in
-# `make test` (convs2s's int8 op check beside the rnn's). `make test` keeps
+# `make test` (convs2s's int8 op check beside the rnn's); a fresh Python,
+# TensorFlow or JAX process for one message or check; or a slower test of
+# what a cheaper one in `make test` checks (each says which in its reason),
+# so that `make test` ends within 15 minutes on a 2-core CPU. `make test` keeps
 # at least one case of every capability: the shared run's export and its
 # op check, the library's int8 export of a transformer and its op check, a
 # digits recipe run and its KerasTuner search, one case of each sweep.

@@ -63,6 +63,12 @@ def cases(rng):
     }
 
 
+@pytest.mark.large(
+    reason=(
+        "a JAX process beside TensorFlow's; `make test`'s JAX run loads the 0.1.0 and "
+        "0.2.0 files saved on TensorFlow (test_compatibility.py)"
+    )
+)
 @pytest.mark.tensorflow
 def test_keras_files_saved_on_tensorflow_load_on_jax(tmp_path, rng):
     assert keras.backend.backend() == "tensorflow"

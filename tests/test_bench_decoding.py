@@ -29,6 +29,7 @@ def test_decoding_bench_smoke(capsys):
     assert all(0 < float(row[-4]) <= float(row[-2]) for row in latencies)
 
 
+@pytest.mark.large(reason="a benchmark's smoke run")
 @pytest.mark.tensorflow
 def test_int8_copy_is_quantized_and_loop_ops_are_counted():
     """The int8 rows run a quantized copy with the float model's weights, and
@@ -51,6 +52,7 @@ def test_int8_copy_is_quantized_and_loop_ops_are_counted():
     assert nodes == sum(ops.values()) > 0 and ops["TopKV2"] >= 2
 
 
+@pytest.mark.large(reason="a benchmark's smoke run")
 @pytest.mark.tensorflow
 def test_int8_matmul_bench_times_every_product_against_float32(capsys):
     """bench/int8_matmul.py (why the int8 exports are weight-only) runs each

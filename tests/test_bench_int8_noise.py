@@ -31,13 +31,13 @@ def rounded(values, axes):
     return np.clip(np.round(values / step), -127, 127) * step, step
 
 
-# ConvS2S covers this library's int8 layers and Keras's Dense, the RNN
-# Keras's Embedding; the Transformer's MultiHead is one more of this
-# library's layers (`make test-large`).
+# The RNN's case covers Keras's Embedding (`make test`); ConvS2S's this
+# library's int8 layers and Keras's Dense, the Transformer's MultiHead one
+# more of this library's layers (`make test-large`).
 @pytest.mark.parametrize(
     "family",
     [
-        pytest.param(family, marks=pytest.mark.large if family == "transformer" else ())
+        pytest.param(family, marks=pytest.mark.large if family != "rnn" else ())
         for family in sorted(FAMILIES)
     ],
 )
@@ -70,6 +70,7 @@ def restore(weights, values):
         variable.assign(value)
 
 
+@pytest.mark.large(reason="a benchmark's smoke run")
 def test_a_perturbation_stays_within_half_a_step_and_reports_its_size():
     noise = load_bench("int8_noise")
     model, weights, before = convs2s_weights(noise)
@@ -93,6 +94,7 @@ def test_a_perturbation_stays_within_half_a_step_and_reports_its_size():
     assert noise.perturb(weights, seed=1) == squares
 
 
+@pytest.mark.large(reason="a benchmark's smoke run")
 def test_rounding_all_but_one_part_leaves_that_part_float():
     noise = load_bench("int8_noise")
     _, weights, before = convs2s_weights(noise)

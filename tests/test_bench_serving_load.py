@@ -159,6 +159,7 @@ def test_bad_flags_are_one_line_errors(bench, flags, message, capsys):
     assert capsys.readouterr().err.splitlines()[-1].endswith(message)
 
 
+@pytest.mark.large(reason="a benchmark's smoke run")
 def test_the_client_against_the_stub_in_both_rest_formats(exported):
     """`predict_rest` (what `keras-attention-serving-client` sends) gets the
     signature's own outputs through the stub in both formats (the session's

@@ -495,6 +495,7 @@ def test_bench_deploying_smoke_prints_every_route(transformer_run, capsys):
     assert "| route | search | tokens/s | BLEU | chrF |" in capsys.readouterr().out
 
 
+@pytest.mark.large(reason="a run quantized and converted for one message")
 def test_convert_cli_refuses_a_quantized_run_in_flag_words(transformer_run, tmp_path, capsys):
     """It said `pass quantization='int8'`, the library's argument."""
     import keras

@@ -113,7 +113,9 @@ def test_sentencepiece_with_several_threads_gives_the_same_file_every_time(tmp_p
     assert 0 < size <= 300
 
 
-@pytest.mark.parametrize("tokenizer", ["sentencepiece", "wordpiece"])
+@pytest.mark.parametrize(  # WordPiece's case is large (`make test-large`)
+    "tokenizer", ["sentencepiece", pytest.param("wordpiece", marks=pytest.mark.large)]
+)
 def test_training_from_shards_gives_the_text_pipeline_s_batches(tmp_path, tokenizer):
     corpus = str(tmp_path / "corpus.tsv")
     write_corpus(corpus)

@@ -106,6 +106,7 @@ def test_two_exports_at_once_get_two_versions(tmp_path):
     assert open(os.path.join(model, "1", "saved_model.pb")).read() == "v1"
 
 
+@pytest.mark.large(reason="a process killed mid-export")
 def test_a_killed_exports_staging_folder_is_cleaned_up(tmp_path):
     base = str(tmp_path)
     script = f"""
@@ -303,6 +304,12 @@ def tiny_translator_with_options(tmp_path_factory):
     return export_archive(archive, str(directory / "exports"), "translator"), model, tokenizer
 
 
+@pytest.mark.large(
+    reason=(
+        "a plain TensorFlow process; test_translation_export.py's runs the shared "
+        "export's signatures so in `make test`"
+    )
+)
 def test_nbest_and_constrained_from_plain_tensorflow_equal_in_process(
     tiny_translator_with_options, tmp_path
 ):
@@ -399,6 +406,7 @@ print(json.dumps({{
     assert "prefix must have one entry per text; got 1 prefixes for 2 texts" in got["mismatch"]
 
 
+@pytest.mark.large(reason="a saved_model_cli process")
 def test_saved_model_cli_shows_the_decoding_options(tiny_translator_with_options):
     from keras_attention.serving import check
 

@@ -319,6 +319,7 @@ print(before, "|", check())
 """
 
 
+@pytest.mark.large(reason="two fresh processes")
 def test_importing_serving_changes_no_run_time_check_of_the_layers():
     """On TensorFlow a learned position past `max_length` in a graph of
     unknown length is refused by the layer's run-time assert, with its

@@ -98,6 +98,7 @@ def test_an_unknown_name_of_an_old_path_is_an_attribute_error():
         text.no_such_name  # noqa: B018
 
 
+@pytest.mark.large(reason="a fresh process")
 def test_the_library_imports_without_a_deprecation_warning():
     """A process that imports every module of the package and takes the
     serving package's names: none of our deprecation warnings (an error

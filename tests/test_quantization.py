@@ -225,7 +225,14 @@ def test_quantization_int8_kernels_compute_the_dequantized_float_model(family):
     assert float_bytes / int8_bytes > 3.1
 
 
-@pytest.mark.parametrize("family", ["transformer-relative-tied", "convs2s", "rnn-additive"])
+@pytest.mark.parametrize(  # the Transformer's in `make test`, the others large
+    "family",
+    [
+        "transformer-relative-tied",
+        pytest.param("convs2s", marks=pytest.mark.large),
+        pytest.param("rnn-additive", marks=pytest.mark.large),
+    ],
+)
 def test_quantization_search_runs_and_the_keras_file_round_trips(family, tmp_path):
     model = FAMILIES[family]()
     model((SOURCE, TARGET_IN))
@@ -263,8 +270,15 @@ def searched(model):
     }
 
 
-@pytest.mark.parametrize(
-    "family", ["transformer-learned-tied", "transformer-rope", "convs2s-shared", "rnn-additive"]
+@pytest.mark.parametrize(  # the first in `make test`, the others large
+    "family",
+    [
+        "transformer-learned-tied",
+        *(
+            pytest.param(family, marks=pytest.mark.large)
+            for family in ("transformer-rope", "convs2s-shared", "rnn-additive")
+        ),
+    ],
 )
 def test_quantization_dequantized_once_searches_as_the_per_step_kernels(family, monkeypatch):
     """The searches dequantize the kernels once per call (`dequantized`):

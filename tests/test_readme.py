@@ -26,6 +26,12 @@ def blocks(page):
     ]
 
 
+# The manual's examples that train or quantize and save models for longer
+# than the rest together: large (`make test-large`); the front page's and the
+# others run in `make test`.
+LARGE_EXAMPLES = ("docs/models.md:0", "docs/models.md:2")
+
+
 def examples():
     """A parameter for each block to run; a block the same as an earlier one
     (docs/index.md repeats the front page's) runs once."""
@@ -34,9 +40,9 @@ def examples():
         for index, code, run in blocks(page):
             if run and code not in seen:
                 seen.add(code)
-                found.append(
-                    pytest.param(page, index, code, id=f"{page.relative_to(ROOT)}:{index}")
-                )
+                name = f"{page.relative_to(ROOT)}:{index}"
+                marks = pytest.mark.large if name in LARGE_EXAMPLES else ()
+                found.append(pytest.param(page, index, code, id=name, marks=marks))
     return found
 
 

@@ -335,6 +335,7 @@ def test_bad_hyperparameter_values_are_one_line_errors(tmp_path, capsys, content
     assert not output.exists()  # refused before anything is written
 
 
+@pytest.mark.large(reason="trains the digits recipe for each refusal")
 def test_output_and_export_dir_naming_files_are_one_line_errors(tmp_path, capsys):
     (tmp_path / "notes.txt").write_text("mine")
     # In a fresh process: the whole of stderr, no TensorFlow start-up lines.

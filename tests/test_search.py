@@ -453,7 +453,10 @@ def test_seed_examples_flag_the_live_prefixes_a_beam_returns():
     ]
 
 
-@pytest.mark.parametrize("seed", range(4))
+# seed 0 in `make test`, the others large (`make test-large`)
+@pytest.mark.parametrize(
+    "seed", [pytest.param(seed, marks=pytest.mark.large if seed else ()) for seed in range(4)]
+)
 def test_every_search_returns_finished_and_num_hypotheses_waits_for_n(seed):
     """On every backend: `finished` (bool, True exactly where `<eos>` was
     emitted) comes with greedy search, sampling, beam search and `best`;

@@ -150,11 +150,12 @@ LEARNERS = {
 }
 
 
-# The RNN's case is large (`make test-large`): the session's shared recipe
-# run trains an RNN in `make test`.
+# ConvS2S's case runs in `make test`; the RNN's and the Transformer's are
+# large (`make test-large`): the session's shared recipe run trains an RNN,
+# and test_portability.py trains each family, in `make test`.
 @pytest.mark.parametrize(
     "family",
-    [pytest.param(f, marks=pytest.mark.large if f == "rnn" else ()) for f in LEARNERS],
+    [pytest.param(f, marks=pytest.mark.large if f != "convs2s" else ()) for f in LEARNERS],
 )
 def test_each_family_learns_to_reverse(family):
     # Seeded, so the weights do not depend on what ran before in the process:
@@ -362,6 +363,7 @@ def test_error_unknown_attention():
         RecurrentSeq2Seq(VOCAB, VOCAB, attention="cosine")
 
 
+@pytest.mark.large(reason="test_fit_with_scheduled_sampling trains with it in `make test`")
 def test_scheduled_sampling_with_unknown_length_is_differentiable(rng):
     import tensorflow as tf
 
@@ -559,6 +561,7 @@ def test_inverse_square_root_schedule_warms_up_then_decays():
         InverseSquareRootSchedule(1e-3, warmup_steps=0)
 
 
+@pytest.mark.large(reason="an XLA compilation for one refusal")
 @pytest.mark.tensorflow
 def test_convs2s_past_max_length_under_xla_raises_when_the_length_is_static():
     import tensorflow as tf

@@ -63,6 +63,7 @@ def test_import_keras_attention_prints_nothing_on_stderr():
     assert result.stderr == ""
 
 
+@pytest.mark.large(reason="a fresh process; the quiet start it undoes is checked in `make test`")
 @pytest.mark.skipif(
     importlib.util.find_spec("tensorflow") is None, reason="the notes are TensorFlow's"
 )

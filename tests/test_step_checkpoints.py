@@ -151,6 +151,13 @@ def test_an_epoch_s_batches_are_a_function_of_the_seed_and_the_epoch(trained):
     assert pipeline.epoch_seed(3, 1) != pipeline.epoch_seed(3, 2) != pipeline.epoch_seed(4, 1)
 
 
+@pytest.mark.large(
+    reason=(
+        "four CLI runs of a training validated and saved by steps; "
+        "test_translation_budget.py averages the step checkpoints a budget keeps in `make "
+        "test`"
+    )
+)
 def test_validation_every_n_steps_and_the_average_of_the_last_step_checkpoints(tmp_path):
     """--validate-every 3 logs the validation loss and BLEU at steps 3, 6,
     ... (in validation_steps.jsonl, TensorBoard and the log); --average-last
@@ -258,7 +265,9 @@ def test_an_epoch_the_budget_cut_short_is_kept_as_a_step_and_averaged_last(tmp_p
     assert lines[0].startswith("averaged the weights of epoch 3 to step 43 (3 checkpoints)")
 
 
-@pytest.mark.parametrize("flag", ["--save-every", "--validate-every"])
+@pytest.mark.parametrize(
+    "flag", ["--save-every", pytest.param("--validate-every", marks=pytest.mark.large)]
+)
 def test_a_negative_step_count_is_refused_naming_its_flag(flag, capsys):
     from keras_attention_recipes import translate
 
@@ -393,9 +402,9 @@ LATEST_DAMAGED = {
 }
 
 
-# `make test` resumes from one damaged file of each kind of read (HDF5 weights,
-# the JSON record); `make test-large` from the others.
-DAMAGED_IN_MAKE_TEST = ("weights-bit-flip", "record-not-json")
+# `make test` resumes from one damaged file (HDF5 weights); `make test-large`
+# from the others (the JSON record's among them).
+DAMAGED_IN_MAKE_TEST = ("weights-bit-flip",)
 
 
 @pytest.mark.parametrize(

@@ -375,6 +375,12 @@ def test_sentencepiece_decode_writes_copied_source_pieces(
         sentencepiece_tokenizer.decode(target, copies, source_tokenizer=object())
 
 
+@pytest.mark.large(
+    reason=(
+        "the whole corpus; test_python_tokenizers.py tokenises the demo's whole split in "
+        "`make test`"
+    )
+)
 def test_the_whole_ding_corpus_round_trips(tmp_path):
     """Every example sentence of the Ding corpus, both sides, decodes to
     itself with a model trained on the first 3000 of them: characters the

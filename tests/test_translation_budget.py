@@ -250,6 +250,12 @@ def test_a_run_with_a_time_budget_records_what_fit(tmp_path):
     assert averaged.get("epochs", []) == (whole if half >= 2 else [])
 
 
+@pytest.mark.large(
+    reason=(
+        "trains a run to show 0 turns the budget off; "
+        "test_a_run_with_a_time_budget_records_what_fit trains with one in `make test`"
+    )
+)
 def test_a_time_budget_must_be_0_or_more_and_0_turns_it_off(capsys):
     from keras_attention_recipes import translate
 

@@ -120,6 +120,13 @@ def test_a_cli_error_in_a_fresh_process_is_its_one_line(tmp_path):
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
 
 
+@pytest.mark.large(
+    reason=(
+        "three runs' data built and trained; "
+        "test_resuming_with_other_flags_says_what_differs checks the refusal in `make "
+        "test`"
+    )
+)
 def test_a_run_refuses_other_data_settings_and_overwrite_rebuilds(tmp_path):
     """A second `train` with `--reverse` kept the first run's vocabularies
     (and reported validation loss 0.000); now it is refused with the

@@ -111,6 +111,12 @@ def test_a_window_recorded_by_0_2_is_read_as_the_same_window(tmp_path):
 
 
 # -- translating files, validation and averaging ---------------------------------------
+@pytest.mark.large(
+    reason=(
+        "eight translate commands on the shared run; the other translate tests read its "
+        "arguments in `make test`"
+    )
+)
 def test_translate_reads_lines_from_a_file_or_stdin_and_keeps_every_line(
     trained, tmp_path, capsys, monkeypatch
 ):
@@ -298,6 +304,7 @@ def test_evaluate_scores_a_given_test_file_and_records_the_signatures(trained, t
     assert "my-test.tsv:3: expected" in err and "my-test.tsv:3" not in out  # warnings: stderr
 
 
+@pytest.mark.large(reason="two evaluations of the shared run beside the ones `make test` runs")
 def test_evaluate_of_another_test_file_keeps_the_run_s_own_results(trained, tmp_path, capsys):
     """`evaluate --test small.tsv` replaced the run's `scores.json` (960
     sentences, BLEU 8.46) by a 2-sentence BLEU 71.44, and its heatmaps."""
@@ -427,6 +434,13 @@ def test_average_command_writes_the_mean_of_the_given_checkpoints(trained, tmp_p
     ), err
 
 
+@pytest.mark.large(
+    reason=(
+        "an average measured beside the one "
+        "test_average_command_writes_the_mean_of_the_given_checkpoints makes in `make "
+        "test`"
+    )
+)
 def test_average_measures_the_validation_loss_as_training_does(trained, tmp_path, capsys):
     """`average` reports the loss that training's validation pipeline gives
     the averaged model: the run's batching (recorded in config.json) and
@@ -682,6 +696,7 @@ def test_a_shared_vocabulary_is_learned_from_both_sides_into_one_table(tmp_path)
     assert open(source, "rb").read() == open(target, "rb").read()
 
 
+@pytest.mark.large(reason="builds a run's data for each refusal")
 def test_shared_vocabulary_and_tied_embeddings_are_refused_where_they_do_not_apply(
     tmp_path, capsys
 ):

@@ -410,6 +410,7 @@ def test_export_checks_model_name_before_loading_the_model(trained, tmp_path, ca
     assert not (tmp_path / "e").exists()
 
 
+@pytest.mark.large(reason="a run quantized and exported for one message")
 def test_export_quantize_of_a_quantized_run_speaks_in_flags(trained, tmp_path, capsys):
     """It said `export it with quantize=None`, the library's argument."""
     import keras

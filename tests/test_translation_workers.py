@@ -28,7 +28,10 @@ from tests.translation_helpers import ROOT, TINY, run, weight_arrays
 needs_ding = pytest.mark.skipif(not os.path.exists(DING), reason=f"{DING} missing")
 
 
-@pytest.mark.parametrize("value", ["-1", "0", "65"])
+@pytest.mark.parametrize(  # one in `make test`
+    "value",
+    ["-1", pytest.param("0", marks=pytest.mark.large), pytest.param("65", marks=pytest.mark.large)],
+)
 def test_workers_flag_is_checked(value):
     with pytest.raises(UsageError, match="--workers"):
         run("train", "--output", "unused", "--workers", value)
@@ -37,9 +40,9 @@ def test_workers_flag_is_checked(value):
 @pytest.mark.parametrize(
     "flags, named",
     [
-        (("--time-budget", "5"), "--time-budget"),
-        (("--members", "2"), "--members"),
-        (("--update-freq", "2"), "--update-freq"),
+        (("--time-budget", "5"), "--time-budget"),  # one in `make test`
+        pytest.param(("--members", "2"), "--members", marks=pytest.mark.large),
+        pytest.param(("--update-freq", "2"), "--update-freq", marks=pytest.mark.large),
     ],
 )
 def test_what_workers_cannot_do_is_refused_before_any_work(tmp_path, flags, named):
@@ -346,6 +349,7 @@ def _alive(pid):
         return False
 
 
+@pytest.mark.large(reason="a cluster of worker processes")
 @needs_ding
 def test_a_dying_worker_stops_the_cluster(tmp_path):
     """Worker 1 killed: the command stops worker 0 (which would wait for it

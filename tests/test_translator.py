@@ -407,6 +407,12 @@ def test_blank_texts_score_0_in_every_signature(translator):
 UNICODE_BLANKS = ["\u00a0\u2003", "\u202e\u200f\u200b", "\u3000", "\u2028", "\ufeff"]
 
 
+@pytest.mark.large(
+    reason=(
+        "every blank text through every signature; test_empty_requests_and_blank_strings "
+        "and test_blank_texts_score_0_in_every_signature check blank texts in `make test`"
+    )
+)
 def test_texts_of_unicode_spaces_and_format_characters_are_blank(translator):
     """A text of Unicode spaces or invisible format characters only (no-break
     and ideographic spaces, the line separator, a byte order mark, zero

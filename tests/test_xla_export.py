@@ -14,7 +14,10 @@ import os
 import numpy as np
 import pytest
 
-pytestmark = pytest.mark.tensorflow
+# Large (`make test-large`): two XLA exports of shape buckets traced and
+# compiled; `make test` checks what the XLA option prepares
+# (test_exporters.py) and the plain and int8 exports.
+pytestmark = [pytest.mark.tensorflow, pytest.mark.large]
 
 tf = pytest.importorskip("tensorflow")
 
