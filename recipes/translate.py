@@ -155,9 +155,10 @@ def choose_preset(command, settings, log=None):
     that `train` uses when none is given: a run resumed (its `run.json`
     there, no `--overwrite`) keeps its own (none for a run from before
     presets, trained with the flags' defaults); a new run's is chosen by
-    the corpus's sentence pairs (`presets.preset_for`), said in one line
-    to `log`. A command whose defaults name a preset (the demo) keeps it,
-    said to `log` too. A corpus that cannot be read chooses nothing:
+    the corpus's sentence pairs (`presets.preset_for`; `tune`'s, the
+    preset every one of its `--families` has), said to `log`. A command
+    whose defaults name a preset (the demo) keeps it, said to `log` too.
+    A corpus that cannot be read chooses nothing:
     `train`'s own checks then say why."""
     commands = FIELDS["preset"].metadata["commands"]
     if command not in commands:
@@ -165,12 +166,9 @@ def choose_preset(command, settings, log=None):
     family = settings.get("family") or COMMAND_DEFAULTS.get(command, {}).get(
         "family", FIELDS["family"].default
     )
-    # tune's trials each start from their family's settings of one preset
-    families = (
-        (settings.get("families") or FIELDS["families"].default_factory())
-        if (command == "tune")
-        else [family]
-    )
+    families = [family]
+    if command == "tune":  # its trials each start from their family's settings of one preset
+        families = settings.get("families") or FIELDS["families"].default_factory()
     defaults = COMMAND_DEFAULTS.get(command, {})
     if "preset" in defaults:  # the demo's: said, not chosen
         name = settings.get("preset") or defaults["preset"]
@@ -194,11 +192,11 @@ def choose_preset(command, settings, log=None):
     except (CorpusError, OSError, ValueError):
         return settings
     name = preset_for_families(pairs, families)
+    chosen = f"a {pairs:,}{'+' if pairs >= fewest else ''}-pair corpus: preset {name}"
     if log is not None and command == "tune":
         log(
-            f"a {pairs:,}{'+' if pairs >= fewest else ''}-pair corpus: preset {name}; each "
-            "trial starts from its family's settings and searches around them (--preset none: "
-            "the flags' own defaults):"
+            f"{chosen}; each trial starts from its family's settings and searches around them "
+            "(--preset none: the flags' own defaults):"
         )
         for member in families:
             log(f"  {member}: {preset_summary(name, member)}")
@@ -207,8 +205,7 @@ def choose_preset(command, settings, log=None):
             n for n in PRESETS if PRESET_PAIRS[n] > PRESET_PAIRS[name] and family in PRESETS[n]
         ]
         log(
-            f"a {pairs:,}{'+' if pairs >= fewest else ''}-pair corpus: preset {name} for the "
-            f"{family} ({preset_summary(name, family)})"
+            f"{chosen} for the {family} ({preset_summary(name, family)})"
             + "".join(f"; --preset {n} for {PRESET_PAIRS[n]:,} pairs or more" for n in larger)
             + "; a flag given wins"
         )

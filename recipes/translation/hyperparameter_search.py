@@ -18,7 +18,7 @@ from .corpus import read_pairs
 from .data import numbers_to_protect
 from .model import build_model
 from .pipeline import datasets
-from .presets import PAPER_RATE, PRESETS, paper_rate
+from .presets import PRESETS
 from .trained_run import greedy, translate_texts
 from .training import check_inputs, prepared_run
 
@@ -171,11 +171,13 @@ def trial_settings(hp, families, space, max_length, preset=None, shared=False):
     if family == "transformer":
         ratio = start["intermediate_dim"] / start["hidden_dim"]
         spec["intermediate_dim"] = int(ratio * spec["hidden_dim"])
-    if (preset, family) in PAPER_RATE:
-        rate = paper_rate(spec["hidden_dim"], spec["warmup"])
-    else:
-        rate = start["learning_rate"]
-    spec["learning_rate"] = rate * searched["learning_rate"]  # the searched factor
+    # the preset's rate at the trial's width (`for_command`: the paper's peak for base and big)
+    at_width = TranslationConfig.for_command(
+        "train", family=family, preset=preset, hidden_dim=spec["hidden_dim"]
+    )
+    spec["learning_rate"] = (
+        at_width.learning_rate * searched["learning_rate"]
+    )  # the searched factor
     return spec
 
 
