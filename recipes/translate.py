@@ -32,6 +32,7 @@ import sys
 # (`--help` and a mistyped flag answer at once), then `main` imports them.
 from . import run_folders
 from .runs import HelpFormatter, UsageError, flag, import_tensorflow_quietly
+from .translation.cluster import cluster_task
 from .translation.command_settings import BEAM_DEFAULTS, COMMAND_DEFAULTS, FIELDS
 from .translation.config import DECODES, TranslationConfig
 from .translation.corpus import CorpusError, count_pairs
@@ -271,8 +272,10 @@ def main(argv=None):
             file=sys.stderr,
         )
         sys.exit(2)
-    import_tensorflow_quietly()  # before anything imports TensorFlow
     try:
+        if args.command == "train":  # a TF_CONFIG that makes no cluster: said before the imports
+            cluster_task()
+        import_tensorflow_quietly()  # before anything imports TensorFlow
         run(args)
     except (UsageError, CorpusError, ValueError, OSError) as error:
         print(
