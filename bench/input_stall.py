@@ -24,6 +24,12 @@ medians over `--repeats` rounds of the same-round ratio shards / memory
 wall and CPU time per batch of reading the shard stream with no training.
 
     python bench/input_stall.py --run runs/demo [--steps 100] [--repeats 5]
+    KERAS_BACKEND=jax python bench/input_stall.py --reader numpy --run runs/demo
+
+`--reader numpy` (any backend): `shards` is `batches.ShardBatches` of the
+run's shard set (written by a start of the run on TensorFlow, or by
+`training_shards`), `memory` a `keras.utils.PyDataset` of its first
+`--steps` batches held in a list.
 
 `--run` is a run's folder: its `data/train.tsv` and vocabularies
 (`make demo` writes `runs/demo`). The model is the demo's
@@ -89,6 +95,51 @@ def shard_stream(run, settings, batch_tokens, seed):
     return streams[0].dataset, streams[0].steps, folder, tokenizers
 
 
+def numpy_stream(run, batch_tokens, seed):
+    """`ShardBatches` of the first epoch of `run`'s newest shard set, its
+    `max_length` the set's own; `(batches, steps in the epoch, folder,
+    (source vocabulary size, target vocabulary size), max_length)`."""
+    import glob
+
+    from keras_attention_recipes.translation.batches import (
+        ShardBatches,
+        bucket_batch_sizes,
+        bucket_boundaries,
+    )
+    from keras_attention_recipes.translation.shards import chunk_files, read_meta
+
+    from keras_attention.tokenizers.pieces import read_model
+
+    found = [f for f in glob.glob(os.path.join(run, "data", "shards-*")) if read_meta(f)]
+    if not found:
+        raise SystemExit(f"{run}/data holds no shard set: start the run on TensorFlow first")
+    folder = max(found, key=os.path.getmtime)
+    meta = read_meta(folder)
+    max_length = len(meta["lengths"]) - 2
+    boundaries = bucket_boundaries(max_length)
+    sizes = bucket_batch_sizes(boundaries, 64, batch_tokens)
+    batches = ShardBatches(chunk_files(folder, meta), boundaries, sizes, (0, 1, 0), seed=seed)
+    vocabularies = tuple(
+        len(read_model(os.path.join(run, f"{side}.spm"))[1]) for side in ("source", "target")
+    )
+    return batches, batches.steps, folder, vocabularies, max_length
+
+
+class Held(keras.utils.PyDataset):
+    """The first `steps` batches of a `PyDataset`, read now into a list."""
+
+    def __init__(self, batches, steps):
+        super().__init__()
+        self.held = [batches[index] for index in range(steps)]
+
+    @property
+    def num_batches(self):
+        return len(self.held)
+
+    def __getitem__(self, index):
+        return self.held[index]
+
+
 def in_memory(dataset, steps):
     """The first `steps` batches of `dataset`, read now into `tf.data`'s
     in-memory cache, which every later iterator reads in the same order."""
@@ -103,7 +154,7 @@ def one_pass(model, dataset, steps):
     over `steps` batches of `dataset`."""
     ends = BatchEnds()
     start = time.perf_counter()
-    model.fit(dataset, epochs=1, steps_per_epoch=steps, callbacks=[ends], verbose=0)
+    model.fit(dataset, epochs=1, steps_per_epoch=steps, callbacks=[ends], verbose=0, shuffle=False)
     elapsed = time.perf_counter() - start
     gaps = [b - a for a, b in zip(ends.times[1:], ends.times[2:])]
     return statistics.median(gaps), elapsed
@@ -116,8 +167,12 @@ def pipeline_alone(dataset, steps, repeats=3):
     walls, cpus = [], []
     for _ in range(repeats):
         wall, used = time.perf_counter(), time.process_time()
-        for _ in dataset.take(steps):
-            pass
+        if isinstance(dataset, keras.utils.PyDataset):
+            for index in range(steps):
+                dataset[index]
+        else:
+            for _ in dataset.take(steps):
+                pass
         walls.append((time.perf_counter() - wall) / steps)
         cpus.append((time.process_time() - used) / steps)
     return statistics.median(walls), statistics.median(cpus)
@@ -130,6 +185,12 @@ def main():
     parser.add_argument("--repeats", type=int, default=5, help="rounds of both systems")
     parser.add_argument("--batch-tokens", type=int, default=1536)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--reader",
+        choices=("tf.data", "numpy"),
+        default="tf.data",
+        help="the recipe's tf.data pipeline (TensorFlow) or ShardBatches (any backend)",
+    )
     args = parser.parse_args()
     for name in ("steps", "repeats"):
         if getattr(args, name) < 2:
@@ -138,15 +199,26 @@ def main():
     from keras_attention_recipes.translation.model import build_model
 
     settings = demo_settings()
-    shards, batches, folder, tokenizers = shard_stream(
-        args.run, settings, args.batch_tokens, args.seed
-    )
-    steps = min(args.steps, batches)
-    data = {"shards": shards, "memory": in_memory(shards, steps)}
-    model = build_model(settings, tokenizers[0].vocab_size, tokenizers[1].vocab_size)
+    if args.reader == "numpy":
+        shards, batches, folder, vocabularies, max_length = numpy_stream(
+            args.run, args.batch_tokens, args.seed
+        )
+        settings = {**settings, "max_length": max_length}
+        steps = min(args.steps, batches)
+        held = Held(shards, steps)
+    else:
+        shards, batches, folder, tokenizers = shard_stream(
+            args.run, settings, args.batch_tokens, args.seed
+        )
+        vocabularies = (tokenizers[0].vocab_size, tokenizers[1].vocab_size)
+        steps = min(args.steps, batches)
+        held = in_memory(shards, steps)
+    data = {"shards": shards, "memory": held}
+    model = build_model(settings, *vocabularies)
     machine = cpu()
     print(
         f"CPU: {machine['model']}, {machine['cores']} cores, {machine['isa']}; "
+        f"Keras on {keras.backend.backend()}, reader {args.reader}; "
         f"{settings['family']} (the demo's model), {steps} steps a pass of the {batches} "
         f"of an epoch, --batch-tokens {args.batch_tokens}; shards: {folder}",
         flush=True,

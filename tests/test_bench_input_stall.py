@@ -36,3 +36,28 @@ def test_one_pass_times_every_step_but_the_first():
     step, elapsed = stall.one_pass(model, data.repeat(), 4)
     # A gap between two batch ends lies within the pass.
     assert 0 < step < elapsed
+
+
+def test_held_holds_the_first_batches_of_a_py_dataset_read_once():
+    import keras
+
+    stall = load_bench("input_stall")
+
+    class Counting(keras.utils.PyDataset):
+        def __init__(self):
+            super().__init__()
+            self.reads = []
+
+        @property
+        def num_batches(self):
+            return 10
+
+        def __getitem__(self, index):
+            self.reads.append(index)
+            return np.full((2, 1), index, "float32"), np.zeros((2, 1), "float32")
+
+    source = Counting()
+    held = stall.Held(source, 3)
+    assert held.num_batches == 3 and source.reads == [0, 1, 2]
+    assert [float(held[index][0][0, 0]) for index in range(3)] == [0.0, 1.0, 2.0]
+    assert source.reads == [0, 1, 2]  # read once, when held

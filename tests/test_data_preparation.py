@@ -74,10 +74,7 @@ def test_the_same_corpus_gives_the_same_split_vocabularies_and_shards(tmp_path, 
     made = files_of(first)
     assert made == files_of(second)
     names = sorted(os.path.relpath(path, folder) for path in glob.glob(f"{folder}/*"))
-    assert names == [
-        "meta.json",
-        *(f"train-{i:05d}-of-{shards_module.SHARDS:05d}.tfrecord" for i in range(16)),
-    ]
+    assert names == ["chunk-00000.npy", "meta.json"]  # a chunk holds up to 65,536 pairs
     assert {"data/train.tsv", "data/valid.tsv", "data/test.tsv", "source.spm"} < set(made)
     assert not [name for name in os.listdir(os.path.dirname(folder)) if ".partial-" in name]
 
@@ -186,7 +183,7 @@ def test_a_shard_set_killed_while_written_is_written_again(tmp_path, monkeypatch
     monkeypatch.undo()
     # A folder without its record (not one `write_shards` renamed) is not used either.
     os.makedirs(folder)
-    open(os.path.join(folder, "train-00000-of-00016.tfrecord"), "wb").write(b"half")
+    open(os.path.join(folder, "chunk-00000.npy"), "wb").write(b"half")
     assert training_shards(paths["train"], *tokenizers, 12, numbers) == folder
     assert files_of(folder) == whole
     assert [name for name in os.listdir(os.path.dirname(folder)) if "shards" in name] == [

@@ -86,6 +86,21 @@ def test_the_python_tokenizers_import_no_tensorflow(name):
             assert module in python, f"{name} imports {module}, which needs TensorFlow"
 
 
+# The translation recipe's modules that read a run's prepared data on any
+# backend: the shard set and its batches.
+RECIPE_WITHOUT_TENSORFLOW = ("shards.py", "batches.py")
+
+
+@pytest.mark.parametrize("name", RECIPE_WITHOUT_TENSORFLOW)
+def test_the_recipe_s_shards_and_batches_import_no_tensorflow(name):
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    path = os.path.join(root, "recipes", "translation", name)
+    for module, _ in imported(path):
+        assert not module.startswith(("tensorflow", "tensorflow_text")), f"{name} imports {module}"
+        if module.startswith("keras_attention.tokenizers"):
+            assert module.removeprefix("keras_attention.tokenizers.") + ".py" in PYTHON_TOKENIZERS
+
+
 @pytest.mark.skipif(
     importlib.util.find_spec("tensorflow") is not None,
     reason="TensorFlow is installed here; the JAX/PyTorch runs check this",
@@ -275,6 +290,7 @@ TRANSLATION = (
     "recipes.translation.corpus",
     "recipes.translation.splits",
     "recipes.translation.shards",
+    "recipes.translation.batches",
     "recipes.translation.pipeline",
     "recipes.translation.data",
     "recipes.translation.text_io",

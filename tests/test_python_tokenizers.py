@@ -187,3 +187,32 @@ def test_bad_arguments_are_refused(tmp_path):
     )
     with pytest.raises(ValueError, match=r"must start with the reserved pieces \['\[PAD\]'"):
         SentencePieceEncoder(str(tmp_path / "other.model"))  # SentencePiece's own reserved pieces
+
+
+def test_shards_written_in_python_are_the_graph_s_byte_for_byte(demo_split, tmp_path):
+    """The demo's training split written into shards by `shards.text_encoder`
+    (no TensorFlow) and by the graph's encoder (`pipeline.training_shards`,
+    numbers protected): the same files."""
+    from keras_attention_recipes.translation.pipeline import training_shards
+    from keras_attention_recipes.translation.shards import text_encoder, write_shards
+
+    from keras_attention.tokenizers import load_tokenizer
+
+    splits, models = demo_split
+    train = str(tmp_path / "train.tsv")
+    with open(train, "w", encoding="utf-8") as handle:
+        handle.writelines(f"{source}\t{target}\n" for source, target in splits["train"])
+    graph = training_shards(
+        train, *map(load_tokenizer, models), 32, NumberProtection(swap_separators=True),
+        log=lambda line: None,
+    )  # fmt: skip
+    python = str(tmp_path / "python-shards")
+    encode = text_encoder(*map(SentencePieceEncoder, models), 32, protect_numbers=True)
+    meta = write_shards(python, train, encode, 32, log=lambda line: None)
+    assert meta["pairs"] > 15_000 and meta["lines"] == len(splits["train"])
+    for name in [*meta["files"], "meta.json"]:
+        with (
+            open(os.path.join(graph, name), "rb") as a,
+            open(os.path.join(python, name), "rb") as b,
+        ):
+            assert a.read() == b.read(), name

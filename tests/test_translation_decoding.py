@@ -174,8 +174,9 @@ def test_export_of_a_rope_multi_query_windowed_transformer(tmp_path):
 
 
 def test_batches_are_bucketed_by_length_and_hold_every_pair_once(trained):
+    from keras_attention_recipes.translation.batches import bucket_boundaries
     from keras_attention_recipes.translation.corpus import read_pairs
-    from keras_attention_recipes.translation.pipeline import bucket_boundaries, make_dataset
+    from keras_attention_recipes.translation.pipeline import make_dataset
 
     output, _ = trained
     source_tokenizer, target_tokenizer = data_module.load_tokenizers(output)

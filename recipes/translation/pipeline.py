@@ -2,8 +2,10 @@
 `((source, target_in), target_out)` batches bucketed by length (`make_dataset`),
 and the training and validation datasets of a run (`datasets`).
 
-TensorFlow and NumPy are imported when a pipeline is made, not with the
-module: the command line is parsed before they load.
+TensorFlow is imported when a pipeline is made; the command line, which
+does not import this module, is parsed before it loads. The length buckets
+are `batches.py`'s, whose `ShardBatches` makes the same batches of the
+shards without TensorFlow.
 
 The pipeline's functions are TensorFlow ops with Python-level `if`s only,
 each wrapped in `do_not_convert`: tf.data would run AutoGraph over each (and
@@ -14,25 +16,17 @@ included) for nothing, which costs seconds of every recipe process's start.
 import functools
 import itertools
 import os
-from typing import Any, NamedTuple
 
 from ..runs import UsageError
-from .shards import decode_records, read_meta, shard_key, shard_records, write_shards
-
-
-def bucket_boundaries(max_length, width=4):
-    """Length buckets of `make_dataset`: `[8, 12, ...]` (every `width`
-    pieces) up to the longest example, `max_length + 1` target pieces.
-    A bucket holds the lengths below its boundary and is padded to one less."""
-    return sorted({*range(8, max_length + 2, width), max_length + 2})
-
-
-def bucket_batch_sizes(boundaries, batch_size, batch_tokens=None):
-    """Examples per batch in each bucket: `batch_size` everywhere, or, with
-    `batch_tokens`, as many as fit that many padded pieces per side."""
-    if batch_tokens is None:
-        return [batch_size] * (len(boundaries) + 1)
-    return [max(1, batch_tokens // (b - 1)) for b in boundaries] + [1]
+from .batches import (
+    EpochStream,
+    bucket_batch_sizes,
+    bucket_boundaries,
+    buckets_of,
+    epoch_seed,
+    expected_batches,
+)
+from .shards import chunk_files, read_meta, shard_key, write_shards
 
 
 def make_dataset(
@@ -92,7 +86,7 @@ def make_dataset(
     sizes = bucket_batch_sizes(boundaries, batch_size, batch_tokens)
     if shards is not None and reads_shards(extra_path, extra_ratio, subword_sampling):
         kept, total, per_bucket, meta = _shard_counts(shards, boundaries, sizes)
-        pieces = (functools.partial(shard_records, shards, meta), _bucket_records)
+        pieces = (functools.partial(_shard_pairs, chunk_files(shards, meta)), _bucket)
         extra = (None, 0, kept)
     else:
         kept, total, per_bucket, extra = _text_counts(
@@ -102,7 +96,7 @@ def make_dataset(
             functools.partial(_text_lines, path),
             functools.partial(_bucketed, encode=encode, subword_sampling=subword_sampling),
         )
-    batches = _expected_batches(per_bucket, sizes)
+    batches = expected_batches(per_bucket, sizes)
     one_epoch = functools.partial(
         _one_epoch,
         pieces=pieces,
@@ -129,34 +123,93 @@ def _text_counts(encode, path, boundaries, sizes, extra_path, extra_ratio):
     return kept, total, per_bucket, (extra_path, draws, kept)
 
 
-def _text_lines(path):
+def _text_lines(path, order=None):
+    """The lines of a split file: in the file's order (`order` None), or
+    shuffled (`order`: `(seed, stateless)`): each 50,000 lines permuted
+    in an order of the seed alone (`_shuffled`), or a new order each pass."""
     import tensorflow as tf
 
-    return tf.data.TextLineDataset(path)
+    lines = tf.data.TextLineDataset(path)
+    if order is None:
+        return lines
+    seed, stateless = order
+    if stateless:
+        return _shuffled(lines, seed)
+    return lines.shuffle(50_000, seed=seed, reshuffle_each_iteration=True)
 
 
-def _bucket_records(records, boundaries, sizes):
-    """`_bucket` of the pairs of shard `records`."""
-    return _bucket(decode_records(records), boundaries, sizes)
+def _shard_pairs(files, order=None):
+    """The unpadded `(source, target)` pairs of a shard set's chunk files
+    (`files`), a chunk read at a time: in the split's order (`order`
+    None), or shuffled (`order`: `(seed, stateless)`): the chunks in an
+    order of the seed, each chunk's pairs permuted (stateless: by the seed
+    and the chunk's place, else a new order each pass)."""
+    import tensorflow as tf
+
+    graph_only = tf.autograph.experimental.do_not_convert
+    names = tf.data.Dataset.from_tensor_slices(files)
+    if order is not None:
+        seed, stateless = order
+        if stateless:
+            names = _shuffled(names, seed)
+        else:
+            names = names.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
+    chunks = names.enumerate().map(graph_only(lambda i, name: _read_chunk(name, i, order)))
+    return chunks.flat_map(
+        graph_only(
+            lambda *padded: tf.data.Dataset.from_tensor_slices(padded).map(
+                graph_only(
+                    lambda source, sources, target, targets: (source[:sources], target[:targets])
+                )
+            )
+        )
+    )
+
+
+def _read_chunk(path, place, order):
+    """`(source, source lengths, target, target lengths)` of a chunk file
+    (`shards.py` says the layout): its pairs' int32 pieces padded to the
+    chunk's longest, permuted when `order` is `(seed, stateless)`."""
+    import tensorflow as tf
+
+    content = tf.io.read_file(path)
+    # A version 1.0 `.npy` file: its array after 10 bytes and the header
+    # whose length the little-endian uint16 at byte 8 says.
+    header = tf.io.decode_raw(tf.strings.substr(content, 8, 2), tf.uint16, little_endian=True)
+    start = 10 + tf.cast(header[0], tf.int32)
+    data = tf.strings.substr(content, start, tf.strings.length(content) - start)
+    values = tf.io.decode_raw(data, tf.int32, little_endian=True)
+    count = values[0]
+    source_lengths, target_lengths = values[1 : 1 + count], values[1 + count : 1 + 2 * count]
+    pieces = values[1 + 2 * count :]
+    split = tf.reduce_sum(source_lengths)
+    source = tf.RaggedTensor.from_row_lengths(pieces[:split], source_lengths)
+    target = tf.RaggedTensor.from_row_lengths(pieces[split:], target_lengths)
+    if order is not None:
+        seed, stateless = order
+        if stateless:
+            seeds = tf.stack([tf.cast(seed, tf.int64) + 1, tf.cast(place, tf.int64)])
+            permuted = tf.random.experimental.stateless_shuffle(tf.range(count), seed=seeds)
+        else:
+            permuted = tf.random.shuffle(tf.range(count))
+        source, target = tf.gather(source, permuted), tf.gather(target, permuted)
+    return source.to_tensor(), source.row_lengths(), target.to_tensor(), target.row_lengths()
 
 
 def _one_epoch(shuffle_seed, pieces, buckets, shuffle, stateless, extra, word_dropout):
     """One epoch's batches of `make_dataset`, its draws made with
     `shuffle_seed`: `stateless` ones (a function of the seed alone, which
     may be a tensor), or a new shuffle and draw each pass. `pieces`:
-    `(read(), bucketed(elements, boundaries, sizes))`, the elements (text
-    lines or shard records) and their batches by length; `buckets`:
+    `(read(order), bucketed(elements, boundaries, sizes))`, the elements
+    (text lines or shard pairs) in the epoch's order (`order`: None, or
+    `(seed, stateless)` to shuffle) and their batches by length; `buckets`:
     `(boundaries, sizes, batches)`; `extra`: `(extra_path, draws, kept)`."""
     import tensorflow as tf
 
     read, bucketed = pieces
     boundaries, sizes, batches = buckets
     extra_path, draws, kept = extra
-    elements = read()
-    if shuffle and stateless:  # the epoch's own order, whenever it is built
-        elements = _shuffled(elements, shuffle_seed)
-    elif shuffle:  # a new order each pass
-        elements = elements.shuffle(50_000, seed=shuffle_seed, reshuffle_each_iteration=True)
+    elements = read((shuffle_seed, stateless) if shuffle else None)
     if draws:
         elements = _with_draws(elements, extra_path, draws, kept, shuffle_seed, stateless)
     pairs = bucketed(elements, boundaries=boundaries, sizes=sizes)
@@ -166,22 +219,6 @@ def _one_epoch(shuffle_seed, pieces, buckets, shuffle, stateless, extra, word_dr
     if word_dropout > 0:
         batched = _with_word_dropout(batched, word_dropout, shuffle_seed, stateless)
     return batched
-
-
-class EpochStream(NamedTuple):
-    """Batches for `fit(dataset, initial_epoch=first, epochs=last,
-    steps_per_epoch=steps)`: epochs `first` to `last - 1`, `steps` batches each."""
-
-    dataset: Any
-    first: int
-    last: int
-    steps: int
-
-
-def epoch_seed(seed, epoch):
-    """The shuffle seed of `epoch` (from 0) of a run seeded `seed` (an int,
-    or a scalar int64 tensor for `epoch`)."""
-    return seed * 1_000_003 + epoch
 
 
 def _epoch_streams(one_epoch, seed, batches, first, last, skip=0):
@@ -224,11 +261,13 @@ def training_shards(path, source_tokenizer, target_tokenizer, max_length, number
     """The shard set of the training split `path` (`shards.write_shards`,
     beside it, named by `shards.shard_key`), written when missing; returns
     its folder."""
+    import tensorflow as tf
+
     tokenizers = (source_tokenizer, target_tokenizer)
     key = shard_key(path, tokenizers, max_length, numbers)
     folder = os.path.join(os.path.dirname(os.path.abspath(path)), f"shards-{key}")
     encode = _encoder(source_tokenizer, target_tokenizer, max_length, numbers)
-    write_shards(folder, path, encode, max_length, log=log)
+    write_shards(folder, path, lambda lines: encode(tf.constant(lines)), max_length, log=log)
     return folder
 
 
@@ -240,7 +279,7 @@ def _shard_counts(folder, boundaries, sizes):
     if meta is None:
         raise UsageError(f"{folder} is not a complete shard set: train again to write it")
     counts = np.asarray(meta["lengths"])
-    buckets = np.searchsorted(boundaries, np.arange(len(counts)), side="right")
+    buckets = buckets_of(np.arange(len(counts)), boundaries)
     per_bucket = np.bincount(buckets, weights=counts, minlength=len(sizes)).astype(np.int64)
     return meta["pairs"], meta["lines"], per_bucket, meta
 
@@ -289,7 +328,7 @@ def _bucket_counts(lengths, boundaries, sizes):
     """How many of `lengths` fall in each bucket."""
     import numpy as np
 
-    return np.bincount(np.searchsorted(boundaries, lengths, side="right"), minlength=len(sizes))
+    return np.bincount(buckets_of(lengths, boundaries), minlength=len(sizes))
 
 
 def _bucket_shares(encode, path, boundaries, sizes):
@@ -301,13 +340,6 @@ def _bucket_shares(encode, path, boundaries, sizes):
     if not sample_lines:
         return np.zeros(len(sizes))
     return _bucket_counts(sample, boundaries, sizes) / sample_lines
-
-
-def _expected_batches(per_bucket, sizes):
-    """The batches of an epoch of `per_bucket` pairs in each bucket."""
-    import numpy as np
-
-    return int(sum(np.ceil(n / size) for n, size in zip(per_bucket, sizes) if n > 0))
 
 
 def _shuffled(lines, seed, size=50_000):

@@ -1,19 +1,21 @@
 """The training split tokenised once: `<data>/shards-<key>/`, a shard set
-of TFRecord files (`train-000NN-of-000MM.tfrecord`) and `meta.json`,
-written after the vocabularies and read by every epoch, resume and tuning
-trial of the run instead of the text (`write_shards`, `shard_records`).
+of NumPy files and `meta.json`, written after the vocabularies and read by
+every epoch, resume and tuning trial of the run instead of the text
+(`write_shards`), on any Keras backend: NumPy reads it alone (`read_chunk`),
+and `tf.data` reads the same files (`pipeline.py`).
 
-Each record is one pair that fits `max_length`: little-endian int32s, the
-source's piece count, then the source's pieces, then the target's
-(`[START] ... [END]` included, no padding): `tf.io.decode_raw` reads it.
-Pair i of the split (counting the pairs kept) is in shard `i % shards`, so
-reading the shards in turn, one record each, gives the split's order.
-`meta.json` holds how many pairs there are of each length (the longer
-side's pieces), so that an epoch's batches are known without tokenising.
+The pairs that fit `max_length`, in the split's order (counting the pairs
+kept), `CHUNK` pairs to a file (`chunk-00000.npy`, ...; the last holds the
+rest): each a 1-D int32 array `[n, the n sources' piece counts, the n
+targets', every source's pieces, every target's]` (the target's
+`[START] ... [END]` included, no padding). A reader holds one chunk, not
+the split: memory stays flat however large the corpus. `meta.json` holds
+the files, and how many pairs there are of each length (the longer
+side's pieces), so that an epoch's batches are known without reading them.
 
 The key names what the tokens depend on: the split file's bytes, the
 vocabulary files' bytes, `max_length`, the number protection and the
-record format. The set is written into a temporary folder renamed into
+format. The set is written into a temporary folder renamed into
 place at the end (`meta.json` written last, inside it): a process killed
 while writing leaves a `.partial-<host>-<pid>-` folder, removed by the
 next writer on that machine once that process is gone, and never a set
@@ -33,13 +35,15 @@ from concurrent.futures import ThreadPoolExecutor
 
 from .. import run_files
 
-FORMAT = 1  # the record layout above; a new one gets new keys
-SHARDS = 16  # files of a set: several workers can each read their own
+FORMAT = 2  # the layout above (1: TFRecord files); a new one gets new keys
+CHUNK = 65_536  # pairs a file
 
 
 def _vocabulary_file(tokenizer):
     """The vocabulary file a tokenizer was loaded from (SentencePiece's
-    model, WordPiece's token list)."""
+    model, WordPiece's token list; a `SentencePieceEncoder`'s model)."""
+    if hasattr(tokenizer, "model_path"):  # the Python twin of the graph's tokenizer
+        return str(tokenizer.model_path)
     model = getattr(tokenizer, "_model", None)  # SentencePiece's resource
     asset = model.model_file if hasattr(model, "model_file") else tokenizer.vocabulary_file
     path = asset.asset_path
@@ -76,16 +80,19 @@ def read_meta(folder):
         )
     except ValueError:
         return None
-    if not all(os.path.exists(os.path.join(folder, name)) for name in meta["files"]):
+    if meta.get("format") != FORMAT or not all(
+        os.path.exists(os.path.join(folder, name)) for name in meta["files"]
+    ):
         return None
     return meta
 
 
-def write_shards(folder, train_path, encode, max_length, shards=SHARDS, log=print):
+def write_shards(folder, train_path, encode, max_length, log=print):
     """The shard set `folder` of `train_path`'s pairs, written unless a
-    complete one is there; returns its `meta.json` dict. `encode` is the
-    pipeline's (`lines -> (source ids, target ids, fits)`, numbers
-    protected as the run decided); pairs that do not fit are left out."""
+    complete one is there; returns its `meta.json` dict. `encode` takes a
+    list of `source<TAB>target` lines (bytes) to NumPy arrays `(source
+    ids, target ids, fits)`, padded with 0 at the end, numbers protected as
+    the run decided; pairs that do not fit are left out."""
     meta = read_meta(folder)
     if meta is not None:
         return meta
@@ -96,7 +103,7 @@ def write_shards(folder, train_path, encode, max_length, shards=SHARDS, log=prin
     owner = f"{socket.gethostname()}-{os.getpid()}"
     temporary = tempfile.mkdtemp(dir=parent, prefix=f"{name}.partial-{owner}-")
     try:
-        meta = _write_records(temporary, train_path, encode, max_length, shards)
+        meta = _write_arrays(temporary, train_path, encode, max_length)
         run_files.write_json_atomically(os.path.join(temporary, "meta.json"), meta)
         try:
             os.rename(temporary, folder)
@@ -105,11 +112,33 @@ def write_shards(folder, train_path, encode, max_length, shards=SHARDS, log=prin
                 raise
     finally:
         shutil.rmtree(temporary, ignore_errors=True)
-    log(
-        f"shards: {meta['pairs']} of {meta['lines']} training pairs tokenised once into "
-        f"{shards} files -> {folder}"
-    )
+    log(f"shards: {meta['pairs']} of {meta['lines']} training pairs tokenised once -> {folder}")
     return meta
+
+
+def text_encoder(source_encoder, target_encoder, max_length, protect_numbers=False):
+    """`write_shards`' `encode` without TensorFlow: `source<TAB>target`
+    lines (UTF-8 bytes) to `(source ids, target ids, fits)` with the
+    tokenizers' Python twins (`SentencePieceEncoder`s), the numbers that a
+    pair's two sides share protected first (`number_rules.protect_pair`)
+    when `protect_numbers`: the ids the graph's encoder gives
+    (`pipeline.training_shards`), the source cut at `max_length` pieces and
+    the target at `max_length + 1`."""
+    import numpy as np
+
+    from keras_attention.tokenizers.number_rules import protect_pair
+
+    def encode(lines):
+        pairs = [(line.split(b"\t", 1) + [b""])[:2] for line in lines]
+        pairs = [(source.decode("utf-8"), target.decode("utf-8")) for source, target in pairs]
+        if protect_numbers:
+            pairs = [protect_pair(source, target) for source, target in pairs]
+        sources, targets = [list(side) for side in zip(*pairs)] or ([], [])
+        source, source_cut = source_encoder.encode(sources, max_length)
+        target, target_cut = target_encoder.encode(targets, max_length + 1)
+        return source, target, np.logical_not(source_cut | target_cut)
+
+    return encode
 
 
 def _remove_stale(parent, name):
@@ -135,48 +164,70 @@ def _alive(pid):
     return True
 
 
-def _write_records(folder, train_path, encode, max_length, shards):
-    """Write the shard files of `write_shards` into `folder`; returns the
+def _write_arrays(folder, train_path, encode, max_length):
+    """Write the chunk files of `write_shards` into `folder`; returns the
     meta dict: the files, pairs of each length (0 to `max_length + 1`),
     the pairs written and the split's lines."""
     import numpy as np
-    import tensorflow as tf
 
-    files = [f"train-{index:05d}-of-{shards:05d}.tfrecord" for index in range(shards)]
-    writers = [tf.io.TFRecordWriter(os.path.join(folder, file)) for file in files]
     lengths = np.zeros(max_length + 2, np.int64)
-    written = lines = 0
-    try:
-        for source, target, keep, count in _encoded(train_path, encode):
-            lines += int(count)
-            records, longer = _records(source[keep], target[keep])
-            for record in records:
-                writers[written % shards].write(record)
-                written += 1
-            lengths += np.bincount(longer, minlength=len(lengths))
-    finally:
-        for writer in writers:
-            writer.close()
+    files, blocks, held, pairs, lines = [], [], 0, 0, 0
+
+    def write(source, target):
+        name = f"chunk-{len(files):05d}.npy"
+        with open(os.path.join(folder, name), "wb") as handle:
+            np.lib.format.write_array(handle, _chunk(source, target), version=(1, 0))
+        files.append(name)
+
+    for source, target, keep, count in _encoded(train_path, encode):
+        lines += int(count)
+        source, target = source[keep], target[keep]
+        pairs, held = pairs + len(source), held + len(source)
+        lengths += np.bincount(
+            np.maximum((source > 0).sum(1), (target > 0).sum(1)), minlength=len(lengths)
+        )
+        blocks.append((source, target))
+        if held >= CHUNK:  # a chunk or more: written, the rest kept
+            source, target = (np.concatenate(side) for side in zip(*blocks))
+            for start in range(0, held - CHUNK + 1, CHUNK):
+                write(source[start : start + CHUNK], target[start : start + CHUNK])
+            rest = held - held % CHUNK
+            blocks, held = [(source[rest:], target[rest:])], held % CHUNK
+    if held or not files:
+        source, target = (
+            (np.concatenate(side) for side in zip(*blocks))
+            if blocks
+            else (np.zeros((0, 1), np.int32),) * 2
+        )
+        write(source, target)
     return {
         "format": FORMAT,
         "files": files,
         "lengths": lengths.tolist(),
-        "pairs": written,
+        "pairs": pairs,
         "lines": lines,
     }
 
 
+def _chunk(source, target):
+    """The int32 array of a chunk file of padded `source` and `target` id
+    rows (padding, id 0, at the end of each)."""
+    import numpy as np
+
+    parts = [[len(source)], (source > 0).sum(1), (target > 0).sum(1)]
+    parts += [source[source > 0], target[target > 0]]  # row after row
+    return np.concatenate([np.asarray(part).astype("<i4") for part in parts])
+
+
 def _encoded(train_path, encode):
     """`(source ids, target ids, fits, lines)` NumPy arrays of each 1024
-    lines of `train_path`, in order, encoded eagerly by a thread per core
-    (TensorFlow's kernels run without the GIL; eager, since a `tf.data` map
-    would first trace `encode`, seconds that a small split does not need).
-    Lines are `TextLineDataset`'s: split on `\\n`, every `\\r` dropped."""
+    lines of `train_path`, in order, encoded by a thread per core (the
+    graph's tokenizers run without the GIL). Lines are `TextLineDataset`'s:
+    split on `\\n`, every `\\r` dropped."""
     import numpy as np
-    import tensorflow as tf
 
     def encoded(chunk):
-        return (*(np.asarray(part) for part in encode(tf.constant(chunk))), len(chunk))
+        return (*(np.asarray(part) for part in encode(chunk)), len(chunk))
 
     workers = os.cpu_count() or 1
     with open(train_path, "rb") as handle, ThreadPoolExecutor(workers) as pool:
@@ -190,43 +241,20 @@ def _encoded(train_path, encode):
             yield from pool.map(encoded, group)
 
 
-def _records(source, target):
-    """The records of padded `source` and `target` id rows (padding, id 0,
-    at the end of each), and each pair's longer side's length."""
+def read_chunk(path):
+    """`(source, target)` of a chunk file: lists of each pair's int32 pieces."""
     import numpy as np
 
-    source_pieces, target_pieces = source > 0, target > 0
-    source_lengths, target_lengths = source_pieces.sum(1), target_pieces.sum(1)
-    columns = np.concatenate([source_lengths[:, None], source, target], axis=1).astype("<i4")
-    kept = np.concatenate([np.ones_like(source_pieces[:, :1]), source_pieces, target_pieces], 1)
-    data = columns[kept].tobytes()  # row after row
-    ends = np.cumsum(4 * (1 + source_lengths + target_lengths)).tolist()
-    records = [data[start:end] for start, end in zip([0, *ends[:-1]], ends)]
-    return records, np.maximum(source_lengths, target_lengths)
+    values = np.load(path)
+    count = int(values[0])
+    sides = values[1 : 1 + count], values[1 + count : 1 + 2 * count]
+    ends = np.cumsum(np.concatenate(sides)) + 1 + 2 * count
+    starts = np.concatenate([[1 + 2 * count], ends[:-1]])
+    pieces = [values[start:end] for start, end in zip(starts, ends)]
+    return pieces[:count], pieces[count:]
 
 
-def shard_records(folder, meta):
-    """The records of a shard set (`meta`: its `read_meta`), in the split's
-    order: the files read in turn, one record each, in parallel."""
-    import tensorflow as tf
-
-    files = [os.path.join(folder, name) for name in meta["files"]]
-    return tf.data.Dataset.from_tensor_slices(files).interleave(
-        tf.data.TFRecordDataset,
-        cycle_length=len(files),
-        block_length=1,
-        num_parallel_calls=tf.data.AUTOTUNE,
-        deterministic=True,
-    )
-
-
-def decode_records(records):
-    """The `(source, target)` int32 pieces (unpadded) of shard `records`."""
-    import tensorflow as tf
-
-    @tf.autograph.experimental.do_not_convert
-    def decode(record):
-        ids = tf.io.decode_raw(record, tf.int32, little_endian=True)
-        return ids[1 : 1 + ids[0]], ids[1 + ids[0] :]
-
-    return records.map(decode, num_parallel_calls=tf.data.AUTOTUNE)
+def chunk_files(folder, meta):
+    """The paths of a complete shard set's chunk files (`meta`: its
+    `read_meta`), in the split's order."""
+    return [os.path.join(folder, name) for name in meta["files"]]

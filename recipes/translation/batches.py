@@ -1,0 +1,252 @@
+"""The training batches of a run on any Keras backend: the length buckets
+every pipeline shares (`bucket_boundaries`, `bucket_batch_sizes`,
+`epoch_seed`, `EpochStream`) and `ShardBatches`, a `keras.utils.PyDataset`
+of a shard set (`shards.py`) that needs NumPy alone, where `pipeline.py`
+makes the same batches with `tf.data`.
+
+An epoch is planned as `tf.data`'s `bucket_by_sequence_length` forms it
+from the pairs in the epoch's order (`epoch_batches`): a bucket's batch is
+complete, and next in the epoch, when its last pair arrives; the buckets'
+remainders come last, in bucket order. So an epoch in the split's order is
+`pipeline.make_dataset`'s, batch for batch; a shuffled epoch's order is
+drawn by NumPy from the run's seed and the epoch alone (`epoch_seed`), so
+that a resumed run, a worker and a tuning trial see the same batches. It
+is the pipeline's kind of order (the chunks in an order of the seed, each
+chunk's pairs permuted), not its very order: `tf.data`'s stateless
+shuffle is not NumPy's.
+"""
+
+import collections
+from typing import Any, NamedTuple
+
+import keras
+import numpy as np
+
+from keras_attention.tokenizers.characters import UNK
+
+from .shards import read_chunk
+
+
+def bucket_boundaries(max_length, width=4):
+    """Length buckets of `make_dataset`: `[8, 12, ...]` (every `width`
+    pieces) up to the longest example, `max_length + 1` target pieces.
+    A bucket holds the lengths below its boundary and is padded to one less."""
+    return sorted({*range(8, max_length + 2, width), max_length + 2})
+
+
+def bucket_batch_sizes(boundaries, batch_size, batch_tokens=None):
+    """Examples per batch in each bucket: `batch_size` everywhere, or, with
+    `batch_tokens`, as many as fit that many padded pieces per side."""
+    if batch_tokens is None:
+        return [batch_size] * (len(boundaries) + 1)
+    return [max(1, batch_tokens // (b - 1)) for b in boundaries] + [1]
+
+
+def buckets_of(lengths, boundaries):
+    """The bucket of each of `lengths` (a pair's longer side's pieces)."""
+    return np.searchsorted(boundaries, lengths, side="right")
+
+
+def expected_batches(per_bucket, sizes):
+    """The batches of an epoch of `per_bucket` pairs in each bucket."""
+    return int(sum(np.ceil(n / size) for n, size in zip(per_bucket, sizes) if n > 0))
+
+
+def epoch_seed(seed, epoch):
+    """The shuffle seed of `epoch` (from 0) of a run seeded `seed` (an int,
+    or a scalar int64 tensor for `epoch`)."""
+    return seed * 1_000_003 + epoch
+
+
+class EpochStream(NamedTuple):
+    """Batches for `fit(dataset, initial_epoch=first, epochs=last,
+    steps_per_epoch=steps)`: epochs `first` to `last - 1`, `steps` batches each."""
+
+    dataset: Any
+    first: int
+    last: int
+    steps: int
+
+
+def epoch_batches(order, buckets, sizes):
+    """One epoch's batches, each an array of pair indices: the pairs
+    `order` (indices) batched by bucket (`buckets[i]`: pair i's) as
+    `tf.data`'s `bucket_by_sequence_length` does, `sizes[b]` pairs to a
+    batch of bucket b, a batch complete when its last pair arrives, the
+    buckets' remainders last in bucket order."""
+    order = np.asarray(order, np.int64)
+    in_order = buckets[order]
+    keyed = []
+    for bucket in np.unique(in_order):
+        positions = np.flatnonzero(in_order == bucket)
+        size = sizes[bucket]
+        for start in range(0, len(positions), size):
+            chunk = positions[start : start + size]
+            done = chunk[-1] if len(chunk) == size else len(order) + bucket
+            keyed.append((int(done), order[chunk]))
+    keyed.sort(key=lambda item: item[0])
+    return [indices for _, indices in keyed]
+
+
+class ShardBatches(keras.utils.PyDataset):
+    """`((source, target_in), target_out)` batches of a shard set for `fit`,
+    epochs `first` to `last - 1` of `steps` batches each, one stream (the
+    epochs' batches one after another, as `fit(steps_per_epoch=steps)`
+    reads them), the first `skip` batches of epoch `first` left out (those
+    a resumed run trained before).
+
+    Args:
+        files: a shard set's chunk files (`shards.chunk_files`); a few
+            chunks are held at a time.
+        boundaries, sizes: the buckets (`bucket_boundaries`,
+            `bucket_batch_sizes`).
+        epochs: `(first, last, skip)`.
+        seed: the run's seed; each epoch's order, draws and word dropout
+            are a function of it and the epoch (`epoch_seed`).
+        shuffle: each epoch in its own order (else the set's).
+        extra: `(files, draws)`: each epoch also draws `draws` pairs of
+            another shard set (the dictionary's entries), without
+            replacement, mixed at random among the epoch's pairs.
+        word_dropout: each piece of `source` and `target_in` becomes
+            `[UNK]` with this probability; `target_out` is never changed.
+        steps: batches an epoch is cut or topped up to (its first batches
+            again); None: the pairs' own batches and the draws' expected
+            share of each bucket, as `pipeline.make_dataset` counts them.
+    """
+
+    def __init__(
+        self,
+        files,
+        boundaries,
+        sizes,
+        epochs,
+        seed=0,
+        shuffle=True,
+        extra=None,
+        word_dropout=0.0,
+        steps=None,
+    ):
+        super().__init__(workers=1, use_multiprocessing=False)
+        self.sides, self.extra_sides = [_Pairs(files)], None
+        self.draws = 0
+        if extra is not None and extra[1] > 0:
+            self.extra_sides = _Pairs(extra[0])
+            self.draws = min(int(extra[1]), len(self.extra_sides))  # as many as there are
+            self.sides.append(self.extra_sides)
+        self.boundaries, self.sizes = list(boundaries), list(sizes)
+        self.first, self.last, self.skip = epochs
+        self.seed, self.shuffle, self.word_dropout = seed, shuffle, word_dropout
+        self.buckets = np.concatenate(
+            [buckets_of(pairs.longer, self.boundaries) for pairs in self.sides]
+        )
+        if steps is None:  # the pairs' own batches and the draws' expected share of each bucket
+            kept = len(self.sides[0])
+            per_bucket = np.bincount(self.buckets[:kept], minlength=len(sizes)).astype(float)
+            if self.draws:
+                extra_buckets = np.bincount(self.buckets[kept:], minlength=len(sizes))
+                per_bucket += self.draws * extra_buckets / len(self.extra_sides)
+            steps = expected_batches(per_bucket, sizes)
+        self.steps = steps
+        self._plan = (None, None)  # (epoch, its batches)
+
+    @property
+    def num_batches(self):
+        return max(0, (self.last - self.first) * self.steps - self.skip)
+
+    def __getitem__(self, index):
+        position = index + self.skip
+        epoch, step = self.first + position // self.steps, position % self.steps
+        indices = self.batches(epoch)[step]
+        source, target = self._padded(indices)
+        inputs = (source, target[:, :-1])
+        if self.word_dropout > 0:
+            rng = np.random.default_rng([epoch_seed(self.seed, epoch), step, 2])
+            inputs = tuple(self._dropped(ids, rng) for ids in inputs)
+        return inputs, target[:, 1:]
+
+    def batches(self, epoch):
+        """Epoch `epoch`'s batches (pair indices, the extra set's after the
+        set's own), exactly `steps` of them."""
+        if self._plan[0] != epoch:
+            rng = np.random.default_rng(epoch_seed(self.seed, epoch))
+            order = self.sides[0].order(rng if self.shuffle else None)
+            if self.draws:
+                kept = len(self.sides[0])
+                drawn = kept + rng.choice(len(self.extra_sides), self.draws, replace=False)
+                mixed = np.zeros(kept + self.draws, bool)
+                mixed[rng.choice(len(mixed), self.draws, replace=False)] = True
+                merged = np.empty(len(mixed), np.int64)
+                merged[~mixed], merged[mixed] = order, drawn
+                order = merged
+            planned = epoch_batches(order, self.buckets, self.sizes)
+            planned = [planned[i % len(planned)] for i in range(self.steps)]
+            self._plan = (epoch, planned)
+        return self._plan[1]
+
+    def _padded(self, indices):
+        """`(source, target)` int32 batches of pairs `indices`, padded to
+        their bucket's boundary less one (the last bucket: to its longest)."""
+        kept = len(self.sides[0])
+        pairs = [
+            self.sides[0].pair(i) if i < kept else self.sides[1].pair(i - kept) for i in indices
+        ]
+        bucket = int(self.buckets[indices[0]])
+        padded = []
+        for side in (0, 1):
+            rows = [pair[side] for pair in pairs]
+            if bucket < len(self.boundaries):
+                width = self.boundaries[bucket] - 1
+            else:
+                width = max(len(row) for row in rows)
+            batch = np.zeros((len(rows), width), np.int32)
+            for row, ids in enumerate(rows):
+                batch[row, : len(ids)] = ids
+            padded.append(batch)
+        return tuple(padded)
+
+    def _dropped(self, ids, rng):
+        kept = rng.random(ids.shape) >= self.word_dropout
+        return np.where(kept | (ids <= UNK), ids, np.int32(UNK))
+
+
+class _Pairs:
+    """The pairs of a shard set's chunk files: `pair(i)`, `order(rng)`,
+    `longer` (each pair's longer side's pieces, from the files' counts),
+    `len()`; the last `held` chunks read are kept."""
+
+    def __init__(self, files, held=4):
+        self.files, self.held, self._chunks = list(files), held, collections.OrderedDict()
+        counts, longer = [], []
+        for path in self.files:
+            values = np.load(path, mmap_mode="r")
+            count = int(values[0])
+            sides = np.asarray(values[1 : 1 + 2 * count]).reshape(2, count)
+            counts.append(count)
+            longer.append(sides.max(0))
+        self.starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        self.longer = np.concatenate(longer) if longer else np.zeros(0, np.int64)
+
+    def __len__(self):
+        return int(self.starts[-1])
+
+    def order(self, rng=None):
+        """The pairs' indices: the set's order (`rng` None), or the chunks in
+        an order drawn from `rng` and each chunk's pairs permuted."""
+        if rng is None:
+            return np.arange(len(self), dtype=np.int64)
+        chunks = rng.permutation(len(self.files))
+        return np.concatenate(
+            [self.starts[c] + rng.permutation(self.starts[c + 1] - self.starts[c]) for c in chunks]
+            or [np.zeros(0, np.int64)]
+        )
+
+    def pair(self, index):
+        chunk = int(np.searchsorted(self.starts, index, side="right")) - 1
+        if chunk not in self._chunks:
+            self._chunks[chunk] = read_chunk(self.files[chunk])
+            while len(self._chunks) > self.held:
+                self._chunks.popitem(last=False)
+        self._chunks.move_to_end(chunk)
+        source, target = self._chunks[chunk]
+        position = index - int(self.starts[chunk])
+        return source[position], target[position]
