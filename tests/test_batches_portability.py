@@ -15,6 +15,7 @@ from keras_attention_recipes.translation.batches import (
     bucket_batch_sizes,
     bucket_boundaries,
     epoch_batches,
+    shard_datasets,
 )
 from keras_attention_recipes.translation.shards import (
     chunk_files,
@@ -24,6 +25,7 @@ from keras_attention_recipes.translation.shards import (
 )
 
 from keras_attention.tokenizers.characters import END, START, UNK
+from keras_attention.tokenizers.number_rules import PLACEHOLDER, NumberRules, protect_pair
 
 MAX_LENGTH = 12
 
@@ -227,3 +229,69 @@ def test_fit_reads_the_batches_on_this_backend(shard_set):
     assert len(history.history["loss"]) == 2
     assert history.history["loss"][1] < history.history["loss"][0]
     assert os.path.basename(folder) == "shards"
+
+
+def test_a_run_s_datasets_without_tensorflow(tmp_path):
+    """`shard_datasets` with SentencePiece models learned and read without
+    TensorFlow: each split's pairs that fit, numbers protected, as the
+    Python encoder gives them; a resumed epoch's stream; a dictionary."""
+    pytest.importorskip("sentencepiece")
+    from keras_attention.tokenizers.pieces import (
+        SentencePieceEncoder,
+        sentencepiece_pieces,
+        train_sentencepiece,
+    )
+
+    rng = np.random.default_rng(0)
+    words = "haus baum katze hund maus wald feld berg see fluss stadt dorf weg tag".split()
+    lines = []
+    for index in range(400):
+        picked = " ".join(rng.choice(words, rng.integers(2, 14)))
+        number = f" {index}" if index % 5 == 0 else ""
+        lines.append(f"{picked}{number}\t{picked.upper()}{number}")
+    paths = {}
+    for split, part in (("train", lines[:300]), ("valid", lines[300:]), ("dictionary", lines[:40])):
+        paths[split] = str(tmp_path / f"{split}.tsv")
+        with open(paths[split], "w", encoding="utf-8") as handle:
+            handle.write("\n".join(part) + "\n")
+    models = []
+    for column, side in enumerate(("source", "target")):
+        models.append(str(tmp_path / f"{side}.spm"))
+        texts = [line.split("\t")[column] for line in lines[:300]]
+        train_sentencepiece(texts, models[-1], vocab_size=330)
+    encoders = [SentencePieceEncoder(model) for model in models]
+    logs = []
+    streams, valid = shard_datasets(
+        paths, *encoders, 12, 8, 3, logs.append, batch_tokens=40, numbers=NumberRules(True),
+        epochs=(1, 3, 2),
+    )  # fmt: skip
+    assert [line.split(":")[0] for line in logs if not line.startswith("shards")] == [
+        "train",
+        "valid",
+    ]
+
+    def fitting(part):  # an independent reference: the encoders on the protected texts
+        found = []
+        for line in part:
+            source, target = protect_pair(*line.split("\t"))
+            s, s_cut = encoders[0].encode([source], 12)
+            t, t_cut = encoders[1].encode([target], 13)
+            if not (s_cut[0] or t_cut[0]):
+                found.append((tuple(s[0][s[0] > END]), tuple(t[0][t[0] > END])))
+        return sorted(found)
+
+    valid_rows = sum((rows_of(valid[i]) for i in range(valid.num_batches)), [])
+    assert sorted(valid_rows) == fitting(lines[300:]) and len(valid_rows) > 50
+    with open(models[0], "rb") as handle:
+        pieces = [piece for piece, _ in sentencepiece_pieces(handle.read())]
+    protected = pieces.index(PLACEHOLDER)
+    assert any(protected in row[0] for row in valid_rows)  # numbers protected
+    partial, rest = streams
+    assert (partial.first, partial.last, rest.first, rest.last) == (1, 2, 2, 3)
+    assert partial.steps == rest.steps - 2
+    own = set(fitting(lines[:300]))
+    for stream in streams:
+        rows = sum((rows_of(stream.dataset[i]) for i in range(stream.dataset.num_batches)), [])
+        assert own <= set(rows) or stream is partial  # the resumed epoch lacks 2 batches
+        assert set(rows) - own <= set(fitting(lines[:40]))  # the rest: dictionary draws
+        assert len(rows) > len(own) * 0.9

@@ -15,6 +15,7 @@ import tensorflow as tf
 
 from keras_attention.tokenizers.number_rules import (
     PLACEHOLDER,
+    NumberRules,
     protect_pair,
     protect_text,
     restore_text,
@@ -135,6 +136,9 @@ def test_restore_and_sanitize_match_the_graph():
         )
         python = [restore_text(t, s, swap) for t, s in zip(translations, sources)]
         assert python == [t.decode() for t in graph.numpy()]
+        rules = NumberRules(swap_separators=swap)
+        assert rules.get_config() == NumberProtection(swap_separators=swap).get_config()
+        assert [rules.restore(t, s) for t, s in zip(translations, sources)] == python
     assert restore_text(translations[1], sources[1], True) == "Track 3.5, 1,000"  # one left out
     graph = sanitize(tf.constant(CORNERS)).numpy()
     assert [t.decode() for t in graph] == [sanitized(text) for text in CORNERS]
@@ -194,7 +198,7 @@ def test_shards_written_in_python_are_the_graph_s_byte_for_byte(demo_split, tmp_
     (no TensorFlow) and by the graph's encoder (`pipeline.training_shards`,
     numbers protected): the same files."""
     from keras_attention_recipes.translation.pipeline import training_shards
-    from keras_attention_recipes.translation.shards import text_encoder, write_shards
+    from keras_attention_recipes.translation.shards import shard_folder, text_encoder, write_shards
 
     from keras_attention.tokenizers import load_tokenizer
 
@@ -206,8 +210,11 @@ def test_shards_written_in_python_are_the_graph_s_byte_for_byte(demo_split, tmp_
         train, *map(load_tokenizer, models), 32, NumberProtection(swap_separators=True),
         log=lambda line: None,
     )  # fmt: skip
+    encoders = [SentencePieceEncoder(model) for model in models]
+    # The twins name the same set: a run prepared on one backend is read on another.
+    assert shard_folder(train, encoders, 32, NumberRules(swap_separators=True)) == graph
     python = str(tmp_path / "python-shards")
-    encode = text_encoder(*map(SentencePieceEncoder, models), 32, protect_numbers=True)
+    encode = text_encoder(*encoders, 32, protect_numbers=True)
     meta = write_shards(python, train, encode, 32, log=lambda line: None)
     assert meta["pairs"] > 15_000 and meta["lines"] == len(splits["train"])
     for name in [*meta["files"], "meta.json"]:

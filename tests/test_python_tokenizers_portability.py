@@ -12,6 +12,7 @@ import pytest
 from keras_attention.tokenizers.characters import END, PAD, RESERVED, START, is_blank
 from keras_attention.tokenizers.number_rules import (
     PLACEHOLDER,
+    NumberRules,
     protect_pair,
     protect_text,
     restore_text,
@@ -70,4 +71,10 @@ def test_portability_of_number_protection():
     assert restore_text(f"um {P} oder {P}", "um 7") == "um 7 oder"  # one beyond: left out
     assert protect_pair("A 3,5 B 7", "a 3.5 b 7") == (f"A {P} B {P}", f"a {P} b {P}")
     assert protect_pair("7 und 3", "3 and 7") == ("7 und 3", "3 and 7")  # other order: kept
+    rules = NumberRules.from_config(NumberRules(swap_separators=True).get_config())
+    assert rules.get_config() == {"swap_separators": True}
+    assert rules.protect_pair("A 3,5", "a 3.5") == (f"A {P}", f"a {P}")
+    assert rules.restore(f"x {P}", "a 2,5") == "x 2.5"
+    with pytest.raises(ValueError, match="swap_separators"):
+        NumberRules(swap_separators="yes")
     assert is_blank("\u200b \u00a0") and not is_blank("a")

@@ -121,3 +121,49 @@ def restore_text(translation, source, swap_separators=False):
             text = text[:-1]
         text += part
     return text
+
+
+class NumberRules:
+    """`NumberProtection`'s twin without TensorFlow, configured the same way
+    (`get_config` gives what `NumberProtection.get_config` gives, so one
+    configuration names one protection whichever side applies it): a
+    training pair protected (`protect_pair`), a text to translate protected
+    (`protect_text`), and a translation's placeholders restored from its
+    source (`restore`).
+
+    Args:
+        swap_separators: exchange `.` and `,` in the copy of a number whose
+            form says they are decimal or thousands separators
+            (`copied_number`).
+
+    Example:
+
+    >>> rules = NumberRules(swap_separators=True)
+    >>> source, target = rules.protect_pair("Er zahlte 2,50 Euro.", "He paid 2.50 euros.")
+    >>> source == f"Er zahlte {PLACEHOLDER} Euro."
+    True
+    >>> rules.restore(f"He paid {PLACEHOLDER} euros.", "Er zahlte 2,50 Euro.")
+    'He paid 2.50 euros.'
+    """
+
+    def __init__(self, swap_separators=False):
+        if not isinstance(swap_separators, bool):
+            raise ValueError(
+                "`swap_separators` of NumberRules must be True or False; "
+                f"received swap_separators={swap_separators!r}."
+            )
+        self.swap_separators = swap_separators
+
+    protect_pair = staticmethod(protect_pair)
+    protect_text = staticmethod(protect_text)
+
+    def restore(self, translation, source):
+        """`restore_text` of `translation` from `source` with these rules."""
+        return restore_text(translation, source, self.swap_separators)
+
+    def get_config(self):
+        return {"swap_separators": self.swap_separators}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)

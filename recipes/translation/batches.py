@@ -24,7 +24,8 @@ import numpy as np
 
 from keras_attention.tokenizers.characters import UNK
 
-from .shards import read_chunk
+from ..runs import UsageError
+from .shards import chunk_files, read_chunk, shard_folder, text_encoder, write_shards
 
 
 def bucket_boundaries(max_length, width=4):
@@ -207,6 +208,70 @@ class ShardBatches(keras.utils.PyDataset):
     def _dropped(self, ids, rng):
         kept = rng.random(ids.shape) >= self.word_dropout
         return np.where(kept | (ids <= UNK), ids, np.int32(UNK))
+
+
+def shard_datasets(
+    paths,
+    source_encoder,
+    target_encoder,
+    max_length,
+    batch_size,
+    seed,
+    log,
+    batch_tokens=None,
+    dictionary=0.0,
+    numbers=None,
+    word_dropout=0.0,
+    epochs=(0, 1, 0),
+):
+    """`pipeline.datasets` without TensorFlow: the training `EpochStream`s
+    (`ShardBatches` of epochs `first` to `last - 1`, the first `skip`
+    batches of epoch `first` left out) and the validation batches (in the
+    split's order), from shard sets of the splits written with the
+    tokenizers' Python twins (`shards.text_encoder`), the same sets the
+    graph's tokenizers write. `numbers`: a `NumberRules` (or None);
+    `dictionary` > 0 draws that many of the dictionary's entries per
+    training pair each epoch, as the pipeline does; each split's pairs are
+    counted, reported, and an empty split stops the run with a message."""
+    boundaries = bucket_boundaries(max_length)
+    sizes = bucket_batch_sizes(boundaries, batch_size, batch_tokens)
+    encode = text_encoder(source_encoder, target_encoder, max_length, numbers is not None)
+    files, pairs = {}, {}
+    for split in ("train", "valid", "dictionary"):
+        if split == "dictionary" and not (dictionary and paths.get("dictionary")):
+            continue
+        folder = shard_folder(paths[split], (source_encoder, target_encoder), max_length, numbers)
+        meta = write_shards(folder, paths[split], encode, max_length, log=log)
+        files[split], pairs[split] = chunk_files(folder, meta), meta["pairs"]
+        if split == "dictionary":
+            continue
+        kept, total = meta["pairs"], meta["lines"]
+        log(
+            f"{split}: {kept} of {total} pairs fit --max-length {max_length}"
+            + (f" ({total - kept} longer ones left out)" if kept < total else "")
+        )
+        if kept == 0:
+            raise UsageError(
+                f"no {split} pair fits --max-length {max_length} ({total} pairs, each longer "
+                "in subword pieces): raise --max-length or --vocab-size"
+            )
+    extra = None
+    if "dictionary" in files:
+        extra = (files["dictionary"], int(round(dictionary * pairs["train"])))
+    options = dict(seed=seed, extra=extra, word_dropout=word_dropout)
+    first, last, skip = epochs
+    whole = ShardBatches(files["train"], boundaries, sizes, (first, last, 0), **options)
+    streams = []
+    if skip:  # the resumed epoch's other batches, a stream of their own
+        partial = ShardBatches(
+            files["train"], boundaries, sizes, (first, first + 1, skip), **options
+        )
+        streams.append(EpochStream(partial, first, first + 1, whole.steps - skip))
+        first += 1
+        whole = ShardBatches(files["train"], boundaries, sizes, (first, last, 0), **options)
+    streams.append(EpochStream(whole, first, max(first, last), whole.steps))
+    valid = ShardBatches(files["valid"], boundaries, sizes, (0, 1, 0), seed=seed, shuffle=False)
+    return streams, valid
 
 
 class _Pairs:

@@ -15,7 +15,6 @@ included) for nothing, which costs seconds of every recipe process's start.
 
 import functools
 import itertools
-import os
 
 from ..runs import UsageError
 from .batches import (
@@ -26,7 +25,7 @@ from .batches import (
     epoch_seed,
     expected_batches,
 )
-from .shards import chunk_files, read_meta, shard_key, write_shards
+from .shards import chunk_files, read_meta, shard_folder, write_shards
 
 
 def make_dataset(
@@ -259,13 +258,10 @@ def reads_shards(extra_path, extra_ratio, subword_sampling):
 
 def training_shards(path, source_tokenizer, target_tokenizer, max_length, numbers, log=print):
     """The shard set of the training split `path` (`shards.write_shards`,
-    beside it, named by `shards.shard_key`), written when missing; returns
-    its folder."""
+    in `shards.shard_folder`), written when missing; returns its folder."""
     import tensorflow as tf
 
-    tokenizers = (source_tokenizer, target_tokenizer)
-    key = shard_key(path, tokenizers, max_length, numbers)
-    folder = os.path.join(os.path.dirname(os.path.abspath(path)), f"shards-{key}")
+    folder = shard_folder(path, (source_tokenizer, target_tokenizer), max_length, numbers)
     encode = _encoder(source_tokenizer, target_tokenizer, max_length, numbers)
     write_shards(folder, path, lambda lines: encode(tf.constant(lines)), max_length, log=log)
     return folder

@@ -53,7 +53,8 @@ def _vocabulary_file(tokenizer):
 def shard_key(train_path, tokenizers, max_length, numbers):
     """16 hex digits of a hash of what the shards' tokens depend on: the
     split file, the tokenizers' vocabulary files (and WordPiece's case
-    rule), `max_length` and the number protection (None or its config)."""
+    rule), `max_length` and the number protection (None, or a
+    `NumberProtection` or `NumberRules`: its config)."""
     digest = hashlib.sha256()
     for part in (
         FORMAT,
@@ -66,6 +67,14 @@ def shard_key(train_path, tokenizers, max_length, numbers):
         run_files.file_digest(path, digest)
         digest.update(b"\0")
     return digest.hexdigest()[:16]
+
+
+def shard_folder(path, tokenizers, max_length, numbers):
+    """Where the shard set of the split file `path` goes: beside it, named
+    by `shard_key` (graph tokenizers or their Python twins, which give
+    the same ids, name the same set)."""
+    key = shard_key(path, tokenizers, max_length, numbers)
+    return os.path.join(os.path.dirname(os.path.abspath(path)), f"shards-{key}")
 
 
 def read_meta(folder):
