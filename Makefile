@@ -123,7 +123,7 @@ setup-both:
 $(TORCH_STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV_TORCH)
 	$(VENV_TORCH)/bin/python -m pip install --quiet --upgrade pip
-	$(EDITABLE) $(VENV_TORCH)/bin/python -m pip install --quiet -e . "$(TORCH_SPEC)" scipy "pytest>=8" "pytest-xdist>=3" h5py
+	$(EDITABLE) $(VENV_TORCH)/bin/python -m pip install --quiet -e ".[tokenizers]" "$(TORCH_SPEC)" scipy "pytest>=8" "pytest-xdist>=3" h5py
 	touch $@
 
 # The German-English sentences of the translation recipes (Debian package).

@@ -291,6 +291,7 @@ TRANSLATION = (
     "recipes.translation.splits",
     "recipes.translation.shards",
     "recipes.translation.batches",
+    "recipes.translation.text_translator",
     "recipes.translation.pipeline",
     "recipes.translation.data",
     "recipes.translation.text_io",

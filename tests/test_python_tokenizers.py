@@ -223,3 +223,34 @@ def test_shards_written_in_python_are_the_graph_s_byte_for_byte(demo_split, tmp_
             open(os.path.join(python, name), "rb") as b,
         ):
             assert a.read() == b.read(), name
+
+
+def test_the_text_translator_translates_as_the_graph_translator(demo_split):
+    """`TextTranslator` (the Python twins, any backend) and `Translator`
+    (the graph's ops) with one model and greedy search: the same
+    translations of the Ding test sentences, the numbers test set and the
+    corner cases (a random model: whatever it generates, both decode it)."""
+    import keras
+    from keras_attention_recipes.translation.text_translator import TextTranslator
+
+    from keras_attention.seq2seq import GreedySearch, TransformerSeq2Seq
+    from keras_attention.serving import Translator
+
+    splits, models = demo_split
+    keras.utils.set_random_seed(1)
+    model = TransformerSeq2Seq(4000, 4000, hidden_dim=16, num_layers=1, num_heads=2)
+    model.build()
+    texts = [source for source, _ in splits["test"][:40]] + CORNERS
+    texts += [source for source, _ in pairs_of(NUMBERS)][:20]
+    graph = Translator(
+        model, *map(SentencePieceTokenizer, models), GreedySearch(), max_source_length=32,
+        batch_size=16, numbers=NumberProtection(swap_separators=True),
+    )  # fmt: skip
+    python = TextTranslator(
+        model, *map(SentencePieceEncoder, models), GreedySearch(), max_source_length=32,
+        batch_size=16, numbers=NumberRules(swap_separators=True),
+    )  # fmt: skip
+    expected = graph.translate(texts)
+    assert python.translate(texts) == expected
+    assert sum(translation == "" for translation in expected) >= 3  # the blank corners
+    assert len(set(expected)) > 20  # the outputs differ by text
