@@ -227,13 +227,13 @@ def test_shards_written_in_python_are_the_graph_s_byte_for_byte(demo_split, tmp_
 
 def test_the_text_translator_translates_as_the_graph_translator(demo_split):
     """`TextTranslator` (the Python twins, any backend) and `Translator`
-    (the graph's ops) with one model and greedy search: the same
+    (the graph's ops) with one model, greedy search and a beam: the same
     translations of the Ding test sentences, the numbers test set and the
     corner cases (a random model: whatever it generates, both decode it)."""
     import keras
     from keras_attention_recipes.translation.text_translator import TextTranslator
 
-    from keras_attention.seq2seq import GreedySearch, TransformerSeq2Seq
+    from keras_attention.seq2seq import BeamSearch, GreedySearch, TransformerSeq2Seq
     from keras_attention.serving import Translator
 
     splits, models = demo_split
@@ -254,3 +254,14 @@ def test_the_text_translator_translates_as_the_graph_translator(demo_split):
     assert python.translate(texts) == expected
     assert sum(translation == "" for translation in expected) >= 3  # the blank corners
     assert len(set(expected)) > 20  # the outputs differ by text
+    # A beam: the best hypothesis holding as many placeholders as the text has numbers.
+    beam = BeamSearch(beam_width=3, alpha=0.6)
+    graph = Translator(
+        model, *map(SentencePieceTokenizer, models), beam, max_source_length=32,
+        batch_size=16, numbers=NumberProtection(swap_separators=True),
+    )  # fmt: skip
+    python = TextTranslator(
+        model, *map(SentencePieceEncoder, models), beam, max_source_length=32,
+        batch_size=16, numbers=NumberRules(swap_separators=True),
+    )  # fmt: skip
+    assert python.translate(texts) == graph.translate(texts)

@@ -274,7 +274,8 @@ def test_a_time_budget_must_be_0_or_more_and_0_turns_it_off(capsys):
 def test_a_time_budget_is_refused_for_a_cluster_s_workers(monkeypatch, capsys):
     from keras_attention_recipes import translate
 
-    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"worker": ["a:1", "b:2"]}}))
+    cluster = {"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker", "index": 0}}
+    monkeypatch.setenv("TF_CONFIG", json.dumps(cluster))
     with pytest.raises(SystemExit) as exit_info:
         translate.main(["train", "--time-budget", "5", "--output", "unused"])
     assert exit_info.value.code == 2

@@ -1,5 +1,5 @@
 """Translating texts on any Keras backend: `TextTranslator`, the twin of
-`keras_attention.serving.Translator`'s greedy translation made of the
+`keras_attention.serving.Translator`'s `translate` made of the
 tokenizers' Python twins (`SentencePieceEncoder`, `NumberRules`) and the
 backend-neutral searches of `keras_attention.seq2seq`: the same texts in,
 the same translations out, without TensorFlow (what a run trained on JAX
@@ -8,8 +8,10 @@ validates and evaluates with; its export then runs the graph's).
 
 import numpy as np
 
+from keras_attention.seq2seq.search import get_search
 from keras_attention.tokenizers.characters import is_blank
-from keras_attention.tokenizers.number_rules import sanitized
+from keras_attention.tokenizers.number_rules import PLACEHOLDER, numbers_in, sanitized
+from keras_attention.tokenizers.pieces import read_model
 
 
 class TextTranslator:
@@ -17,9 +19,10 @@ class TextTranslator:
 
     Each text is read as the graph reads it (a typed number placeholder or
     U+0001 is a space), its numbers protected with `numbers`, encoded to at
-    most `max_source_length` pieces, searched for (`search.best`: a
-    greedy search, or a beam without number protection), decoded, its
-    numbers restored from the text; a blank text translates to "".
+    most `max_source_length` pieces, searched for (`search.best`; a beam
+    with `numbers` keeps the best of its hypotheses that holds as many
+    placeholders as the text has numbers, as `Translator` does), decoded,
+    its numbers restored from the text; a blank text translates to "".
 
     Args:
         model: a trained `Seq2Seq` model.
@@ -42,16 +45,19 @@ class TextTranslator:
         batch_size=64,
         numbers=None,
     ):
-        beam = getattr(search, "beam_width", 1)
-        if numbers is not None and beam > 1:
-            raise ValueError(
-                "`search` of TextTranslator must be greedy when `numbers` protects numbers "
-                "(the beam's placeholder check is the graph Translator's alone); received "
-                f"search={search!r}."
-            )
         self.model, self.search, self.numbers = model, search, numbers
         self.source_encoder, self.target_encoder = source_encoder, target_encoder
         self.max_source_length, self.batch_size = max_source_length, batch_size
+        self.placeholder = None
+        if numbers is not None:
+            pieces = [piece for piece, _ in read_model(target_encoder.model_path)[1]]
+            if PLACEHOLDER not in pieces:
+                raise ValueError(
+                    "`numbers` of TextTranslator needs the number placeholder (U+E000) as a "
+                    f"piece of the target vocabulary; {target_encoder.model_path} has none: pass "
+                    "numbers=None."
+                )
+            self.placeholder = pieces.index(PLACEHOLDER)
 
     def translate(self, texts):
         """`list[str]`: the translation of each of `texts` (a list of str)."""
@@ -71,9 +77,25 @@ class TextTranslator:
         if self.numbers is not None:
             read = [self.numbers.protect_text(text) for text in read]
         source, _ = self.source_encoder.encode(read, self.max_source_length)
-        result = self.search.best(self.model, source)
-        decoded = self.target_encoder.decode(np.asarray(result["tokens"]))
+        decoded = self.target_encoder.decode(self._best(source, texts))
         if self.numbers is not None:
             decoded = [self.numbers.restore(d, text) for d, text in zip(decoded, texts)]
         clean = self.source_encoder.clean
         return ["" if is_blank(clean(sanitized(t))) else d for t, d in zip(texts, decoded)]
+
+    def _best(self, source, texts):
+        """The best hypothesis's tokens `(B, L)` of each source; with
+        `numbers` and a beam, the best-scored of the beam's hypotheses that
+        hold as many placeholders as the text has numbers (the best when
+        none does): `Translator`'s rule, in float32 as there."""
+        search = self.search
+        if self.numbers is None or not hasattr(search, "beam_width") or search.is_greedy():
+            return np.asarray(search.best(self.model, source)["tokens"])
+        beam = get_search(search, num_hypotheses=search.beam_width)
+        result = beam(self.model, source)  # (B, K, ...), best first
+        tokens = np.asarray(result["tokens"])
+        wanted = np.array([len(numbers_in(text)) for text in texts])
+        placed = (tokens == self.placeholder).sum(-1)
+        rank = np.asarray(result["scores"], np.float32)
+        rank = rank + np.where(placed == wanted[:, None], 0.0, -1e6).astype(np.float32)
+        return tokens[np.arange(len(tokens)), rank.argmax(1)]
