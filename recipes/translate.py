@@ -243,16 +243,25 @@ INTERRUPTED = {
 }
 
 
-# The packages each command needs beyond Keras: every command tokenises in
-# a `tf.data` graph or exports, so TensorFlow and TensorFlow Text are every
-# command's today; `tune` adds KerasTuner.
+# The packages each command needs beyond Keras: the commands that train or
+# export tokenise in a `tf.data` graph or make a SavedModel, so TensorFlow
+# and TensorFlow Text are theirs; `tune` adds KerasTuner. Without
+# TensorFlow, a trained run translates and evaluates with the tokenizers'
+# Python twins (`data.graph_tokenizers`).
 NEEDS = {"tensorflow": "TensorFlow", "tensorflow_text": "TensorFlow Text"}
 COMMAND_NEEDS = {"tune": {"keras_tuner": "KerasTuner"}}
+WITHOUT_TENSORFLOW = {
+    "translate": {"sentencepiece": "SentencePiece"},
+    "evaluate": {"sentencepiece": "SentencePiece", "sacrebleu": "sacrebleu"},
+}
 
 
 def missing_packages(command):
     """The names of the packages `command` needs that are not installed."""
     needs = {**NEEDS, **COMMAND_NEEDS.get(command, {})}
+    graph = all(importlib.util.find_spec(module) for module in NEEDS)
+    if command in WITHOUT_TENSORFLOW and not graph:
+        needs = WITHOUT_TENSORFLOW[command]
     return [name for module, name in needs.items() if importlib.util.find_spec(module) is None]
 
 
@@ -268,7 +277,8 @@ def main(argv=None):
         print(
             f"error: {args.command} needs {named}, not installed here: "
             "pip install 'keras_attention[recipes]' (the layers and keras_attention.seq2seq "
-            "train on JAX and PyTorch without them)",
+            "train on JAX and PyTorch without them; translate and evaluate need only "
+            "sentencepiece and sacrebleu)",
             file=sys.stderr,
         )
         sys.exit(2)

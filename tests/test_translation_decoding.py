@@ -523,3 +523,51 @@ def test_the_demo_records_its_decoding_on_a_run_trained_before_runs_did(trained,
     assert (translating.alpha, translating.beam_width) == (1.2, 4)
     commands.record_decoding(demo.replace(alpha=2.0))  # already recorded: kept
     assert json.load(open(path))["decoding"]["alpha"] == 1.2
+
+
+JAX_PYTHON = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".venv-jax", "bin", "python"
+)
+
+
+@pytest.mark.skipif(not os.path.exists(JAX_PYTHON), reason="make test makes .venv-jax")
+def test_a_run_translates_alike_in_a_virtualenv_without_tensorflow(trained, tmp_path):
+    """`translate --input` of the trained run here (TensorFlow: the graph's
+    Translator) and in the JAX virtualenv, which has no TensorFlow
+    (`TextTranslator`, the tokenizers' Python twins, the model on JAX):
+    the same lines, with the run's beam; `--nbest` there is one line
+    saying what it needs."""
+    import subprocess
+
+    output, _ = trained
+    with open(os.path.join(output, "data", "test.tsv"), encoding="utf-8") as handle:
+        sources = [line.split("\t")[0] for line in handle][:40]
+    sources += ["Das kostet 49 Euro.", "Gleis 3,5 um 14:35.", "", "  "]
+    given = tmp_path / "in.txt"
+    given.write_text("\n".join(sources) + "\n", encoding="utf-8")
+    here, there = tmp_path / "tensorflow.txt", tmp_path / "jax.txt"
+    translate.main(
+        ["translate", "--output", output, "--input", str(given), "--output-file", str(here)]
+    )
+    env = {**os.environ, "KERAS_BACKEND": "jax", "TF_CPP_MIN_LOG_LEVEL": "3"}
+    command = [
+        JAX_PYTHON,
+        "-m",
+        "keras_attention_recipes.translate",
+        "translate",
+        "--output",
+        output,
+    ]
+    done = subprocess.run(
+        [*command, "--input", str(given), "--output-file", str(there)],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    expected = here.read_text(encoding="utf-8").splitlines()
+    assert len(expected) == len(sources) and expected[-2:] == ["", ""]
+    assert len(set(expected)) > 10  # the tiny model's translations differ by sentence
+    assert there.read_text(encoding="utf-8").splitlines() == expected
+    done = subprocess.run(
+        [*command, "--nbest", "2", "Guten Morgen."], capture_output=True, text=True, env=env
+    )
+    assert done.returncode == 2 and done.stderr.startswith("error: --nbest needs TensorFlow")

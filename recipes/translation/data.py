@@ -21,6 +21,29 @@ ONE_THREAD_SENTENCES = 100_000
 VOCABULARY_THREADS = 16
 
 
+def graph_tokenizers():
+    """Whether TensorFlow and TensorFlow Text are installed: a run then
+    tokenises and protects numbers in the graph (`tf.data`, the exports),
+    else with their Python twins (`SentencePieceEncoder`, `NumberRules`),
+    which give the same ids and texts."""
+    import importlib.util
+
+    return all(importlib.util.find_spec(name) for name in ("tensorflow", "tensorflow_text"))
+
+
+def number_rules():
+    """The run's number protection where it protects numbers: the graph's
+    `NumberProtection`, or (`graph_tokenizers` False) its twin `NumberRules`,
+    both with `swap_separators`."""
+    if not graph_tokenizers():
+        from keras_attention.tokenizers.number_rules import NumberRules
+
+        return NumberRules(swap_separators=True)
+    from keras_attention.tokenizers.numbers import NumberProtection
+
+    return NumberProtection(swap_separators=True)
+
+
 def numbers_to_protect(config, train_path, log=print):
     """The `NumberProtection` a run trains and translates with: None with
     `--no-protect-numbers`, and None when fewer than `PROTECTED_SHARE` of
@@ -28,8 +51,6 @@ def numbers_to_protect(config, train_path, log=print):
     (spelled-out dates -> ISO dates: `22 juin 1975` -> `1975-06-22`), since
     a model that never saw the placeholder cannot place it. Logs which.
     The counts are kept for the next start (`_number_counts`)."""
-    from keras_attention.tokenizers.numbers import NumberProtection
-
     if not config.protect_numbers:
         return None
     with_numbers, protectable = _number_counts(train_path)
@@ -46,7 +67,7 @@ def numbers_to_protect(config, train_path, log=print):
         f"numbers: protected in {protectable} of the {with_numbers} training pairs with digits, "
         "and copied from the source when translating"
     )
-    return NumberProtection(swap_separators=True)
+    return number_rules()
 
 
 def _number_counts(train_path):
@@ -152,8 +173,6 @@ def load_tokenizers(
     vocabulary, written as both files): from `vocabulary_sample`'s
     `sample` pairs (`sample // 2` with `shared`: as many sentences), or
     every pair with None."""
-    from keras_attention.tokenizers import load_tokenizer
-
     tokenizers, drawn = [], None
     files = vocabulary_paths(output, tokenizer)
     for column, path in enumerate(files):
@@ -179,10 +198,28 @@ def load_tokenizers(
             _learn_vocabulary(path, texts, vocab_size, of, side, log)
         try:
             with runs.stderr_silenced():  # SentencePiece's C++ log says it uses identity rules
-                tokenizers.append(load_tokenizer(path))
+                tokenizers.append(_load_tokenizer(path))
         except (ValueError, UnicodeDecodeError) as error:
             raise UsageError(
                 f"{path} is not a vocabulary ({str(error).splitlines()[0]}): it is damaged; "
                 f"train again with --overwrite"
             ) from None
     return tokenizers
+
+
+def _load_tokenizer(path):
+    """The tokenizer of a vocabulary file: the graph's (`load_tokenizer`),
+    or without TensorFlow (`graph_tokenizers`) SentencePiece's Python twin;
+    WordPiece has none, which is said."""
+    if graph_tokenizers():
+        from keras_attention.tokenizers import load_tokenizer
+
+        return load_tokenizer(path)
+    if not path.endswith(".spm"):
+        raise UsageError(
+            f"{path} is a WordPiece vocabulary, which tokenises in TensorFlow alone: install "
+            "tensorflow and tensorflow-text, or train with --tokenizer sentencepiece"
+        )
+    from keras_attention.tokenizers.pieces import SentencePieceEncoder
+
+    return SentencePieceEncoder(path)

@@ -34,9 +34,10 @@ from .. import run_files, runs
 from ..runs import UsageError
 from .command_settings import BEAM_DEFAULTS
 from .config import DECODING, DECODING_RENAMED, upgrade
-from .data import load_tokenizers, vocabulary_paths
+from .data import graph_tokenizers, load_tokenizers, number_rules, vocabulary_paths
 from .scores import bleu_by_length, corpus_scores, number_consistency
 from .settings import FAMILIES
+from .text_translator import TextTranslator
 
 # What to do about a damaged config.json or model.keras of a trained run.
 REMEDY = "restore it, or train again with --overwrite"
@@ -136,7 +137,11 @@ class TrainedRun:
 
     def translator(self, search=None, batch_size=64):
         """The `Translator` of the run with `search` (None: `self.search`),
-        made once per search and batch size (`translator_for`)."""
+        made once per search and batch size (`translator_for`); without
+        TensorFlow (`data.graph_tokenizers`), its twin `TextTranslator`,
+        which translates alike (one model, no unknown-word replacement)."""
+        if not graph_tokenizers():
+            return self._text_translator(self.search if search is None else search, batch_size)
         return translator_for(
             self.model,
             *self.tokenizers,
@@ -144,6 +149,23 @@ class TrainedRun:
             self.search if search is None else search,
             batch_size,
             self.numbers,
+        )
+
+    @staticmethod
+    def _needs_the_graph(what, given=True):
+        """`UsageError` where `what`, `given`, needs the graph's Translator
+        and TensorFlow is not installed."""
+        if given and not graph_tokenizers():
+            raise UsageError(
+                f"{what} needs TensorFlow (the graph's Translator): install tensorflow and "
+                "tensorflow-text, or leave it out"
+            )
+
+    def _text_translator(self, search, batch_size):
+        self._needs_the_graph("--ensemble", self.config.ensemble)
+        self._needs_the_graph("--replace-unknown", search.replace_unknown)
+        return TextTranslator(
+            self.model, *self.tokenizers, search, self.max_length, batch_size, self.numbers
         )
 
     def translate(self, texts):
@@ -154,6 +176,7 @@ class TrainedRun:
     def nbest(self, texts, n):
         """`score<TAB>translation` lines: `n` per text, best first, texts in
         order (the `nbest` signature, in process)."""
+        self._needs_the_graph("--nbest")
         rows = self.translator().nbest(list(texts), n)
         return [f"{score:.4f}\t{text}" for row in rows for text, score in row]
 
@@ -171,6 +194,7 @@ class TrainedRun:
         for the private-use placeholder)."""
         from keras_attention.tokenizers.number_rules import PLACEHOLDER
 
+        self._needs_the_graph("--heatmaps")
         maps = self.translator().attention(list(texts))
         for alignment in maps:
             for side in ("source_tokens", "target_tokens"):
@@ -322,18 +346,17 @@ def search_from_config(config, beam_width=None, num_hypotheses=None):
 
 
 def number_protection(record):
-    """The `NumberProtection` of a trained run whose `config.json` says
+    """The number protection of a trained run whose `config.json` says
     `protect_numbers` (what `data.numbers_to_protect` decided when it
-    trained), else None (`--no-protect-numbers`, corpora whose numbers are
-    not copied). German <-> English: a copied number's `.` and `,` are
-    exchanged where its form says decimal or thousands separators (`2,50`
-    -> `2.50`, `1.000` <-> `1,000`), and times, dates and versions stay as
-    written (`tokenizers.numbers.copied_number`)."""
-    from keras_attention.tokenizers.numbers import NumberProtection
-
+    trained; `data.number_rules`), else None (`--no-protect-numbers`,
+    corpora whose numbers are not copied). German <-> English: a copied
+    number's `.` and `,` are exchanged where its form says decimal or
+    thousands separators (`2,50` -> `2.50`, `1.000` <-> `1,000`), and
+    times, dates and versions stay as written
+    (`tokenizers.number_rules.copied_number`)."""
     if not record.get("protect_numbers", False):
         return None
-    return NumberProtection(swap_separators=True)
+    return number_rules()
 
 
 def translator_for(
