@@ -77,7 +77,7 @@ JAX_CACHE_ENV := JAX_COMPILATION_CACHE_DIR=$(abspath $(VENV_JAX))/xla-cache \
 DOCTESTS := -q -n 2 -p no:cacheprovider --doctest-modules keras_attention --ignore=keras_attention/serving \
 	--ignore=keras_attention/tokenizers
 
-.PHONY: setup-both gpu-check translator distilled demo docs test test-large test-torch lint bench bench-decoding bench-rnn bench-training results bottleneck setup clean serving-check serving-oplists serving-venv
+.PHONY: setup-both setup-jax gpu-check translator distilled demo docs test test-large test-torch lint bench bench-decoding bench-rnn bench-training results bottleneck setup clean serving-check serving-oplists serving-venv
 
 setup: $(STAMP) $(DING)
 
@@ -101,7 +101,7 @@ $(STAMP): pyproject.toml setup.py
 # into this folder.
 JAX_REQUIREMENTS := import tomllib; project = tomllib.load(open("pyproject.toml", "rb"))["project"]; \
 	extras = project["optional-dependencies"]; \
-	print(*project["dependencies"], *extras["jax"], *extras["tokenizers"], sep="\n")
+	print(*project["dependencies"], *extras["recipes-jax"], sep="\n")
 $(JAX_DEPENDENCIES_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV_JAX)
 	$(VENV_JAX)/bin/python -m pip install --quiet --upgrade pip
@@ -113,6 +113,10 @@ $(JAX_DEPENDENCIES_STAMP): pyproject.toml
 $(JAX_STAMP): $(JAX_DEPENDENCIES_STAMP) $(STAMP) setup.py
 	$(EDITABLE) $(VENV_JAX)/bin/python -m pip install --quiet --no-deps -e .
 	touch $@
+
+# The JAX virtualenv alone: the package and its `recipes-jax` extra, no
+# TensorFlow (`.venv-jax/bin/keras-attention-translate translate ...`).
+setup-jax: $(JAX_STAMP)
 
 # Both virtualenvs' packages at once (two pip processes).
 setup-both:

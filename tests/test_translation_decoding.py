@@ -535,8 +535,7 @@ def test_a_run_translates_alike_in_a_virtualenv_without_tensorflow(trained, tmp_
     """`translate --input` of the trained run here (TensorFlow: the graph's
     Translator) and in the JAX virtualenv, which has no TensorFlow
     (`TextTranslator`, the tokenizers' Python twins, the model on JAX):
-    the same lines, with the run's beam; `--nbest` there is one line
-    saying what it needs."""
+    the same lines, with the run's beam; and the same `evaluate` scores."""
     import subprocess
 
     output, _ = trained
@@ -567,7 +566,39 @@ def test_a_run_translates_alike_in_a_virtualenv_without_tensorflow(trained, tmp_
     assert len(expected) == len(sources) and expected[-2:] == ["", ""]
     assert len(set(expected)) > 10  # the tiny model's translations differ by sentence
     assert there.read_text(encoding="utf-8").splitlines() == expected
-    done = subprocess.run(
-        [*command, "--nbest", "2", "Guten Morgen."], capture_output=True, text=True, env=env
-    )
-    assert done.returncode == 2 and done.stderr.startswith("error: --nbest needs TensorFlow")
+    # `evaluate` there (a copy of the run: it writes its scores): the same scores.
+    scored = {}
+    for name in ("tensorflow", "jax"):
+        copy = str(tmp_path / f"run-{name}")
+        shutil.copytree(output, copy)
+        evaluated = ["evaluate", "--output", copy]
+        if name == "tensorflow":
+            translate.main(evaluated)
+        else:
+            done = subprocess.run(
+                [JAX_PYTHON, "-m", "keras_attention_recipes.translate", *evaluated],
+                capture_output=True, text=True, env=env, timeout=300,
+            )  # fmt: skip
+            assert done.returncode == 0, done.stderr[-2000:]
+        with open(os.path.join(copy, "scores.json"), encoding="utf-8") as handle:
+            scores = json.load(handle)  # sacrebleu's signatures name each virtualenv's version
+        del scores["test"]  # the copy's path
+        scored[name] = {key: value for key, value in scores.items() if "signature" not in key}
+    assert scored["jax"] == scored["tensorflow"] and scored["jax"]["chrf"] > 0
+
+
+def test_without_tensorflow_what_needs_the_graph_translator_says_so(
+    trained, tmp_path, monkeypatch, capsys
+):
+    output, _ = trained
+    other = str(tmp_path / "other")
+    shutil.copytree(output, other)
+    monkeypatch.setattr(trained_run, "graph_tokenizers", lambda: False)
+    for flags, what in (
+        (["--nbest", "2", "Guten Morgen."], "--nbest"),
+        (["Guten Morgen.", "--ensemble", other], "--ensemble"),
+    ):
+        with pytest.raises(SystemExit) as stopped:
+            translate.main(["translate", "--output", output, *flags])
+        err = capsys.readouterr().err
+        assert stopped.value.code == 2 and err.startswith(f"error: {what} needs TensorFlow"), err

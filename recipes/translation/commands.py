@@ -18,6 +18,7 @@ from ..runs import UsageError, flag
 from .averaging import average_run
 from .config import recorded_defaults, upgrade
 from .corpus import read_pairs
+from .data import graph_tokenizers
 from .hyperparameter_search import tune
 from .members import train_members
 from .scores import corpus_scores, test_set_name, write_scores
@@ -85,6 +86,8 @@ def evaluate(config, log=print):
         log(f"\n  source:     {source}\n  reference:  {reference}\n  model:      {hypothesis}")
     if not run.has_attention:
         log("\n(no heatmaps: the bottleneck baseline has no attention)")
+    elif not graph_tokenizers():
+        log("\n(no heatmaps: they are drawn from the graph Translator's, which needs TensorFlow)")
     else:
         folder = os.path.join(config.output, "attention", *([test_set] if test_set else []))
         plot_heatmaps(run, sources[: config.samples], folder)

@@ -163,7 +163,7 @@ class TrainedRun:
 
     def _text_translator(self, search, batch_size):
         self._needs_the_graph("--ensemble", self.config.ensemble)
-        self._needs_the_graph("--replace-unknown", search.replace_unknown)
+        self._needs_the_graph("a search that replaces unknown pieces", search.replace_unknown)
         return TextTranslator(
             self.model, *self.tokenizers, search, self.max_length, batch_size, self.numbers
         )
@@ -194,7 +194,7 @@ class TrainedRun:
         for the private-use placeholder)."""
         from keras_attention.tokenizers.number_rules import PLACEHOLDER
 
-        self._needs_the_graph("--heatmaps")
+        self._needs_the_graph("attention heatmaps")
         maps = self.translator().attention(list(texts))
         for alignment in maps:
             for side in ("source_tokens", "target_tokens"):
