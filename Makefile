@@ -43,7 +43,7 @@ export TF_CPP_MIN_LOG_LEVEL ?= 2
 # ensembles, the fused attention path against the plain one), so that
 # .ci/run runs each JAX case once. make test-torch runs them all.
 PORTABLE := tests/test_portability.py tests/test_compatibility.py tests/test_registry.py tests/test_layout.py \
-	tests/test_python_tokenizers_portability.py tests/test_batches_portability.py \
+	tests/test_python_tokenizers_portability.py tests/test_batches_portability.py tests/test_text_translator_portability.py \
 	tests/test_score_attention.py tests/test_multi_head.py tests/test_attention_variants.py \
 	tests/test_positional.py tests/test_transformer.py tests/test_convs2s.py tests/test_rnn.py \
 	tests/test_spatial.py tests/test_cell.py tests/test_decoding_options.py tests/test_search.py \

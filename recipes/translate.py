@@ -26,6 +26,8 @@ commands run on a CPU.
 
 import argparse
 import importlib.util
+import json
+import os
 import sys
 
 # Nothing here imports TensorFlow or Keras: the arguments are parsed first
@@ -259,10 +261,28 @@ WITHOUT_TENSORFLOW = {
 def missing_packages(command):
     """The names of the packages `command` needs that are not installed."""
     needs = {**NEEDS, **COMMAND_NEEDS.get(command, {})}
-    graph = all(importlib.util.find_spec(module) for module in NEEDS)
-    if command in WITHOUT_TENSORFLOW and not graph:
+    if command in WITHOUT_TENSORFLOW and not graph_installed():
         needs = WITHOUT_TENSORFLOW[command]
     return [name for module, name in needs.items() if importlib.util.find_spec(module) is None]
+
+
+def graph_installed():
+    """Whether TensorFlow and TensorFlow Text are installed."""
+    return all(importlib.util.find_spec(module) for module in NEEDS)
+
+
+def keras_backend():
+    """The backend Keras will load, read without importing it (Keras's
+    order): `KERAS_BACKEND`, else `$KERAS_HOME/keras.json`'s (default
+    `~/.keras`), else TensorFlow."""
+    if os.environ.get("KERAS_BACKEND"):
+        return os.environ["KERAS_BACKEND"]
+    home = os.environ.get("KERAS_HOME") or os.path.join(os.path.expanduser("~"), ".keras")
+    try:
+        with open(os.path.join(home, "keras.json"), encoding="utf-8") as handle:
+            return json.load(handle).get("backend", "tensorflow")
+    except (OSError, ValueError, AttributeError):
+        return "tensorflow"
 
 
 def main(argv=None):
@@ -279,6 +299,13 @@ def main(argv=None):
             "pip install 'keras_attention[recipes]' (the layers and keras_attention.seq2seq "
             "train on JAX and PyTorch without them; translate and evaluate need only "
             "sentencepiece and sacrebleu)",
+            file=sys.stderr,
+        )
+        sys.exit(2)
+    if not graph_installed() and keras_backend() == "tensorflow":  # Keras would import it
+        print(
+            f"error: {args.command} without TensorFlow runs on Keras's JAX or PyTorch backend: "
+            "set KERAS_BACKEND=jax (or torch)",
             file=sys.stderr,
         )
         sys.exit(2)

@@ -250,7 +250,8 @@ def test_a_run_s_datasets_without_tensorflow(tmp_path):
         number = f" {index}" if index % 5 == 0 else ""
         lines.append(f"{picked}{number}\t{picked.upper()}{number}")
     paths = {}
-    for split, part in (("train", lines[:300]), ("valid", lines[300:]), ("dictionary", lines[:40])):
+    entries = [f"{word}\t{word.upper()}" for word in words]  # 14, none a training pair
+    for split, part in (("train", lines[:300]), ("valid", lines[300:]), ("dictionary", entries)):
         paths[split] = str(tmp_path / f"{split}.tsv")
         with open(paths[split], "w", encoding="utf-8") as handle:
             handle.write("\n".join(part) + "\n")
@@ -263,7 +264,7 @@ def test_a_run_s_datasets_without_tensorflow(tmp_path):
     logs = []
     streams, valid = shard_datasets(
         paths, *encoders, 12, 8, 3, logs.append, batch_tokens=40, numbers=NumberRules(True),
-        epochs=(1, 3, 2),
+        dictionary=0.04, epochs=(1, 3, 2),
     )  # fmt: skip
     assert [line.split(":")[0] for line in logs if not line.startswith("shards")] == [
         "train",
@@ -289,9 +290,16 @@ def test_a_run_s_datasets_without_tensorflow(tmp_path):
     partial, rest = streams
     assert (partial.first, partial.last, rest.first, rest.last) == (1, 2, 2, 3)
     assert partial.steps == rest.steps - 2
-    own = set(fitting(lines[:300]))
+    own, extra = fitting(lines[:300]), set(fitting(entries))
+    draws = round(0.04 * len(own))
+    assert 0 < draws <= len(extra) == len(entries)
     for stream in streams:
         rows = sum((rows_of(stream.dataset[i]) for i in range(stream.dataset.num_batches)), [])
-        assert own <= set(rows) or stream is partial  # the resumed epoch lacks 2 batches
-        assert set(rows) - own <= set(fitting(lines[:40]))  # the rest: dictionary draws
-        assert len(rows) > len(own) * 0.9
+        drawn = [row for row in rows if row in extra]
+        if stream is rest:  # a whole epoch: every pair once, and `draws` entries
+            assert sorted(row for row in rows if row not in extra) == own
+            assert len(drawn) == len(set(drawn)) == draws
+        else:  # the resumed epoch: its plan's batches after the first 2
+            plan = [batch.tolist() for batch in rest.dataset.batches(1)]
+            assert [batch.tolist() for batch in stream.dataset.batches(1)] == plan
+            assert stream.dataset.num_batches == len(plan) - 2

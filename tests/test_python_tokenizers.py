@@ -193,16 +193,19 @@ def test_bad_arguments_are_refused(tmp_path):
         SentencePieceEncoder(str(tmp_path / "other.model"))  # SentencePiece's own reserved pieces
 
 
-def test_shards_written_in_python_are_the_graph_s_byte_for_byte(demo_split, tmp_path):
+def test_shards_written_in_python_are_the_graph_s_byte_for_byte(demo_split, tmp_path, monkeypatch):
     """The demo's training split written into shards by `shards.text_encoder`
     (no TensorFlow) and by the graph's encoder (`pipeline.training_shards`,
-    numbers protected): the same files."""
+    numbers protected), in chunks of 4,000 pairs (so that chunks end
+    inside the writers' blocks of lines): the same files."""
+    from keras_attention_recipes.translation import shards
     from keras_attention_recipes.translation.pipeline import training_shards
     from keras_attention_recipes.translation.shards import shard_folder, text_encoder, write_shards
 
     from keras_attention.tokenizers import load_tokenizer
 
     splits, models = demo_split
+    monkeypatch.setattr(shards, "CHUNK", 4000)
     train = str(tmp_path / "train.tsv")
     with open(train, "w", encoding="utf-8") as handle:
         handle.writelines(f"{source}\t{target}\n" for source, target in splits["train"])
@@ -217,6 +220,7 @@ def test_shards_written_in_python_are_the_graph_s_byte_for_byte(demo_split, tmp_
     encode = text_encoder(*encoders, 32, protect_numbers=True)
     meta = write_shards(python, train, encode, 32, log=lambda line: None)
     assert meta["pairs"] > 15_000 and meta["lines"] == len(splits["train"])
+    assert len(meta["files"]) == -(-meta["pairs"] // 4000)
     for name in [*meta["files"], "meta.json"]:
         with (
             open(os.path.join(graph, name), "rb") as a,

@@ -602,6 +602,31 @@ def test_a_command_whose_packages_are_missing_says_so_before_writing(tmp_path, m
         assert not output.exists()
 
 
+def test_without_tensorflow_a_keras_that_would_load_it_is_one_error_line(
+    tmp_path, monkeypatch, capsys
+):
+    """`translate` and `evaluate` run without TensorFlow on Keras's JAX or
+    PyTorch backend: where Keras would load TensorFlow (no `KERAS_BACKEND`,
+    no `keras.json`), one line says to set it."""
+    from keras_attention_recipes import translate
+
+    monkeypatch.setattr(translate, "graph_installed", lambda: False)
+    monkeypatch.delenv("KERAS_BACKEND", raising=False)
+    monkeypatch.setenv("KERAS_HOME", str(tmp_path))
+    assert translate.keras_backend() == "tensorflow"
+    with pytest.raises(SystemExit) as stopped:
+        translate.main(["translate", "--output", str(tmp_path / "run"), "Hallo."])
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2 and err == (
+        "error: translate without TensorFlow runs on Keras's JAX or PyTorch backend: "
+        "set KERAS_BACKEND=jax (or torch)\n"
+    )
+    (tmp_path / "keras.json").write_text('{"backend": "jax"}')
+    assert translate.keras_backend() == "jax"
+    monkeypatch.setenv("KERAS_BACKEND", "torch")
+    assert translate.keras_backend() == "torch"
+
+
 def test_command_line_tables_are_the_librarys():
     """The command line's copies of the library's tables (the settings'
     declarations and runs.py parse without importing the library) are the

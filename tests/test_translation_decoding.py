@@ -549,6 +549,10 @@ def test_a_run_translates_alike_in_a_virtualenv_without_tensorflow(trained, tmp_
         ["translate", "--output", output, "--input", str(given), "--output-file", str(here)]
     )
     env = {**os.environ, "KERAS_BACKEND": "jax", "TF_CPP_MIN_LOG_LEVEL": "3"}
+    without = (
+        "import importlib.util, sys; sys.exit(importlib.util.find_spec('tensorflow') is not None)"
+    )
+    assert subprocess.run([JAX_PYTHON, "-c", without]).returncode == 0  # no TensorFlow there
     command = [
         JAX_PYTHON,
         "-m",

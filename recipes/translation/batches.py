@@ -96,6 +96,11 @@ class ShardBatches(keras.utils.PyDataset):
     reads them), the first `skip` batches of epoch `first` left out (those
     a resumed run trained before).
 
+    On the TensorFlow backend, `fit` takes a `PyDataset`'s shapes from its
+    first two batches, which may share a bucket: TensorFlow reads the same
+    files with `tf.data` (`pipeline.make_dataset`). Pass `fit(...,
+    shuffle=False)`: each epoch's order is this object's own.
+
     Args:
         files: a shard set's chunk files (`shards.chunk_files`); a few
             chunks are held at a time.
@@ -230,8 +235,9 @@ def shard_datasets(
     split's order), from shard sets of the splits written with the
     tokenizers' Python twins (`shards.text_encoder`), the same sets the
     graph's tokenizers write. `numbers`: a `NumberRules` (or None);
-    `dictionary` > 0 draws that many of the dictionary's entries per
-    training pair each epoch, as the pipeline does; each split's pairs are
+    `dictionary` > 0 draws that many of the dictionary's entries that fit
+    per training pair each epoch (the pipeline draws lines, and leaves out
+    those that do not fit); each split's pairs are
     counted, reported, and an empty split stops the run with a message."""
     boundaries = bucket_boundaries(max_length)
     sizes = bucket_batch_sizes(boundaries, batch_size, batch_tokens)

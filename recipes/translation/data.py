@@ -196,6 +196,11 @@ def load_tokenizers(
                     2 * total,
                 )
             _learn_vocabulary(path, texts, vocab_size, of, side, log)
+        if not path.endswith(".spm") and not graph_tokenizers():
+            raise UsageError(
+                f"{path} is a WordPiece vocabulary, which tokenises in TensorFlow alone: "
+                "install tensorflow and tensorflow-text"
+            )
         try:
             with runs.stderr_silenced():  # SentencePiece's C++ log says it uses identity rules
                 tokenizers.append(_load_tokenizer(path))
@@ -209,17 +214,12 @@ def load_tokenizers(
 
 def _load_tokenizer(path):
     """The tokenizer of a vocabulary file: the graph's (`load_tokenizer`),
-    or without TensorFlow (`graph_tokenizers`) SentencePiece's Python twin;
-    WordPiece has none, which is said."""
+    or without TensorFlow (`graph_tokenizers`) SentencePiece's Python twin
+    (WordPiece has none: `load_tokenizers` says so first)."""
     if graph_tokenizers():
         from keras_attention.tokenizers import load_tokenizer
 
         return load_tokenizer(path)
-    if not path.endswith(".spm"):
-        raise UsageError(
-            f"{path} is a WordPiece vocabulary, which tokenises in TensorFlow alone: install "
-            "tensorflow and tensorflow-text, or train with --tokenizer sentencepiece"
-        )
     from keras_attention.tokenizers.pieces import SentencePieceEncoder
 
     return SentencePieceEncoder(path)

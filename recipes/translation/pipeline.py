@@ -187,10 +187,11 @@ def _read_chunk(path, place, order):
     if order is not None:
         seed, stateless = order
         if stateless:
-            seeds = tf.stack([tf.cast(seed, tf.int64) + 1, tf.cast(place, tf.int64)])
+            # A second word below 0: apart from `_shuffled`'s [seed, 0, 1, ...].
+            seeds = tf.stack([tf.cast(seed, tf.int64), -1 - tf.cast(place, tf.int64)])
             permuted = tf.random.experimental.stateless_shuffle(tf.range(count), seed=seeds)
         else:
-            permuted = tf.random.shuffle(tf.range(count))
+            permuted = tf.random.shuffle(tf.range(count), seed=seed)
         source, target = tf.gather(source, permuted), tf.gather(target, permuted)
     return source.to_tensor(), source.row_lengths(), target.to_tensor(), target.row_lengths()
 

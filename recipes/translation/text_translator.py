@@ -6,6 +6,7 @@ the same translations out, without TensorFlow (what a run trained on JAX
 validates and evaluates with; its export then runs the graph's).
 """
 
+import keras
 import numpy as np
 
 from keras_attention.seq2seq.search import get_search
@@ -90,12 +91,12 @@ class TextTranslator:
         none does): `Translator`'s rule, in float32 as there."""
         search = self.search
         if self.numbers is None or not hasattr(search, "beam_width") or search.is_greedy():
-            return np.asarray(search.best(self.model, source)["tokens"])
+            return keras.ops.convert_to_numpy(search.best(self.model, source)["tokens"])
         beam = get_search(search, num_hypotheses=search.beam_width)
         result = beam(self.model, source)  # (B, K, ...), best first
-        tokens = np.asarray(result["tokens"])
+        tokens = keras.ops.convert_to_numpy(result["tokens"])
         wanted = np.array([len(numbers_in(text)) for text in texts])
         placed = (tokens == self.placeholder).sum(-1)
-        rank = np.asarray(result["scores"], np.float32)
+        rank = keras.ops.convert_to_numpy(result["scores"]).astype(np.float32)
         rank = rank + np.where(placed == wanted[:, None], 0.0, -1e6).astype(np.float32)
         return tokens[np.arange(len(tokens)), rank.argmax(1)]
