@@ -38,6 +38,7 @@ from .translation.cluster import cluster_task
 from .translation.command_settings import BEAM_DEFAULTS, COMMAND_DEFAULTS, FIELDS
 from .translation.config import DECODES, TranslationConfig
 from .translation.corpus import CorpusError, count_pairs
+from .translation.data import graph_tokenizers
 from .translation.presets import (
     PRESET_KEYS,
     PRESET_PAIRS,
@@ -261,14 +262,9 @@ WITHOUT_TENSORFLOW = {
 def missing_packages(command):
     """The names of the packages `command` needs that are not installed."""
     needs = {**NEEDS, **COMMAND_NEEDS.get(command, {})}
-    if command in WITHOUT_TENSORFLOW and not graph_installed():
+    if command in WITHOUT_TENSORFLOW and not graph_tokenizers():
         needs = WITHOUT_TENSORFLOW[command]
     return [name for module, name in needs.items() if importlib.util.find_spec(module) is None]
-
-
-def graph_installed():
-    """Whether TensorFlow and TensorFlow Text are installed."""
-    return all(importlib.util.find_spec(module) for module in NEEDS)
 
 
 def keras_backend():
@@ -302,7 +298,7 @@ def main(argv=None):
             file=sys.stderr,
         )
         sys.exit(2)
-    if not graph_installed() and keras_backend() == "tensorflow":  # Keras would import it
+    if not graph_tokenizers() and keras_backend() == "tensorflow":  # Keras would import it
         print(
             f"error: {args.command} without TensorFlow runs on Keras's JAX or PyTorch backend: "
             "set KERAS_BACKEND=jax (or torch)",

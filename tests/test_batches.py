@@ -48,7 +48,7 @@ def test_an_epoch_in_the_split_s_order_is_the_tf_data_pipeline_s_batch_for_batch
     )
     expected = list(data.as_numpy_iterator())
     batches = shard_batches(folder)
-    assert len(batches.sides[0]) == kept and batches.num_batches == len(expected) > 10
+    assert len(batches.pairs) == kept and batches.num_batches == len(expected) > 10
     for index, ((source, target_in), target_out) in enumerate(expected):
         (got_source, got_in), got_out = batches[index]
         assert got_source.dtype == source.dtype == np.int32

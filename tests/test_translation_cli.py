@@ -610,7 +610,7 @@ def test_without_tensorflow_a_keras_that_would_load_it_is_one_error_line(
     no `keras.json`), one line says to set it."""
     from keras_attention_recipes import translate
 
-    monkeypatch.setattr(translate, "graph_installed", lambda: False)
+    monkeypatch.setattr(translate, "graph_tokenizers", lambda: False)
     monkeypatch.delenv("KERAS_BACKEND", raising=False)
     monkeypatch.setenv("KERAS_HOME", str(tmp_path))
     assert translate.keras_backend() == "tensorflow"

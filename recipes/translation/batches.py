@@ -133,24 +133,27 @@ class ShardBatches(keras.utils.PyDataset):
         steps=None,
     ):
         super().__init__(workers=1, use_multiprocessing=False)
-        self.sides, self.extra_sides = [_Pairs(files)], None
-        self.draws = 0
+        self.pairs, self.extra_pairs, self.draws = _Pairs(files), None, 0
         if extra is not None and extra[1] > 0:
-            self.extra_sides = _Pairs(extra[0])
-            self.draws = min(int(extra[1]), len(self.extra_sides))  # as many as there are
-            self.sides.append(self.extra_sides)
+            self.extra_pairs = _Pairs(extra[0])
+            self.draws = min(int(extra[1]), len(self.extra_pairs))  # as many as there are
+        self.kept = len(self.pairs)  # indices from `kept` on are the extra set's
         self.boundaries, self.sizes = list(boundaries), list(sizes)
         self.first, self.last, self.skip = epochs
         self.seed, self.shuffle, self.word_dropout = seed, shuffle, word_dropout
         self.buckets = np.concatenate(
-            [buckets_of(pairs.longer, self.boundaries) for pairs in self.sides]
+            [
+                buckets_of(pairs.longer, self.boundaries)
+                for pairs in (self.pairs, self.extra_pairs)
+                if pairs is not None
+            ]
         )
         if steps is None:  # the pairs' own batches and the draws' expected share of each bucket
-            kept = len(self.sides[0])
-            per_bucket = np.bincount(self.buckets[:kept], minlength=len(sizes)).astype(float)
+            own = np.bincount(self.buckets[: self.kept], minlength=len(sizes))
+            per_bucket = own.astype(float)
             if self.draws:
-                extra_buckets = np.bincount(self.buckets[kept:], minlength=len(sizes))
-                per_bucket += self.draws * extra_buckets / len(self.extra_sides)
+                extra_buckets = np.bincount(self.buckets[self.kept :], minlength=len(sizes))
+                per_bucket += self.draws * extra_buckets / len(self.extra_pairs)
             steps = expected_batches(per_bucket, sizes)
         self.steps = steps
         self._plan = (None, None)  # (epoch, its batches)
@@ -175,11 +178,10 @@ class ShardBatches(keras.utils.PyDataset):
         set's own), exactly `steps` of them."""
         if self._plan[0] != epoch:
             rng = np.random.default_rng(epoch_seed(self.seed, epoch))
-            order = self.sides[0].order(rng if self.shuffle else None)
+            order = self.pairs.order(rng if self.shuffle else None)
             if self.draws:
-                kept = len(self.sides[0])
-                drawn = kept + rng.choice(len(self.extra_sides), self.draws, replace=False)
-                mixed = np.zeros(kept + self.draws, bool)
+                drawn = self.kept + rng.choice(len(self.extra_pairs), self.draws, replace=False)
+                mixed = np.zeros(self.kept + self.draws, bool)
                 mixed[rng.choice(len(mixed), self.draws, replace=False)] = True
                 merged = np.empty(len(mixed), np.int64)
                 merged[~mixed], merged[mixed] = order, drawn
@@ -192,9 +194,9 @@ class ShardBatches(keras.utils.PyDataset):
     def _padded(self, indices):
         """`(source, target)` int32 batches of pairs `indices`, padded to
         their bucket's boundary less one (the last bucket: to its longest)."""
-        kept = len(self.sides[0])
+        kept = self.kept
         pairs = [
-            self.sides[0].pair(i) if i < kept else self.sides[1].pair(i - kept) for i in indices
+            self.pairs.pair(i) if i < kept else self.extra_pairs.pair(i - kept) for i in indices
         ]
         bucket = int(self.buckets[indices[0]])
         padded = []
@@ -213,6 +215,20 @@ class ShardBatches(keras.utils.PyDataset):
     def _dropped(self, ids, rng):
         kept = rng.random(ids.shape) >= self.word_dropout
         return np.where(kept | (ids <= UNK), ids, np.int32(UNK))
+
+
+def report_split(split, kept, total, max_length, log):
+    """Say how many of a split's `total` pairs fit `max_length` (`kept`);
+    `UsageError` when none does."""
+    log(
+        f"{split}: {kept} of {total} pairs fit --max-length {max_length}"
+        + (f" ({total - kept} longer ones left out)" if kept < total else "")
+    )
+    if kept == 0:
+        raise UsageError(
+            f"no {split} pair fits --max-length {max_length} ({total} pairs, each longer "
+            "in subword pieces): raise --max-length or --vocab-size"
+        )
 
 
 def shard_datasets(
@@ -251,31 +267,21 @@ def shard_datasets(
         files[split], pairs[split] = chunk_files(folder, meta), meta["pairs"]
         if split == "dictionary":
             continue
-        kept, total = meta["pairs"], meta["lines"]
-        log(
-            f"{split}: {kept} of {total} pairs fit --max-length {max_length}"
-            + (f" ({total - kept} longer ones left out)" if kept < total else "")
-        )
-        if kept == 0:
-            raise UsageError(
-                f"no {split} pair fits --max-length {max_length} ({total} pairs, each longer "
-                "in subword pieces): raise --max-length or --vocab-size"
-            )
+        report_split(split, meta["pairs"], meta["lines"], max_length, log)
     extra = None
     if "dictionary" in files:
         extra = (files["dictionary"], int(round(dictionary * pairs["train"])))
     options = dict(seed=seed, extra=extra, word_dropout=word_dropout)
     first, last, skip = epochs
-    whole = ShardBatches(files["train"], boundaries, sizes, (first, last, 0), **options)
+    later = first + 1 if skip else first  # the first whole epoch
+    whole = ShardBatches(files["train"], boundaries, sizes, (later, last, 0), **options)
     streams = []
     if skip:  # the resumed epoch's other batches, a stream of their own
         partial = ShardBatches(
             files["train"], boundaries, sizes, (first, first + 1, skip), **options
         )
         streams.append(EpochStream(partial, first, first + 1, whole.steps - skip))
-        first += 1
-        whole = ShardBatches(files["train"], boundaries, sizes, (first, last, 0), **options)
-    streams.append(EpochStream(whole, first, max(first, last), whole.steps))
+    streams.append(EpochStream(whole, later, max(later, last), whole.steps))
     valid = ShardBatches(files["valid"], boundaries, sizes, (0, 1, 0), seed=seed, shuffle=False)
     return streams, valid
 

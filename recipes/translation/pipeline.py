@@ -24,6 +24,7 @@ from .batches import (
     buckets_of,
     epoch_seed,
     expected_batches,
+    report_split,
 )
 from .shards import chunk_files, read_meta, shard_folder, write_shards
 
@@ -128,13 +129,19 @@ def _text_lines(path, order=None):
     in an order of the seed alone (`_shuffled`), or a new order each pass."""
     import tensorflow as tf
 
-    lines = tf.data.TextLineDataset(path)
+    return _in_order(tf.data.TextLineDataset(path), order, 50_000)
+
+
+def _in_order(elements, order, buffer):
+    """`elements` as they are (`order` None), or shuffled (`order`: `(seed,
+    stateless)`): in an order of the seed alone (`_shuffled`, each `buffer`
+    elements permuted in turn), or a new order each pass (a `buffer` of them)."""
     if order is None:
-        return lines
+        return elements
     seed, stateless = order
     if stateless:
-        return _shuffled(lines, seed)
-    return lines.shuffle(50_000, seed=seed, reshuffle_each_iteration=True)
+        return _shuffled(elements, seed, buffer)
+    return elements.shuffle(buffer, seed=seed, reshuffle_each_iteration=True)
 
 
 def _shard_pairs(files, order=None):
@@ -146,13 +153,7 @@ def _shard_pairs(files, order=None):
     import tensorflow as tf
 
     graph_only = tf.autograph.experimental.do_not_convert
-    names = tf.data.Dataset.from_tensor_slices(files)
-    if order is not None:
-        seed, stateless = order
-        if stateless:
-            names = _shuffled(names, seed)
-        else:
-            names = names.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
+    names = _in_order(tf.data.Dataset.from_tensor_slices(files), order, 50_000)
     chunks = names.enumerate().map(graph_only(lambda i, name: _read_chunk(name, i, order)))
     return chunks.flat_map(
         graph_only(
@@ -547,14 +548,6 @@ def datasets(
             shards=shards if training else None,
             epochs=epochs if training else None,
         )
-        log(
-            f"{split}: {kept} of {total} pairs fit --max-length {max_length}"
-            + (f" ({total - kept} longer ones left out)" if kept < total else "")
-        )
-        if kept == 0:
-            raise UsageError(
-                f"no {split} pair fits --max-length {max_length} ({total} pairs, each longer "
-                "in subword pieces): raise --max-length or --vocab-size"
-            )
+        report_split(split, kept, total, max_length, log)
         made.append(data)
     return made
