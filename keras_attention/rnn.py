@@ -12,6 +12,8 @@ The encoder whose states H it reads is `rnn_encoder.RecurrentEncoder`, and
 the cells' step `rnn_cells.cell_update`.
 """
 
+import itertools
+
 import keras
 from keras import ops
 
@@ -295,13 +297,23 @@ class AttentionDecoder(keras.layers.Layer):
         output, attention_weights, state = self._step_output(gates, state, weights, training)
         return self.output_projection(output), attention_weights, state
 
-    def _step_output(self, gates, state, weights, training):
+    def _step_output(self, gates, state, weights, training, masks=None):
         """One step up to the output layer's input ([s_t; c_t], or s_t),
         given y_{t-1}'s share of the first cell's gates (`_embedding_gates`)
         and `_step_weights()`: returns `(output, weights (B, S), state)`.
+        `masks`: this step's dropout masks of `fed` and `context`, drawn
+        before a loop over the steps (`_dropout_masks`); else the dropout
+        layer draws them.
 
         The first cell's input `[E y_{t-1}; c_t or h̃_{t-1}; context]` is
         never concatenated: each piece adds its share `x K_x` of the gates."""
+        masks = masks or {}
+
+        def dropped(name, x):
+            if name in masks:
+                return x * masks[name]
+            return self.input_dropout(x, training=training)
+
         memory, memory_mask, keys = state["memory"], state["memory_mask"], state.get("keys")
         context = attention_weights = fed = None
         if self.attention is not None and self.style == "bahdanau":
@@ -313,10 +325,9 @@ class AttentionDecoder(keras.layers.Layer):
         elif "feed" in state:
             fed = state["feed"]  # h̃_{t-1}
         if fed is not None:
-            fed = self.input_dropout(fed, training=training)
-            gates = gates + ops.matmul(fed, weights[0]["fed"])
+            gates = gates + ops.matmul(dropped("fed", fed), weights[0]["fed"])
         if self.context_input:
-            encoded = self.input_dropout(state["context"], training=training)
+            encoded = dropped("context", state["context"])
             gates = gates + ops.matmul(encoded, weights[0]["context"])
         new_cells, x = [], None
         for index, (cell, cell_state) in enumerate(zip(self.cells, state["cells"])):
@@ -387,18 +398,48 @@ class AttentionDecoder(keras.layers.Layer):
         carry["output"] = ops.zeros((batch, self.units + self.context_width), self.compute_dtype)
         carry["weights"] = ops.zeros(ops.shape(state["memory"])[:2], self.compute_dtype)
 
-        def scan_step(carry, gates):
+        # The dropout masks ride beside the gates in one scanned tensor
+        # (Keras's scan on TensorFlow takes one input of unknown length).
+        masks = self._dropout_masks(gates, state, training)
+        cuts = list(itertools.accumulate(m.shape[-1] for m in [gates, *masks.values()]))[:-1]
+
+        def scan_step(carry, inputs):
+            step_masks = {}
+            if masks:
+                inputs, *parts = ops.split(inputs, cuts, axis=-1)
+                step_masks = dict(zip(masks, parts))
             output, attention_weights, new_state = self._step_output(
-                gates, {**constants, **carry}, weights, training
+                inputs, {**constants, **carry}, weights, training, step_masks
             )
             new_carry = {k: new_state[k] for k in carry if k not in ("output", "weights")}
             new_carry.update(output=output, weights=attention_weights)
             return new_carry, new_carry
 
-        _, per_step = ops.scan(scan_step, carry, gates)
+        scanned = ops.concatenate([gates, *masks.values()], axis=-1) if masks else gates
+        _, per_step = ops.scan(scan_step, carry, scanned)
         outputs = ops.transpose(per_step["output"], (1, 0, 2))  # (B, T, U [+ Dv])
         attention_weights = ops.transpose(per_step["weights"], (1, 0, 2))  # (B, T, S)
         return outputs, attention_weights
+
+    def _dropout_masks(self, gates, state, training):
+        """The dropout masks of every step's `fed` and `context` inputs,
+        time-major `(T, B, width)`, scaled by 1 / (1 - rate): drawn at once
+        before the loop over the steps, since a loop body (JAX's scan
+        under `jit`) cannot advance the layer's seed. Each step's masks are
+        its own, as when the step draws them. Empty when not training."""
+        if not training or not self.dropout:
+            return {}
+        steps, batch = ops.shape(gates)[0], ops.shape(gates)[1]
+        widths = {"fed": self._feed_width()}
+        if self.context_input:
+            widths["context"] = state["context"].shape[-1]
+        return {
+            name: self.input_dropout(
+                ops.ones((steps, batch, width), self.compute_dtype), training=training
+            )
+            for name, width in widths.items()
+            if width
+        }
 
     def _parallel_features(self, gates, state, weights, training):
         """Teacher forcing when the recurrence does not read the attention:

@@ -109,6 +109,36 @@ def test_fit_one_epoch(family, scheduled):
         assert int(keras.ops.convert_to_numpy(model.sampling_step)) == 2
 
 
+@pytest.mark.parametrize(
+    "style,context_input", [("luong", False), pytest.param("bahdanau", True, marks=large_on("jax"))]
+)
+def test_a_recurrent_decoder_with_dropout_fits_compiled(style, context_input):
+    """Dropout on the inputs a recurrent decoder's steps read (the fed
+    context or h̃, the encoder's context) under a compiled `fit` (JAX's
+    `jit` traces the steps' loop, whose body cannot draw from the layer's
+    seed): the masks are drawn before the loop, a mask of its own per
+    step, values 0 or 1 / (1 - rate)."""
+    source, target_in, target_out = data()
+    model = RecurrentSeq2Seq(
+        VOCAB, VOCAB, 8, 8, attention="additive", style=style, context_input=context_input,
+        dropout=0.5,
+    )  # fmt: skip
+    model.compile(keras.optimizers.Adam(1e-2), MaskedCrossEntropy(), jit_compile="auto")
+    history = model.fit((source, target_in), target_out, batch_size=16, epochs=1, verbose=0)
+    assert np.isfinite(history.history["loss"][0])
+    decoder = model.decoder
+    memory = keras.ops.zeros((4, 5, 8))
+    state = decoder.init_cache(memory, [keras.ops.zeros((4, 8))] * 2)
+    masks = decoder._dropout_masks(keras.ops.zeros((30, 4, 1)), state, training=True)
+    assert sorted(masks) == (["context", "fed"] if context_input else ["fed"])
+    for mask in masks.values():
+        mask = keras.ops.convert_to_numpy(mask)
+        assert mask.shape[:2] == (30, 4) and set(np.unique(mask)) <= {0.0, 2.0}
+        assert 0.35 < (mask == 0).mean() < 0.65  # the rate, 0.5
+        assert not np.array_equal(mask[0], mask[1])  # each step its own
+    assert decoder._dropout_masks(keras.ops.zeros((30, 4, 1)), state, training=False) == {}
+
+
 @pytest.mark.parametrize("family", families("jax"))
 def test_generate_and_round_trip(family):
     source, target_in, _ = data(4)
