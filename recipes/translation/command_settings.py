@@ -153,7 +153,9 @@ class TrainingSettings:
     mixed_precision: str = setting(
         None, "compute in this precision (variables stay float32)", MODEL, choices=PRECISIONS
     )
-    jit: bool = setting(False, "compile training with XLA", MODEL)
+    jit: bool = setting(
+        False, "compile training with XLA on TensorFlow (JAX always compiles its steps)", MODEL
+    )
     valid: str = setting(
         None,
         "validate on this TSV file of source<TAB>target lines instead of the split (lines "

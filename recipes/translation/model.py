@@ -87,7 +87,10 @@ def build_model(config, source_vocab, target_vocab):
         MaskedCrossEntropy(label_smoothing=float(config["label_smoothing"])),
         # token accuracy and perplexity (unsmoothed) of each epoch, padding excluded
         metrics=[MaskedAccuracy(), MaskedPerplexity()],
-        jit_compile=bool(config.get("jit", False)),
+        # TensorFlow runs its step as a graph unless told to compile it with
+        # XLA; JAX's step is compiled (run op by op, every op would be a
+        # program of its own)
+        jit_compile=bool(config.get("jit", False)) or keras.config.backend() == "jax",
     )
     return model
 
