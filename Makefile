@@ -37,12 +37,14 @@ export TF_CPP_MIN_LOG_LEVEL ?= 2
 # trained, decoding and saving, 0.1.0 files, the decoding options, and the
 # docstring examples. `make test`'s JAX run takes PORTABLE_JAX_K of them (the
 # docstring examples, every layer's harness, each family trained, generating
-# and saved: test_portability.py, and the registry and layout checks);
+# and saved: test_portability.py, the translation recipe without TensorFlow:
+# test_recipe_portability.py, and the registry and layout checks);
 # `make test-large`'s JAX run takes the rest (the families' variants, 0.1.0
 # and 0.2.0 files, the decoding options, the searches, quantization,
 # ensembles, the fused attention path against the plain one), so that
 # .ci/run runs each JAX case once. make test-torch runs them all.
 PORTABLE := tests/test_portability.py tests/test_compatibility.py tests/test_registry.py tests/test_layout.py \
+	tests/test_recipe_portability.py \
 	tests/test_python_tokenizers_portability.py tests/test_batches_portability.py tests/test_text_translator_portability.py \
 	tests/test_score_attention.py tests/test_multi_head.py tests/test_attention_variants.py \
 	tests/test_positional.py tests/test_transformer.py tests/test_convs2s.py tests/test_rnn.py \

@@ -54,7 +54,7 @@ def prepare_once(corpus, output, vocab_size, max_length, batch_tokens):
     import_tensorflow_quietly()
     from keras_attention_recipes.translation.config import TranslationConfig
     from keras_attention_recipes.translation.data import load_tokenizers, numbers_to_protect
-    from keras_attention_recipes.translation.pipeline import datasets
+    from keras_attention_recipes.translation.inputs import datasets
     from keras_attention_recipes.translation.splits import prepare
 
     config = TranslationConfig(corpus=corpus, output=output)

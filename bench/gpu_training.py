@@ -8,7 +8,7 @@ them; the scores come from the recipe's own `evaluate` here.
 Three steps, the first and last on a machine with TensorFlow (`make setup`):
 
 1. `--prepare RUN`: draws `--epochs` training epochs of the demo's run
-   `RUN` with the recipe's own input pipeline (`data.datasets`: bucketed
+   `RUN` with the recipe's own input pipeline (`inputs.datasets`: bucketed
    1,536-token batches, a new dictionary draw each epoch, numbers
    protected) and its validation batches into `--batches FILE` (.npz);
 2. (default) on the GPU machine, with Keras, optree and namex carried as
@@ -78,7 +78,7 @@ def prepare(run, path, epochs):
     import numpy as np
     from keras_attention_recipes.translation.config import TranslationConfig
     from keras_attention_recipes.translation.data import load_tokenizers, numbers_to_protect
-    from keras_attention_recipes.translation.pipeline import datasets
+    from keras_attention_recipes.translation.inputs import datasets
 
     spec = json.load(open(os.path.join(run, "config.json")))
     config = TranslationConfig.for_command("demo", output=run)

@@ -16,6 +16,7 @@ between two steps (`ctrl_c_between_steps`), so an interrupted run resumes.
 import argparse
 import contextlib
 import importlib.util
+import json
 import math
 import os
 import shutil
@@ -467,6 +468,20 @@ def load_random_state(model, path):
     if [value.shape for value in values] == [tuple(state.shape) for state in states]:
         for state, value in zip(states, values):
             state.assign(value)
+
+
+def keras_backend():
+    """The backend Keras will load, read without importing it (Keras's
+    order): `KERAS_BACKEND`, else `$KERAS_HOME/keras.json`'s (default
+    `~/.keras`), else TensorFlow."""
+    if os.environ.get("KERAS_BACKEND"):
+        return os.environ["KERAS_BACKEND"]
+    home = os.environ.get("KERAS_HOME") or os.path.join(os.path.expanduser("~"), ".keras")
+    try:
+        with open(os.path.join(home, "keras.json"), encoding="utf-8") as handle:
+            return json.load(handle).get("backend", "tensorflow")
+    except (OSError, ValueError, AttributeError):
+        return "tensorflow"
 
 
 def import_tensorflow_quietly():

@@ -26,14 +26,12 @@ commands run on a CPU.
 
 import argparse
 import importlib.util
-import json
-import os
 import sys
 
 # Nothing here imports TensorFlow or Keras: the arguments are parsed first
 # (`--help` and a mistyped flag answer at once), then `main` imports them.
 from . import run_folders
-from .runs import HelpFormatter, UsageError, flag, import_tensorflow_quietly
+from .runs import HelpFormatter, UsageError, flag, import_tensorflow_quietly, keras_backend
 from .translation.cluster import cluster_task
 from .translation.command_settings import BEAM_DEFAULTS, COMMAND_DEFAULTS, FIELDS
 from .translation.config import DECODES, TranslationConfig
@@ -246,16 +244,22 @@ INTERRUPTED = {
 }
 
 
-# The packages each command needs beyond Keras: the commands that train or
-# export tokenise in a `tf.data` graph or make a SavedModel, so TensorFlow
-# and TensorFlow Text are theirs; `tune` adds KerasTuner. Without
-# TensorFlow, a trained run translates and evaluates with the tokenizers'
-# Python twins (`data.graph_tokenizers`).
+# The packages each command needs beyond Keras: with TensorFlow and
+# TensorFlow Text, the commands tokenise in the graph (`tf.data`, the
+# Translator), and `export`, `convert` and the demo make a SavedModel;
+# `tune` adds KerasTuner. Without TensorFlow, the commands that train,
+# average, translate and score run with the tokenizers' Python twins
+# (`data.graph_tokenizers`), which need SentencePiece.
 NEEDS = {"tensorflow": "TensorFlow", "tensorflow_text": "TensorFlow Text"}
 COMMAND_NEEDS = {"tune": {"keras_tuner": "KerasTuner"}}
+PIECES = {"sentencepiece": "SentencePiece"}
+SCORES = {**PIECES, "sacrebleu": "sacrebleu"}  # BLEU and chrF
 WITHOUT_TENSORFLOW = {
-    "translate": {"sentencepiece": "SentencePiece"},
-    "evaluate": {"sentencepiece": "SentencePiece", "sacrebleu": "sacrebleu"},
+    "translate": PIECES,
+    "average": PIECES,
+    "evaluate": SCORES,
+    "train": SCORES,  # validation BLEU
+    "tune": {**SCORES, "keras_tuner": "KerasTuner"},
 }
 
 
@@ -265,20 +269,6 @@ def missing_packages(command):
     if command in WITHOUT_TENSORFLOW and not graph_tokenizers():
         needs = WITHOUT_TENSORFLOW[command]
     return [name for module, name in needs.items() if importlib.util.find_spec(module) is None]
-
-
-def keras_backend():
-    """The backend Keras will load, read without importing it (Keras's
-    order): `KERAS_BACKEND`, else `$KERAS_HOME/keras.json`'s (default
-    `~/.keras`), else TensorFlow."""
-    if os.environ.get("KERAS_BACKEND"):
-        return os.environ["KERAS_BACKEND"]
-    home = os.environ.get("KERAS_HOME") or os.path.join(os.path.expanduser("~"), ".keras")
-    try:
-        with open(os.path.join(home, "keras.json"), encoding="utf-8") as handle:
-            return json.load(handle).get("backend", "tensorflow")
-    except (OSError, ValueError, AttributeError):
-        return "tensorflow"
 
 
 def main(argv=None):
@@ -292,9 +282,9 @@ def main(argv=None):
         named = ", ".join(missing[:-1]) + " and " + missing[-1] if len(missing) > 1 else missing[0]
         print(
             f"error: {args.command} needs {named}, not installed here: "
-            "pip install 'keras_attention[recipes]' (the layers and keras_attention.seq2seq "
-            "train on JAX and PyTorch without them; translate and evaluate need only "
-            "sentencepiece and sacrebleu)",
+            "pip install 'keras_attention[recipes]' (without TensorFlow: "
+            "'keras_attention[recipes-jax]' trains, tunes, translates and evaluates; "
+            "export, convert and the demo need TensorFlow)",
             file=sys.stderr,
         )
         sys.exit(2)

@@ -124,11 +124,14 @@ def run_search(
     callbacks=(),
     record=None,
     defaults_trial=False,
+    steps_per_epoch=None,
 ):
     """Search, print a summary table, write `best_hyperparameters.json` in
     `output` (the best trial's values, or what `record` makes of them);
     returns `(tuner, best_hyperparameters_dict)`. With `defaults_trial`,
-    the first trial is the hyperparameters' defaults (`make_tuner`)."""
+    the first trial is the hyperparameters' defaults (`make_tuner`).
+    `steps_per_epoch`: a dataset of several epochs' batches, one stream
+    (`fit`'s argument)."""
     try:
         tuner = make_tuner(
             build,
@@ -168,6 +171,7 @@ def run_search(
             epochs=max_epochs,
             batch_size=None if dataset else batch_size,
             shuffle=not dataset,
+            steps_per_epoch=steps_per_epoch,
             callbacks=[*callbacks, *([ctrl_c] if ctrl_c else [])],
             verbose=0,
         )

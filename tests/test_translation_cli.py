@@ -15,7 +15,7 @@ import sys
 
 import numpy as np
 import pytest
-from keras_attention_recipes import translate
+from keras_attention_recipes import runs, translate
 from keras_attention_recipes.translation import trained_run
 from keras_attention_recipes.translation.settings import DING
 from keras_attention_recipes.translation.splits import SPLITS
@@ -575,27 +575,32 @@ def test_help_and_flag_mistakes_answer_before_tensorflow_is_imported(module, arg
 
 
 def test_a_command_whose_packages_are_missing_says_so_before_writing(tmp_path, monkeypatch, capsys):
-    """Where TensorFlow Text (or, for `tune`, KerasTuner) is not installed
-    (a JAX virtualenv), a command is one `error:` line naming what is
-    missing, before its run folder exists: not a traceback from an import
-    halfway through."""
+    """Where a package a command needs is not installed, the command is one
+    `error:` line naming what is missing, before its run folder exists:
+    not a traceback from an import halfway through. Without TensorFlow
+    Text, `export` needs it and the commands that train run on the
+    tokenizers' Python twins, which need SentencePiece (and `tune`,
+    KerasTuner)."""
     import importlib.util
 
     from keras_attention_recipes import translate
 
     found = importlib.util.find_spec
-    absent = {"tensorflow_text", "keras_tuner"}
+    absent = {"tensorflow_text", "keras_tuner", "sentencepiece"}
     monkeypatch.setattr(
         importlib.util, "find_spec", lambda name, *a: None if name in absent else found(name, *a)
     )
     for command, named in (
         ("export", "TensorFlow Text"),
-        ("train", "TensorFlow Text"),
-        ("tune", "TensorFlow Text and KerasTuner"),
+        ("train", "SentencePiece"),
+        ("average", "SentencePiece"),
+        ("tune", "SentencePiece and KerasTuner"),
     ):
         output = tmp_path / command
         with pytest.raises(SystemExit) as stopped:
-            translate.main([command, "--output", str(output)])
+            translate.main(
+                [command, "--output", str(output), *(["--last", "2"] * (command == "average"))]
+            )
         err = capsys.readouterr().err
         assert stopped.value.code == 2 and err.count("\n") == 1, err
         assert err.startswith(f"error: {command} needs {named}, not installed here: pip install")
@@ -613,7 +618,7 @@ def test_without_tensorflow_a_keras_that_would_load_it_is_one_error_line(
     monkeypatch.setattr(translate, "graph_tokenizers", lambda: False)
     monkeypatch.delenv("KERAS_BACKEND", raising=False)
     monkeypatch.setenv("KERAS_HOME", str(tmp_path))
-    assert translate.keras_backend() == "tensorflow"
+    assert runs.keras_backend() == "tensorflow"
     with pytest.raises(SystemExit) as stopped:
         translate.main(["translate", "--output", str(tmp_path / "run"), "Hallo."])
     err = capsys.readouterr().err
@@ -622,16 +627,15 @@ def test_without_tensorflow_a_keras_that_would_load_it_is_one_error_line(
         "set KERAS_BACKEND=jax (or torch)\n"
     )
     (tmp_path / "keras.json").write_text('{"backend": "jax"}')
-    assert translate.keras_backend() == "jax"
+    assert runs.keras_backend() == "jax"
     monkeypatch.setenv("KERAS_BACKEND", "torch")
-    assert translate.keras_backend() == "torch"
+    assert runs.keras_backend() == "torch"
 
 
 def test_command_line_tables_are_the_librarys():
     """The command line's copies of the library's tables (the settings'
     declarations and runs.py parse without importing the library) are the
     library's."""
-    from keras_attention_recipes import runs
     from keras_attention_recipes.translation import command_settings, settings
 
     from keras_attention.registry import names

@@ -448,7 +448,7 @@ def test_average_measures_the_validation_loss_as_training_does(trained, tmp_path
     means, so batching moves it). The tiny model's loss is nearly the same
     on every pair, so here the protected numbers are what tell the two
     measures apart (5.9732 before this was fixed, against 5.9729)."""
-    from keras_attention_recipes.translation.pipeline import datasets
+    from keras_attention_recipes.translation.inputs import datasets
 
     output = str(tmp_path / "run")
     shutil.copytree(trained[0], output)

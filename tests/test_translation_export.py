@@ -431,3 +431,74 @@ def test_export_quantize_of_a_quantized_run_speaks_in_flags(trained, tmp_path, c
     assert err.startswith(f"error: --output {quantized} holds a model quantized already (int8)")
     assert "drop --quantize" in err and "quantize=None" not in err
     assert not (tmp_path / "e").exists()
+
+
+JAX_PYTHON = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".venv-jax", "bin", "python"
+)
+# The JAX virtualenv's translations of the texts on standard input, by a
+# run's `TrainedRun`: greedy, the run's beam, and `n`-best lists.
+JAX_TRANSLATIONS = """
+import json, sys
+from keras_attention_recipes import translate
+from keras_attention_recipes.translation.trained_run import TrainedRun, greedy
+
+output, n = sys.argv[1], int(sys.argv[2])
+texts = sys.stdin.read().split("\\n")
+run = TrainedRun(translate.check(translate.parser().parse_args(["translate", "--output", output])))
+print(json.dumps({
+    "greedy": run.translator(greedy()).translate(texts),
+    "beam": run.translate(texts),
+    "nbest": run.translator().nbest(texts, n),
+}))
+"""
+
+
+@pytest.mark.skipif(not os.path.exists(JAX_PYTHON), reason="make test makes .venv-jax")
+def test_a_run_trained_on_jax_exports_here_and_translates_as_on_jax(tmp_path):
+    """A run trained in the JAX virtualenv, which has no TensorFlow, exports
+    here unchanged: on its test split (and numbers, a blank text), the
+    export's greedy translations are JAX's, every one; its beam's at least
+    99% of them; and its n-best lists' scores JAX's within 1e-4."""
+    import tensorflow as tf
+
+    output = str(tmp_path / "run")
+    env = {**os.environ, "KERAS_BACKEND": "jax", "TF_CPP_MIN_LOG_LEVEL": "3"}
+    env["XLA_FLAGS"] = "--xla_backend_optimization_level=0 --xla_cpu_multi_thread_eigen=false"
+    flags = [*TINY, "--family", "rnn", "--attention", "additive", "--epochs", "8"]
+    flags += ["--learning-rate", "1e-2"]  # translations that differ by sentence
+    command = [JAX_PYTHON, "-m", "keras_attention_recipes.translate", "train", "--output", output]
+    done = subprocess.run([*command, *flags], capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.load(open(os.path.join(output, "config.json")))["backend"] == "jax"
+
+    run("export", "--output", output, "--export-dir", str(tmp_path / "exports"))
+    export = tmp_path / "exports" / "translator" / "1"
+    signatures = tf.saved_model.load(str(export)).signatures
+    with open(os.path.join(output, "data", "test.tsv"), encoding="utf-8") as handle:
+        texts = [line.split("\t")[0] for line in handle if line.strip()]
+    texts += ["Das kostet 49 Euro.", ""]
+    served = {
+        name: signatures[name](text=tf.constant(texts))
+        for name in ("greedy", "serving_default", "nbest")
+    }
+    n = served["nbest"]["translations"].shape[1]
+    done = subprocess.run(
+        [JAX_PYTHON, "-c", JAX_TRANSLATIONS, output, str(n)],
+        input="\n".join(texts), capture_output=True, text=True, env=env, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    on_jax = json.loads(done.stdout.splitlines()[-1])
+
+    def strings(values):
+        return [value.decode() for value in values.numpy().reshape(-1)]
+
+    assert on_jax["greedy"] == strings(served["greedy"]["translation"])
+    assert len(set(on_jax["greedy"])) > 2  # the model's translations differ by sentence
+    beam = strings(served["serving_default"]["translation"])
+    same = np.mean([a == b for a, b in zip(on_jax["beam"], beam)])
+    assert same >= 0.99 and len(beam) == len(texts), list(zip(on_jax["beam"], beam))
+    hypotheses = [text for row in on_jax["nbest"] for text, _ in row]
+    scores = np.array([score for row in on_jax["nbest"] for _, score in row])
+    assert hypotheses == strings(served["nbest"]["translations"])
+    np.testing.assert_allclose(scores, served["nbest"]["scores"].numpy().reshape(-1), atol=1e-4)

@@ -31,7 +31,7 @@ import numpy as np
 
 from .. import run_files, runs
 from .corpus import check_file
-from .pipeline import make_dataset
+from .inputs import validation_batches
 from .text_io import validation_file
 from .trained_run import number_protection
 
@@ -289,10 +289,9 @@ def average_run(config, loaded, log=print):
     # The pairs, pieces and batches training validated on: its number
     # protection changes both, and the loss is a mean of batch means. (A run
     # whose record has no batching validates in batches of 64 pairs.)
-    data, kept_pairs, _ = make_dataset(
+    data, kept_pairs, _ = validation_batches(
         valid,
-        source_tokenizer,
-        target_tokenizer,
+        (source_tokenizer, target_tokenizer),
         run_config["max_length"],
         batch_size=run_config.get("batch_size", 64),
         batch_tokens=run_config.get("batch_tokens"),

@@ -17,6 +17,7 @@ shuffle is not NumPy's.
 """
 
 import collections
+import copy
 from typing import Any, NamedTuple
 
 import keras
@@ -162,6 +163,13 @@ class ShardBatches(keras.utils.PyDataset):
     def num_batches(self):
         return max(0, (self.last - self.first) * self.steps - self.skip)
 
+    def take(self, count):
+        """The first `count` batches of epoch `first` (all of them when it
+        has fewer), as `tf.data.Dataset.take` gives the pipeline's."""
+        taken = copy.copy(self)  # an epoch planned to fewer steps: its first batches
+        taken.last, taken.skip, taken.steps = self.first + 1, 0, min(count, self.steps)
+        return taken
+
     def __getitem__(self, index):
         position = index + self.skip
         epoch, step = self.first + position // self.steps, position % self.steps
@@ -245,7 +253,7 @@ def shard_datasets(
     word_dropout=0.0,
     epochs=(0, 1, 0),
 ):
-    """`pipeline.datasets` without TensorFlow: the training `EpochStream`s
+    """`inputs.datasets` without TensorFlow: the training `EpochStream`s
     (`ShardBatches` of epochs `first` to `last - 1`, the first `skip`
     batches of epoch `first` left out) and the validation batches (in the
     split's order), from shard sets of the splits written with the
@@ -257,17 +265,20 @@ def shard_datasets(
     counted, reported, and an empty split stops the run with a message."""
     boundaries = bucket_boundaries(max_length)
     sizes = bucket_batch_sizes(boundaries, batch_size, batch_tokens)
-    encode = text_encoder(source_encoder, target_encoder, max_length, numbers is not None)
+    encoders = (source_encoder, target_encoder)
     files, pairs = {}, {}
-    for split in ("train", "valid", "dictionary"):
+    for split in ("train", "dictionary"):
         if split == "dictionary" and not (dictionary and paths.get("dictionary")):
             continue
-        folder = shard_folder(paths[split], (source_encoder, target_encoder), max_length, numbers)
-        meta = write_shards(folder, paths[split], encode, max_length, log=log)
-        files[split], pairs[split] = chunk_files(folder, meta), meta["pairs"]
-        if split == "dictionary":
-            continue
-        report_split(split, meta["pairs"], meta["lines"], max_length, log)
+        files[split], pairs[split], lines = _shard_set(
+            paths[split], encoders, max_length, numbers, log
+        )
+        if split == "train":
+            report_split(split, pairs[split], lines, max_length, log)
+    valid, kept, total = split_batches(
+        paths["valid"], *encoders, max_length, batch_size, log, batch_tokens, numbers
+    )
+    report_split("valid", kept, total, max_length, log)
     extra = None
     if "dictionary" in files:
         extra = (files["dictionary"], int(round(dictionary * pairs["train"])))
@@ -282,8 +293,38 @@ def shard_datasets(
         )
         streams.append(EpochStream(partial, first, first + 1, whole.steps - skip))
     streams.append(EpochStream(whole, later, max(later, last), whole.steps))
-    valid = ShardBatches(files["valid"], boundaries, sizes, (0, 1, 0), seed=seed, shuffle=False)
     return streams, valid
+
+
+def split_batches(
+    path,
+    source_encoder,
+    target_encoder,
+    max_length,
+    batch_size,
+    log=print,
+    batch_tokens=None,
+    numbers=None,
+):
+    """`pipeline.make_dataset`'s batches of a split in its order (the
+    validation split's), without TensorFlow: `(ShardBatches, kept, total)`,
+    the pairs of `path` that fit `max_length` and all of them, read from
+    its shard set (written first when missing)."""
+    boundaries = bucket_boundaries(max_length)
+    sizes = bucket_batch_sizes(boundaries, batch_size, batch_tokens)
+    encoders = (source_encoder, target_encoder)
+    files, kept, total = _shard_set(path, encoders, max_length, numbers, log)
+    return ShardBatches(files, boundaries, sizes, (0, 1, 0), shuffle=False), kept, total
+
+
+def _shard_set(path, encoders, max_length, numbers, log):
+    """`(chunk files, pairs that fit, lines)` of the shard set of `path`
+    with `encoders` (the tokenizers' Python twins), written first when
+    missing (`shards.write_shards`)."""
+    encode = text_encoder(*encoders, max_length, numbers is not None)
+    folder = shard_folder(path, encoders, max_length, numbers)
+    meta = write_shards(folder, path, encode, max_length, log=log)
+    return chunk_files(folder, meta), meta["pairs"], meta["lines"]
 
 
 class _Pairs:

@@ -6,6 +6,7 @@ epochs (`ValidationBleu`), the kept epochs or steps `average` reads
 (`steps.StepValidation`), TensorBoard and early stopping.
 """
 
+import importlib.util
 import math
 import os
 import time
@@ -144,6 +145,14 @@ def monitoring_callbacks(config, valid_path, translate, work, log=print, steps_p
     return callbacks
 
 
+def tensorboard(folder):
+    """Keras's TensorBoard callback writing to `folder`, where TensorFlow
+    (its event writer) is installed; else none."""
+    if importlib.util.find_spec("tensorflow") is None:
+        return []
+    return [keras.callbacks.TensorBoard(folder)]
+
+
 def training_callbacks(config, valid_path, translate, work, backup, best, log, steps):
     """The callbacks of `fit` before the time budget's: the `backup` (a
     `runs.resilient_backup`), the stop on NaN, the `best` epoch,
@@ -160,7 +169,7 @@ def training_callbacks(config, valid_path, translate, work, backup, best, log, s
         best,
         # validation BLEU, kept epochs: before TensorBoard, which logs their val_bleu
         *monitoring_callbacks(config, valid_path, translate, work, log, batches),
-        keras.callbacks.TensorBoard(os.path.join(work, "logs")),
+        *tensorboard(os.path.join(work, "logs")),
     ]
     if config.save_every and config.average_last:
         folder = os.path.join(work, FOLDER)

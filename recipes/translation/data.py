@@ -1,7 +1,7 @@
 """A run's vocabularies and tokenizers (`load_tokenizers`) and whether its
 numbers are protected (`numbers_to_protect`). Its corpus is read by
-`corpus.py`, split by `splits.py` (`prepare`) and fed by `pipeline.py`
-(`make_dataset`, `datasets`).
+`corpus.py`, split by `splits.py` (`prepare`) and batched by `inputs.py`
+(`datasets`, `validation_batches`).
 """
 
 import os
@@ -145,7 +145,7 @@ def vocabulary_sample(train_path, size, seed=0):
 def _learn_vocabulary(path, texts, vocab_size, of, side, log):
     """Learn the vocabulary at `path` (its suffix says which kind) from
     `texts`, `of` the split's texts; logs and returns how it went."""
-    from keras_attention.tokenizers import build_vocabulary, train_sentencepiece
+    from keras_attention.tokenizers.pieces import train_sentencepiece
 
     sentencepiece = path.endswith(".spm")
     sampled = f" (a sample of {of})" if of > len(texts) else ""
@@ -156,6 +156,8 @@ def _learn_vocabulary(path, texts, vocab_size, of, side, log):
             threads = 1 if len(texts) <= ONE_THREAD_SENTENCES else VOCABULARY_THREADS
             size = train_sentencepiece(texts, path, vocab_size, num_threads=threads)
         else:
+            from keras_attention.tokenizers import build_vocabulary  # TensorFlow Text's
+
             size = build_vocabulary(texts, path, vocab_size)
     except ValueError as error:
         raise UsageError(f"{error}: raise --vocab-size") from None
@@ -176,6 +178,11 @@ def load_tokenizers(
     tokenizers, drawn = [], None
     files = vocabulary_paths(output, tokenizer)
     for column, path in enumerate(files):
+        if not path.endswith(".spm") and not graph_tokenizers():
+            raise UsageError(
+                f"{path} is a WordPiece vocabulary, which tokenises in TensorFlow alone: "
+                "install tensorflow and tensorflow-text"
+            )
         learned = [other for other in files if os.path.exists(other)]
         if shared and learned and not os.path.exists(path):  # (killed between the two files)
             temporary = run_files.temporary_path(path)
@@ -196,11 +203,6 @@ def load_tokenizers(
                     2 * total,
                 )
             _learn_vocabulary(path, texts, vocab_size, of, side, log)
-        if not path.endswith(".spm") and not graph_tokenizers():
-            raise UsageError(
-                f"{path} is a WordPiece vocabulary, which tokenises in TensorFlow alone: "
-                "install tensorflow and tensorflow-text"
-            )
         try:
             with runs.stderr_silenced():  # SentencePiece's C++ log says it uses identity rules
                 tokenizers.append(_load_tokenizer(path))

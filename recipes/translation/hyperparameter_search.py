@@ -16,8 +16,8 @@ from .command_settings import SEARCH_SPACE
 from .config import DATA_KEYS, TranslationConfig, model_settings
 from .corpus import read_pairs
 from .data import numbers_to_protect
+from .inputs import datasets
 from .model import build_model
-from .pipeline import datasets
 from .presets import PRESETS
 from .trained_run import greedy, translate_texts
 from .training import check_inputs, prepared_run
@@ -69,7 +69,8 @@ def tune(config, log=print):
         config, {**config.data_settings(), **searched}, chief, log
     )
     numbers = numbers_to_protect(config, paths["train"], log)
-    data = datasets(
+    # every trial trains on the same epochs' batches (`batches.epoch_seed`)
+    (stream,), valid_data = datasets(
         paths,
         source_tokenizer,
         target_tokenizer,
@@ -80,6 +81,7 @@ def tune(config, log=print):
         batch_tokens=config.batch_tokens,
         dictionary=config.dictionary,
         numbers=numbers,
+        epochs=(0, config.epochs, 0),
     )
 
     def build(hp):
@@ -91,8 +93,9 @@ def tune(config, log=print):
 
     tuner, best = run_search(
         build,
-        (data[0], None),
-        data[1],
+        (stream.dataset, None),
+        valid_data,
+        steps_per_epoch=stream.steps,
         algorithm=config.algorithm,
         objective="val_loss",
         max_trials=config.trials,

@@ -1,6 +1,7 @@
 """The `tf.data` pipelines of a run's split files, tokenised in the graph:
-`((source, target_in), target_out)` batches bucketed by length (`make_dataset`),
-and the training and validation datasets of a run (`datasets`).
+`((source, target_in), target_out)` batches bucketed by length
+(`make_dataset`), from the split's text or its shards (`training_shards`);
+`data.datasets` makes a run's training and validation data of them.
 
 TensorFlow is imported when a pipeline is made; the command line, which
 does not import this module, is parsed before it loads. The length buckets
@@ -24,7 +25,6 @@ from .batches import (
     buckets_of,
     epoch_seed,
     expected_batches,
-    report_split,
 )
 from .shards import chunk_files, read_meta, shard_folder, write_shards
 
@@ -495,59 +495,3 @@ def _untuned(batched):
     # buffer, and the pipeline, a small share of an epoch, costs less CPU.
     options.autotune.enabled = False
     return batched.prefetch(tf.data.AUTOTUNE).with_options(options)
-
-
-def datasets(
-    paths,
-    source_tokenizer,
-    target_tokenizer,
-    max_length,
-    batch_size,
-    seed,
-    log,
-    batch_tokens=None,
-    dictionary=0.0,
-    numbers=None,
-    word_dropout=0.0,
-    subword_sampling=0.0,
-    epochs=None,
-):
-    """The training and validation datasets; each split's pairs are counted
-    after the `max_length` filter, reported, and an empty split stops the
-    run with a message. With `dictionary` > 0, each training epoch adds that
-    many dictionary entries per sentence pair; `numbers` protects the
-    numbers of pairs that share them, and `word_dropout` and
-    `subword_sampling` are the training batches' (`make_dataset`). The
-    training split is tokenised once into shards (`training_shards`) and
-    read from them, unless `subword_sampling` or the dictionary's draws
-    need its text. With `epochs` (`(first, last, skip)`), the training data
-    is `make_dataset`'s list of `EpochStream`s."""
-    made = []
-    extra = paths.get("dictionary") if dictionary else None
-    shards = None
-    if reads_shards(extra, dictionary, subword_sampling):  # the training split: read once
-        shards = training_shards(
-            paths["train"], source_tokenizer, target_tokenizer, max_length, numbers, log
-        )
-    for split in ("train", "valid"):
-        training = split == "train"
-        data, kept, total = make_dataset(
-            paths[split],
-            source_tokenizer,
-            target_tokenizer,
-            max_length,
-            batch_size,
-            shuffle=training,
-            seed=seed,
-            batch_tokens=batch_tokens,
-            extra_path=paths.get("dictionary") if training and dictionary else None,
-            extra_ratio=dictionary if training else 0.0,
-            numbers=numbers,
-            word_dropout=word_dropout if training else 0.0,
-            subword_sampling=subword_sampling if training else 0.0,
-            shards=shards if training else None,
-            epochs=epochs if training else None,
-        )
-        report_split(split, kept, total, max_length, log)
-        made.append(data)
-    return made

@@ -121,7 +121,8 @@ def write_shards(folder, train_path, encode, max_length, log=print):
                 raise
     finally:
         shutil.rmtree(temporary, ignore_errors=True)
-    log(f"shards: {meta['pairs']} of {meta['lines']} training pairs tokenised once -> {folder}")
+    name = os.path.basename(train_path)
+    log(f"shards: {meta['pairs']} of {meta['lines']} pairs of {name} tokenised once -> {folder}")
     return meta
 
 

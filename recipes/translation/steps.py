@@ -8,6 +8,7 @@ A run's step is counted over the whole run, from 1: the `s`th step of
 epoch `e` (from 0) is the run's step `e x steps_per_epoch + s`.
 """
 
+import importlib.util
 import json
 import math
 import os
@@ -117,6 +118,8 @@ class StepValidation(keras.callbacks.Callback):
         return float(result["loss"])
 
     def _summary(self, record):
+        if importlib.util.find_spec("tensorflow") is None:  # TensorBoard's writer is TensorFlow's
+            return
         import tensorflow as tf
 
         if self._writer is None:

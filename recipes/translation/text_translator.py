@@ -62,27 +62,71 @@ class TextTranslator:
 
     def translate(self, texts):
         """`list[str]`: the translation of each of `texts` (a list of str)."""
-        if isinstance(texts, str):
-            raise ValueError(
-                "`texts` of TextTranslator.translate must be a list of strings; received "
-                f"one string ({texts[:40]!r})."
-            )
-        texts = list(texts)
+        texts = self._texts(texts, "translate")
         translations = []
         for start in range(0, len(texts), self.batch_size):
-            translations += self._translate(texts[start : start + self.batch_size])
+            batch = texts[start : start + self.batch_size]
+            translations += self._written(self._best(self._source(batch), batch), batch)
         return translations
 
-    def _translate(self, texts):
+    def nbest(self, texts, n):
+        """`list[list[(str, float)]]`: for each text its `n` best
+        `(translation, score)` pairs, best first, as `Translator.nbest`
+        gives them (a blank text: `n` empty strings scored 0). The search
+        must be a beam; one narrower than `n` is widened to `n`."""
+        texts = self._texts(texts, "nbest")
+        search = self.search
+        if not hasattr(search, "beam_width"):
+            raise ValueError(
+                "TextTranslator.nbest needs a beam search; this translator's search is "
+                f"{type(search).__name__}."
+            )
+        beam = get_search(search, beam_width=max(n, search.beam_width), num_hypotheses=n)
+        rows = []
+        for start in range(0, len(texts), self.batch_size):
+            batch = texts[start : start + self.batch_size]
+            result = beam(self.model, self._source(batch))  # (B, n, ...), best first
+            tokens = keras.ops.convert_to_numpy(result["tokens"])
+            scores = keras.ops.convert_to_numpy(result["scores"]).astype(np.float32)
+            repeated = [text for text in batch for _ in range(n)]
+            written = self._written(tokens.reshape(len(batch) * n, -1), repeated)
+            blank = [self._blank(text) for text in batch]
+            rows += [
+                [
+                    (written[row * n + k], 0.0 if blank[row] else float(scores[row, k]))
+                    for k in range(n)
+                ]
+                for row in range(len(batch))
+            ]
+        return rows
+
+    @staticmethod
+    def _texts(texts, method):
+        if isinstance(texts, str):
+            raise ValueError(
+                f"`texts` of TextTranslator.{method} must be a list of strings; received "
+                f"one string ({texts[:40]!r})."
+            )
+        return list(texts)
+
+    def _source(self, texts):
+        """The pieces of `texts` `(B, S)` as the graph reads them: sanitised,
+        numbers protected, encoded (cut at `max_source_length`)."""
         read = [sanitized(text) for text in texts]
         if self.numbers is not None:
             read = [self.numbers.protect_text(text) for text in read]
-        source, _ = self.source_encoder.encode(read, self.max_source_length)
-        decoded = self.target_encoder.decode(self._best(source, texts))
+        return self.source_encoder.encode(read, self.max_source_length)[0]
+
+    def _blank(self, text):
+        return is_blank(self.source_encoder.clean(sanitized(text)))
+
+    def _written(self, tokens, texts):
+        """The text of each row of `tokens` `(B, L)`, translating `texts`:
+        decoded, numbers restored from its text, "" for a blank text."""
+        decoded = self.target_encoder.decode(tokens)
         if self.numbers is not None:
             decoded = [self.numbers.restore(d, text) for d, text in zip(decoded, texts)]
-        clean = self.source_encoder.clean
-        return ["" if is_blank(clean(sanitized(t))) else d for t, d in zip(texts, decoded)]
+        return ["" if self._blank(text) else d for text, d in zip(texts, decoded)]
 
     def _best(self, source, texts):
         """The best hypothesis's tokens `(B, L)` of each source; with

@@ -140,15 +140,12 @@ class TrainedRun:
         made once per search and batch size (`translator_for`); without
         TensorFlow (`data.graph_tokenizers`), its twin `TextTranslator`,
         which translates alike (one model, no unknown-word replacement)."""
+        search = self.search if search is None else search
         if not graph_tokenizers():
-            return self._text_translator(self.search if search is None else search, batch_size)
+            self._needs_the_graph("--ensemble", self.config.ensemble)
+            self._needs_the_graph("a search that replaces unknown pieces", search.replace_unknown)
         return translator_for(
-            self.model,
-            *self.tokenizers,
-            self.max_length,
-            self.search if search is None else search,
-            batch_size,
-            self.numbers,
+            self.model, *self.tokenizers, self.max_length, search, batch_size, self.numbers
         )
 
     @staticmethod
@@ -161,13 +158,6 @@ class TrainedRun:
                 "tensorflow-text, or leave it out"
             )
 
-    def _text_translator(self, search, batch_size):
-        self._needs_the_graph("--ensemble", self.config.ensemble)
-        self._needs_the_graph("a search that replaces unknown pieces", search.replace_unknown)
-        return TextTranslator(
-            self.model, *self.tokenizers, search, self.max_length, batch_size, self.numbers
-        )
-
     def translate(self, texts):
         """The best translation of each of `texts` (`serving_default`, in
         process)."""
@@ -176,7 +166,6 @@ class TrainedRun:
     def nbest(self, texts, n):
         """`score<TAB>translation` lines: `n` per text, best first, texts in
         order (the `nbest` signature, in process)."""
-        self._needs_the_graph("--nbest")
         rows = self.translator().nbest(list(texts), n)
         return [f"{score:.4f}\t{text}" for row in rows for text, score in row]
 
@@ -365,17 +354,22 @@ def translator_for(
     """The `Translator` of `model` with these tokenizers, sources of at most
     `max_length` pieces, `search` (a search object, its config or name) and
     `numbers` (`number_protection`), made once and then reused (its graph
-    functions are traced once)."""
+    functions are traced once); without TensorFlow (`data.graph_tokenizers`),
+    its twin `TextTranslator`, which translates alike."""
     from keras_attention.seq2seq.search import get_search
-    from keras_attention.serving import Translator
 
+    make = TextTranslator
+    if graph_tokenizers():
+        from keras_attention.serving import Translator
+
+        make = Translator
     search = get_search(search)
     config = (type(search), repr(sorted(search.get_config().items())))
     protection = None if numbers is None else json.dumps(numbers.get_config(), sort_keys=True)
     key = (id(source_tokenizer), id(target_tokenizer), max_length, config, batch_size, protection)
     translators = _TRANSLATORS.setdefault(model, {})
     if key not in translators:
-        translators[key] = Translator(
+        translators[key] = make(
             model,
             source_tokenizer,
             target_tokenizer,

@@ -21,13 +21,14 @@ from ..tuning import load_hyperparameters
 from .averaging import average_last_epochs
 from .budget import TimeBudget, planned_schedule, spent
 from .callbacks import best_weights, training_callbacks
-from .cluster import WAIT_ENVIRONMENT, bounded_wait, cluster_task, given, worker_wait_seconds
+from .cluster import WAIT_ENVIRONMENT, cluster_task, given, worker_wait_seconds
 from .config import model_settings, recorded_defaults, upgrade
 from .corpus import check_file, check_text_file
 from .data import load_tokenizers, numbers_to_protect, vocabulary_paths
 from .distillation import adopt_teacher_data, check_teachers, distilled_split
+from .inputs import datasets
 from .model import build_model
-from .pipeline import datasets
+from .replicas import choose_strategy
 from .settings import MAX_EPOCHS
 from .splits import SPLITS, prepare
 from .steps import fit_streams
@@ -41,24 +42,6 @@ def fit_verbosity(verbose):
     if verbose is not None:
         return verbose
     return 1 if sys.stdout.isatty() else 2
-
-
-def choose_strategy():
-    """The `tf.distribute` strategy of this process: multi-worker in a
-    `TF_CONFIG` cluster (its creation waits for the other tasks, at most
-    `worker_wait_seconds`: `bounded_wait`), mirrored on several GPUs, else
-    the default."""
-    import tensorflow as tf
-
-    task = cluster_task()
-    if task is not None:
-        tasks = sum(len(addresses) for addresses in task.cluster.values())
-        what = f"the other {tasks - 1} task(s) of the cluster to connect ({task.type} {task.index})"
-        with bounded_wait(what, worker_wait_seconds()):
-            return tf.distribute.MultiWorkerMirroredStrategy()
-    if len(tf.config.list_logical_devices("GPU")) > 1:
-        return tf.distribute.MirroredStrategy()
-    return tf.distribute.get_strategy()
 
 
 def is_chief():
@@ -171,6 +154,12 @@ def check_inputs(config):
         raise UsageError(
             "--time-budget trains in one process: the workers of a TF_CONFIG cluster could "
             "each read the clock differently and stop at different steps; give --epochs instead"
+        )
+    if given() and keras.config.backend() != "tensorflow":
+        raise UsageError(
+            f"TF_CONFIG makes this process a worker of a TensorFlow cluster, and Keras runs on "
+            f"{keras.config.backend()}: unset TF_CONFIG (one process trains on every local "
+            "device), or set KERAS_BACKEND=tensorflow"
         )
     if cluster_task() is not None:  # a cluster that cannot work, refused before any wait
         worker_wait_seconds()
@@ -386,8 +375,10 @@ def _budget(config, model, work, batches, position, spec, backup, log, valid_dat
     of each backup written mid-epoch."""
     if not config.time_budget:
         return None
-    count = int(valid_data.cardinality()) if hasattr(valid_data, "cardinality") else -1
-    validation_steps = max(count, 0)  # unknown (-2) or infinite (-1): no guess
+    if hasattr(valid_data, "cardinality"):  # tf.data: unknown (-2) or infinite (-1), no guess
+        validation_steps = max(int(valid_data.cardinality()), 0)
+    else:  # a PyDataset
+        validation_steps = valid_data.num_batches
     budget = TimeBudget(
         config.time_budget * 60,
         batches,

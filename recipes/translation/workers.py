@@ -52,7 +52,7 @@ import sys
 import time
 
 from .. import run_folders, runs
-from ..runs import UsageError
+from ..runs import UsageError, keras_backend
 from .cluster import given, placements
 from .corpus import CorpusError
 
@@ -96,6 +96,11 @@ def free_ports(count, rng=None):
 def check_workers(config):
     """`UsageError` for what `--workers` above 1 cannot do."""
     flag = f"--workers {config.workers}"
+    if keras_backend() != "tensorflow":
+        raise UsageError(
+            f"{flag} starts a cluster of TensorFlow processes, and Keras runs on "
+            f"{keras_backend()}: leave it out (one process trains on every local device)"
+        )
     if given():
         raise UsageError(
             f"{flag} starts a cluster of this machine's processes; TF_CONFIG already makes "

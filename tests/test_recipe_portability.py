@@ -1,0 +1,144 @@
+"""The translation recipe on a backend other than TensorFlow, without
+TensorFlow: `make test` runs this file in the JAX virtualenv, where the
+commands tokenise with the tokenizers' Python twins and read the shards
+with `ShardBatches`. A tiny run trains, averages, translates and scores
+(`make test`); a run killed mid-epoch resumes to the uninterrupted run's
+weights, and `tune` searches and resumes (`make test-large`). On
+TensorFlow the same commands are test_translation_*.py's, so the file
+runs elsewhere only.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+from keras_attention_recipes.translation.averaging import FOLDER
+from keras_attention_recipes.translation.settings import DING
+
+from tests.translation_helpers import ROOT, TINY, run, weight_arrays
+
+pytestmark = [
+    pytest.mark.skipif(
+        keras.config.backend() == "tensorflow",
+        reason="the recipe on TensorFlow is test_translation_*.py's",
+    ),
+    pytest.mark.skipif(not os.path.exists(DING), reason=f"{DING} missing: make test installs it"),
+]
+
+SMALL = [*TINY, "--family", "transformer"]
+
+
+def test_a_run_trains_averages_translates_and_scores_without_tensorflow(tmp_path):
+    """`train --average-last 2` on this backend: the run records it, its
+    model is the mean of the two epochs' checkpoints (read back from their
+    files), `average --last 2` makes the same model again, and `evaluate`'s
+    BLEU is sacrebleu's of `translate`'s lines for the test split."""
+    import sacrebleu
+
+    output = str(tmp_path / "run")
+    log = run("train", "--output", output, *SMALL, "--epochs", "2", "--average-last", "2")
+    assert "training transformer for 2 epochs on 1 replica(s)" in log
+    record = json.load(open(os.path.join(output, "config.json")))
+    assert record["backend"] == keras.config.backend() and record["averaged"]["epochs"] == [1, 2]
+    kept = sorted(os.listdir(os.path.join(output, FOLDER)))
+    files = [weight_arrays(os.path.join(output, FOLDER, name)) for name in kept]
+    mean = {name: np.mean([f[name] for f in files], axis=0) for name in files[0]}
+    run_files = weight_arrays(os.path.join(output, "final.weights.h5"))
+    assert mean.keys() == run_files.keys() and len(kept) == 2
+    for name, value in mean.items():
+        np.testing.assert_allclose(run_files[name], value, rtol=1e-5, atol=1e-7)
+    log = run("average", "--output", output, "--last", "2")
+    assert "averaged 2 checkpoints: validation loss" in log
+    averaged = json.load(open(os.path.join(output, "config.json")))["val_loss"]
+    assert averaged == pytest.approx(record["val_loss"], abs=1e-4)  # the same batches, mean
+
+    with open(os.path.join(output, "data", "test.tsv"), encoding="utf-8") as handle:
+        pairs = [line.rstrip("\n").split("\t") for line in handle if line.strip()]
+    given, written = tmp_path / "in.txt", tmp_path / "out.txt"
+    given.write_text("".join(source + "\n" for source, _ in pairs), encoding="utf-8")
+    run("translate", "--output", output, "--input", str(given), "--output-file", str(written))
+    lines = written.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == len(pairs)
+    run("evaluate", "--output", output)
+    scores = json.load(open(os.path.join(output, "scores.json")))
+    reference = sacrebleu.corpus_bleu(lines, [[target for _, target in pairs]]).score
+    assert scores["bleu"] == pytest.approx(reference, abs=1e-9)
+
+
+# `train` in a process that kills itself (SIGKILL) right after the backup
+# written at step `KILL_AT` of its second epoch (`--save-every`).
+KILLED_TRAIN = """
+import os, signal, sys
+from keras_attention_recipes import runs, translate
+
+made = runs.resilient_backup
+KILL_AT = int(sys.argv[1])
+
+def resilient_backup(*args, **kwargs):
+    backup = made(*args, **kwargs)
+    step_end = backup.on_train_batch_end
+
+    def on_train_batch_end(batch, logs=None):
+        step_end(batch, logs)
+        if backup.epoch == 1 and backup.steps == KILL_AT:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    backup.on_train_batch_end = on_train_batch_end
+    return backup
+
+runs.resilient_backup = resilient_backup
+translate.main(sys.argv[2:])
+"""
+
+
+@pytest.mark.large(reason="a second process, killed, and two runs")
+def test_a_run_killed_mid_epoch_resumes_to_the_uninterrupted_runs_weights(tmp_path):
+    """kill -9 one step after a mid-epoch backup: the resumed run starts at
+    the backup's step and ends with the uninterrupted run's weights (each
+    epoch's batches, dropout and word dropout drawn as they were)."""
+    whole, killed = tmp_path / "whole", tmp_path / "killed"
+    flags = [*SMALL, "--batch-size", "4", "--epochs", "2", "--dropout", "0.2"]
+    flags += ["--word-dropout", "0.1", "--save-every", "2"]
+    run("train", "--output", str(whole), *flags)
+    process = subprocess.run(
+        [sys.executable, "-c", KILLED_TRAIN, "3", "train", "--output", str(killed), *flags],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert process.returncode == -signal.SIGKILL, process.stderr[-2000:]
+    log = run("train", "--output", str(killed), *flags)
+    assert "resuming an interrupted run at step 2 of its epoch 2 of 2" in log
+    ours = weight_arrays(killed / "final.weights.h5")
+    for name, value in weight_arrays(whole / "final.weights.h5").items():
+        np.testing.assert_allclose(ours[name], value, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.large(reason="a KerasTuner search of two trials, run twice")
+def test_tune_searches_and_resumes_without_tensorflow(tmp_path, monkeypatch):
+    """`tune` of two random trials of one epoch: both trials train, the
+    best trial's settings are written and its BLEU said, and the same
+    command again resumes with no trial to add."""
+    monkeypatch.setenv(
+        "KERAS_ATTENTION_SEARCH_SPACE",
+        json.dumps({"embed_dim": [16], "hidden_dim": [32], "num_layers": [1], "num_heads": [2]}),
+    )
+    output = str(tmp_path / "tune")
+    flags = ["--algorithm", "random", "--trials", "2", "--epochs", "1", "--families"]
+    flags += ["transformer", "--bleu-trials", "1", "--limit", "200", "--vocab-size", "400"]
+    flags += ["--max-length", "24", "--verbose", "0"]
+    log = run("tune", "--output", output, *flags)
+    best = json.load(open(os.path.join(output, "best_hyperparameters.json")))
+    assert best["family"] == "transformer", best
+    assert "validation BLEU of the 1 best trials" in log
+    trials = os.path.join(output, "tuning", "translate")
+    done = sorted(name for name in os.listdir(trials) if name.startswith("trial_"))
+    assert len(done) == 2
+    run("tune", "--output", output, *flags)  # resumes: no trial is added
+    assert sorted(n for n in os.listdir(trials) if n.startswith("trial_")) == done
