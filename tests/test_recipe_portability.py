@@ -142,3 +142,27 @@ def test_tune_searches_and_resumes_without_tensorflow(tmp_path, monkeypatch):
     assert len(done) == 2
     run("tune", "--output", output, *flags)  # resumes: no trial is added
     assert sorted(n for n in os.listdir(trials) if n.startswith("trial_")) == done
+
+
+@pytest.mark.large(reason="two runs, one in a process of two devices")
+@pytest.mark.skipif(keras.config.backend() != "jax", reason="keras.distribution is JAX's")
+def test_two_devices_train_the_model_one_device_trains(tmp_path):
+    """`train` where JAX has two devices (XLA's host platform split in two,
+    as two GPUs would be): Keras's `DataParallel` splits each batch, topped
+    up with empty pairs to an even count, and the run ends with the
+    weights of the same run on one device."""
+    one, two = tmp_path / "one", tmp_path / "two"
+    flags = [*SMALL, "--epochs", "2", "--dropout", "0"]
+    run("train", "--output", str(one), *flags)
+    env = dict(os.environ)
+    env["XLA_FLAGS"] = env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2"
+    command = [sys.executable, "-m", "keras_attention_recipes.translate", "train"]
+    done = subprocess.run(
+        [*command, "--output", str(two), *flags],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "on 2 replica(s)" in done.stdout
+    ours = weight_arrays(two / "final.weights.h5")
+    for name, value in weight_arrays(one / "final.weights.h5").items():
+        np.testing.assert_allclose(ours[name], value, rtol=1e-4, atol=1e-6)

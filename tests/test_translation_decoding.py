@@ -18,12 +18,15 @@ from keras_attention_recipes.translation import scores, trained_run, training
 from keras_attention_recipes.translation.settings import DING
 
 from tests.translation_helpers import (
+    TEXTS,
     TINY,
     check_export,
     cli,
     encoded_rows,
     epoch_pairs,
+    perturbed_copy,
     run,
+    translations,
 )
 
 pytestmark = pytest.mark.skipif(
@@ -609,15 +612,25 @@ def test_a_run_translates_alike_in_a_virtualenv_without_tensorflow(trained, tmp_
     assert scored["jax"] == scored["tensorflow"] and scored["jax"]["chrf"] > 0
 
 
-def test_without_tensorflow_what_needs_the_graph_translator_says_so(
-    trained, tmp_path, monkeypatch, capsys
+def test_an_ensemble_translates_alike_with_the_tokenizers_python_twins(
+    trained, tmp_path, monkeypatch
 ):
+    """`translate --ensemble` (the run and another model of its vocabulary:
+    its weights, perturbed) with the graph's Translator, and where
+    TensorFlow is missing (the tokenizers' Python twins, `TextTranslator`,
+    the same `Ensemble`): the same translations, with the run's beam and
+    `--nbest 2`."""
     output, _ = trained
-    other = str(tmp_path / "other")
-    shutil.copytree(output, other)
-    monkeypatch.setattr(trained_run, "graph_tokenizers", lambda: False)
-    for flags, what in ((["Guten Morgen.", "--ensemble", other], "--ensemble"),):
-        with pytest.raises(SystemExit) as stopped:
-            translate.main(["translate", "--output", output, *flags])
-        err = capsys.readouterr().err
-        assert stopped.value.code == 2 and err.startswith(f"error: {what} needs TensorFlow"), err
+    other = perturbed_copy(output, tmp_path / "other", seed=1)
+    flags = ["translate", "--output", output, *TEXTS, "--ensemble", other]
+    graph = translations(run(*flags)), run(*flags, "--nbest", "2")
+    alone = translations(run("translate", "--output", output, *TEXTS))
+    for module in (data_module, trained_run):
+        monkeypatch.setattr(module, "graph_tokenizers", lambda: False)
+    twins = translations(run(*flags)), run(*flags, "--nbest", "2")
+    assert twins[0] == graph[0] and len(graph[0]) == len(TEXTS) and graph[0] != alone
+    rows = [[line.split("\t") for line in lines.splitlines()] for lines in (twins[1], graph[1])]
+    assert [text for _, text in rows[0]] == [text for _, text in rows[1]]
+    np.testing.assert_allclose(
+        [float(score) for score, _ in rows[0]], [float(score) for score, _ in rows[1]], atol=1e-4
+    )

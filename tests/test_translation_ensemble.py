@@ -10,35 +10,15 @@ import os
 import shutil
 
 import keras
-import numpy as np
 import pytest
 from keras_attention_recipes.translation.settings import DING
 
-from tests.translation_helpers import cli, export_via_cli, run
+from tests.translation_helpers import TEXTS, cli, export_via_cli, perturbed_copy, run, translations
 
 pytestmark = [
     pytest.mark.tensorflow,
     pytest.mark.skipif(not os.path.exists(DING), reason=f"{DING} missing"),
 ]
-
-TEXTS = ["Ich habe keine Zeit.", "Wo ist der Bahnhof?", "Das ist gut.", "Wir gehen nach Hause."]
-
-
-def translations(log):
-    return [line.split("-> ", 1)[1] for line in log.splitlines() if "-> " in line]
-
-
-def perturbed_copy(output, folder, seed):
-    """A copy of the run whose model's weights are moved by noise: another
-    model of the same vocabulary, without training one."""
-    shutil.copytree(output, folder, ignore=shutil.ignore_patterns("backup", "checkpoints"))
-    model = keras.saving.load_model(os.path.join(folder, "model.keras"), compile=False)
-    generator = np.random.default_rng(seed)
-    model.set_weights(
-        [w + generator.normal(0, 0.3 * (np.std(w) + 1e-3), w.shape) for w in model.get_weights()]
-    )
-    model.save(os.path.join(folder, "model.keras"))
-    return str(folder)
 
 
 @pytest.mark.large

@@ -291,3 +291,26 @@ def export_shared_run(output, folder):
         log=lambda _: 0,
     )
     return os.path.relpath(path, folder)
+
+
+# -- ensembles --------------------------------------------------------------------
+TEXTS = ["Ich habe keine Zeit.", "Wo ist der Bahnhof?", "Das ist gut.", "Wir gehen nach Hause."]
+
+
+def translations(log):
+    return [line.split("-> ", 1)[1] for line in log.splitlines() if "-> " in line]
+
+
+def perturbed_copy(output, folder, seed):
+    """A copy of the run whose model's weights are moved by noise: another
+    model of the same vocabulary, without training one."""
+    shutil.copytree(output, folder, ignore=shutil.ignore_patterns("backup", "checkpoints"))
+    import keras
+
+    model = keras.saving.load_model(os.path.join(folder, "model.keras"), compile=False)
+    generator = np.random.default_rng(seed)
+    model.set_weights(
+        [w + generator.normal(0, 0.3 * (np.std(w) + 1e-3), w.shape) for w in model.get_weights()]
+    )
+    model.save(os.path.join(folder, "model.keras"))
+    return str(folder)

@@ -119,6 +119,10 @@ class ShardBatches(keras.utils.PyDataset):
         steps: batches an epoch is cut or topped up to (its first batches
             again); None: the pairs' own batches and the draws' expected
             share of each bucket, as `pipeline.make_dataset` counts them.
+        replicas: each batch holds a multiple of this many rows, topped up
+            with empty pairs (all padding, which the masked loss and
+            metrics do not count), so that the devices of a data-parallel
+            distribution each take as many (`replicas.KerasReplicas`).
     """
 
     def __init__(
@@ -132,8 +136,10 @@ class ShardBatches(keras.utils.PyDataset):
         extra=None,
         word_dropout=0.0,
         steps=None,
+        replicas=1,
     ):
         super().__init__(workers=1, use_multiprocessing=False)
+        self.replicas = replicas
         self.pairs, self.extra_pairs, self.draws = _Pairs(files), None, 0
         if extra is not None and extra[1] > 0:
             self.extra_pairs = _Pairs(extra[0])
@@ -214,7 +220,7 @@ class ShardBatches(keras.utils.PyDataset):
                 width = self.boundaries[bucket] - 1
             else:
                 width = max(len(row) for row in rows)
-            batch = np.zeros((len(rows), width), np.int32)
+            batch = np.zeros((-(-len(rows) // self.replicas) * self.replicas, width), np.int32)
             for row, ids in enumerate(rows):
                 batch[row, : len(ids)] = ids
             padded.append(batch)
@@ -252,6 +258,7 @@ def shard_datasets(
     numbers=None,
     word_dropout=0.0,
     epochs=(0, 1, 0),
+    replicas=1,
 ):
     """`inputs.datasets` without TensorFlow: the training `EpochStream`s
     (`ShardBatches` of epochs `first` to `last - 1`, the first `skip`
@@ -262,7 +269,8 @@ def shard_datasets(
     `dictionary` > 0 draws that many of the dictionary's entries that fit
     per training pair each epoch (the pipeline draws lines, and leaves out
     those that do not fit); each split's pairs are
-    counted, reported, and an empty split stops the run with a message."""
+    counted, reported, and an empty split stops the run with a message.
+    `replicas`: `ShardBatches`'."""
     boundaries = bucket_boundaries(max_length)
     sizes = bucket_batch_sizes(boundaries, batch_size, batch_tokens)
     encoders = (source_encoder, target_encoder)
@@ -276,13 +284,13 @@ def shard_datasets(
         if split == "train":
             report_split(split, pairs[split], lines, max_length, log)
     valid, kept, total = split_batches(
-        paths["valid"], *encoders, max_length, batch_size, log, batch_tokens, numbers
+        paths["valid"], *encoders, max_length, batch_size, log, batch_tokens, numbers, replicas
     )
     report_split("valid", kept, total, max_length, log)
     extra = None
     if "dictionary" in files:
         extra = (files["dictionary"], int(round(dictionary * pairs["train"])))
-    options = dict(seed=seed, extra=extra, word_dropout=word_dropout)
+    options = dict(seed=seed, extra=extra, word_dropout=word_dropout, replicas=replicas)
     first, last, skip = epochs
     later = first + 1 if skip else first  # the first whole epoch
     whole = ShardBatches(files["train"], boundaries, sizes, (later, last, 0), **options)
@@ -305,16 +313,19 @@ def split_batches(
     log=print,
     batch_tokens=None,
     numbers=None,
+    replicas=1,
 ):
     """`pipeline.make_dataset`'s batches of a split in its order (the
     validation split's), without TensorFlow: `(ShardBatches, kept, total)`,
     the pairs of `path` that fit `max_length` and all of them, read from
-    its shard set (written first when missing)."""
+    its shard set (written first when missing). `replicas`:
+    `ShardBatches`'."""
     boundaries = bucket_boundaries(max_length)
     sizes = bucket_batch_sizes(boundaries, batch_size, batch_tokens)
     encoders = (source_encoder, target_encoder)
     files, kept, total = _shard_set(path, encoders, max_length, numbers, log)
-    return ShardBatches(files, boundaries, sizes, (0, 1, 0), shuffle=False), kept, total
+    batches = ShardBatches(files, boundaries, sizes, (0, 1, 0), shuffle=False, replicas=replicas)
+    return batches, kept, total
 
 
 def _shard_set(path, encoders, max_length, numbers, log):

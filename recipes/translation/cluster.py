@@ -19,6 +19,7 @@ import subprocess
 import sys
 from typing import NamedTuple
 
+from ..distributed_tuning import gpu_count
 from ..runs import UsageError
 
 ENVIRONMENT = "TF_CONFIG"
@@ -202,12 +203,11 @@ def shares(devices, members, wrap=False):
 def placements(members):
     """`(cores, gpus)`: the CPU cores (None: all of them) and the GPUs (None:
     none) of each of `members` local processes (`train --members`,
-    `--workers`), shared out among them (`shares`)."""
-    import tensorflow as tf
-
+    `--workers`), shared out among them (`shares`). The GPUs are those
+    `nvidia-smi` lists, whichever backend trains."""
     cores = [None] * members
     if hasattr(os, "sched_getaffinity"):
         cores = shares(sorted(os.sched_getaffinity(0)), members, wrap=True)
-    gpu_count = len(tf.config.list_physical_devices("GPU"))
-    gpus = shares(range(gpu_count), members) if gpu_count else [None] * members
+    count = gpu_count()
+    gpus = shares(range(count), members) if count else [None] * members
     return cores, gpus

@@ -26,6 +26,7 @@ def datasets(
     word_dropout=0.0,
     subword_sampling=0.0,
     epochs=None,
+    replicas=1,
 ):
     """The training and validation data of a run; each split's pairs are counted
     after the `max_length` filter, reported, and an empty split stops the
@@ -41,7 +42,9 @@ def datasets(
     Those are `tf.data` pipelines of the graph's tokenizers
     (`pipeline.py`); with the tokenizers' Python twins (no TensorFlow:
     `graph_tokenizers`), `ShardBatches` of the same shard sets, the same
-    batches (`batches.shard_datasets`; they need `epochs`)."""
+    batches (`batches.shard_datasets`; they need `epochs`), each topped up
+    to a multiple of `replicas` rows (Keras's data parallelism: a
+    `tf.distribute` strategy splits the `tf.data` batches itself)."""
     if isinstance(source_tokenizer, SentencePieceEncoder):
         if subword_sampling:
             raise UsageError(
@@ -61,6 +64,7 @@ def datasets(
             numbers=numbers,
             word_dropout=word_dropout,
             epochs=epochs,
+            replicas=replicas,
         )
     made = []
     extra = paths.get("dictionary") if dictionary else None

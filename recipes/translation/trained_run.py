@@ -142,7 +142,6 @@ class TrainedRun:
         which translates alike (one model, no unknown-word replacement)."""
         search = self.search if search is None else search
         if not graph_tokenizers():
-            self._needs_the_graph("--ensemble", self.config.ensemble)
             self._needs_the_graph("a search that replaces unknown pieces", search.replace_unknown)
         return translator_for(
             self.model, *self.tokenizers, self.max_length, search, batch_size, self.numbers

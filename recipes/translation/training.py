@@ -254,7 +254,10 @@ def _train(config, log, settings, spec, strategy, starting=None):
     paths, tokenizers, work, numbers = _inputs(config, settings, log)
     backup_folder = os.path.join(work, "backup")
     position = _epochs_done(config, backup_folder, log)
-    streams, valid_data = _datasets(config, paths, tokenizers, numbers, spec, log, position)
+    replicas = strategy.num_replicas_in_sync
+    streams, valid_data = _datasets(
+        config, paths, tokenizers, numbers, spec, log, position, replicas
+    )
     batches = streams[-1].steps  # an epoch's
     _check_update_freq(spec["update_freq"], batches, config)
     spec["total_steps"] = config.epochs * batches // spec["update_freq"]  # --decay cosine's end
@@ -268,7 +271,7 @@ def _train(config, log, settings, spec, strategy, starting=None):
     backup.set_model(model)
     if backup.restore() != position:  # the latest backup did not load: the one before's
         position = backup.position
-        streams, _ = _datasets(config, paths, tokenizers, numbers, spec, log, position)
+        streams, _ = _datasets(config, paths, tokenizers, numbers, spec, log, position, replicas)
     best = best_weights(os.path.join(work, "best.weights.h5"), log)
 
     def translate(texts):
@@ -346,11 +349,12 @@ def _inputs(config, settings, log):
     return paths, (source_tokenizer, target_tokenizer), work, numbers
 
 
-def _datasets(config, paths, tokenizers, numbers, spec, log, position):
+def _datasets(config, paths, tokenizers, numbers, spec, log, position, replicas=1):
     """`(training streams, validation data)`: the training batches from
     `position` (`(epoch, steps)`, a resumed run's backup) to `--epochs`,
     each epoch's order a function of `--seed` and the epoch
-    (`pipeline.EpochStream`s), and the validation split's batches."""
+    (`pipeline.EpochStream`s), and the validation split's batches, for
+    `replicas` (`inputs.datasets`)."""
     first, skip = position
     return datasets(
         paths,
@@ -366,6 +370,7 @@ def _datasets(config, paths, tokenizers, numbers, spec, log, position):
         subword_sampling=spec["subword_sampling"],
         # at least one epoch: its length is the run's steps per epoch
         epochs=(first, max(config.epochs, first + 1), skip),
+        replicas=replicas,
     )
 
 
