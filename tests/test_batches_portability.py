@@ -97,11 +97,12 @@ def batches_of(folder, epochs=(0, 1, 0), shuffle=True, **options):
 def rows_of(batch):
     """Each pair of a `((source, target_in), target_out)` batch as
     `(source pieces, target pieces)` tuples, `[START]`/`[END]` and padding
-    left out."""
+    left out, and the rows of padding alone (`full`, `replicas`) too."""
     (source, _), target_out = batch
     return [
         (tuple(int(i) for i in s[(s > END)]), tuple(int(i) for i in t[(t > END)]))
         for s, t in zip(source, target_out)
+        if t.any()
     ]
 
 
@@ -283,6 +284,13 @@ def test_a_run_s_datasets_without_tensorflow(tmp_path):
 
     valid_rows = sum((rows_of(valid[i]) for i in range(valid.num_batches)), [])
     assert sorted(valid_rows) == fitting(lines[300:]) and len(valid_rows) > 50
+    # `full`: a bucket's batches share one shape, its size in rows (40 pieces' worth)
+    sizes = bucket_batch_sizes(bucket_boundaries(12), 8, 40)
+    shapes = {valid[i][0][0].shape for i in range(valid.num_batches)}
+    for stream in streams:
+        shapes |= {stream.dataset[i][0][0].shape for i in range(stream.dataset.num_batches)}
+    boundaries = bucket_boundaries(12)
+    assert all(rows == sizes[boundaries.index(width + 1)] for rows, width in shapes), shapes
     with open(models[0], "rb") as handle:
         pieces = [piece for piece, _ in sentencepiece_pieces(handle.read())]
     protected = pieces.index(PLACEHOLDER)

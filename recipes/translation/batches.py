@@ -123,6 +123,10 @@ class ShardBatches(keras.utils.PyDataset):
             with empty pairs (all padding, which the masked loss and
             metrics do not count), so that the devices of a data-parallel
             distribution each take as many (`replicas.KerasReplicas`).
+        full: each batch topped up with empty pairs to its bucket's size
+            (`sizes`), so that a bucket's batches share one shape: JAX
+            compiles a program per shape, and a bucket's last, smaller
+            batch would be one more.
     """
 
     def __init__(
@@ -137,9 +141,10 @@ class ShardBatches(keras.utils.PyDataset):
         word_dropout=0.0,
         steps=None,
         replicas=1,
+        full=False,
     ):
         super().__init__(workers=1, use_multiprocessing=False)
-        self.replicas = replicas
+        self.replicas, self.full = replicas, full
         self.pairs, self.extra_pairs, self.draws = _Pairs(files), None, 0
         if extra is not None and extra[1] > 0:
             self.extra_pairs = _Pairs(extra[0])
@@ -207,12 +212,15 @@ class ShardBatches(keras.utils.PyDataset):
 
     def _padded(self, indices):
         """`(source, target)` int32 batches of pairs `indices`, padded to
-        their bucket's boundary less one (the last bucket: to its longest)."""
+        their bucket's boundary less one (the last bucket: to its longest),
+        and with `full` and `replicas` topped up with rows of padding."""
         kept = self.kept
         pairs = [
             self.pairs.pair(i) if i < kept else self.extra_pairs.pair(i - kept) for i in indices
         ]
         bucket = int(self.buckets[indices[0]])
+        count = max(len(pairs), self.sizes[bucket]) if self.full else len(pairs)
+        count = -(-count // self.replicas) * self.replicas
         padded = []
         for side in (0, 1):
             rows = [pair[side] for pair in pairs]
@@ -220,7 +228,7 @@ class ShardBatches(keras.utils.PyDataset):
                 width = self.boundaries[bucket] - 1
             else:
                 width = max(len(row) for row in rows)
-            batch = np.zeros((-(-len(rows) // self.replicas) * self.replicas, width), np.int32)
+            batch = np.zeros((count, width), np.int32)
             for row, ids in enumerate(rows):
                 batch[row, : len(ids)] = ids
             padded.append(batch)
@@ -270,7 +278,8 @@ def shard_datasets(
     per training pair each epoch (the pipeline draws lines, and leaves out
     those that do not fit); each split's pairs are
     counted, reported, and an empty split stops the run with a message.
-    `replicas`: `ShardBatches`'."""
+    Every batch is `full` (one shape a bucket), and holds a multiple of
+    `replicas` rows (`ShardBatches`)."""
     boundaries = bucket_boundaries(max_length)
     sizes = bucket_batch_sizes(boundaries, batch_size, batch_tokens)
     encoders = (source_encoder, target_encoder)
@@ -284,13 +293,21 @@ def shard_datasets(
         if split == "train":
             report_split(split, pairs[split], lines, max_length, log)
     valid, kept, total = split_batches(
-        paths["valid"], *encoders, max_length, batch_size, log, batch_tokens, numbers, replicas
+        paths["valid"],
+        *encoders,
+        max_length,
+        batch_size,
+        log,
+        batch_tokens,
+        numbers,
+        replicas,
+        True,
     )
     report_split("valid", kept, total, max_length, log)
     extra = None
     if "dictionary" in files:
         extra = (files["dictionary"], int(round(dictionary * pairs["train"])))
-    options = dict(seed=seed, extra=extra, word_dropout=word_dropout, replicas=replicas)
+    options = dict(seed=seed, extra=extra, word_dropout=word_dropout, replicas=replicas, full=True)
     first, last, skip = epochs
     later = first + 1 if skip else first  # the first whole epoch
     whole = ShardBatches(files["train"], boundaries, sizes, (later, last, 0), **options)
@@ -314,17 +331,20 @@ def split_batches(
     batch_tokens=None,
     numbers=None,
     replicas=1,
+    full=False,
 ):
     """`pipeline.make_dataset`'s batches of a split in its order (the
     validation split's), without TensorFlow: `(ShardBatches, kept, total)`,
     the pairs of `path` that fit `max_length` and all of them, read from
-    its shard set (written first when missing). `replicas`:
+    its shard set (written first when missing). `replicas`, `full`:
     `ShardBatches`'."""
     boundaries = bucket_boundaries(max_length)
     sizes = bucket_batch_sizes(boundaries, batch_size, batch_tokens)
     encoders = (source_encoder, target_encoder)
     files, kept, total = _shard_set(path, encoders, max_length, numbers, log)
-    batches = ShardBatches(files, boundaries, sizes, (0, 1, 0), shuffle=False, replicas=replicas)
+    batches = ShardBatches(
+        files, boundaries, sizes, (0, 1, 0), shuffle=False, replicas=replicas, full=full
+    )
     return batches, kept, total
 
 
