@@ -11,7 +11,8 @@
 #   fixed context, by source length), make serving-check (exports run by TF Serving's TensorFlow),
 #   make serving-oplists, make translator (the best translator in an hour of CPU),
 #   make distilled (the demo's model trained on the translator's translations),
-#   make gpu-check (GPU readiness: says so in one line where there is none).
+#   make gpu-check (the recipe on the GPUs through JAX; make gpu-check-prepare first where the
+#   GPU machine has no network: says so in one line where there is no GPU).
 PYTHON ?= python3
 VENV ?= .venv
 VENV_JAX ?= .venv-jax
@@ -79,7 +80,7 @@ JAX_CACHE_ENV := JAX_COMPILATION_CACHE_DIR=$(abspath $(VENV_JAX))/xla-cache \
 DOCTESTS := -q -n 2 -p no:cacheprovider --doctest-modules keras_attention --ignore=keras_attention/serving \
 	--ignore=keras_attention/tokenizers
 
-.PHONY: setup-both setup-jax gpu-check translator distilled demo docs test test-large test-torch lint bench bench-decoding bench-rnn bench-training results bottleneck setup clean serving-check serving-oplists serving-venv
+.PHONY: setup-both setup-jax gpu-check gpu-check-prepare translator distilled demo docs test test-large test-torch lint bench bench-decoding bench-rnn bench-training results bottleneck setup clean serving-check serving-oplists serving-venv
 
 setup: $(STAMP) $(DING)
 
@@ -189,18 +190,42 @@ distilled: $(STAMP) $(DING)
 	$(VENV)/bin/keras-attention-translate demo --output $(DISTILLED) \
 		--distill-from $(TRANSLATOR) $(TRANSLATOR_OTHERS)
 
-# On a machine with NVIDIA GPUs: TensorFlow's CUDA libraries, then the demo's
-# model trained with mixed float16 and XLA, a distributed KerasTuner search
-# (a worker per GPU), an export, with times and BLEU (recipes/gpu_check.py).
-# Without a GPU: one line, exit 0, nothing installed.
+# The recipe on a machine's NVIDIA GPUs through Keras's JAX backend, no
+# TensorFlow there (recipes/gpu_check.py): the demo's model trained for a
+# few minutes on every GPU, scored on the Ding test split, a KerasTuner
+# search of two trials (a worker per GPU), in one screen of times, target
+# pieces per second and BLEU. Without a GPU: one line, exit 0, nothing
+# installed. A GPU machine without network or the corpus takes what
+# `make gpu-check-prepare` writes here: the run's data (GPU_CHECK) and the
+# wheels of the packages its Python lacks (GPU_WHEELS: Keras, KerasTuner
+# and theirs, at this virtualenv's versions, for GPU_PYTHON_VERSION).
+# Export the trained run here afterwards:
+#   keras-attention-translate export --output runs/gpu-check/train
+GPU_CHECK := runs/gpu-check
+GPU_WHEELS := .gpu-wheels
+GPU_PYTHON ?= python3
+GPU_PYTHON_VERSION ?= 3.12
+GPU_SITE := $(CURDIR)/.gpu-site
+GPU_PACKAGES := keras keras-tuner kt-legacy namex optree
+gpu-check-prepare: $(STAMP) $(DING) $(JAX_DEPENDENCIES_STAMP)
+	$(PY) -m recipes.gpu_check --prepare --output $(GPU_CHECK)
+	$(PY) -m pip download --quiet --no-deps --only-binary=:all: --dest $(GPU_WHEELS) \
+		--python-version $(GPU_PYTHON_VERSION) --implementation cp --platform manylinux_2_28_x86_64 \
+		--platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+		$$(for name in $(GPU_PACKAGES); do echo "$$name==$$($(VENV_JAX)/bin/python -c \
+			"import importlib.metadata as m; print(m.version('$$name'))")"; done)
+	@echo "gpu-check: carry $(GPU_CHECK) and $(GPU_WHEELS) with the working tree; there: make gpu-check"
+
 gpu-check:
 	@if ! nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then \
 		echo "gpu-check: no NVIDIA GPU on this machine (nvidia-smi lists none); nothing to check"; \
 	else \
-		$(MAKE) --no-print-directory setup && \
-		{ $(PY) -m pip install --quiet "tensorflow[and-cuda]==$$($(PY) -c 'import importlib.metadata as m; print(m.version("tensorflow"))')" || \
-			{ echo "gpu-check: could not install TensorFlow's CUDA libraries (pip install tensorflow[and-cuda], above): the check needs the package index" >&2; exit 1; }; } && \
-		$(PY) -m recipes.gpu_check; \
+		if ! $(GPU_PYTHON) -c "import keras, keras_tuner" 2>/dev/null; then \
+			if [ -d $(GPU_WHEELS) ]; then \
+				$(GPU_PYTHON) -m pip install --quiet --no-index --no-deps --target $(GPU_SITE) $(GPU_WHEELS)/*.whl; \
+			else $(GPU_PYTHON) -m pip install --quiet --target $(GPU_SITE) keras keras-tuner; fi \
+		fi && \
+		PYTHONPATH=$(GPU_SITE):$(CURDIR) KERAS_BACKEND=jax $(GPU_PYTHON) -m recipes.gpu_check --output $(GPU_CHECK); \
 	fi
 
 lint: $(STAMP)

@@ -94,6 +94,25 @@ def interrupt(processes):
             process.send_signal(signal.SIGINT)
 
 
+def supervise(processes, poll=0.5):
+    """Wait for the chief and workers of `processes` to end; returns the
+    ids of those that failed. A chief that fails (its data, or its
+    oracle) ends the search: the workers, which would wait for it, are
+    stopped (`stop`) and counted with it."""
+    failed = []
+    chief = next(process for tuner_id, process, _ in processes if tuner_id == "chief")
+    while any(process.poll() is None for _, process, _ in processes):
+        if chief.poll() not in (None, 0):
+            stop(processes)
+            break
+        time.sleep(poll)
+    for tuner_id, process, log in processes:
+        if process.wait() != 0:
+            failed.append(tuner_id)
+        log.close()
+    return failed
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -111,10 +130,7 @@ def main(argv=None):
     processes, failed = [], []
     try:
         launch(args.workers, args.port, tune_args, args.logs, processes)
-        for tuner_id, process, log in reversed(processes):  # workers, then the chief
-            if process.wait() != 0:
-                failed.append(tuner_id)
-            log.close()
+        failed = supervise(processes)
     except KeyboardInterrupt:
         stop(processes)
         sys.exit(

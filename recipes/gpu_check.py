@@ -1,27 +1,33 @@
-"""`make gpu-check`: is this machine's GPU ready for the recipes?
+"""`make gpu-check`: the translation recipe on this machine's NVIDIA GPUs,
+through Keras's JAX backend; TensorFlow is not needed there.
 
-On a machine with one or more NVIDIA GPUs (`nvidia-smi -L`):
+Made for a GPU machine without network or TensorFlow (JAX with CUDA, as
+this project's are): the run's data and the few Python packages it lacks
+are prepared on a machine with the corpus and carried along
+(`make gpu-check-prepare`). On the GPU machine:
 
-1. trains the demo's model (its family and preset, `COMMAND_DEFAULTS["demo"]`) with
-   mixed float16 and XLA (`--mixed-precision float16 --jit`) for
-   `--minutes` of training, then scores it on the Ding test split (beam
-   search, sacrebleu);
-2. runs a small KerasTuner search in KerasTuner's distributed mode, one
-   worker process per GPU (`distributed_tuning.py`: worker i sees GPU i),
-   one trial per GPU (the trials train in float32: `tune` has no
-   precision flag);
-3. exports the trained model as a SavedModel;
+1. trains the demo's model (its family and preset, `COMMAND_DEFAULTS["demo"]`)
+   with mixed bfloat16 for `--minutes` (`train --time-budget`), on every
+   GPU of the machine (Keras's data parallelism);
+2. scores it on the Ding test split (`evaluate`: beam 4, sacrebleu);
+3. runs a KerasTuner search of two trials of one epoch on the run's
+   training split, in KerasTuner's distributed mode, a worker process per
+   GPU (`distributed_tuning.py`);
 
-and prints one line per step with its time, then the BLEU. On a machine
-without one it says so in one line and exits 0. Never part of `make test`.
+then prints one screen: the GPUs, each step's seconds, the training's
+target pieces per second, BLEU and chrF. Back on a machine with
+TensorFlow, `keras-attention-translate export --output RUN/train` makes
+the trained model a SavedModel (the run's files are the same whichever
+backend trained it). Without a GPU the check says so in one line and
+exits 0. Never part of `make test`.
 
-    python -m recipes.gpu_check [--output runs/gpu-check] [--minutes 5]
+    python -m recipes.gpu_check --prepare [--output runs/gpu-check]   # here
+    KERAS_BACKEND=jax python -m recipes.gpu_check [--output runs/gpu-check] [--minutes 4]
 """
 
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -31,6 +37,7 @@ from .translation.command_settings import COMMAND_DEFAULTS
 
 # The tuner's trials: small, as the check is of the machinery, not the sizes.
 SMALL_SEARCH = {"embed_dim": [64], "hidden_dim": [128], "num_layers": [1, 2], "num_heads": [4]}
+TRIALS = 2
 
 
 def demo_flags():
@@ -44,23 +51,39 @@ def demo_flags():
     return flags
 
 
-def check_commands(output, minutes, gpus):
-    """The `keras-attention-translate` arguments of each step, by command."""
+def check_commands(output, minutes, gpus, extra=None):
+    """The `keras-attention-translate` arguments of each step, by command;
+    `extra`: more flags by command (a smaller run, for the tests). The
+    search reads the run's splits as its corpus (`corpus_of_splits`), which
+    it splits as the run did (by each source's hash)."""
+    extra = extra or {}
     run = os.path.join(output, "train")
-    return {
-        "train": ["train", "--output", run, *demo_flags(), "--mixed-precision", "float16"]
-        + ["--jit", "--epochs", "200", "--time-budget", str(minutes), "--verbose", "0"],
-        "evaluate": ["evaluate", "--output", run],
-        "tune": ["tune", "--output", os.path.join(output, "tune"), "--algorithm", "random"]
-        + ["--trials", str(gpus), "--epochs", "1", "--families", "transformer"],
-        "export": ["export", "--output", run, "--export-dir", os.path.join(output, "export")],
-    }
+    train = ["train", "--output", run, *demo_flags(), "--mixed-precision", "bfloat16"]
+    train += ["--epochs", "200", "--time-budget", str(minutes), "--verbose", "2"]
+    tune = ["tune", "--output", os.path.join(output, "tune"), "--algorithm", "random"]
+    tune += ["--trials", str(max(gpus, TRIALS)), "--epochs", "1", "--families", "convs2s"]
+    tune += ["--corpus", os.path.join(output, "corpus.tsv"), "--dictionary", "0"]
+    commands = {"train": train, "evaluate": ["evaluate", "--output", run], "tune": tune}
+    return {name: [*argv, *extra.get(name, ())] for name, argv in commands.items()}
+
+
+def prepare(output, minutes, extra=None, log=print):
+    """Here, where the corpus is: the check's run folder with its data
+    split and vocabularies, its settings claimed (`run.json`), so that
+    `train` on the GPU machine reads no corpus."""
+    from .translate import check, parser
+    from .translation.training import prepared_run, train_settings
+
+    config = check(parser().parse_args(check_commands(output, minutes, 1, extra)["train"]))
+    settings, _ = train_settings(config)
+    prepared_run(config, settings, True, log)
+    log(f"gpu-check: prepared {config.output}; carry it and the wheels to the GPU machine")
 
 
 def step(name, command, env=None):
     """Run `command` (a list); print `name`, its seconds and status; return
-    its output. A failed command's last lines go to standard error, and the
-    check stops there."""
+    its seconds. A failed command's last lines go to standard error, and
+    the check stops there."""
     started = time.perf_counter()
     result = subprocess.run(
         command, capture_output=True, text=True, env={**os.environ, **(env or {})}
@@ -71,7 +94,102 @@ def step(name, command, env=None):
     if result.returncode != 0:
         sys.stderr.write(result.stdout[-3000:] + result.stderr[-3000:])
         sys.exit(1)
-    return result.stdout
+    return seconds
+
+
+def corpus_of_splits(output):
+    """`<output>/corpus.tsv`: the check's run's train, valid and test
+    splits in one file, the search's corpus (no corpus is needed there)."""
+    data = os.path.join(output, "train", "data")
+    with open(os.path.join(output, "corpus.tsv"), "w", encoding="utf-8") as corpus:
+        for split in ("train", "valid", "test"):
+            with open(os.path.join(data, f"{split}.tsv"), encoding="utf-8") as handle:
+                corpus.writelines(handle)
+
+
+def epoch_target_pieces(train_argv):
+    """The target pieces (padding left out) of one epoch of the run that
+    `train_argv` trains: its first epoch's batches, dictionary draws
+    included, as training reads them."""
+    import keras
+
+    from .translate import check, parser
+    from .translation.data import load_tokenizers, numbers_to_protect
+    from .translation.inputs import datasets
+    from .translation.splits import SPLITS
+
+    config = check(parser().parse_args(train_argv))
+    data = os.path.join(config.output, "data")
+    paths = {split: os.path.join(data, f"{split}.tsv") for split in (*SPLITS, "dictionary")}
+    quiet = lambda line: None  # noqa: E731
+    (stream,), _ = datasets(
+        paths,
+        *load_tokenizers(config.output),
+        config.max_length,
+        config.batch_size,
+        config.seed,
+        quiet,
+        batch_tokens=config.batch_tokens,
+        dictionary=config.dictionary,
+        numbers=numbers_to_protect(config, paths["train"], quiet),
+        epochs=(0, 1, 0),
+    )
+    batches = (stream.dataset[i] for i in range(stream.steps))
+    return sum(int(keras.ops.sum(target > 0)) for _, target in batches)
+
+
+def check_gpus(output, minutes, gpus, extra=None):
+    """The check's three steps on this machine (see the module docstring);
+    returns the record it prints and writes to `<output>/gpu_check.json`."""
+    commands = check_commands(output, minutes, gpus, extra)
+    translate = [sys.executable, "-m", f"{__package__}.translate"]
+    run = os.path.join(output, "train")
+    seconds = {
+        "train": step(f"train (the demo's model, {minutes:g} min)", translate + commands["train"])
+    }
+    record = json.load(open(os.path.join(run, "config.json")))
+    budget = record.get("time_budget") or {}
+    seconds["evaluate"] = step(
+        "evaluate (Ding test split, beam 4)", translate + commands["evaluate"]
+    )
+    scores = json.load(open(os.path.join(run, "scores.json")))
+    workers, trials = max(gpus, 1), max(gpus, TRIALS)
+    corpus_of_splits(output)
+    seconds["tune"] = step(
+        f"tune ({trials} trials of 1 epoch, KerasTuner, {workers} worker(s))",
+        [sys.executable, "-m", f"{__package__}.distributed_tuning", "--workers", str(workers)]
+        + ["--logs", os.path.join(output, "tune-logs"), "--", *commands["tune"][1:]],
+        env={"KERAS_ATTENTION_SEARCH_SPACE": json.dumps(SMALL_SEARCH)},
+    )
+    epochs = budget["steps"] / budget["epoch_steps"] if budget else record["epochs"]
+    pieces = epoch_target_pieces(commands["train"]) * epochs
+    found = {
+        "gpus": gpus,
+        "backend": record.get("backend"),
+        "seconds": {name: round(value, 1) for name, value in seconds.items()},
+        "train_seconds": record["train_seconds"],
+        "epochs": round(epochs, 2),
+        "target_pieces_per_second": round(pieces / record["train_seconds"]),
+        "val_loss": record["val_loss"],
+        "bleu": scores["bleu"],
+        "chrf": scores["chrf"],
+        "sentences": scores["sentences"],
+    }
+    with open(os.path.join(output, "gpu_check.json"), "w", encoding="utf-8") as handle:
+        json.dump(found, handle, indent=2)
+    print(
+        f"gpu-check: {gpus} GPU(s), Keras on {found['backend']}: {sum(seconds.values()):.0f} s "
+        f"of GPU time (train {seconds['train']:.0f}, evaluate {seconds['evaluate']:.0f}, "
+        f"tune {seconds['tune']:.0f})\n"
+        f"gpu-check: trained {epochs:.1f} epochs in {record['train_seconds']:.0f} s, "
+        f"{found['target_pieces_per_second']:,} target pieces/s, validation loss "
+        f"{record['val_loss']:.3f}\n"
+        f"gpu-check: BLEU {scores['bleu']:.2f}, chrF {scores['chrf']:.2f} on "
+        f"{scores['sentences']} test sentences ({run}; export it where TensorFlow is: "
+        f"keras-attention-translate export --output {run})",
+        flush=True,
+    )
+    return found
 
 
 def main(argv=None):
@@ -79,44 +197,33 @@ def main(argv=None):
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--output", default="runs/gpu-check", help="the check's folder")
-    parser.add_argument("--minutes", type=float, default=5.0, help="training time budget")
+    parser.add_argument("--minutes", type=float, default=4.0, help="training time budget")
+    parser.add_argument(
+        "--prepare", action="store_true", help="write the run's data here (with the corpus)"
+    )
     args = parser.parse_args(argv)
+    if args.prepare:
+        prepare(args.output, args.minutes)
+        return 0
     gpus = gpu_count()
     if not gpus:
         print("gpu-check: no NVIDIA GPU on this machine (nvidia-smi lists none); nothing to check")
         return 0
-    import tensorflow as tf
+    import keras
 
-    visible = tf.config.list_physical_devices("GPU")
-    print(f"gpu-check: {gpus} GPU(s) by nvidia-smi, {len(visible)} seen by TensorFlow", flush=True)
-    if not visible:
+    devices = keras.distribution.list_devices() if keras.config.backend() == "jax" else []
+    print(f"gpu-check: {gpus} GPU(s) by nvidia-smi; Keras on {keras.config.backend()}: {devices}")
+    if not any("gpu" in str(device).lower() or "cuda" in str(device).lower() for device in devices):
         sys.exit(
-            "error: TensorFlow sees no GPU: install its CUDA libraries "
-            '(pip install "tensorflow[and-cuda]"), as make gpu-check does'
+            "error: JAX sees no GPU: run with KERAS_BACKEND=jax in a Python whose JAX has CUDA "
+            "(pip install 'jax[cuda13]')"
         )
-    shutil.rmtree(args.output, ignore_errors=True)
-    commands = check_commands(args.output, args.minutes, gpus)
-    translate = [sys.executable, "-m", "recipes.translate"]
-    run = os.path.join(args.output, "train")
-    step(
-        f"train (demo model, mixed float16 + XLA, {args.minutes:g} min budget)",
-        translate + commands["train"],
-    )
-    record = json.load(open(os.path.join(run, "config.json")))["time_budget"]
-    print(f"gpu-check: training fit {record['epochs']} epochs, {record['steps']} steps", flush=True)
-    step("evaluate (Ding test, beam 4)", translate + commands["evaluate"])
-    scores = json.load(open(os.path.join(run, "scores.json")))
-    step(
-        f"tune (KerasTuner distributed, {gpus} worker(s), one trial per GPU)",
-        [sys.executable, "-m", "recipes.distributed_tuning", "--workers", str(gpus)]
-        + ["--logs", os.path.join(args.output, "tune-logs"), "--", *commands["tune"]],
-        env={"KERAS_ATTENTION_SEARCH_SPACE": json.dumps(SMALL_SEARCH)},
-    )
-    step("export (SavedModel)", translate + commands["export"])
-    print(
-        f"gpu-check: BLEU {scores['bleu']:.2f}, chrF {scores['chrf']:.2f} on "
-        f"{scores['sentences']} test sentences ({args.output})"
-    )
+    if not os.path.exists(os.path.join(args.output, "train", "run.json")):
+        sys.exit(
+            f"error: {args.output}/train holds no prepared run: make gpu-check-prepare on a "
+            "machine with the Ding corpus, and carry the folder here"
+        )
+    check_gpus(args.output, args.minutes, gpus)
     return 0
 
 

@@ -166,3 +166,32 @@ def test_two_devices_train_the_model_one_device_trains(tmp_path):
     ours = weight_arrays(two / "final.weights.h5")
     for name, value in weight_arrays(one / "final.weights.h5").items():
         np.testing.assert_allclose(ours[name], value, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.large(reason="make gpu-check's steps on the CPU: a run, its scores, a search")
+def test_the_gpu_check_prepares_here_and_trains_scores_and_tunes_there(tmp_path, monkeypatch):
+    """`make gpu-check`'s two halves on this machine's CPU with a small
+    model: the prepared run (split, vocabularies, settings claimed) trains,
+    and the screen's figures are the run's own: its BLEU and validation
+    loss, its epochs, two trials searched (on its splits as the corpus)."""
+    from keras_attention_recipes import gpu_check
+
+    monkeypatch.setenv(
+        "KERAS_ATTENTION_SEARCH_SPACE",
+        json.dumps({"embed_dim": [16], "hidden_dim": [32], "num_layers": [1], "num_heads": [2]}),
+    )
+    small = ["--preset", "none", "--limit", "1000", "--vocab-size", "400", "--max-length", "24"]
+    extra = {"train": [*small, "--hidden-dim", "32", "--num-layers", "1"], "tune": small}
+    output = str(tmp_path / "check")
+    gpu_check.prepare(output, 0.2, extra, log=lambda line: None)
+    assert sorted(os.listdir(os.path.join(output, "train"))) == [
+        "data", "run.json", "source.spm", "target.spm",
+    ]  # fmt: skip
+    found = gpu_check.check_gpus(output, 0.2, 0, extra)
+    record = json.load(open(os.path.join(output, "train", "config.json")))
+    scores = json.load(open(os.path.join(output, "train", "scores.json")))
+    assert (found["bleu"], found["chrf"]) == (scores["bleu"], scores["chrf"])
+    assert found["val_loss"] == record["val_loss"] and found["backend"] == keras.config.backend()
+    assert found["epochs"] > 0 and found["target_pieces_per_second"] > 0
+    trials = os.path.join(output, "tune", "tuning", "translate")
+    assert len([name for name in os.listdir(trials) if name.startswith("trial_")]) == 2

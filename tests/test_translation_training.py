@@ -336,6 +336,25 @@ def test_tune_batches_by_its_batch_tokens_and_draws_its_dictionary(tmp_path, mon
     assert (kwargs["batch_tokens"], kwargs["dictionary"]) == (512, 0.5)
 
 
+def test_a_chief_that_fails_ends_the_distributed_search_with_its_workers(tmp_path):
+    """The launcher's chief prepares the search's data and serves its
+    oracle: when it fails, the workers (which would wait for it) are
+    stopped at once, and both are said to have failed."""
+    from keras_attention_recipes import distributed_tuning
+
+    def started(tuner_id, code):
+        log = open(tmp_path / f"{tuner_id}.log", "w")
+        return tuner_id, subprocess.Popen([sys.executable, "-c", code], stdout=log), log
+
+    processes = [
+        started("chief", "import sys, time; time.sleep(0.5); sys.exit(2)"),
+        started("tuner0", "import time; time.sleep(120)"),
+    ]
+    began = time.perf_counter()
+    assert distributed_tuning.supervise(processes, poll=0.1) == ["chief", "tuner0"]
+    assert time.perf_counter() - began < 30
+
+
 @pytest.mark.large
 def test_distributed_tuning_stops_on_ctrl_c_and_resumes_to_run_every_trial_once(
     tmp_path, monkeypatch
