@@ -16,7 +16,7 @@ range, and each backend's median step.
 
 Batches: random piece ids of a 4,000-piece vocabulary a side, at the two
 shapes (rows x pieces) that `--batch-tokens 1536` gives most often on Ding
-(`bench/gpu_training.py`'s SHAPES); the targets one piece longer, shifted
+(`SHAPES`); the targets one piece longer, shifted
 as the recipe shifts them.
 """
 
