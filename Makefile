@@ -127,10 +127,14 @@ setup-both:
 
 # PyTorch: $(TORCH_SPEC), the CPU wheel on these machines (see above);
 # elsewhere pass TORCH_SPEC, since PyPI's default Linux wheel pulls CUDA.
+# The recipes' packages there: the `recipes-jax` extra's, less JAX.
+TORCH_RECIPES := import tomllib; extras = tomllib.load(open("pyproject.toml", "rb"))["project"]; \
+	print(*[r for r in extras["optional-dependencies"]["recipes-jax"] if not r.startswith("jax")])
 $(TORCH_STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV_TORCH)
 	$(VENV_TORCH)/bin/python -m pip install --quiet --upgrade pip
-	$(EDITABLE) $(VENV_TORCH)/bin/python -m pip install --quiet -e ".[tokenizers]" "$(TORCH_SPEC)" scipy "pytest>=8" "pytest-xdist>=3" h5py
+	$(EDITABLE) $(VENV_TORCH)/bin/python -m pip install --quiet -e . "$(TORCH_SPEC)" scipy "pytest>=8" "pytest-xdist>=3" h5py \
+		$$($(PYTHON) -c '$(TORCH_RECIPES)')
 	touch $@
 
 # The German-English sentences of the translation recipes (Debian package).

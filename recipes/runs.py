@@ -290,6 +290,7 @@ def resilient_backup(
             self.save_every, self.position, self.saved = save_every, tuple(position), []
             self.restored, self.epoch, self.steps, self.unsaved = False, 0, 0, 0
             self.random_path = os.path.join(directory, "random.npz")
+            self.generator = None  # PyTorch's global generator, set at the first step
 
         @property
         def weights_path(self):
@@ -346,7 +347,9 @@ def resilient_backup(
 
             def load(path):  # the weights, from `path`, then the random state
                 _load_backup_file(weights, lambda: _load_weights(self.model, path))
-                _load_backup_file(random, lambda: load_random_state(self.model, random))
+                self.generator = _load_backup_file(
+                    random, lambda: load_random_state(self.model, random)
+                )
 
             if not suffix:
                 load(weights)
@@ -372,6 +375,13 @@ def resilient_backup(
         def on_epoch_begin(self, epoch, logs=None):
             self.epoch = epoch
             self.steps = self.position[1] if epoch == self.position[0] else 0
+
+        def on_train_batch_begin(self, batch, logs=None):
+            if self.generator is not None:
+                import torch
+
+                torch.set_rng_state(torch.from_numpy(self.generator))
+                self.generator = None
 
         def on_train_batch_end(self, batch, logs=None):
             self.steps += 1
@@ -407,11 +417,11 @@ class _Damaged(Exception):
 
 
 def _load_backup_file(path, load):
-    """Call `load()` (reading the backup file `path`); the error of a file
-    that does not read (`DAMAGED_FILE_ERRORS`) becomes `_Damaged` naming
-    `path`."""
+    """Call `load()` (reading the backup file `path`) and return what it
+    returns; the error of a file that does not read (`DAMAGED_FILE_ERRORS`)
+    becomes `_Damaged` naming `path`."""
     try:
-        load()
+        return load()
     except DAMAGED_FILE_ERRORS as error:
         first = str(error).splitlines()[0] if str(error).strip() else ""
         raise _Damaged(
@@ -446,28 +456,42 @@ def _seed_states(model):
 
 
 def save_random_state(model, path):
-    """Write the model's random state (`_seed_states`) to `path` (`.npz`)."""
+    """Write the model's random state (`_seed_states`) to `path` (`.npz`);
+    on PyTorch also its global generator's, which a layer without a seed
+    draws its dropout from."""
     import keras
     import numpy as np
 
+    extra = {}
+    if keras.config.backend() == "torch":
+        import torch
+
+        extra["torch"] = torch.get_rng_state().numpy()
     with open(path, "wb") as handle:
-        np.savez(handle, *[keras.ops.convert_to_numpy(v) for v in _seed_states(model)])
+        np.savez(handle, *[keras.ops.convert_to_numpy(v) for v in _seed_states(model)], **extra)
 
 
 def load_random_state(model, path):
     """Give the model the random state saved in `path`, when there is one
     of the model's shapes: a resumed run draws what the uninterrupted run
-    would have (dropout's masks)."""
+    would have (dropout's masks). Returns the PyTorch global generator's
+    state saved with it (None elsewhere), for the caller to set just
+    before the next training step: `fit` draws from that generator as it
+    starts (its data loader's seed), which the uninterrupted run did not."""
+    import keras
     import numpy as np
 
     if not os.path.exists(path):
-        return
+        return None
     with np.load(path) as saved:
-        values = [saved[f"arr_{i}"] for i in range(len(saved.files))]
+        count = sum(name.startswith("arr_") for name in saved.files)
+        values = [saved[f"arr_{i}"] for i in range(count)]
+        generator = saved["torch"] if "torch" in saved.files else None
     states = _seed_states(model)
     if [value.shape for value in values] == [tuple(state.shape) for state in states]:
         for state, value in zip(states, values):
             state.assign(value)
+    return generator if keras.config.backend() == "torch" else None
 
 
 def keras_backend():

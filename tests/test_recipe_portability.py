@@ -67,7 +67,7 @@ def test_a_run_trains_averages_translates_and_scores_without_tensorflow(tmp_path
     run("evaluate", "--output", output)
     scores = json.load(open(os.path.join(output, "scores.json")))
     reference = sacrebleu.corpus_bleu(lines, [[target for _, target in pairs]]).score
-    assert scores["bleu"] == pytest.approx(reference, abs=1e-9)
+    assert scores["bleu"] == pytest.approx(reference, abs=0.005)  # scores.json: 2 decimals
 
 
 # `train` in a process that kills itself (SIGKILL) right after the backup
