@@ -9,6 +9,7 @@ import os
 import keras
 import numpy as np
 import pytest
+from keras_attention_recipes.translation import batches as batches_module
 from keras_attention_recipes.translation import shards
 from keras_attention_recipes.translation.batches import (
     ShardBatches,
@@ -311,3 +312,30 @@ def test_a_run_s_datasets_without_tensorflow(tmp_path):
             plan = [batch.tolist() for batch in rest.dataset.batches(1)]
             assert [batch.tolist() for batch in stream.dataset.batches(1)] == plan
             assert stream.dataset.num_batches == len(plan) - 2
+
+
+def test_an_epoch_with_draws_from_another_set_reads_each_chunk_once(shard_set, monkeypatch):
+    """Draws from another set (the dictionary's) come from anywhere in it,
+    mixed among the epoch's pairs: every chunk read is kept (within
+    `HELD_BYTES`), so an epoch reads each file once, where a cache of a
+    few chunks re-read them batch after batch; with a budget of one
+    chunk's bytes, the same batches, the files read again and again."""
+    folder, _ = shard_set
+    files = chunk_files(folder, read_meta(folder))
+    loaded = []
+    load = np.load
+    monkeypatch.setattr(
+        np,
+        "load",
+        lambda path, *a, **k: (loaded.append(path) if not k else None, load(path, *a, **k))[1],
+    )
+    made = batches_of(folder, extra=(files, 150))
+    epoch = [made[i] for i in range(made.num_batches)]
+    assert sorted(loaded) == sorted(files * 2)  # each file once, for each of the two sets
+    monkeypatch.setattr(batches_module, "HELD_BYTES", 1)
+    loaded.clear()
+    tight = batches_of(folder, extra=(files, 150))
+    again = [tight[i] for i in range(tight.num_batches)]
+    assert len(loaded) > 4 * len(files) and len(again) == len(epoch)
+    for ours, theirs in zip(epoch, again):
+        np.testing.assert_array_equal(ours[1], theirs[1])

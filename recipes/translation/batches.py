@@ -26,7 +26,11 @@ import numpy as np
 from keras_attention.tokenizers.characters import UNK
 
 from ..runs import UsageError
-from .shards import chunk_files, read_chunk, shard_folder, text_encoder, write_shards
+from .shards import chunk_files, shard_folder, text_encoder, write_shards
+
+# The chunks a `ShardBatches` keeps read (`_Pairs`): a million pairs' whole
+# set, or a few of a larger one's.
+HELD_BYTES = 256 * 2**20
 
 
 def bucket_boundaries(max_length, width=4):
@@ -361,10 +365,15 @@ def _shard_set(path, encoders, max_length, numbers, log):
 class _Pairs:
     """The pairs of a shard set's chunk files: `pair(i)`, `order(rng)`,
     `longer` (each pair's longer side's pieces, from the files' counts),
-    `len()`; the last `held` chunks read are kept."""
+    `len()`. The chunks read are kept, the least recently used let go
+    beyond `held_bytes` (a chunk's pieces and two offsets a pair: about
+    6 MB for 65,536 pairs): an epoch's order visits its chunks one after
+    another, but the dictionary's draws come from anywhere in their set,
+    and a set re-read for each batch stalled training."""
 
-    def __init__(self, files, held=4):
-        self.files, self.held, self._chunks = list(files), held, collections.OrderedDict()
+    def __init__(self, files, held_bytes=None):
+        self.files, self.held_bytes = list(files), held_bytes or HELD_BYTES
+        self._chunks, self._bytes = collections.OrderedDict(), 0
         counts, longer = [], []
         for path in self.files:
             values = np.load(path, mmap_mode="r")
@@ -392,10 +401,24 @@ class _Pairs:
     def pair(self, index):
         chunk = int(np.searchsorted(self.starts, index, side="right")) - 1
         if chunk not in self._chunks:
-            self._chunks[chunk] = read_chunk(self.files[chunk])
-            while len(self._chunks) > self.held:
-                self._chunks.popitem(last=False)
+            self._chunks[chunk] = _chunk_offsets(self.files[chunk])
+            self._bytes += sum(array.nbytes for array in self._chunks[chunk])
+            while self._bytes > self.held_bytes and len(self._chunks) > 1:
+                _, dropped = self._chunks.popitem(last=False)
+                self._bytes -= sum(array.nbytes for array in dropped)
         self._chunks.move_to_end(chunk)
-        source, target = self._chunks[chunk]
-        position = index - int(self.starts[chunk])
-        return source[position], target[position]
+        values, starts, ends = self._chunks[chunk]
+        count, position = len(starts) // 2, index - int(self.starts[chunk])
+        source, target = position, count + position
+        return values[starts[source] : ends[source]], values[starts[target] : ends[target]]
+
+
+def _chunk_offsets(path):
+    """`(values, starts, ends)` of a chunk file (`shards.read_chunk`'s
+    layout): its int32 values, and where each side of each pair lies in
+    them (every source, then every target)."""
+    values = np.load(path)
+    count = int(values[0])
+    lengths = values[1 : 1 + 2 * count].astype(np.int64)
+    ends = np.cumsum(lengths) + 1 + 2 * count
+    return values, ends - lengths, ends
