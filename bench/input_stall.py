@@ -96,32 +96,32 @@ def shard_stream(run, settings, batch_tokens, seed):
 
 
 def numpy_stream(run, batch_tokens, seed):
-    """`ShardBatches` of the first epoch of `run`'s newest shard set, its
-    `max_length` the set's own; `(batches, steps in the epoch, folder,
-    (source vocabulary size, target vocabulary size), max_length)`."""
-    import glob
-
+    """`ShardBatches` of the first epoch of `run`'s training split's shard
+    set (written if missing), with the run's tokenizers and number
+    protection; `(batches, steps in the epoch, folder, (source vocabulary
+    size, target vocabulary size), max_length)`."""
     from keras_attention_recipes.translation.batches import (
         ShardBatches,
         bucket_batch_sizes,
         bucket_boundaries,
     )
-    from keras_attention_recipes.translation.shards import chunk_files, read_meta
+    from keras_attention_recipes.translation.data import load_tokenizers
+    from keras_attention_recipes.translation.shards import chunk_files, read_meta, shard_folder
+    from keras_attention_recipes.translation.trained_run import number_protection
 
-    from keras_attention.tokenizers.pieces import read_model
-
-    found = [f for f in glob.glob(os.path.join(run, "data", "shards-*")) if read_meta(f)]
-    if not found:
-        raise SystemExit(f"{run}/data holds no shard set: start the run on TensorFlow first")
-    folder = max(found, key=os.path.getmtime)
+    with open(os.path.join(run, "config.json"), encoding="utf-8") as handle:
+        record = json.load(handle)
+    tokenizers = load_tokenizers(run)
+    train = os.path.join(run, "data", "train.tsv")
+    max_length = record["max_length"]
+    folder = shard_folder(train, tokenizers, max_length, number_protection(record))
     meta = read_meta(folder)
-    max_length = len(meta["lengths"]) - 2
+    if meta is None:
+        raise SystemExit(f"{folder} is not written: start the run first")
     boundaries = bucket_boundaries(max_length)
     sizes = bucket_batch_sizes(boundaries, 64, batch_tokens)
     batches = ShardBatches(chunk_files(folder, meta), boundaries, sizes, (0, 1, 0), seed=seed)
-    vocabularies = tuple(
-        len(read_model(os.path.join(run, f"{side}.spm"))[1]) for side in ("source", "target")
-    )
+    vocabularies = tuple(tokenizer.vocab_size for tokenizer in tokenizers)
     return batches, batches.steps, folder, vocabularies, max_length
 
 
