@@ -20,7 +20,7 @@ import pytest
 from keras_attention_recipes.translation.averaging import FOLDER
 from keras_attention_recipes.translation.settings import DING
 
-from tests.translation_helpers import ROOT, TINY, run, weight_arrays
+from tests.translation_helpers import KILLED_TRAIN, ROOT, TINY, run, weight_arrays
 
 pytestmark = [
     pytest.mark.skipif(
@@ -68,32 +68,6 @@ def test_a_run_trains_averages_translates_and_scores_without_tensorflow(tmp_path
     scores = json.load(open(os.path.join(output, "scores.json")))
     reference = sacrebleu.corpus_bleu(lines, [[target for _, target in pairs]]).score
     assert scores["bleu"] == pytest.approx(reference, abs=0.005)  # scores.json: 2 decimals
-
-
-# `train` in a process that kills itself (SIGKILL) right after the backup
-# written at step `KILL_AT` of its second epoch (`--save-every`).
-KILLED_TRAIN = """
-import os, signal, sys
-from keras_attention_recipes import runs, translate
-
-made = runs.resilient_backup
-KILL_AT = int(sys.argv[1])
-
-def resilient_backup(*args, **kwargs):
-    backup = made(*args, **kwargs)
-    step_end = backup.on_train_batch_end
-
-    def on_train_batch_end(batch, logs=None):
-        step_end(batch, logs)
-        if backup.epoch == 1 and backup.steps == KILL_AT:
-            os.kill(os.getpid(), signal.SIGKILL)
-
-    backup.on_train_batch_end = on_train_batch_end
-    return backup
-
-runs.resilient_backup = resilient_backup
-translate.main(sys.argv[2:])
-"""
 
 
 @pytest.mark.large(reason="a second process, killed, and two runs")

@@ -16,39 +16,13 @@ from keras_attention_recipes.translation import averaging
 from keras_attention_recipes.translation.batches import epoch_seed
 from keras_attention_recipes.translation.settings import DING
 
-from tests.translation_helpers import ROOT, TINY, run, weight_arrays
+from tests.translation_helpers import KILLED_TRAIN, ROOT, TINY, run, weight_arrays
 
 pytestmark = pytest.mark.skipif(
     not os.path.exists(DING), reason=f"{DING} missing: make test installs trans-de-en"
 )
 
 STEPS = [*TINY, "--family", "rnn", "--batch-size", "4", "--limit", "80", "--max-length", "48"]
-
-# `train` in a process that kills itself (SIGKILL, no clean-up of any
-# kind) at step `KILL_AT` of epoch 2, one step after the backup written at
-# step `KILL_AT - 1` (`--save-every` of the command line).
-KILLED_TRAIN = """
-import os, signal, sys
-from keras_attention_recipes import runs, translate
-
-made = runs.resilient_backup
-KILL_AT = int(sys.argv[1])
-
-def resilient_backup(*args, **kwargs):
-    backup = made(*args, **kwargs)
-    step_end = backup.on_train_batch_end
-
-    def on_train_batch_end(batch, logs=None):
-        step_end(batch, logs)
-        if backup.epoch == 1 and backup.steps == KILL_AT:
-            os.kill(os.getpid(), signal.SIGKILL)
-
-    backup.on_train_batch_end = on_train_batch_end
-    return backup
-
-runs.resilient_backup = resilient_backup
-translate.main(sys.argv[2:])
-"""
 
 
 def iterations(path):

@@ -314,3 +314,30 @@ def perturbed_copy(output, folder, seed):
     )
     model.save(os.path.join(folder, "model.keras"))
     return str(folder)
+
+
+# `train` in a process that kills itself (SIGKILL, no clean-up of any
+# kind) at step `KILL_AT` of epoch 2, one step after the backup written at
+# step `KILL_AT - 1` (`--save-every` of the command line).
+KILLED_TRAIN = """
+import os, signal, sys
+from keras_attention_recipes import runs, translate
+
+made = runs.resilient_backup
+KILL_AT = int(sys.argv[1])
+
+def resilient_backup(*args, **kwargs):
+    backup = made(*args, **kwargs)
+    step_end = backup.on_train_batch_end
+
+    def on_train_batch_end(batch, logs=None):
+        step_end(batch, logs)
+        if backup.epoch == 1 and backup.steps == KILL_AT:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    backup.on_train_batch_end = on_train_batch_end
+    return backup
+
+runs.resilient_backup = resilient_backup
+translate.main(sys.argv[2:])
+"""
