@@ -210,7 +210,7 @@ GPU_WHEELS := .gpu-wheels
 GPU_PYTHON ?= python3
 GPU_PYTHON_VERSION ?= 3.12
 GPU_SITE := $(CURDIR)/.gpu-site
-GPU_PACKAGES := keras keras-tuner kt-legacy namex optree
+GPU_PACKAGES := keras keras-tuner kt-legacy namex optree six
 gpu-check-prepare: $(STAMP) $(DING) $(JAX_DEPENDENCIES_STAMP)
 	$(PY) -m recipes.gpu_check --prepare --output $(GPU_CHECK)
 	$(PY) -m pip download --quiet --no-deps --only-binary=:all: --dest $(GPU_WHEELS) \
@@ -227,7 +227,7 @@ gpu-check:
 		if ! $(GPU_PYTHON) -c "import keras, keras_tuner" 2>/dev/null; then \
 			if [ -d $(GPU_WHEELS) ]; then \
 				$(GPU_PYTHON) -m pip install --quiet --no-index --no-deps --target $(GPU_SITE) $(GPU_WHEELS)/*.whl; \
-			else $(GPU_PYTHON) -m pip install --quiet --target $(GPU_SITE) keras keras-tuner; fi \
+			else $(GPU_PYTHON) -m pip install --quiet --no-deps --target $(GPU_SITE) $(GPU_PACKAGES); fi \
 		fi && \
 		PYTHONPATH=$(GPU_SITE):$(CURDIR) KERAS_BACKEND=jax $(GPU_PYTHON) -m recipes.gpu_check --output $(GPU_CHECK); \
 	fi

@@ -97,7 +97,7 @@ def shard_stream(run, settings, batch_tokens, seed):
 
 def numpy_stream(run, batch_tokens, seed):
     """`ShardBatches` of the first epoch of `run`'s training split's shard
-    set (written if missing), with the run's tokenizers and number
+    set (which a start of the run wrote), with the run's tokenizers and number
     protection; `(batches, steps in the epoch, folder, (source vocabulary
     size, target vocabulary size), max_length)`."""
     from keras_attention_recipes.translation.batches import (

@@ -20,14 +20,23 @@ import sys
 import time
 
 
-def gpu_count():
+def visible_gpus():
+    """The ids of the NVIDIA GPUs this process may use: those
+    `CUDA_VISIBLE_DEVICES` names when it is set ("" or -1: none), else
+    every one `nvidia-smi -L` lists. Whichever backend trains, so that
+    processes are given their share before any of them loads it."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        ids = [part.strip() for part in visible.split(",") if part.strip()]
+        return ids[: ids.index("-1")] if "-1" in ids else ids
     try:
         output = subprocess.run(
             ["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10
         ).stdout
     except (OSError, subprocess.SubprocessError):
-        return 0
-    return sum(1 for line in output.splitlines() if line.startswith("GPU "))
+        return []
+    listed = [line for line in output.splitlines() if line.startswith("GPU ")]
+    return [str(index) for index in range(len(listed))]
 
 
 def launch(workers, port, tune_args, log_dir, processes, command=None):
@@ -36,7 +45,7 @@ def launch(workers, port, tune_args, log_dir, processes, command=None):
     list; `keras-attention-translate tune` unless given) with `tune_args`."""
     command = command or [sys.executable, "-m", f"{__package__}.translate", "tune"]
     os.makedirs(log_dir, exist_ok=True)
-    gpus = gpu_count()
+    gpus = visible_gpus()
     for index, tuner_id in enumerate(["chief"] + [f"tuner{i}" for i in range(workers)]):
         env = dict(
             os.environ,
@@ -45,7 +54,7 @@ def launch(workers, port, tune_args, log_dir, processes, command=None):
             KERASTUNER_ORACLE_PORT=str(port),
         )
         if gpus and tuner_id != "chief":
-            env["CUDA_VISIBLE_DEVICES"] = str((index - 1) % gpus)
+            env["CUDA_VISIBLE_DEVICES"] = gpus[(index - 1) % len(gpus)]
         elif gpus:
             env["CUDA_VISIBLE_DEVICES"] = ""  # the chief only hands out trials
         log = open(os.path.join(log_dir, f"{tuner_id}.log"), "w")
@@ -77,15 +86,19 @@ def stop(processes):
     meanwhile is passed on (a second one stops them at once)."""
     workers = [process for tuner_id, process, _ in processes if tuner_id != "chief"]
     chief = [process for tuner_id, process, _ in processes if tuner_id == "chief"]
-    for group in (workers, chief):
-        signal.signal(signal.SIGINT, lambda *_, group=group: interrupt(group))
-        interrupt(group)
-        for process in group:
-            try:
-                process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                process.terminate()
-                process.wait()
+    before = signal.getsignal(signal.SIGINT)
+    try:
+        for group in (workers, chief):
+            signal.signal(signal.SIGINT, lambda *_, group=group: interrupt(group))
+            interrupt(group)
+            for process in group:
+                try:
+                    process.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    process.terminate()
+                    process.wait()
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 def interrupt(processes):
@@ -98,11 +111,14 @@ def supervise(processes, poll=0.5):
     """Wait for the chief and workers of `processes` to end; returns the
     ids of those that failed. A chief that fails (its data, or its
     oracle) ends the search: the workers, which would wait for it, are
-    stopped (`stop`) and counted with it."""
+    stopped (`stop`) and counted with it; so are workers that have all
+    ended, one or more failed, while the chief still waits for them."""
     failed = []
     chief = next(process for tuner_id, process, _ in processes if tuner_id == "chief")
+    workers = [process for tuner_id, process, _ in processes if tuner_id != "chief"]
     while any(process.poll() is None for _, process, _ in processes):
-        if chief.poll() not in (None, 0):
+        ended = all(process.poll() is not None for process in workers)
+        if chief.poll() not in (None, 0) or (ended and any(p.returncode for p in workers)):
             stop(processes)
             break
         time.sleep(poll)

@@ -28,56 +28,74 @@ exits 0. Never part of `make test`.
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
 
-from .distributed_tuning import gpu_count
-from .translation.command_settings import COMMAND_DEFAULTS
+# A GPU's whole memory is not JAX's to take at its first use: the check's
+# own process lists the devices and counts pieces, its steps are processes
+# of their own, and the tuner's chief and worker share a GPU.
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
+from . import runs  # noqa: E402 (after the environment JAX reads)
+from .distributed_tuning import visible_gpus  # noqa: E402
+from .translation.command_settings import COMMAND_DEFAULTS  # noqa: E402
+from .translation.config import TranslationConfig  # noqa: E402
+from .translation.corpus import CorpusError  # noqa: E402
+from .translation.data import load_tokenizers, numbers_to_protect  # noqa: E402
+from .translation.inputs import datasets  # noqa: E402
+from .translation.splits import SPLITS  # noqa: E402
+from .translation.training import prepared_run, train_settings  # noqa: E402
 
 # The tuner's trials: small, as the check is of the machinery, not the sizes.
 SMALL_SEARCH = {"embed_dim": [64], "hidden_dim": [128], "num_layers": [1, 2], "num_heads": [4]}
 TRIALS = 2
 
 
-def demo_flags():
-    """The demo's model and data settings as `train` flags (not its run
-    folder, time budget or epochs, which the check sets)."""
-    skip = {"output", "time_budget", "epochs", "samples", "alpha"}
-    flags = []
-    for name, value in COMMAND_DEFAULTS["demo"].items():
-        if name not in skip:
-            flags += [f"--{name.replace('_', '-')}", str(value)]
-    return flags
-
-
-def check_commands(output, minutes, gpus, extra=None):
-    """The `keras-attention-translate` arguments of each step, by command;
-    `extra`: more flags by command (a smaller run, for the tests). The
-    search reads the run's splits as its corpus (`corpus_of_splits`), which
-    it splits as the run did (by each source's hash)."""
+def check_settings(output, minutes, gpus, extra=None):
+    """The settings of each step's command, by command: the demo's model
+    and data (`COMMAND_DEFAULTS["demo"]`: its family and preset) trained
+    with mixed bfloat16 on a time budget, scored, and searched around;
+    `extra`: more settings by command (a smaller run, for the tests). The
+    search reads the run's splits as its corpus (`corpus_of_splits`),
+    which it splits as the run did (by each source's hash)."""
     extra = extra or {}
     run = os.path.join(output, "train")
-    train = ["train", "--output", run, *demo_flags(), "--mixed-precision", "bfloat16"]
-    train += ["--epochs", "200", "--time-budget", str(minutes), "--verbose", "2"]
-    tune = ["tune", "--output", os.path.join(output, "tune"), "--algorithm", "random"]
-    tune += ["--trials", str(max(gpus, TRIALS)), "--epochs", "1", "--families", "convs2s"]
-    tune += ["--corpus", os.path.join(output, "corpus.tsv"), "--dictionary", "0"]
-    commands = {"train": train, "evaluate": ["evaluate", "--output", run], "tune": tune}
-    return {name: [*argv, *extra.get(name, ())] for name, argv in commands.items()}
+    demo = {key: COMMAND_DEFAULTS["demo"][key] for key in ("family", "preset")}
+    settings = {
+        "train": {"output": run, **demo, "mixed_precision": "bfloat16", "epochs": 200}
+        | {"time_budget": minutes, "verbose": 2},
+        "evaluate": {"output": run},
+        "tune": {"output": os.path.join(output, "tune"), "algorithm": "random"}
+        | {"trials": max(gpus, TRIALS), "epochs": 1, "families": ["convs2s"]}
+        | {"corpus": os.path.join(output, "corpus.tsv"), "dictionary": 0.0},
+    }
+    return {name: {**values, **extra.get(name, {})} for name, values in settings.items()}
+
+
+def command_line(command, settings):
+    """`keras-attention-translate` arguments of `command` with `settings`."""
+    argv = [command]
+    for name, value in settings.items():
+        argv += [runs.flag(name), *map(str, value if isinstance(value, list) else [value])]
+    return argv
 
 
 def prepare(output, minutes, extra=None, log=print):
-    """Here, where the corpus is: the check's run folder with its data
-    split and vocabularies, its settings claimed (`run.json`), so that
-    `train` on the GPU machine reads no corpus."""
-    from .translate import check, parser
-    from .translation.training import prepared_run, train_settings
-
-    config = check(parser().parse_args(check_commands(output, minutes, 1, extra)["train"]))
-    settings, _ = train_settings(config)
-    prepared_run(config, settings, True, log)
+    """Here, where the corpus is: the check's run with its data split and
+    vocabularies, its settings claimed (`run.json`), in `<output>/prepared`,
+    so that `train` on the GPU machine reads no corpus (each check trains a
+    copy of it)."""
+    settings = check_settings(output, minutes, 1, extra)["train"]
+    config = config_of({**settings, "output": os.path.join(output, "prepared")})
+    prepared_run(config, train_settings(config)[0], True, log)
     log(f"gpu-check: prepared {config.output}; carry it and the wheels to the GPU machine")
+
+
+def config_of(settings):
+    """The validated `TranslationConfig` of `train` with `settings`."""
+    return TranslationConfig.for_command("train", **settings).validate()
 
 
 def step(name, command, env=None):
@@ -107,18 +125,11 @@ def corpus_of_splits(output):
                 corpus.writelines(handle)
 
 
-def epoch_target_pieces(train_argv):
+def epoch_target_pieces(settings):
     """The target pieces (padding left out) of one epoch of the run that
-    `train_argv` trains: its first epoch's batches, dictionary draws
-    included, as training reads them."""
-    import keras
-
-    from .translate import check, parser
-    from .translation.data import load_tokenizers, numbers_to_protect
-    from .translation.inputs import datasets
-    from .translation.splits import SPLITS
-
-    config = check(parser().parse_args(train_argv))
+    `train` with `settings` trains: its first epoch's batches, dictionary
+    draws included, as training reads them."""
+    config = config_of(settings)
     data = os.path.join(config.output, "data")
     paths = {split: os.path.join(data, f"{split}.tsv") for split in (*SPLITS, "dictionary")}
     quiet = lambda line: None  # noqa: E731
@@ -135,34 +146,43 @@ def epoch_target_pieces(train_argv):
         epochs=(0, 1, 0),
     )
     batches = (stream.dataset[i] for i in range(stream.steps))
-    return sum(int(keras.ops.sum(target > 0)) for _, target in batches)
+    return sum(int((target > 0).sum()) for _, target in batches)
 
 
 def check_gpus(output, minutes, gpus, extra=None):
-    """The check's three steps on this machine (see the module docstring);
+    """The check's three steps on this machine (see the module docstring),
+    on a fresh copy of the prepared run (a check run again starts over);
     returns the record it prints and writes to `<output>/gpu_check.json`."""
-    commands = check_commands(output, minutes, gpus, extra)
+    settings = check_settings(output, minutes, gpus, extra)
     translate = [sys.executable, "-m", f"{__package__}.translate"]
     run = os.path.join(output, "train")
+    for done in (run, os.path.join(output, "tune"), os.path.join(output, "tune-logs")):
+        shutil.rmtree(done, ignore_errors=True)
+    shutil.copytree(os.path.join(output, "prepared"), run)
     seconds = {
-        "train": step(f"train (the demo's model, {minutes:g} min)", translate + commands["train"])
+        "train": step(
+            f"train (the demo's model, {minutes:g} min)",
+            translate + command_line("train", settings["train"]),
+        )
     }
     record = json.load(open(os.path.join(run, "config.json")))
     budget = record.get("time_budget") or {}
     seconds["evaluate"] = step(
-        "evaluate (Ding test split, beam 4)", translate + commands["evaluate"]
+        "evaluate (Ding test split, beam 4)",
+        translate + command_line("evaluate", settings["evaluate"]),
     )
     scores = json.load(open(os.path.join(run, "scores.json")))
-    workers, trials = max(gpus, 1), max(gpus, TRIALS)
+    workers, trials = max(gpus, 1), settings["tune"]["trials"]
     corpus_of_splits(output)
+    tune = command_line("tune", settings["tune"])[1:]  # the launcher runs `tune`
     seconds["tune"] = step(
         f"tune ({trials} trials of 1 epoch, KerasTuner, {workers} worker(s))",
         [sys.executable, "-m", f"{__package__}.distributed_tuning", "--workers", str(workers)]
-        + ["--logs", os.path.join(output, "tune-logs"), "--", *commands["tune"][1:]],
+        + ["--logs", os.path.join(output, "tune-logs"), "--", *tune],
         env={"KERAS_ATTENTION_SEARCH_SPACE": json.dumps(SMALL_SEARCH)},
     )
     epochs = budget["steps"] / budget["epoch_steps"] if budget else record["epochs"]
-    pieces = epoch_target_pieces(commands["train"]) * epochs
+    pieces = epoch_target_pieces(settings["train"]) * epochs
     found = {
         "gpus": gpus,
         "backend": record.get("backend"),
@@ -202,10 +222,12 @@ def main(argv=None):
         "--prepare", action="store_true", help="write the run's data here (with the corpus)"
     )
     args = parser.parse_args(argv)
+    errors = (runs.UsageError, CorpusError, ValueError, OSError)
     if args.prepare:
-        prepare(args.output, args.minutes)
+        with runs.command_errors(lambda: "interrupted: run it again", errors):
+            prepare(args.output, args.minutes)
         return 0
-    gpus = gpu_count()
+    gpus = len(visible_gpus())
     if not gpus:
         print("gpu-check: no NVIDIA GPU on this machine (nvidia-smi lists none); nothing to check")
         return 0
@@ -218,12 +240,13 @@ def main(argv=None):
             "error: JAX sees no GPU: run with KERAS_BACKEND=jax in a Python whose JAX has CUDA "
             "(pip install 'jax[cuda13]')"
         )
-    if not os.path.exists(os.path.join(args.output, "train", "run.json")):
+    if not os.path.exists(os.path.join(args.output, "prepared", "run.json")):
         sys.exit(
-            f"error: {args.output}/train holds no prepared run: make gpu-check-prepare on a "
+            f"error: {args.output}/prepared holds no prepared run: make gpu-check-prepare on a "
             "machine with the Ding corpus, and carry the folder here"
         )
-    check_gpus(args.output, args.minutes, gpus)
+    with runs.command_errors(lambda: "interrupted: run the check again", errors):
+        check_gpus(args.output, args.minutes, gpus)
     return 0
 
 

@@ -290,7 +290,11 @@ def resilient_backup(
             self.save_every, self.position, self.saved = save_every, tuple(position), []
             self.restored, self.epoch, self.steps, self.unsaved = False, 0, 0, 0
             self.random_path = os.path.join(directory, "random.npz")
-            self.generator = None  # PyTorch's global generator, set at the first step
+            self.torch_seed = None  # on PyTorch, the seed of every step's (`_seed_torch`)
+            if keras.config.backend() == "torch":
+                import torch
+
+                self.torch_seed = torch.initial_seed()  # `keras.utils.set_random_seed`'s
 
         @property
         def weights_path(self):
@@ -347,9 +351,7 @@ def resilient_backup(
 
             def load(path):  # the weights, from `path`, then the random state
                 _load_backup_file(weights, lambda: _load_weights(self.model, path))
-                self.generator = _load_backup_file(
-                    random, lambda: load_random_state(self.model, random)
-                )
+                _load_backup_file(random, lambda: load_random_state(self.model, random))
 
             if not suffix:
                 load(weights)
@@ -377,11 +379,8 @@ def resilient_backup(
             self.steps = self.position[1] if epoch == self.position[0] else 0
 
         def on_train_batch_begin(self, batch, logs=None):
-            if self.generator is not None:
-                import torch
-
-                torch.set_rng_state(torch.from_numpy(self.generator))
-                self.generator = None
+            if self.torch_seed is not None:
+                _seed_torch(self.torch_seed, self.epoch, self.steps)
 
         def on_train_batch_end(self, batch, logs=None):
             self.steps += 1
@@ -410,6 +409,17 @@ def resilient_backup(
                 saved(epoch, steps)
 
     return ResilientBackup()
+
+
+def _seed_torch(seed, epoch, steps):
+    """Seed PyTorch's global generator for step `steps` (done before it in
+    its epoch) of `epoch`: a layer without a seed draws its dropout from
+    it, and Keras's data loaders draw from it as they start (a resumed run
+    starts more of them), so each step draws what its place gives."""
+    import numpy as np
+    import torch
+
+    torch.manual_seed(int(np.random.SeedSequence([seed, epoch, steps]).generate_state(1)[0]))
 
 
 class _Damaged(Exception):
@@ -456,42 +466,28 @@ def _seed_states(model):
 
 
 def save_random_state(model, path):
-    """Write the model's random state (`_seed_states`) to `path` (`.npz`);
-    on PyTorch also its global generator's, which a layer without a seed
-    draws its dropout from."""
+    """Write the model's random state (`_seed_states`) to `path` (`.npz`)."""
     import keras
     import numpy as np
 
-    extra = {}
-    if keras.config.backend() == "torch":
-        import torch
-
-        extra["torch"] = torch.get_rng_state().numpy()
     with open(path, "wb") as handle:
-        np.savez(handle, *[keras.ops.convert_to_numpy(v) for v in _seed_states(model)], **extra)
+        np.savez(handle, *[keras.ops.convert_to_numpy(v) for v in _seed_states(model)])
 
 
 def load_random_state(model, path):
     """Give the model the random state saved in `path`, when there is one
     of the model's shapes: a resumed run draws what the uninterrupted run
-    would have (dropout's masks). Returns the PyTorch global generator's
-    state saved with it (None elsewhere), for the caller to set just
-    before the next training step: `fit` draws from that generator as it
-    starts (its data loader's seed), which the uninterrupted run did not."""
-    import keras
+    would have (dropout's masks)."""
     import numpy as np
 
     if not os.path.exists(path):
-        return None
+        return
     with np.load(path) as saved:
-        count = sum(name.startswith("arr_") for name in saved.files)
-        values = [saved[f"arr_{i}"] for i in range(count)]
-        generator = saved["torch"] if "torch" in saved.files else None
+        values = [saved[f"arr_{i}"] for i in range(len(saved.files))]
     states = _seed_states(model)
     if [value.shape for value in values] == [tuple(state.shape) for state in states]:
         for state, value in zip(states, values):
             state.assign(value)
-    return generator if keras.config.backend() == "torch" else None
 
 
 def keras_backend():

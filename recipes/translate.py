@@ -254,6 +254,7 @@ NEEDS = {"tensorflow": "TensorFlow", "tensorflow_text": "TensorFlow Text"}
 COMMAND_NEEDS = {"tune": {"keras_tuner": "KerasTuner"}}
 PIECES = {"sentencepiece": "SentencePiece"}
 SCORES = {**PIECES, "sacrebleu": "sacrebleu"}  # BLEU and chrF
+SAVED_MODELS = ("export", "convert", "demo")  # keras_attention.serving's, on TensorFlow
 WITHOUT_TENSORFLOW = {
     "translate": PIECES,
     "average": PIECES,
@@ -285,6 +286,14 @@ def main(argv=None):
             "pip install 'keras_attention[recipes]' (without TensorFlow: "
             "'keras_attention[recipes-jax]' trains, tunes, translates and evaluates; "
             "export, convert and the demo need TensorFlow)",
+            file=sys.stderr,
+        )
+        sys.exit(2)
+    if args.command in SAVED_MODELS and keras_backend() != "tensorflow":
+        print(
+            f"error: {args.command} runs with Keras on TensorFlow (keras_attention.serving); "
+            f"Keras runs on {keras_backend()} here: set KERAS_BACKEND=tensorflow (a run "
+            "trained on any backend works)",
             file=sys.stderr,
         )
         sys.exit(2)

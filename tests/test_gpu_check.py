@@ -9,25 +9,26 @@ from keras_attention_recipes.translation.config import TranslationConfig
 
 
 def test_without_a_gpu_it_says_so_in_one_line(monkeypatch, capsys):
-    monkeypatch.setattr(gpu_check, "gpu_count", lambda: 0)
+    monkeypatch.setattr(gpu_check, "visible_gpus", lambda: [])
     assert gpu_check.main([]) == 0
     out = capsys.readouterr().out
     assert out.count("\n") == 1 and out.startswith("gpu-check: no NVIDIA GPU on this machine")
 
 
 def test_every_command_it_runs_parses_and_passes_the_checks():
-    commands = gpu_check.check_commands("runs/gpu-check", 5.0, gpus=3)
-    for name, argv in commands.items():
-        assert argv[0] == name
-        translate.check(translate.parser().parse_args(argv))
-    assert commands["tune"][commands["tune"].index("--trials") + 1] == "3"  # a trial per GPU
-    tune = gpu_check.check_commands("x", 5.0, gpus=1)["tune"]
-    assert tune[tune.index("--trials") + 1] == "2"  # two trials at least
+    settings = gpu_check.check_settings("runs/gpu-check", 5.0, gpus=3)
+    for name, values in settings.items():
+        argv = gpu_check.command_line(name, values)
+        config = translate.check(translate.parser().parse_args(argv))
+        for setting, value in values.items():  # the command line says what the check meant
+            assert getattr(config, setting) == value, (name, setting)
+    assert settings["tune"]["trials"] == 3  # a trial per GPU
+    assert gpu_check.check_settings("x", 5.0, gpus=1)["tune"]["trials"] == 2  # two at least
 
 
-def test_its_training_flags_are_the_demo_s_model():
-    argv = gpu_check.check_commands("x", 5.0, gpus=1)["train"]
-    config = translate.check(translate.parser().parse_args(argv))
+def test_its_training_settings_are_the_demo_s_model():
+    settings = gpu_check.check_settings("x", 5.0, gpus=1)["train"]
+    config = gpu_check.config_of(settings)
     demo = TranslationConfig.for_command("demo")
     for name in ("family", "preset", "hidden_dim", "vocab_size", "batch_tokens", "warmup"):
         assert getattr(config, name) == getattr(demo, name), name

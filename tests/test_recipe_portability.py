@@ -36,8 +36,9 @@ SMALL = [*TINY, "--family", "transformer"]
 def test_a_run_trains_averages_translates_and_scores_without_tensorflow(tmp_path):
     """`train --average-last 2` on this backend: the run records it, its
     model is the mean of the two epochs' checkpoints (read back from their
-    files), `average --last 2` makes the same model again, and `evaluate`'s
-    BLEU is sacrebleu's of `translate`'s lines for the test split."""
+    files), `average --last 2` averages them again to the same validation
+    loss, and `evaluate`'s BLEU is sacrebleu's of `translate`'s lines for
+    the test split."""
     import sacrebleu
 
     output = str(tmp_path / "run")
@@ -76,7 +77,8 @@ def test_a_run_killed_mid_epoch_resumes_to_the_uninterrupted_runs_weights(tmp_pa
     the backup's step and ends with the uninterrupted run's weights (each
     epoch's batches, dropout and word dropout drawn as they were)."""
     whole, killed = tmp_path / "whole", tmp_path / "killed"
-    flags = [*SMALL, "--batch-size", "4", "--epochs", "2", "--dropout", "0.2"]
+    # a third epoch: the resumed run's second `fit` (the epochs after the one resumed)
+    flags = [*SMALL, "--batch-size", "4", "--epochs", "3", "--dropout", "0.2"]
     flags += ["--word-dropout", "0.1", "--save-every", "2"]
     run("train", "--output", str(whole), *flags)
     process = subprocess.run(
@@ -88,7 +90,7 @@ def test_a_run_killed_mid_epoch_resumes_to_the_uninterrupted_runs_weights(tmp_pa
     )
     assert process.returncode == -signal.SIGKILL, process.stderr[-2000:]
     log = run("train", "--output", str(killed), *flags)
-    assert "resuming an interrupted run at step 2 of its epoch 2 of 2" in log
+    assert "resuming an interrupted run at step 2 of its epoch 2 of 3" in log
     ours = weight_arrays(killed / "final.weights.h5")
     for name, value in weight_arrays(whole / "final.weights.h5").items():
         np.testing.assert_allclose(ours[name], value, rtol=1e-5, atol=1e-6)
@@ -126,7 +128,8 @@ def test_two_devices_train_the_model_one_device_trains(tmp_path):
     up with empty pairs to an even count, and the run ends with the
     weights of the same run on one device."""
     one, two = tmp_path / "one", tmp_path / "two"
-    flags = [*SMALL, "--epochs", "2", "--dropout", "0"]
+    # batches sized in pieces: buckets of odd sizes (25, 16, 12, ... pairs) and their remainders
+    flags = [*SMALL, "--epochs", "2", "--dropout", "0", "--batch-tokens", "175"]
     run("train", "--output", str(one), *flags)
     env = dict(os.environ)
     env["XLA_FLAGS"] = env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2"
@@ -139,7 +142,8 @@ def test_two_devices_train_the_model_one_device_trains(tmp_path):
     assert "on 2 replica(s)" in done.stdout
     ours = weight_arrays(two / "final.weights.h5")
     for name, value in weight_arrays(one / "final.weights.h5").items():
-        np.testing.assert_allclose(ours[name], value, rtol=1e-4, atol=1e-6)
+        # the sums of a batch split in two differ in their last bits
+        np.testing.assert_allclose(ours[name], value, rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.large(reason="make gpu-check's steps on the CPU: a run, its scores, a search")
@@ -154,11 +158,11 @@ def test_the_gpu_check_prepares_here_and_trains_scores_and_tunes_there(tmp_path,
         "KERAS_ATTENTION_SEARCH_SPACE",
         json.dumps({"embed_dim": [16], "hidden_dim": [32], "num_layers": [1], "num_heads": [2]}),
     )
-    small = ["--preset", "none", "--limit", "1000", "--vocab-size", "400", "--max-length", "24"]
-    extra = {"train": [*small, "--hidden-dim", "32", "--num-layers", "1"], "tune": small}
+    small = {"preset": "none", "limit": 1000, "vocab_size": 400, "max_length": 24}
+    extra = {"train": {**small, "hidden_dim": 32, "num_layers": 1}, "tune": small}
     output = str(tmp_path / "check")
     gpu_check.prepare(output, 0.2, extra, log=lambda line: None)
-    assert sorted(os.listdir(os.path.join(output, "train"))) == [
+    assert sorted(os.listdir(os.path.join(output, "prepared"))) == [
         "data", "run.json", "source.spm", "target.spm",
     ]  # fmt: skip
     found = gpu_check.check_gpus(output, 0.2, 0, extra)
@@ -169,3 +173,5 @@ def test_the_gpu_check_prepares_here_and_trains_scores_and_tunes_there(tmp_path,
     assert found["epochs"] > 0 and found["target_pieces_per_second"] > 0
     trials = os.path.join(output, "tune", "tuning", "translate")
     assert len([name for name in os.listdir(trials) if name.startswith("trial_")]) == 2
+    again = gpu_check.check_gpus(output, 0.2, 0, extra)  # a second check starts over
+    assert again["epochs"] > 0 and os.path.exists(os.path.join(output, "prepared", "run.json"))

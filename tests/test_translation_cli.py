@@ -742,3 +742,21 @@ def test_a_teacher_named_twice_in_distill_from_is_refused(trained, tmp_path, cap
         "count its model twice; name each run once\n"
     ), err
     assert not student.exists()
+
+
+def test_a_saved_model_is_made_with_keras_on_tensorflow(tmp_path, monkeypatch, capsys):
+    """`export`, `convert` and the demo run `keras_attention.serving` (a
+    SavedModel, CTranslate2's converter): with Keras set to another
+    backend, one line says to set TensorFlow's, before anything is read or
+    written."""
+    monkeypatch.setenv("KERAS_BACKEND", "jax")
+    for command, flags in (("export", []), ("convert", ["--to", "ctranslate2", "--dir", "x"])):
+        output = tmp_path / command
+        with pytest.raises(SystemExit) as stopped:
+            translate.main([command, "--output", str(output), *flags])
+        err = capsys.readouterr().err
+        assert stopped.value.code == 2 and err == (
+            f"error: {command} runs with Keras on TensorFlow (keras_attention.serving); Keras "
+            "runs on jax here: set KERAS_BACKEND=tensorflow (a run trained on any backend works)\n"
+        )
+        assert not output.exists()

@@ -353,6 +353,14 @@ def test_a_chief_that_fails_ends_the_distributed_search_with_its_workers(tmp_pat
     began = time.perf_counter()
     assert distributed_tuning.supervise(processes, poll=0.1) == ["chief", "tuner0"]
     assert time.perf_counter() - began < 30
+    # workers that all failed: the chief, which waits for them, is stopped too
+    processes = [
+        started("chief", "import time; time.sleep(120)"),
+        started("tuner0", "import sys; sys.exit(3)"),
+    ]
+    began = time.perf_counter()
+    assert distributed_tuning.supervise(processes, poll=0.1) == ["chief", "tuner0"]
+    assert time.perf_counter() - began < 30
 
 
 @pytest.mark.large

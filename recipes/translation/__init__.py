@@ -5,9 +5,14 @@ each importing only those listed before it.
   declared once with its tables (its flag, help, commands, bounds and
   choices), `TranslationConfig` with the one checker and the checks that
   span settings;
-- `cluster`: the `TF_CONFIG` cluster, read and checked in one place;
-- `corpus`, `splits`, `pipeline`, `data`: corpora, the split, the `tf.data`
-  pipelines, vocabularies and number protection;
+- `cluster`, `replicas`: the `TF_CONFIG` cluster, read and checked in one
+  place; the replicas `train` fits on (`tf.distribute`, or Keras's
+  distribution on JAX);
+- `corpus`, `splits`, `shards`, `batches`, `pipeline`, `inputs`, `data`:
+  corpora, the split, the shards and their batches on any backend
+  (`ShardBatches`), the `tf.data` pipelines, a run's batches from either,
+  vocabularies and number protection;
+- `text_translator`: translations with the tokenizers' Python twins;
 - `text_io`, `scores`: sentences in and out of files and pipes; BLEU and chrF;
 - `trained_run`: `TrainedRun`, a trained run (alone or as an ensemble)
   opened once, its decoding settings settled in one place, and what it

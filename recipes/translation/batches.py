@@ -107,8 +107,8 @@ class ShardBatches(keras.utils.PyDataset):
     shuffle=False)`: each epoch's order is this object's own.
 
     Args:
-        files: a shard set's chunk files (`shards.chunk_files`); a few
-            chunks are held at a time.
+        files: a shard set's chunk files (`shards.chunk_files`); the
+            chunks read are held, up to `HELD_BYTES`.
         boundaries, sizes: the buckets (`bucket_boundaries`,
             `bucket_batch_sizes`).
         epochs: `(first, last, skip)`.
@@ -191,9 +191,15 @@ class ShardBatches(keras.utils.PyDataset):
         indices = self.batches(epoch)[step]
         source, target = self._padded(indices)
         inputs = (source, target[:, :-1])
-        if self.word_dropout > 0:
-            rng = np.random.default_rng([epoch_seed(self.seed, epoch), step, 2])
-            inputs = tuple(self._dropped(ids, rng) for ids in inputs)
+        if (
+            self.word_dropout > 0
+        ):  # a generator a side: the draws of real rows, whatever the padding
+            inputs = tuple(
+                self._dropped(
+                    ids, np.random.default_rng([epoch_seed(self.seed, epoch), step, 2, side])
+                )
+                for side, ids in enumerate(inputs)
+            )
         return inputs, target[:, 1:]
 
     def batches(self, epoch):
@@ -282,8 +288,10 @@ def shard_datasets(
     per training pair each epoch (the pipeline draws lines, and leaves out
     those that do not fit); each split's pairs are
     counted, reported, and an empty split stops the run with a message.
-    Every batch is `full` (one shape a bucket), and holds a multiple of
-    `replicas` rows (`ShardBatches`)."""
+    The training batches are `full` (one shape a bucket: the loss is a mean
+    over a batch's tokens, which empty pairs do not change); the validation
+    batches are not, since Keras's mean of their losses weighs each by its
+    rows. Every batch holds a multiple of `replicas` rows (`ShardBatches`)."""
     boundaries = bucket_boundaries(max_length)
     sizes = bucket_batch_sizes(boundaries, batch_size, batch_tokens)
     encoders = (source_encoder, target_encoder)
@@ -297,15 +305,7 @@ def shard_datasets(
         if split == "train":
             report_split(split, pairs[split], lines, max_length, log)
     valid, kept, total = split_batches(
-        paths["valid"],
-        *encoders,
-        max_length,
-        batch_size,
-        log,
-        batch_tokens,
-        numbers,
-        replicas,
-        True,
+        paths["valid"], *encoders, max_length, batch_size, log, batch_tokens, numbers, replicas
     )
     report_split("valid", kept, total, max_length, log)
     extra = None

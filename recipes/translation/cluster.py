@@ -19,7 +19,7 @@ import subprocess
 import sys
 from typing import NamedTuple
 
-from ..distributed_tuning import gpu_count
+from ..distributed_tuning import visible_gpus
 from ..runs import UsageError
 
 ENVIRONMENT = "TF_CONFIG"
@@ -204,10 +204,11 @@ def placements(members):
     """`(cores, gpus)`: the CPU cores (None: all of them) and the GPUs (None:
     none) of each of `members` local processes (`train --members`,
     `--workers`), shared out among them (`shares`). The GPUs are those
-    `nvidia-smi` lists, whichever backend trains."""
+    this process may use (`distributed_tuning.visible_gpus`), whichever
+    backend trains."""
     cores = [None] * members
     if hasattr(os, "sched_getaffinity"):
         cores = shares(sorted(os.sched_getaffinity(0)), members, wrap=True)
-    count = gpu_count()
-    gpus = shares(range(count), members) if count else [None] * members
+    visible = visible_gpus()
+    gpus = shares(visible, members) if visible else [None] * members
     return cores, gpus

@@ -22,13 +22,16 @@ VOCABULARY_THREADS = 16
 
 
 def graph_tokenizers():
-    """Whether TensorFlow and TensorFlow Text are installed: a run then
-    tokenises and protects numbers in the graph (`tf.data`, the exports),
-    else with their Python twins (`SentencePieceEncoder`, `NumberRules`),
-    which give the same ids and texts."""
+    """Whether Keras runs on TensorFlow (`runs.keras_backend`) and
+    TensorFlow Text is installed: a run then tokenises and protects
+    numbers in the graph (`tf.data`, the exports), else with their Python
+    twins (`SentencePieceEncoder`, `NumberRules`), which give the same ids
+    and texts (on JAX or PyTorch, whether or not TensorFlow is there too)."""
     import importlib.util
 
-    return all(importlib.util.find_spec(name) for name in ("tensorflow", "tensorflow_text"))
+    return runs.keras_backend() == "tensorflow" and all(
+        importlib.util.find_spec(name) for name in ("tensorflow", "tensorflow_text")
+    )
 
 
 def number_rules():

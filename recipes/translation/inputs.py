@@ -63,7 +63,7 @@ def datasets(
             dictionary=dictionary,
             numbers=numbers,
             word_dropout=word_dropout,
-            epochs=epochs,
+            epochs=epochs or (0, 1, 0),
             replicas=replicas,
         )
     made = []
@@ -102,15 +102,8 @@ def validation_batches(path, tokenizers, max_length, batch_size, batch_tokens=No
     as training validates (`pipeline.make_dataset`, or without TensorFlow
     `batches.split_batches`), and its pairs that fit and all of them."""
     if isinstance(tokenizers[0], SentencePieceEncoder):
-        return split_batches(  # `full`, as training validates: Keras weighs a batch by its rows
-            path,
-            *tokenizers,
-            max_length,
-            batch_size,
-            lambda line: None,
-            batch_tokens,
-            numbers,
-            full=True,
+        return split_batches(
+            path, *tokenizers, max_length, batch_size, lambda line: None, batch_tokens, numbers
         )
     return make_dataset(
         path, *tokenizers, max_length, batch_size, batch_tokens=batch_tokens, numbers=numbers

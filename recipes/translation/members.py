@@ -70,6 +70,8 @@ def _train_member(config, number, cores, gpus):
         os.sched_setaffinity(0, cores)  # before TensorFlow sizes its thread pools
     if gpus is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(str(gpu) for gpu in gpus)
+    # members that share a GPU: JAX takes memory as it needs it, not 75% at once
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     prefix = f"[member {number}] "
     sys.stdout = Prefixed(sys.stdout, prefix)  # Keras's epoch lines too
     sys.stderr = Prefixed(sys.stderr, prefix)

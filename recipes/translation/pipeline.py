@@ -1,7 +1,7 @@
 """The `tf.data` pipelines of a run's split files, tokenised in the graph:
 `((source, target_in), target_out)` batches bucketed by length
 (`make_dataset`), from the split's text or its shards (`training_shards`);
-`data.datasets` makes a run's training and validation data of them.
+`inputs.datasets` makes a run's training and validation data of them.
 
 TensorFlow is imported when a pipeline is made; the command line, which
 does not import this module, is parsed before it loads. The length buckets

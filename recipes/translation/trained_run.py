@@ -139,10 +139,9 @@ class TrainedRun:
         """The `Translator` of the run with `search` (None: `self.search`),
         made once per search and batch size (`translator_for`); without
         TensorFlow (`data.graph_tokenizers`), its twin `TextTranslator`,
-        which translates alike (one model, no unknown-word replacement)."""
+        which translates alike (no unknown-word replacement)."""
         search = self.search if search is None else search
-        if not graph_tokenizers():
-            self._needs_the_graph("a search that replaces unknown pieces", search.replace_unknown)
+        self._needs_the_graph("a search that replaces unknown pieces", search.replace_unknown)
         return translator_for(
             self.model, *self.tokenizers, self.max_length, search, batch_size, self.numbers
         )

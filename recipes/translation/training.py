@@ -24,7 +24,7 @@ from .callbacks import best_weights, training_callbacks
 from .cluster import WAIT_ENVIRONMENT, cluster_task, given, worker_wait_seconds
 from .config import model_settings, recorded_defaults, upgrade
 from .corpus import check_file, check_text_file
-from .data import load_tokenizers, numbers_to_protect, vocabulary_paths
+from .data import graph_tokenizers, load_tokenizers, numbers_to_protect, vocabulary_paths
 from .distillation import adopt_teacher_data, check_teachers, distilled_split
 from .inputs import datasets
 from .model import build_model
@@ -155,6 +155,12 @@ def check_inputs(config):
             "--time-budget trains in one process: the workers of a TF_CONFIG cluster could "
             "each read the clock differently and stop at different steps; give --epochs instead"
         )
+    if config.subword_sampling and not graph_tokenizers():
+        raise UsageError(
+            f"--subword-sampling {config.subword_sampling} draws segmentations in the "
+            "TensorFlow Text graph: run with Keras on TensorFlow (tensorflow and "
+            "tensorflow-text installed), or leave it out"
+        )
     if given() and keras.config.backend() != "tensorflow":
         raise UsageError(
             f"TF_CONFIG makes this process a worker of a TensorFlow cluster, and Keras runs on "
@@ -238,7 +244,8 @@ def _train(config, log, settings, spec, strategy, starting=None):
 
     spec["jit"] = config.jit
     spec["time_budget"] = config.time_budget
-    if spec["update_freq"] > 1 and strategy.num_replicas_in_sync > 1:
+    several = strategy.num_replicas_in_sync > 1 and keras.config.backend() == "tensorflow"
+    if spec["update_freq"] > 1 and several:
         # Keras 3's accumulation updates inside a cond, and tf.distribute
         # cannot synchronise replicas there ("merge_call called while
         # defining a new graph")
