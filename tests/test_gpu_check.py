@@ -35,3 +35,22 @@ def test_its_training_settings_are_the_demo_s_model():
     assert (config.average_last, config.learning_rate, config.dictionary) == (3, 5e-3, 0.5)
     assert (demo.average_last, demo.learning_rate, demo.dictionary) == (3, 5e-3, 0.5)
     assert config.mixed_precision == "bfloat16" and config.time_budget == 5
+
+
+def test_the_gpus_shared_out_are_those_cuda_visible_devices_names(monkeypatch):
+    """`distributed_tuning.visible_gpus`: the ids `CUDA_VISIBLE_DEVICES`
+    names when set (up to a -1, which hides the rest), none for "", and
+    otherwise every GPU `nvidia-smi -L` lists."""
+    from keras_attention_recipes import distributed_tuning
+
+    for value, ids in (("2,3", ["2", "3"]), ("", []), ("-1", []), ("0, -1, 1", ["0"])):
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", value)
+        assert distributed_tuning.visible_gpus() == ids, value
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    listed = "GPU 0: NVIDIA H100 (UUID: a)\nGPU 1: NVIDIA H100 (UUID: b)\n"
+    monkeypatch.setattr(
+        distributed_tuning.subprocess,
+        "run",
+        lambda *a, **k: distributed_tuning.subprocess.CompletedProcess(a, 0, listed, ""),
+    )
+    assert distributed_tuning.visible_gpus() == ["0", "1"]
