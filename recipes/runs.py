@@ -427,11 +427,11 @@ class _Damaged(Exception):
 
 
 def _load_backup_file(path, load):
-    """Call `load()` (reading the backup file `path`) and return what it
-    returns; the error of a file that does not read (`DAMAGED_FILE_ERRORS`)
-    becomes `_Damaged` naming `path`."""
+    """Call `load()` (reading the backup file `path`); the error of a file
+    that does not read (`DAMAGED_FILE_ERRORS`) becomes `_Damaged` naming
+    `path`."""
     try:
-        return load()
+        load()
     except DAMAGED_FILE_ERRORS as error:
         first = str(error).splitlines()[0] if str(error).strip() else ""
         raise _Damaged(

@@ -26,7 +26,7 @@ import numpy as np
 from keras_attention.tokenizers.characters import UNK
 
 from ..runs import UsageError
-from .shards import chunk_files, shard_folder, text_encoder, write_shards
+from .shards import chunk_files, chunk_offsets, shard_folder, text_encoder, write_shards
 
 # The chunks a `ShardBatches` keeps read (`_Pairs`): a million pairs' whole
 # set, or a few of a larger one's.
@@ -191,14 +191,11 @@ class ShardBatches(keras.utils.PyDataset):
         indices = self.batches(epoch)[step]
         source, target = self._padded(indices)
         inputs = (source, target[:, :-1])
-        if (
-            self.word_dropout > 0
-        ):  # a generator a side: the draws of real rows, whatever the padding
+        if self.word_dropout > 0:
+            # a generator a side: a real row's draws, whatever rows pad the batch
+            seeds = [[epoch_seed(self.seed, epoch), step, 2, side] for side in (0, 1)]
             inputs = tuple(
-                self._dropped(
-                    ids, np.random.default_rng([epoch_seed(self.seed, epoch), step, 2, side])
-                )
-                for side, ids in enumerate(inputs)
+                self._dropped(ids, np.random.default_rng(seed)) for ids, seed in zip(inputs, seeds)
             )
         return inputs, target[:, 1:]
 
@@ -335,20 +332,17 @@ def split_batches(
     batch_tokens=None,
     numbers=None,
     replicas=1,
-    full=False,
 ):
     """`pipeline.make_dataset`'s batches of a split in its order (the
     validation split's), without TensorFlow: `(ShardBatches, kept, total)`,
     the pairs of `path` that fit `max_length` and all of them, read from
-    its shard set (written first when missing). `replicas`, `full`:
+    its shard set (written first when missing). `replicas`:
     `ShardBatches`'."""
     boundaries = bucket_boundaries(max_length)
     sizes = bucket_batch_sizes(boundaries, batch_size, batch_tokens)
     encoders = (source_encoder, target_encoder)
     files, kept, total = _shard_set(path, encoders, max_length, numbers, log)
-    batches = ShardBatches(
-        files, boundaries, sizes, (0, 1, 0), shuffle=False, replicas=replicas, full=full
-    )
+    batches = ShardBatches(files, boundaries, sizes, (0, 1, 0), shuffle=False, replicas=replicas)
     return batches, kept, total
 
 
@@ -401,7 +395,7 @@ class _Pairs:
     def pair(self, index):
         chunk = int(np.searchsorted(self.starts, index, side="right")) - 1
         if chunk not in self._chunks:
-            self._chunks[chunk] = _chunk_offsets(self.files[chunk])
+            self._chunks[chunk] = chunk_offsets(self.files[chunk])
             self._bytes += sum(array.nbytes for array in self._chunks[chunk])
             while self._bytes > self.held_bytes and len(self._chunks) > 1:
                 _, dropped = self._chunks.popitem(last=False)
@@ -411,14 +405,3 @@ class _Pairs:
         count, position = len(starts) // 2, index - int(self.starts[chunk])
         source, target = position, count + position
         return values[starts[source] : ends[source]], values[starts[target] : ends[target]]
-
-
-def _chunk_offsets(path):
-    """`(values, starts, ends)` of a chunk file (`shards.read_chunk`'s
-    layout): its int32 values, and where each side of each pair lies in
-    them (every source, then every target)."""
-    values = np.load(path)
-    count = int(values[0])
-    lengths = values[1 : 1 + 2 * count].astype(np.int64)
-    ends = np.cumsum(lengths) + 1 + 2 * count
-    return values, ends - lengths, ends

@@ -253,15 +253,24 @@ def _encoded(train_path, encode):
 
 def read_chunk(path):
     """`(source, target)` of a chunk file: lists of each pair's int32 pieces."""
+    values, starts, ends = chunk_offsets(path)
+    pieces = [values[start:end] for start, end in zip(starts, ends)]
+    count = len(pieces) // 2
+    return pieces[:count], pieces[count:]
+
+
+def chunk_offsets(path):
+    """`(values, starts, ends)` of a chunk file: its int32 values (its pair
+    count, every source's and target's piece count, then their pieces) and
+    where each side of each pair lies in them (every source, then every
+    target)."""
     import numpy as np
 
     values = np.load(path)
     count = int(values[0])
-    sides = values[1 : 1 + count], values[1 + count : 1 + 2 * count]
-    ends = np.cumsum(np.concatenate(sides)) + 1 + 2 * count
-    starts = np.concatenate([[1 + 2 * count], ends[:-1]])
-    pieces = [values[start:end] for start, end in zip(starts, ends)]
-    return pieces[:count], pieces[count:]
+    lengths = values[1 : 1 + 2 * count].astype(np.int64)
+    ends = np.cumsum(lengths) + 1 + 2 * count
+    return values, ends - lengths, ends
 
 
 def chunk_files(folder, meta):
