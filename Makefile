@@ -42,7 +42,7 @@ export TF_CPP_MIN_LOG_LEVEL ?= 2
 # test_recipe_portability.py, and the registry and layout checks);
 # `make test-large`'s JAX run takes the rest (the families' variants, 0.1.0
 # and 0.2.0 files, the decoding options, the searches, quantization,
-# ensembles, the fused attention path against the plain one), so that
+# ensembles, the fused attention path against the plain one, shortlists), so that
 # .ci/run runs each JAX case once. make test-torch runs them all.
 PORTABLE := tests/test_portability.py tests/test_compatibility.py tests/test_registry.py tests/test_layout.py \
 	tests/test_recipe_portability.py \
@@ -50,8 +50,8 @@ PORTABLE := tests/test_portability.py tests/test_compatibility.py tests/test_reg
 	tests/test_score_attention.py tests/test_multi_head.py tests/test_attention_variants.py \
 	tests/test_positional.py tests/test_transformer.py tests/test_convs2s.py tests/test_rnn.py \
 	tests/test_spatial.py tests/test_cell.py tests/test_decoding_options.py tests/test_search.py \
-	tests/test_quantization.py tests/test_ensemble.py tests/test_fused_attention.py
-PORTABLE_K := harness or portability or compatibility or registry or layout or decoding_options or search or quantization or ensemble or fused
+	tests/test_quantization.py tests/test_ensemble.py tests/test_fused_attention.py tests/test_shortlist.py
+PORTABLE_K := harness or portability or compatibility or registry or layout or decoding_options or search or quantization or ensemble or fused or shortlist
 PORTABLE_JAX_K := harness or portability or registry or layout
 PORTABLE_ARGS := -q -n 2 -p no:cacheprovider -m "not tensorflow" -k "$(PORTABLE_K)"
 PORTABLE_JAX_ARGS := -q -n 2 -p no:cacheprovider -m "not tensorflow" -k "$(PORTABLE_JAX_K)"

@@ -791,8 +791,23 @@ class ConvS2SDecoder(_ConvS2SStack):
         logits = quantization.rescale(ops.matmul(x, ops.transpose(table)), scale)
         return logits + ops.cast(self.output_bias, x.dtype)
 
-    def _stack(self, x, g, keys, values, source_mask, training, step=None):
-        """The stack: `step=(buffers, new_buffers)` decodes one position."""
+    def output_columns(self, columns):
+        """`_logits` onto the target ids `columns (K,)` only, `features
+        (B, D) -> (B, K)`, its weights gathered once: a vocabulary shortlist."""
+        if not self.tie_embeddings:
+            return quantization.column_projection(
+                columns, self.compute_dtype, dense=self.output_projection
+            )
+        return quantization.column_projection(
+            columns,
+            self.compute_dtype,
+            table_layer=self.token_embedding.table_layer(),
+            bias=self.output_bias,
+        )
+
+    def _stack(self, x, g, keys, values, source_mask, training, step=None, project=True):
+        """The stack: `step=(buffers, new_buffers)` decodes one position;
+        `project=False` stops before the output projection (`_logits`)."""
         scores = []
         for index, (conv, attention) in enumerate(
             zip(self.convolution_layers, self.attention_layers)
@@ -814,8 +829,8 @@ class ConvS2SDecoder(_ConvS2SStack):
             scores.append(weights)
         if self.hidden_projection is not None:
             x = self.hidden_projection(x)
-        logits = self._logits(self.output_dropout(x, training=training))
-        return logits, scores
+        x = self.output_dropout(x, training=training)
+        return (self._logits(x) if project else x), scores
 
     def call(
         self,
@@ -851,11 +866,13 @@ class ConvS2SDecoder(_ConvS2SStack):
         }
 
     @compat.renamed_arguments("ConvS2SDecoder.step", index="cache_index")
-    def step(self, tokens, cache, cache_index, training=None):
+    def step(self, tokens, cache, cache_index, training=None, project=True):
         """Decode position `cache_index` given `tokens (B,)`, the target
         element at that position (`<sos>` at 0). Returns `(logits (B, V),
-        [scores (B, S) per layer], cache)`. (`index=`, the argument's old
-        name, still works.)"""
+        [scores (B, S) per layer], cache)`; with `project=False` the
+        features `(B, D)` the logits are projected from (`output_columns`)
+        instead of the logits. (`index=`, the argument's old name, still
+        works.)"""
         g = self.token_embedding(
             ops.expand_dims(tokens, 1), start_index=cache_index, training=training
         )  # (B, 1, E)
@@ -869,6 +886,7 @@ class ConvS2SDecoder(_ConvS2SStack):
             cache["source_mask"],
             training,
             step=(cache["buffers"], new_buffers),
+            project=project,
         )
         new_cache = dict(cache, buffers=new_buffers)
         return logits[:, 0], [s[:, 0] for s in scores], new_cache

@@ -86,6 +86,31 @@ def rescale(outputs, scale):
     return outputs * ops.reshape(ops.cast(scale, outputs.dtype), (-1,))
 
 
+def column_projection(columns, dtype, dense=None, table_layer=None, bias=None):
+    """`features (B, D) -> logits (B, K)` over the output ids `columns (K,)`
+    of an output projection, its weights gathered once here: a `Dense`
+    (`dense`), or a tied embedding table (`table_layer`, its `embeddings`
+    read as `(V, D)`) with its `bias (V,)`. This library's int8 tables
+    keep their per-column scales; a Keras int8 `Dense` must be read inside
+    `dequantized` (its float kernel)."""
+    if dense is not None:
+        weight, scale = kernel(dense, "kernel", dtype)
+        weight = ops.take(weight, columns, axis=1)
+        bias = dense.bias if dense.use_bias else None
+    else:
+        table, scale = kernel(table_layer, "embeddings", dtype)
+        weight = ops.transpose(ops.take(table, columns, axis=0))
+    if scale is not None:
+        scale = ops.take(ops.reshape(scale, (-1,)), columns, axis=0)
+    bias = None if bias is None else ops.take(ops.cast(bias, dtype), columns, axis=0)
+
+    def project(features):
+        logits = rescale(ops.matmul(features, weight), scale)
+        return logits if bias is None else logits + bias
+
+    return project
+
+
 def float_policy(policy):
     """The float policy a quantized one was made from (`int8_from_float32`
     -> `float32`), else `policy`: a quantized layer's sublayers (dropout,

@@ -14,6 +14,7 @@
     generation.py           greedy_search, sample, beam_search, generate: 0.2.0's wrappers
     beam.py                 beam search's loop, GNMT length and coverage penalties
     ensemble.py             Ensemble: several models decoding as one
+    shortlist.py            Shortlist: each request decoded over a few target pieces
     decoding_options.py     min length, n-gram bans, repetition penalty, prefixes, <unk> copies
     plotting.py             attention heatmaps (matplotlib)
 """
@@ -33,6 +34,7 @@ from keras_attention.seq2seq.schedules import (
 )
 from keras_attention.seq2seq.search import BeamSearch, get_search
 from keras_attention.seq2seq.search_base import Search
+from keras_attention.seq2seq.shortlist import Shortlist, shortlisted_search
 from keras_attention.seq2seq.teacher_forcing import teacher_forcing_pairs
 from keras_attention.seq2seq.transformer import TransformerSeq2Seq
 
@@ -52,11 +54,13 @@ __all__ = [
     "ScheduledSampling",
     "Search",
     "Seq2Seq",
+    "Shortlist",
     "TransformerSeq2Seq",
     "beam_search",
     "generate",
     "get_search",
     "greedy_search",
     "sample",
+    "shortlisted_search",
     "teacher_forcing_pairs",
 ]

@@ -152,12 +152,25 @@ class ConvS2SSeq2Seq(Seq2Seq):
         return [("encoder_keys",), ("encoder_values",), ("source_mask",), ("step",)]
 
     def decode_step(self, tokens, state, training=None):
+        return self._step(tokens, state, training, project=True)
+
+    def decode_features(self, tokens, state, training=None):
+        """`decode_step` up to the output projection: `(features (B, D),
+        state, attention)` (see `output_columns`)."""
+        return self._step(tokens, state, training, project=False)
+
+    def output_columns(self, columns):
+        """The output projection onto the target ids `columns (K,)` only
+        (`ConvS2SDecoder.output_columns`): a vocabulary shortlist."""
+        return self.decoder.output_columns(columns)
+
+    def _step(self, tokens, state, training, project):
         cache = {k: v for k, v in state.items() if k != "step"}
-        logits, scores, cache = self.decoder.step(
-            ops.cast(tokens, "int32"), cache, state["step"][0], training=training
+        outputs, scores, cache = self.decoder.step(
+            ops.cast(tokens, "int32"), cache, state["step"][0], training=training, project=project
         )
         weights = ops.mean(ops.stack(scores, axis=0), axis=0)  # mean over layers, (B, S)
-        return logits, dict(cache, step=state["step"] + 1), weights
+        return outputs, dict(cache, step=state["step"] + 1), weights
 
     @compat.renamed_arguments(
         "ConvS2SSeq2Seq.teacher_forced", return_attention="return_attention_scores"

@@ -189,8 +189,12 @@ class TransformerSeq2Seq(Seq2Seq):
         return x, mask
 
     def _output(self, x):
-        if self.final_norm is not None:
-            x = self.final_norm(x)
+        return self._project(self._features(x))
+
+    def _features(self, x):
+        return x if self.final_norm is None else self.final_norm(x)
+
+    def _project(self, x):
         if self.tie_embeddings:
             table, scale = quantization.kernel(self.target_embedding, "embeddings", x.dtype)
             logits = quantization.rescale(ops.matmul(x, ops.transpose(table)), scale)
@@ -221,6 +225,13 @@ class TransformerSeq2Seq(Seq2Seq):
         return [("source_mask",), ("step",)] + cross
 
     def decode_step(self, tokens, state, training=None):
+        features, state, weights = self.decode_features(tokens, state, training=training)
+        return self._project(features), state, weights
+
+    def decode_features(self, tokens, state, training=None):
+        """`decode_step` up to the output projection: `(features (B, D),
+        state, attention)`, the logits being `output_columns`' (or the
+        whole projection's) of `features`."""
         index = state["step"][0]
         x = self.target_embedding(
             ops.cast(tokens, "int32")[:, None], start_index=index, training=training
@@ -236,7 +247,22 @@ class TransformerSeq2Seq(Seq2Seq):
             )
         new_state["step"] = state["step"] + 1
         weights = ops.mean(cross[:, :, 0], axis=1)  # last layer, mean over heads: (B, S)
-        return self._output(x)[:, 0], new_state, weights
+        return self._features(x)[:, 0], new_state, weights
+
+    def output_columns(self, columns):
+        """The output projection onto the target ids `columns (K,)` only,
+        `features (B, D) -> logits (B, K)`, its weights gathered once
+        (`shortlist.column_projection`): a vocabulary shortlist."""
+        if self.tie_embeddings:
+            return quantization.column_projection(
+                columns,
+                self.compute_dtype,
+                table_layer=self.target_embedding,
+                bias=self.output_bias,
+            )
+        return quantization.column_projection(
+            columns, self.compute_dtype, dense=self.output_projection
+        )
 
     @compat.renamed_arguments(
         "TransformerSeq2Seq.teacher_forced", return_attention="return_attention_scores"
