@@ -78,6 +78,26 @@ def check_choice(name, value, choices, owner):
         )
 
 
+def check_texts(name, texts, owner):
+    """`texts` as a list, each item a `str` (or UTF-8 `bytes`); a
+    `ValueError` naming `name` and `owner` for a single string, something
+    that is no list, or the first item that is not a string."""
+    expected = f"`{name}` of {owner} must be a list of strings; received"
+    if isinstance(texts, (str, bytes)):
+        raise ValueError(f"{expected} a single string {texts!r} (wrap it in a list).")
+    try:
+        texts = list(texts)
+    except TypeError:
+        raise ValueError(f"{expected} {type(texts).__name__} {texts!r}.") from None
+    for index, text in enumerate(texts):
+        if not isinstance(text, (str, bytes)):
+            raise ValueError(
+                f"`{name}` of {owner} must be a list of strings; item {index} is "
+                f"{type(text).__name__} {text!r}."
+            )
+    return texts
+
+
 def check_rank(name, shape, ranks, owner, layout):
     """`shape` must have one of `ranks`; `layout` describes them, e.g.
     "(B, Tq, Dq) or (B, Dq)"."""

@@ -5,7 +5,8 @@ Serving release (`make serving-check`).
 
 trains tiny models with the recipes (this interpreter: the TensorFlow that
 writes exports), exports a translator of each family, float32 and int8
-(`export --quantize int8`), and the digits classifier, checks their ops
+(`export --quantize int8`), the Transformer and ConvS2S also over a
+vocabulary shortlist (`--shortlist`), and the digits classifier, checks their ops
 against the committed op lists (`keras_attention.serving.check`), then runs every signature of every
 export on the same inputs (the export's warm-up requests, plus an empty
 and an over-long sentence for text inputs) in this interpreter and in
@@ -68,8 +69,15 @@ def sh(*argv):
 
 QUANTIZED = ("--quantize", "int8")
 XLA = ("--xla",)
-# Each run is exported float32 and int8, plain and XLA: name suffix -> flags.
+SHORTLIST = ("--shortlist", "300")  # of the tiny runs' 400 target pieces
+# Each run is exported float32 and int8, plain and XLA: name suffix -> flags;
+# a Transformer or ConvS2S run also over a vocabulary shortlist, plain and XLA.
 KINDS = {"": (), "-int8": QUANTIZED, "-xla": XLA, "-xla-int8": XLA + QUANTIZED}
+SHORTLIST_KINDS = {"-shortlist": SHORTLIST, "-xla-shortlist": XLA + SHORTLIST}
+
+
+def kinds_of(family):
+    return {**KINDS, **(SHORTLIST_KINDS if family != "rnn" else {})}
 
 
 def build_exports(work):
@@ -81,7 +89,7 @@ def build_exports(work):
 
     for family in FAMILIES:
         run = os.path.join(work, f"run-{family}")
-        for suffix, flags in KINDS.items():
+        for suffix, flags in kinds_of(family).items():
             name = f"translator-{family}{suffix}"
             paths[name] = os.path.join(exports, name, "1")
             if os.path.exists(paths[name]):
@@ -257,7 +265,9 @@ def trained_exports(work, runs):
     paths = {}
     for run, folder in zip(runs, folders):
         trained = os.path.getmtime(os.path.join(run, "model.keras"))
-        for suffix, flags in KINDS.items():
+        with open(os.path.join(run, "config.json"), encoding="utf-8") as handle:
+            family = json.load(handle)["family"]
+        for suffix, flags in kinds_of(family).items():
             name = f"trained-{folder}{suffix}"
             paths[name] = os.path.join(exports, name, "1")
             if os.path.exists(paths[name]) and os.path.getmtime(paths[name]) < trained:

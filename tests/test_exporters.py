@@ -59,6 +59,7 @@ def test_the_registry_names_both_exporters_and_makes_them_with_their_options():
         "quantize": "int8",
         "xla": True,
         "buckets": {"batch_sizes": [2], "source_lengths": None},
+        "shortlist": None,
     }
     assert SavedModelExporter(**saved.get_config()).get_config() == saved.get_config()
     converter = get_exporter("ctranslate2", quantization="int8", length_penalty=1)
@@ -67,9 +68,10 @@ def test_the_registry_names_both_exporters_and_makes_them_with_their_options():
         "quantization": "int8",
         "length_penalty": 1.0,
         "max_positions": None,
+        "shortlist": None,
     }
     assert repr(get_exporter("saved_model")) == (
-        "SavedModelExporter(quantize=None, xla=False, buckets=None)"
+        "SavedModelExporter(quantize=None, xla=False, buckets=None, shortlist=None)"
     )
 
 
@@ -127,6 +129,16 @@ def test_register_exporter_adds_a_name_and_refuses_a_taken_one(monkeypatch):
             lambda: CTranslate2Exporter(length_penalty=float("nan")),
             "`length_penalty` of CTranslate2Exporter must be None or a finite number "
             "(CTranslate2's |Y|^length_penalty); received length_penalty=nan.",
+        ),
+        (
+            lambda: SavedModelExporter(shortlist=64),
+            "`shortlist` of SavedModelExporter must be a keras_attention.seq2seq.Shortlist or "
+            "None; received 64.",
+        ),
+        (
+            lambda: CTranslate2Exporter(shortlist={"size": 64}),
+            "`shortlist` of CTranslate2Exporter must be a keras_attention.seq2seq.Shortlist or "
+            "None; received {'size': 64}.",
         ),
         (
             lambda: CTranslate2Exporter(max_positions=0),

@@ -317,3 +317,35 @@ def test_every_family_and_int8_compile_and_answer_as_the_plain_translator(
         json.load(open(os.path.join(path, "assets.extra", "keras_attention.json")))["quantization"]
         == quantize
     )
+
+
+@pytest.mark.large
+@pytest.mark.parametrize("family", ["transformer", "convs2s"])
+def test_a_shortlisted_translator_compiles_and_answers_as_it_does_without_xla(family, tmp_path):
+    """A shortlist's columns are chosen inside each XLA program, at fixed
+    shapes: every searching signature answers as the shortlisted plain
+    Translator, no request compiles anew, and the export passes the op
+    check of every TF Serving release."""
+    import tensorflow_text  # noqa: F401
+
+    from keras_attention.seq2seq import Shortlist
+    from keras_attention.serving.check import (
+        available_servings,
+        check_export,
+        must_compile,
+        read_saved_model,
+    )
+    from tests.test_export import tiny_translator_of
+
+    translator = tiny_translator_of(family, tmp_path)
+    size = translator.model.target_vocab_size
+    rng = np.random.default_rng(0)
+    pairs = [(rng.integers(4, size, 4), rng.integers(4, size, 4)) for _ in range(30)]
+    shortlisted = translator.shortlisted(Shortlist.learn(pairs, size, size, size=10, depth=2))
+    compiled = shortlisted.xla_compiled(BUCKETS)
+    path = compiled.export(str(tmp_path / "exports"), "short")
+    compare_signatures(shortlisted, tf.saved_model.load(path), (1, 3))
+    assert all(len(names) == 2 for names in must_compile(read_saved_model(path)).values())
+    assert check_export(path) == {serving: [] for serving in available_servings()}
+    record = json.load(open(os.path.join(path, "assets.extra", "keras_attention.json")))
+    assert record["shortlist"] == {"size": 10, "frequent": 2, "always": []}

@@ -26,10 +26,12 @@ import tempfile
 from keras_attention.files import umask_mode
 from keras_attention.serving.ctranslate2_spec import (
     build_spec,
+    vocabulary_tokens,
 )
 from keras_attention.tokenizers.characters import is_blank
 from keras_attention.tokenizers.number_rules import protect_text, restore_text, sanitized
 from keras_attention.tokenizers.pieces import clean_text
+from keras_attention.validation import check_texts
 
 # What `quantization` may be (None: keep float32): CTranslate2's weight
 # types for CPU serving. `recipes/translation/config.py` copies this table.
@@ -68,6 +70,7 @@ def convert_to_ctranslate2(
     max_positions=None,
     metadata=None,
     overwrite=False,
+    shortlist=None,
 ):
     """Write `model` (a `TransformerSeq2Seq`) as a CTranslate2 model folder.
 
@@ -99,6 +102,9 @@ def convert_to_ctranslate2(
             (`not_replaceable`); any other folder is a `ValueError` naming
             it, so that nothing else is ever deleted. The new model is
             written beside it and swapped in.
+        shortlist: a `seq2seq.shortlist.Shortlist` of the model's
+            vocabularies, written as CTranslate2's vocabulary map
+            (`vmap.txt`, which `translate_batch(use_vmap=True)` reads).
 
     Returns:
         `output_dir`.
@@ -115,7 +121,21 @@ def convert_to_ctranslate2(
         max_positions,
     )
     spec.optimize(quantization=quantization)
-    _publish(spec, output_dir, source_spm, target_spm, metadata)
+    vmap = None
+    if shortlist is not None:
+        special = {model.padding_id: "[PAD]", model.sos_id: "[START]", model.eos_id: "[END]"}
+        special.setdefault(unk_id, "[UNK]")
+        sides = (
+            (source_spm, source_tokens, model.source_vocab_size, "source"),
+            (target_spm, target_tokens, model.target_vocab_size, "target"),
+        )
+        vmap = shortlist.vocabulary_map(
+            *(
+                vocabulary_tokens(path, tokens, size, special, side)
+                for path, tokens, size, side in sides
+            )
+        )
+    _publish(spec, output_dir, source_spm, target_spm, metadata, vmap)
     return output_dir
 
 
@@ -154,8 +174,9 @@ def _checked_output_dir(output_dir, quantization, overwrite, source_spm, target_
     return output_dir
 
 
-def _publish(spec, output_dir, source_spm, target_spm, metadata):
-    """Save `spec`, the SentencePiece models and `METADATA` in a temporary
+def _publish(spec, output_dir, source_spm, target_spm, metadata, vmap=None):
+    """Save `spec`, the SentencePiece models, the vocabulary map (`vmap`,
+    lines: `vmap.txt`) and `METADATA` in a temporary
     folder beside `output_dir`, then rename it into place (or swap it with
     the folder `overwrite` replaces), so `output_dir` is the whole model or
     nothing."""
@@ -167,6 +188,9 @@ def _publish(spec, output_dir, source_spm, target_spm, metadata):
         for path, copy in ((source_spm, "source.spm"), (target_spm, "target.spm")):
             if path is not None:
                 shutil.copyfile(path, os.path.join(staging, copy))
+        if vmap is not None:
+            with open(os.path.join(staging, "vmap.txt"), "w", encoding="utf-8") as handle:
+                handle.write("".join(line + "\n" for line in vmap))
         files = sorted([*os.listdir(staging), METADATA])
         marked = {**(metadata or {}), "converted_by": CONVERTED_BY, "files": files}
         with open(os.path.join(staging, METADATA), "w", encoding="utf-8") as handle:
@@ -329,24 +353,7 @@ def translate_with_ctranslate2(model_dir, texts, translator=None, protect_number
     `keras_attention.json` options, else CTranslate2's; a `length_penalty`
     there that is a run's alpha is refused, `checked_translate_options`).
     Needs the `sentencepiece` package."""
-    if isinstance(texts, (str, bytes)):
-        raise ValueError(
-            "`texts` of translate_with_ctranslate2 must be a list of strings; received a "
-            f"single string {texts!r} (wrap it in a list)."
-        )
-    try:
-        texts = list(texts)
-    except TypeError:
-        raise ValueError(
-            "`texts` of translate_with_ctranslate2 must be a list of strings; received "
-            f"{type(texts).__name__} {texts!r}."
-        ) from None
-    for index, text in enumerate(texts):
-        if not isinstance(text, (str, bytes)):
-            raise ValueError(
-                "`texts` of translate_with_ctranslate2 must be a list of strings; item "
-                f"{index} is {type(text).__name__} {text!r}."
-            )
+    texts = check_texts("texts", texts, "translate_with_ctranslate2")
     texts = [text.decode("utf-8") if isinstance(text, bytes) else text for text in texts]
     if translator is None and not os.path.isfile(os.path.join(model_dir, "model.bin")):
         raise ValueError(

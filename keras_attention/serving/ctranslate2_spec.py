@@ -194,7 +194,10 @@ def default_vocabulary(vocab_size, special):
     return [special.get(index, str(index)) for index in range(vocab_size)]
 
 
-def _vocabulary(path, tokens, vocab_size, special, side):
+def vocabulary_tokens(path, tokens, vocab_size, special, side):
+    """The `side` vocabulary's token strings by id, as CTranslate2 names
+    them: the pieces of the SentencePiece model at `path`, else `tokens`,
+    else `default_vocabulary`; `ValueError` for a wrong count or a repeat."""
     if path is not None:
         from keras_attention.tokenizers.pieces import sentencepiece_pieces
 
@@ -319,8 +322,12 @@ def _set_vocabularies(
     tokens, named by string, into `spec`."""
     special = {model.padding_id: "[PAD]", model.sos_id: "[START]", model.eos_id: "[END]"}
     special.setdefault(unk_id, "[UNK]")
-    source = _vocabulary(source_spm, source_tokens, model.source_vocab_size, special, "source")
-    target = _vocabulary(target_spm, target_tokens, model.target_vocab_size, special, "target")
+    source = vocabulary_tokens(
+        source_spm, source_tokens, model.source_vocab_size, special, "source"
+    )
+    target = vocabulary_tokens(
+        target_spm, target_tokens, model.target_vocab_size, special, "target"
+    )
     spec.register_source_vocabulary(source)
     spec.register_target_vocabulary(target)
     config = spec.config

@@ -26,11 +26,13 @@ both: `length_penalty=0`).
 """
 
 import math
+import os
 
 import numpy as np
 
 from keras_attention.seq2seq.sampling import GreedySearch
 from keras_attention.seq2seq.search import BeamSearch
+from keras_attention.seq2seq.shortlist import Shortlist, check_shortlist
 from keras_attention.serving import ctranslate2 as ct2
 from keras_attention.serving.buckets import (
     add_warmup_requests,
@@ -42,6 +44,7 @@ from keras_attention.serving.versions import export_archive
 from keras_attention.validation import check_choice, is_integer, is_number
 
 EXPORTERS = {}  # name -> exporter class (`register_exporter`)
+SHORTLIST_FILE = "shortlist.npz"  # a shortlisted export's table, in assets/
 
 
 def register_exporter(name):
@@ -128,24 +131,36 @@ class SavedModelExporter(Exporter):
             Translator that is XLA-compiled already is exported as it is.
         buckets: an `XlaBuckets`, its config or None (the defaults); only
             with `xla=True`.
+        shortlist: a `seq2seq.shortlist.Shortlist` of the model's
+            vocabularies: every search decodes over the target pieces it
+            lists for the request (`Translator.shortlisted`), its table
+            written as `assets/shortlist.npz`. None: the whole vocabulary.
 
     Example:
 
         SavedModelExporter(quantize="int8").export(translator, "saved_models", "translator")
     """
 
-    def __init__(self, quantize=None, xla=False, buckets=None):
+    def __init__(self, quantize=None, xla=False, buckets=None, shortlist=None):
         self.buckets = check_saved_model_options(quantize, xla, buckets, "SavedModelExporter")
-        self.quantize, self.xla = quantize, bool(xla)
+        if shortlist is not None and not isinstance(shortlist, Shortlist):
+            check_shortlist(shortlist, None, "SavedModelExporter")  # refuses it
+        self.quantize, self.xla, self.shortlist = quantize, bool(xla), shortlist
 
     def get_config(self):
         buckets = None if self.buckets is None else self.buckets.get_config()
-        return {"quantize": self.quantize, "xla": self.xla, "buckets": buckets}
+        return {
+            "quantize": self.quantize,
+            "xla": self.xla,
+            "buckets": buckets,
+            "shortlist": self.shortlist,  # a table, not a setting: the object itself
+        }
 
     def prepared(self, translator):
         """The `Translator` whose signatures `export` writes: `translator`,
-        its int8 copy (`quantize`), XLA-compiled (`xla`). `ValueError` for
-        `quantize` of a model that is quantized already."""
+        its int8 copy (`quantize`), over the `shortlist`, XLA-compiled
+        (`xla`). `ValueError` for `quantize` of a model that is quantized
+        already, or a shortlist of other vocabularies."""
         if self.quantize is not None:
             if translator.quantization is not None:
                 raise ValueError(
@@ -154,6 +169,8 @@ class SavedModelExporter(Exporter):
                     "a float model."
                 )
             translator = translator.quantized(self.quantize)
+        if self.shortlist is not None:
+            translator = translator.shortlisted(self.shortlist)
         if self.xla and translator.bucketed is None:
             translator = translator.xla_compiled(self.buckets)
         return translator
@@ -169,6 +186,9 @@ class SavedModelExporter(Exporter):
         bucketed = translator.bucketed
 
         def publish(staging):
+            if translator.shortlist is not None:
+                os.makedirs(os.path.join(staging, "assets"), exist_ok=True)
+                translator.shortlist.save(os.path.join(staging, "assets", SHORTLIST_FILE))
             write_export_record(staging, translator)
             if before_publish is not None:
                 before_publish(staging)
@@ -203,6 +223,9 @@ class CTranslate2Exporter(Exporter):
         max_positions: rows of the sinusoidal table, the longest sequence
             CTranslate2 can then place (default max(1024, the model's
             max_length)).
+        shortlist: a `seq2seq.shortlist.Shortlist`, written as
+            CTranslate2's vocabulary map (`vmap.txt`) and decoded with
+            (`use_vmap=True` among the `translate_batch` options).
 
     Example:
 
@@ -210,7 +233,7 @@ class CTranslate2Exporter(Exporter):
             translator, "ct2_model", source_spm="run/source.spm", target_spm="run/target.spm")
     """
 
-    def __init__(self, quantization=None, length_penalty=None, max_positions=None):
+    def __init__(self, quantization=None, length_penalty=None, max_positions=None, shortlist=None):
         check_choice(
             "quantization", quantization, (None, *ct2.QUANTIZATIONS), "CTranslate2Exporter"
         )
@@ -229,12 +252,16 @@ class CTranslate2Exporter(Exporter):
         self.quantization = quantization
         self.length_penalty = None if length_penalty is None else float(length_penalty)
         self.max_positions = None if max_positions is None else int(max_positions)
+        if shortlist is not None and not isinstance(shortlist, Shortlist):
+            check_shortlist(shortlist, None, "CTranslate2Exporter")  # refuses it
+        self.shortlist = shortlist
 
     def get_config(self):
         return {
             "quantization": self.quantization,
             "length_penalty": self.length_penalty,
             "max_positions": self.max_positions,
+            "shortlist": self.shortlist,
         }
 
     def translate_options(self, translator):
@@ -242,8 +269,9 @@ class CTranslate2Exporter(Exporter):
         as `translator`'s search does: `beam_size`, `length_penalty`
         (`length_penalty` given, else 0 for alpha = 0), `coverage_penalty`,
         `repetition_penalty`, `no_repeat_ngram_size`,
-        `min_decoding_length`, `max_input_length` (S) and
-        `max_decoding_length` (L). `ValueError` for a search other than
+        `min_decoding_length`, `max_input_length` (S),
+        `max_decoding_length` (L) and, with a shortlist, `use_vmap`.
+        `ValueError` for a search other than
         greedy or beam search, and for a beam with alpha > 0 without
         `length_penalty` (see the module docstring)."""
         search = translator.search
@@ -274,6 +302,7 @@ class CTranslate2Exporter(Exporter):
             "min_decoding_length": search.min_length,
             "max_input_length": translator.max_source_length,
             "max_decoding_length": translator.max_length,
+            **({"use_vmap": True} if self.shortlist is not None else {}),
         }
 
     def export(
@@ -295,6 +324,7 @@ class CTranslate2Exporter(Exporter):
         (`translate_options`), `alpha` (the search's: what
         `length_penalty` stands in for) and `protect_numbers`."""
         options = self.translate_options(translator)  # refused before any work
+        check_shortlist(self.shortlist, translator.model, "CTranslate2Exporter.export")
         search = translator.search
         record = {
             **(metadata or {}),
@@ -320,6 +350,7 @@ class CTranslate2Exporter(Exporter):
             max_positions=self.max_positions,
             metadata=record,
             overwrite=overwrite,
+            shortlist=self.shortlist,
             **tokens,
         )
 

@@ -12,7 +12,8 @@ described) holds one and calls its functions in process; the exporters
 
 Every search runs through `SignatureGraph.run_search`: as it is, or, in an
 XLA export (`bucketed`, a `buckets.BucketedSearch`), as XLA programs of
-fixed shapes.
+fixed shapes; with a `shortlist` (`seq2seq.shortlist`), over the target
+pieces it lists for each request.
 """
 
 import json
@@ -21,6 +22,7 @@ import tensorflow as tf
 
 from keras_attention.seq2seq.sampling import GreedySearch
 from keras_attention.seq2seq.search import BeamSearch, get_search
+from keras_attention.seq2seq.shortlist import shortlisted_search
 from keras_attention.serving.requests import checked_count, checked_shape, refuse_unless
 from keras_attention.tokenizers.characters import UNK
 from keras_attention.tokenizers.numbers import sanitize
@@ -85,7 +87,9 @@ class SignatureGraph:
         placeholder: the target id of the number placeholder (with
             `numbers`), else None.
         bucketed: a `buckets.BucketedSearch` (an XLA export: every search
-            runs as XLA programs of its shapes), or None."""
+            runs as XLA programs of its shapes), or None.
+        shortlist: a `seq2seq.shortlist.Shortlist` (every search decodes
+            over the target pieces it lists for the request), or None."""
 
     def __init__(
         self,
@@ -97,8 +101,9 @@ class SignatureGraph:
         numbers=None,
         placeholder=None,
         bucketed=None,
+        shortlist=None,
     ):
-        self.model = model
+        self.model, self.shortlist = model, shortlist
         self.source_tokenizer, self.target_tokenizer = source_tokenizer, target_tokenizer
         self.searches = searches
         self.max_source_length, self.max_length = max_source_length, searches.max_length
@@ -116,6 +121,7 @@ class SignatureGraph:
             numbers=self.numbers,
             placeholder=self.placeholder,
             bucketed=self.bucketed,
+            shortlist=self.shortlist,
         )
         return SignatureGraph(**{**given, **parts})
 
@@ -177,10 +183,13 @@ class SignatureGraph:
 
     def run_search(self, search, source, prefix=None, best=False):
         """`search(model, source, prefix)` (`search.best` with `best`): in
-        the graph as it is, or through `bucketed`'s XLA programs."""
+        the graph as it is, or through `bucketed`'s XLA programs; over the
+        `shortlist`'s pieces when there is one."""
         call = search.best if best else search
 
         def run(source, prefix=None):
+            if self.shortlist is not None:
+                return shortlisted_search(search, self.model, self.shortlist, source, prefix, best)
             return call(self.model, source, prefix=prefix)
 
         if self.bucketed is None:

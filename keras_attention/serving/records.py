@@ -82,7 +82,9 @@ def write_export_record(version_dir, translator):
     was made) and `xla`: None, or for an XLA export (`Translator.xla_compiled`)
     its buckets (`batch_sizes`, `source_lengths`), the searching
     `signatures`, `programs` (signatures x batch sizes x source lengths)
-    and the `server_flags` TF Serving needs to run it. Returns the record."""
+    and the `server_flags` TF Serving needs to run it; `shortlist`: None,
+    or the `Shortlist`'s config (its table is `assets/shortlist.npz`).
+    Returns the record."""
     import keras_attention
 
     size = variables_bytes(version_dir)
@@ -100,6 +102,7 @@ def write_export_record(version_dir, translator):
         "variables_bytes": size,
         "float32_variables_bytes": float32,
         "xla": xla_record(translator),
+        "shortlist": None if translator.shortlist is None else translator.shortlist.get_config(),
     }
     path = os.path.join(version_dir, EXPORT_RECORD)
     os.makedirs(os.path.dirname(path), exist_ok=True)

@@ -72,6 +72,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_attention.seq2seq.search import MAX_BEAM_WIDTH, get_search
+from keras_attention.seq2seq.shortlist import check_shortlist
 from keras_attention.serving.buckets import BucketedSearch, get_buckets
 from keras_attention.serving.exporters import SavedModelExporter, check_saved_model_options
 from keras_attention.serving.graph import (
@@ -88,7 +89,7 @@ from keras_attention.serving.requests import rule_text
 from keras_attention.serving.versions import traced_once
 from keras_attention.tokenizers.number_rules import PLACEHOLDER
 from keras_attention.tokenizers.numbers import NumberProtection
-from keras_attention.validation import check_choice
+from keras_attention.validation import check_choice, check_texts
 
 
 def _strings(array):
@@ -206,6 +207,12 @@ class Translator:
         """The `buckets.BucketedSearch` of an XLA Translator (`xla_compiled`),
         whose searches run as XLA programs of its shapes; None for a plain one."""
         return self.graph.bucketed
+
+    @property
+    def shortlist(self):
+        """The `seq2seq.shortlist.Shortlist` the searches decode over
+        (`shortlisted`), or None: the whole target vocabulary."""
+        return self.graph.shortlist
 
     @property
     def float_model(self):
@@ -352,28 +359,7 @@ class Translator:
     # -- in process ------------------------------------------------------------
     @staticmethod
     def _texts(texts, name):
-        """`texts` as a list, each item a `str` (or UTF-8 `bytes`); a
-        `ValueError` naming `name` for a single string, something that is no
-        list, or the first item that is not a string."""
-        if isinstance(texts, (str, bytes)):
-            raise ValueError(
-                f"`{name}` of Translator must be a list of strings; received a single string "
-                f"{texts!r} (wrap it in a list)."
-            )
-        try:
-            texts = list(texts)
-        except TypeError:
-            raise ValueError(
-                f"`{name}` of Translator must be a list of strings; received "
-                f"{type(texts).__name__} {texts!r}."
-            ) from None
-        for index, text in enumerate(texts):
-            if not isinstance(text, (str, bytes)):
-                raise ValueError(
-                    f"`{name}` of Translator must be a list of strings; item {index} is "
-                    f"{type(text).__name__} {text!r}."
-                )
-        return texts
+        return check_texts(name, texts, "Translator")
 
     def translate(self, texts):
         """`list[str]`: the best translation of each text (`serving_default`)."""
@@ -483,6 +469,7 @@ class Translator:
         quantize=None,
         xla=False,
         buckets=None,
+        shortlist=None,
     ):
         """Write the SavedModel as version `version` (default the next free
         number) of `<base_dir>/<model_name>`, atomically
@@ -495,14 +482,18 @@ class Translator:
         shapes of `buckets` (`xla_compiled`), adding a warm-up request per
         bucket and `<base_dir>/batching_parameters.txt` (`serving.buckets`).
         Every export records what it is in `assets.extra/keras_attention.json`
-        (`export_record`): its quantization, its XLA buckets, the bytes of
-        its `variables/` and the float32 model's.
+        (`export_record`): its quantization, its XLA buckets, its
+        shortlist, the bytes of its `variables/` and the float32 model's.
+        `shortlist`: every search over the pieces a `Shortlist` lists
+        (`shortlisted`).
 
         A thin call on `exporters.SavedModelExporter(quantize, xla,
-        buckets).export(self, base_dir, model_name, version,
+        buckets, shortlist).export(self, base_dir, model_name, version,
         before_publish)`."""
         check_saved_model_options(quantize, xla, buckets, "Translator.export")
-        exporter = SavedModelExporter(quantize=quantize, xla=xla, buckets=buckets)
+        exporter = SavedModelExporter(
+            quantize=quantize, xla=xla, buckets=buckets, shortlist=shortlist
+        )
         return exporter.export(
             self, base_dir, model_name, version=version, before_publish=before_publish
         )
@@ -518,6 +509,18 @@ class Translator:
             buckets.batch_sizes, lengths, self.max_length, self.model.padding_id
         )
         return self._copy(self.model, float_model=self.float_model, bucketed=bucketed)
+
+    def shortlisted(self, shortlist):
+        """A new `Translator` like this one whose searches decode over the
+        target pieces `shortlist` (a `seq2seq.shortlist.Shortlist` of the
+        model's vocabularies) lists for each request: what `export(...,
+        shortlist=...)` writes, in process. `ValueError` for another
+        object, other vocabulary sizes or a model that cannot (an
+        `Ensemble`)."""
+        check_shortlist(shortlist, self.model, "Translator.shortlisted")
+        translator = self._copy(self.model, float_model=self.float_model, bucketed=self.bucketed)
+        translator.graph = translator.graph.with_parts(shortlist=shortlist)
+        return translator
 
     # -- quantization ------------------------------------------------------------
     @property
@@ -553,8 +556,7 @@ class Translator:
             numbers=self.numbers,
         )
         translator._float_model = float_model
-        if bucketed is not None:
-            translator.graph = translator.graph.with_parts(bucketed=bucketed)
+        translator.graph = translator.graph.with_parts(bucketed=bucketed, shortlist=self.shortlist)
         return translator
 
 
