@@ -535,3 +535,85 @@ def test_a_symbolic_link_is_written_through_and_nothing_is_left_beside_it(tmp_pa
     dangling.symlink_to(tmp_path / "models" / "later")
     assert convert_to_ctranslate2(model, str(dangling)) == str(tmp_path / "models" / "later")
     assert (tmp_path / "models" / "later" / "model.bin").is_file()
+
+
+def test_a_shortlist_exports_and_converts_as_one_table(transformer_run, tmp_path, capsys):
+    """`export --shortlist K` and `convert --shortlist K`: the SavedModel
+    (op-checked for TF Serving) holds its table and decodes each request
+    as the plain export does whenever the plain one's output is listed for
+    it; CTranslate2's vocabulary map is the same table, and with it
+    CTranslate2 translates as without it whenever its output is among the
+    map's candidates."""
+    import sentencepiece
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (the tokenizers' ops)
+
+    from keras_attention.seq2seq import Shortlist
+    from keras_attention.serving import check
+    from keras_attention.tokenizers.pieces import SentencePieceEncoder, read_model
+
+    with open(os.path.join(transformer_run, "data", "test.tsv"), encoding="utf-8") as handle:
+        texts = [line.split("\t")[0] for line in handle.read().splitlines()]
+    texts = [text for text in texts if not re.search(r"[0-9]", text)][:16]
+    exports = str(tmp_path / "exports")
+    common = ["--output", transformer_run, "--beam-width", "1", "--export-dir", exports]
+    status, _, stderr = cli(capsys, "export", *common, "--shortlist", "100000")
+    assert status == 2 and "error: --shortlist 100000 is more than the run's" in stderr
+    run("export", *common, "--model-name", "plain")
+    run("export", *common, "--model-name", "short", "--shortlist", "300")
+    short = os.path.join(exports, "short", "1")
+    record = json.load(open(os.path.join(short, "assets.extra", "keras_attention.json")))
+    assert record["shortlist"]["size"] == 300 and record["shortlist"]["frequent"] == 75
+    assert check.check_export(short) == {s: [] for s in check.available_servings()}
+    shortlist = Shortlist.load(os.path.join(short, "assets", "shortlist.npz"))
+    plain = tf.saved_model.load(os.path.join(exports, "plain", "1")).signatures["tokens"]
+    shortened = tf.saved_model.load(short).signatures["tokens"]
+    encoder = SentencePieceEncoder(os.path.join(transformer_run, "source.spm"))
+    listed_cases = 0
+    for text in texts:  # one request each: its own list
+        ids, _ = encoder.encode([text], 16)
+        request = dict(token_ids=tf.constant(ids), lengths=tf.constant([(ids > 0).sum()]))
+        full = plain(**request)["token_ids"].numpy()
+        got = shortened(**request)["token_ids"].numpy()
+        listed = set(np.asarray(shortlist.columns(ids)).tolist())
+        assert set(got.ravel().tolist()) <= listed
+        if set(full.ravel().tolist()) <= listed:
+            listed_cases += 1
+            np.testing.assert_array_equal(got, full)
+    assert listed_cases >= 1
+    # CTranslate2: the same table as its vocabulary map, decoded with.
+    out = str(tmp_path / "ct2")
+    convert = [
+        "convert",
+        "--output",
+        transformer_run,
+        "--to",
+        "ctranslate2",
+        "--length-penalty",
+        "1",
+    ]
+    run(*convert, "--dir", out, "--shortlist", "300")
+    record = json.load(open(os.path.join(out, "keras_attention.json")))
+    assert record["translate_batch"]["use_vmap"] is True and "vmap.txt" in record["files"]
+    pieces = [
+        [piece for piece, _ in read_model(os.path.join(transformer_run, f"{side}.spm"))[1]]
+        for side in ("source", "target")
+    ]
+    vmap = open(os.path.join(out, "vmap.txt"), encoding="utf-8").read().splitlines()
+    assert vmap == shortlist.vocabulary_map(*pieces)
+    fixed = set(vmap[0].split("\t")[1].split()) | {"[START]", "[END]", "[UNK]"}
+    rules = dict(line.split("\t") for line in vmap[1:])
+    translator = ctranslate2.Translator(out, device="cpu", intra_threads=1)
+    source_sp = sentencepiece.SentencePieceProcessor(os.path.join(out, "source.spm"))
+    restricted = 0
+    for text in texts:  # one sentence a batch: its own candidates
+        pieces = source_sp.encode(text, out_type=str)
+        candidates = fixed.union(*(rules.get(piece, "").split() for piece in pieces))
+        options = dict(beam_size=1, max_decoding_length=20)
+        full = translator.translate_batch([pieces], **options)[0].hypotheses[0]
+        mapped = translator.translate_batch([pieces], use_vmap=True, **options)[0].hypotheses[0]
+        assert set(mapped) <= candidates, text
+        if set(full) <= candidates:
+            assert mapped == full, text
+        restricted += not set(full) <= candidates
+    assert restricted >= 1  # the map is read: without it, pieces outside it come

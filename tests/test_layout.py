@@ -291,6 +291,7 @@ TRANSLATION = (
     "recipes.translation.corpus",
     "recipes.translation.splits",
     "recipes.translation.shards",
+    "recipes.translation.shortlists",
     "recipes.translation.batches",
     "recipes.translation.text_translator",
     "recipes.translation.pipeline",

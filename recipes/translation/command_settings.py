@@ -27,6 +27,7 @@ from .settings import (
     MAX_MEMBERS,
     MAX_PAIRS,
     MAX_STEPS,
+    MAX_VOCABULARY,
     MODEL,
     SEARCHING,
     group,
@@ -408,6 +409,15 @@ class ExportSettings:
         "CTranslate2's, so --alpha is never passed as it (0 to {at_most})",
         ("convert", "export"),
         check={"low": 0, "at_most": 10.0},
+    )
+    shortlist: int = setting(
+        None,
+        "decode each request over this many target pieces (a vocabulary shortlist: the "
+        "reserved pieces, the most frequent quarter, then the candidates of the request's "
+        "source pieces learned from the run's training split; for CTranslate2 its vocabulary "
+        "map, vmap.txt). Default: the whole target vocabulary (8 to {at_most})",
+        ("convert", "export"),
+        check={"integer": True, "low": 8, "at_most": MAX_VOCABULARY},
     )
 
 

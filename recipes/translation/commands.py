@@ -170,14 +170,39 @@ def export_command(config, log=print):
                 f"({quantization_of(run.model)}): drop --quantize to export it as it is, or "
                 "export a float run with --quantize"
             )
+    check_shortlist_size(config, run)
     path = run.export(
-        config.export_dir, config.model_name, warmup_requests(run), config.quantize, config.xla
+        config.export_dir,
+        config.model_name,
+        warmup_requests(run),
+        config.quantize,
+        config.xla,
+        config.shortlist,
     )
     log(
         f"exported {path} (signatures: serving_default, greedy, attention, tokens, nbest, "
         f"constrained, decoding_options); {export_sizes(path)}"
     )
     return path
+
+
+def check_shortlist_size(config, run):
+    """`UsageError` for a `--shortlist` beyond the run's target vocabulary,
+    or of a run without SentencePiece models (the table is learned with
+    their Python twins)."""
+    if config.shortlist is None:
+        return
+    if not os.path.exists(os.path.join(config.output, "target.spm")):
+        raise UsageError(
+            f"--shortlist needs a run trained with --tokenizer sentencepiece; {config.output} "
+            "uses WordPiece vocabularies"
+        )
+    pieces = run.tokenizers[1].vocab_size
+    if config.shortlist > pieces:
+        raise UsageError(
+            f"--shortlist {config.shortlist} is more than the run's {pieces} target pieces; give "
+            f"at most {pieces}, or drop it to decode over the whole vocabulary"
+        )
 
 
 def warmup_requests(run):
@@ -242,7 +267,10 @@ def write_ctranslate2(config, directory, name, log=print):
             f"({quantization_of(run.model)}); CTranslate2 quantizes float weights itself: convert "
             "a float run and add --quantization int8"
         )
-    path = run.convert(directory, config.quantization, config.length_penalty, config.overwrite)
+    check_shortlist_size(config, run)
+    path = run.convert(
+        directory, config.quantization, config.length_penalty, config.overwrite, config.shortlist
+    )
     if run.numbers is not None:
         log(
             "note: this run protects numbers (digit groups become the placeholder U+E000 "

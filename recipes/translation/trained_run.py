@@ -37,6 +37,7 @@ from .config import DECODING, DECODING_RENAMED, upgrade
 from .data import graph_tokenizers, load_tokenizers, number_rules, vocabulary_paths
 from .scores import bleu_by_length, corpus_scores, number_consistency
 from .settings import FAMILIES
+from .shortlists import learn_shortlist
 from .text_translator import TextTranslator
 
 # What to do about a damaged config.json or model.keras of a trained run.
@@ -210,13 +211,22 @@ class TrainedRun:
         }
         return scores, hypotheses
 
-    def export(self, export_dir, model_name, warmup, quantize=None, xla=False):
+    def shortlist(self, size):
+        """The run's vocabulary `Shortlist` of `size` pieces per request
+        (`shortlists.learn_shortlist`), or None for no `size`."""
+        if size is None:
+            return None
+        return learn_shortlist(self.output, self.records[self.output], size, log=progress)
+
+    def export(self, export_dir, model_name, warmup, quantize=None, xla=False, shortlist=None):
         """Write the run as the next version `<export_dir>/<model_name>/<n>/`
         of a TF Serving model with its `search` (`num_hypotheses` from the
         config), published atomically with its `warmup` requests; returns
         its path. `quantize` ("int8"): a quantized copy of the model.
         `xla`: each search compiled with XLA for the default buckets (a
-        warm-up request per bucket, and `<export_dir>/batching_parameters.txt`)."""
+        warm-up request per bucket, and `<export_dir>/batching_parameters.txt`).
+        `shortlist`: each request decoded over that many target pieces
+        (`shortlist`)."""
         from keras_attention.serving.exporters import get_exporter
         from keras_attention.serving.graph import SIGNATURES
         from keras_attention.serving.versions import write_warmup_requests
@@ -227,7 +237,9 @@ class TrainedRun:
         started = time.perf_counter()
         if quantize is not None:
             progress(f"export: quantizing a copy of the model ({quantize}) ...")
-        exporter = get_exporter("saved_model", quantize=quantize, xla=xla)
+        exporter = get_exporter(
+            "saved_model", quantize=quantize, xla=xla, shortlist=self.shortlist(shortlist)
+        )
         translator = exporter.prepared(self.translator(search))
         for index, name in enumerate(SIGNATURES, 1):
             progress(f"export: tracing signature {index}/{len(SIGNATURES)} ({name}) ...")
@@ -242,17 +254,23 @@ class TrainedRun:
         progress(f"export: done in {time.perf_counter() - started:.0f}s")
         return path
 
-    def convert(self, directory, quantization=None, length_penalty=None, overwrite=False):
+    def convert(
+        self, directory, quantization=None, length_penalty=None, overwrite=False, shortlist=None
+    ):
         """Write the run as the CTranslate2 model folder `directory`
         (`CTranslate2Exporter`), with its SentencePiece models beside it
         and its search as CTranslate2's `translate_batch` options; returns
         its path. `length_penalty`: CTranslate2's own (|Y|^length_penalty),
         which a beam search with alpha > 0 needs (GNMT's penalty is not
-        CTranslate2's: alpha is never passed as it)."""
+        CTranslate2's: alpha is never passed as it). `shortlist`: that many
+        target pieces per request, as CTranslate2's vocabulary map."""
         from keras_attention.serving.exporters import get_exporter
 
         exporter = get_exporter(
-            "ctranslate2", quantization=quantization, length_penalty=length_penalty
+            "ctranslate2",
+            quantization=quantization,
+            length_penalty=length_penalty,
+            shortlist=self.shortlist(shortlist),
         )
         return exporter.export(
             self.translator(),
