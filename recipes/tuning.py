@@ -89,6 +89,8 @@ def make_tuner(
     import keras_tuner
 
     common = dict(directory=directory, project_name=project, overwrite=False)
+    if isinstance(objective, tuple):  # (metric, "min" | "max"): one KerasTuner cannot infer
+        objective = keras_tuner.Objective(*objective)
     searched = dict(objective=objective, seed=seed)
     if algorithm == "hyperband":
         if defaults_trial:
@@ -131,7 +133,8 @@ def run_search(
     returns `(tuner, best_hyperparameters_dict)`. With `defaults_trial`,
     the first trial is the hyperparameters' defaults (`make_tuner`).
     `steps_per_epoch`: a dataset of several epochs' batches, one stream
-    (`fit`'s argument)."""
+    (`fit`'s argument). `objective`: a metric KerasTuner knows the
+    direction of, or `(metric, "min" | "max")`."""
     try:
         tuner = make_tuner(
             build,
@@ -152,7 +155,8 @@ def run_search(
             f"(--algorithm {algorithm}: it was made with another algorithm, --epochs or search "
             "space): repeat its settings, pass --overwrite to delete it, or choose another --output"
         ) from None
-    report_trials(tuner, algorithm, max_trials, objective)
+    name = objective[0] if isinstance(objective, tuple) else objective
+    report_trials(tuner, algorithm, max_trials, name)
     x, y = train
     dataset = y is None  # a dataset batches (and shuffles) itself: Keras warns otherwise
     # Ctrl-C between two steps, not in the middle of a trial's save; but the
@@ -188,7 +192,7 @@ def run_search(
     path = os.path.join(output, "best_hyperparameters.json")
     with open(path, "w", encoding="utf-8") as handle:
         json.dump(best, handle, indent=2, sort_keys=True)
-    print(f"\nbest hyperparameters ({objective} {trials[0].score if trials else '-'}): {path}")
+    print(f"\nbest hyperparameters ({name} {trials[0].score if trials else '-'}): {path}")
     return tuner, best
 
 

@@ -116,6 +116,11 @@ def test_tune_searches_and_resumes_without_tensorflow(tmp_path, monkeypatch):
     trials = os.path.join(output, "tuning", "translate")
     done = sorted(name for name in os.listdir(trials) if name.startswith("trial_"))
     assert len(done) == 2
+    # The objective: the validation perplexity (unsmoothed), not the smoothed loss.
+    trial = json.load(open(os.path.join(trials, done[0], "trial.json")))
+    perplexity = trial["metrics"]["metrics"]["val_perplexity"]
+    assert perplexity["direction"] == "min"
+    assert trial["score"] == pytest.approx(perplexity["observations"][-1]["value"][0])
     run("tune", "--output", output, *flags)  # resumes: no trial is added
     assert sorted(n for n in os.listdir(trials) if n.startswith("trial_")) == done
 

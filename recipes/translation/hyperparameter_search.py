@@ -97,7 +97,9 @@ def tune(config, log=print):
         valid_data,
         steps_per_epoch=stream.steps,
         algorithm=config.algorithm,
-        objective="val_loss",
+        # The validation perplexity, not the loss: a label-smoothed loss is
+        # higher by construction, so it would rank the trials without smoothing first.
+        objective=("val_perplexity", "min"),
         max_trials=config.trials,
         max_epochs=config.epochs,
         output=config.output,
