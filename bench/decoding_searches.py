@@ -9,6 +9,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_attention.seq2seq import BeamSearch, GreedySearch, shortlisted_search
 from keras_attention.seq2seq.generation import beam_search, greedy_search
 from keras_attention.serving.records import variables_bytes
 from keras_attention.serving.versions import export_archive, traced_once
@@ -27,6 +28,8 @@ class ForcedLength(keras.layers.Layer):
         super().__init__(name="forced_length")
         self.model = model
         self.sos_id, self.eos_id, self.padding_id = model.sos_id, model.eos_id, model.padding_id
+        self.source_vocab_size = model.source_vocab_size
+        self.target_vocab_size = model.target_vocab_size
         banned = np.zeros((model.target_vocab_size,), "float32")
         banned[[model.eos_id, model.padding_id]] = NEGATIVE
         self.bias = tf.constant(banned)
@@ -37,6 +40,15 @@ class ForcedLength(keras.layers.Layer):
     def decode_step(self, tokens, state):
         logits, state, attention = self.model.decode_step(tokens, state)
         return logits + self.bias, state, attention
+
+    # A vocabulary shortlist's hooks (`seq2seq.shortlist`): the same bias
+    # on the listed columns.
+    def decode_features(self, tokens, state):
+        return self.model.decode_features(tokens, state)
+
+    def output_columns(self, columns):
+        project, bias = self.model.output_columns(columns), tf.gather(self.bias, columns)
+        return lambda features: project(features) + bias
 
     def reorder_state(self, state, indices):
         return self.model.reorder_state(state, indices)
@@ -61,23 +73,35 @@ def loop_body_ops(fn, *args):
     return len(body.node_def), collections.Counter(node.op for node in body.node_def)
 
 
-def searches(model, length):
-    """`{"greedy": fn, "beam4": fn}`: source (B, S) -> tokens (B, L)."""
+def searches(model, length, shortlist=None):
+    """`{"greedy": fn, "beam4": fn}`: source (B, S) -> tokens (B, L); with
+    a `Shortlist`, each over the pieces it lists (`shortlisted_search`)."""
     forced = ForcedLength(model)
+    if shortlist is not None:
+
+        def over(search):
+            def run(source):
+                return shortlisted_search(search, forced, shortlist, source, best=True)["tokens"]
+
+            return run
+
+        greedy, beam = GreedySearch(max_length=length), BeamSearch(beam_width=4, max_length=length)
+        return {"greedy": over(greedy), "beam4": over(beam)}
     return {
         "greedy": lambda source: greedy_search(forced, source, length)["tokens"],
         "beam4": lambda source: beam_search(forced, source, length, beam_width=4)["tokens"][:, 0],
     }
 
 
-def export_searches(model, length, directory, xla=False):
+def export_searches(model, length, directory, xla=False, shortlist=None):
     """Write the two searches as SavedModel endpoints with the library's
     exporter; returns the loaded SavedModel. With `xla`, each endpoint calls
     its search as a `jit_compile=True` function (an XLA export's layout:
-    the search compiled, the endpoint a plain graph around it)."""
+    the search compiled, the endpoint a plain graph around it); with a
+    `shortlist`, the searches over it."""
     archive = keras.export.ExportArchive()
     spec = [tf.TensorSpec((None, None), tf.int32, name="token_ids")]
-    for name, search in searches(model, length).items():
+    for name, search in searches(model, length, shortlist).items():
         if xla:
             search = tf.function(search, autograph=False, jit_compile=True)
         archive.add_endpoint(
