@@ -564,6 +564,8 @@ def test_a_shortlist_exports_and_converts_as_one_table(transformer_run, tmp_path
     short = os.path.join(exports, "short", "1")
     record = json.load(open(os.path.join(short, "assets.extra", "keras_attention.json")))
     assert record["shortlist"]["size"] == 300 and record["shortlist"]["frequent"] == 75
+    pieces = [piece for piece, _ in read_model(os.path.join(transformer_run, "target.spm"))[1]]
+    assert record["shortlist"]["always"] == [pieces.index("\ue000")]  # the number placeholder
     assert check.check_export(short) == {s: [] for s in check.available_servings()}
     shortlist = Shortlist.load(os.path.join(short, "assets", "shortlist.npz"))
     plain = tf.saved_model.load(os.path.join(exports, "plain", "1")).signatures["tokens"]
