@@ -86,18 +86,23 @@ def test_the_table_is_each_source_piece_s_best_dice_candidates():
 
 
 def reference_columns(shortlist, source, prefix=None):
-    """The module docstring's rule: reserved and `always`, the frequent
-    ones, then candidates by frequency, then the rest by frequency."""
+    """The module docstring's rule: reserved, `always` and prefix pieces,
+    the frequent ones, then candidates by their best place in a source
+    piece's list and by frequency, then the rest by frequency."""
     rank = {int(t): r for r, t in enumerate(shortlist.frequency)}
     fixed = set(range(RESERVED)) | set(shortlist.always)
-    frequent = {int(t) for t in shortlist.frequency[: shortlist.frequent]}
-    found = {int(t) for s in np.ravel(source) if s != 0 for t in shortlist.candidates[s] if t >= 0}
     if prefix is not None:
-        found |= {int(t) for t in np.ravel(prefix) if t != 0}
-    tiers = [fixed, frequent - fixed, found - frequent - fixed]
-    chosen = []
-    for tier in tiers + [set(rank) - set().union(*tiers)]:
-        chosen += sorted(tier, key=rank.get)
+        fixed |= {int(t) for t in np.ravel(prefix) if t != 0}
+    frequent = {int(t) for t in shortlist.frequency[: shortlist.frequent]} - fixed
+    place = {}
+    for s in np.ravel(source):
+        for j, t in enumerate(shortlist.candidates[s] if s != 0 else []):
+            if t >= 0:
+                place[int(t)] = min(place.get(int(t), j), j)
+    found = set(place) - frequent - fixed
+    chosen = sorted(fixed, key=rank.get) + sorted(frequent, key=rank.get)
+    chosen += sorted(found, key=lambda t: (place[t], rank[t]))
+    chosen += sorted(set(rank) - set(chosen), key=rank.get)
     return sorted(chosen[: shortlist.size])
 
 

@@ -16,10 +16,12 @@ target ids, sorted, chosen in this order of priority until `size` are
 taken:
 
 1. the reserved ids `0 .. reserved - 1` (padding, `<sos>`, `<eos>`,
-   `<unk>`) and the `always` ids (the number placeholder),
+   `<unk>`), the `always` ids (the number placeholder) and every piece of
+   a forced prefix,
 2. the `frequent` most frequent target pieces (a quarter of `size`),
-3. the candidates of every source piece of the batch (and every piece of
-   a forced prefix), the more frequent first when they exceed the rest,
+3. the candidates of the batch's source pieces, by their place in a
+   source piece's list: every first candidate, then every second one, ...
+   (within a place, the more frequent first),
 4. the next most frequent pieces, filling the list.
 
 A fixed `size` keeps the shapes static for XLA. Because the reserved ids
@@ -53,7 +55,8 @@ from keras_attention import quantization
 from keras_attention.seq2seq.search import get_search
 
 RESERVED = 4  # padding, <sos>, <eos>, <unk>: ids 0-3 of keras_attention.tokenizers
-DEPTH = 16  # candidates per source piece
+DEPTH = 8  # candidates per source piece
+MAX_DEPTH = 256  # so that a priority (`Shortlist.columns`) fits an int32 for 1M pieces
 CHUNK = 4096  # sentence pairs counted at a time by `learn`
 
 
@@ -149,8 +152,6 @@ class Shortlist:
                 f"`always` of Shortlist must be target ids in [0, {vocab}); received {always!r}."
             )
         self.frequent = self.size // 4 if frequent is None else _check_size("frequent", frequent, 0)
-        rank = np.empty(vocab, np.float32)
-        rank[self.frequency] = np.arange(vocab, 0, -1)  # most frequent: V, least: 1
         fixed = min(RESERVED, vocab) + len(set(self.always) - set(range(RESERVED)))
         if self.frequent > self.size - fixed:
             raise ValueError(
@@ -158,12 +159,21 @@ class Shortlist:
                 f"ids in `size` {self.size}: at most {self.size - fixed}; received "
                 f"frequent={self.frequent}."
             )
-        # The priority of a piece (`columns` adds V to the candidates'): 4V
-        # the reserved and `always` ones, 2V the frequent ones, plus the rank.
-        tier = np.zeros(vocab, np.float32)
-        tier[self.frequency[: self.frequent]] = 2.0
-        tier[list(range(min(RESERVED, vocab))) + list(self.always)] = 4.0
-        self._base = (rank + vocab * tier).astype(np.float32)
+        depth = self.candidates.shape[1]
+        if depth > MAX_DEPTH:
+            raise ValueError(
+                f"`candidates` of Shortlist may hold at most {MAX_DEPTH} candidates per source "
+                f"piece; received {depth}."
+            )
+        # A piece's priority is level · V + rank (`columns`): level depth + 2
+        # for the reserved and `always` ones, depth + 1 for the frequent
+        # ones, depth - j for a candidate in place j of a source piece's
+        # list, 0 for the rest; the rank orders by frequency within a level.
+        self._rank = np.empty(vocab, np.int32)
+        self._rank[self.frequency] = np.arange(vocab - 1, -1, -1)
+        self._level = np.zeros(vocab, np.int32)
+        self._level[self.frequency[: self.frequent]] = depth + 1
+        self._level[list(range(min(RESERVED, vocab))) + list(self.always)] = depth + 2
 
     @property
     def target_vocab_size(self):
@@ -187,6 +197,10 @@ class Shortlist:
             "target_vocab_size", target_vocab_size, 1, "Shortlist.learn"
         )
         depth = _check_size("depth", depth, 1, "Shortlist.learn")
+        if depth > MAX_DEPTH:
+            raise ValueError(
+                f"`depth` of Shortlist.learn must be at most {MAX_DEPTH}; received depth={depth}."
+            )
         keys, counts, source_counts, target_counts, tokens = _pair_counts(
             pairs, source_vocab_size, target_vocab_size
         )
@@ -209,17 +223,19 @@ class Shortlist:
         """The `size` target ids `(K,)` int32, sorted, that the batch
         `source (B, S)` decodes over (and every non-padding id of `prefix
         (B, P)`), in `keras.ops`: see the module docstring."""
-        vocab = self.target_vocab_size
+        vocab, depth = self.target_vocab_size, self.candidates.shape[1]
         source = ops.reshape(ops.cast(source, "int32"), (-1,))
         found = ops.take(ops.convert_to_tensor(self.candidates), source, axis=0)  # (B·S, depth)
         found = ops.where(source[:, None] == padding_id, -1, found)
-        found = ops.reshape(found, (-1,))
-        if prefix is not None:
+        level = ops.where(found >= 0, depth - ops.arange(depth, dtype="int32")[None], 0)
+        found, level = ops.reshape(found, (-1,)), ops.reshape(level, (-1,))
+        if prefix is not None:  # every forced piece, as the reserved ones
             prefix = ops.reshape(ops.cast(prefix, "int32"), (-1,))
             found = ops.concatenate([found, ops.where(prefix == padding_id, -1, prefix)], axis=0)
-        listed = ops.cast(found >= 0, "float32")
-        hits = ops.scatter(ops.maximum(found, 0)[:, None], listed, (vocab,))
-        priority = ops.convert_to_tensor(self._base) + vocab * ops.cast(hits > 0, "float32")
+            level = ops.concatenate([level, ops.where(prefix == padding_id, 0, depth + 2)], axis=0)
+        best = ops.segment_max(level, ops.maximum(found, 0), num_segments=vocab)
+        level = ops.maximum(ops.maximum(best, 0), ops.convert_to_tensor(self._level))
+        priority = level * vocab + ops.convert_to_tensor(self._rank)
         _, ids = ops.top_k(priority, self.size, sorted=False)
         return ops.sort(ops.cast(ids, "int32"))
 
