@@ -418,6 +418,18 @@ def test_convert_cli_mistakes_are_one_line_with_status_2(transformer_run, tmp_pa
     assert not os.path.exists(tmp_path / "w") and not os.path.exists("x")
 
 
+def test_a_shortlist_of_a_recurrent_run_is_refused_in_flag_words(trained, tmp_path, capsys):
+    exports = str(tmp_path / "exports")
+    status, _, stderr = cli(
+        capsys, "export", "--output", trained[0], "--export-dir", exports, "--shortlist", "100"
+    )
+    assert status == 2 and stderr.strip() == (
+        f"error: --shortlist decodes one Transformer or ConvS2S over a shortlist; --output "
+        f"{trained[0]} with these flags is a --family rnn model: drop --shortlist"
+    )
+    assert not os.path.exists(exports)
+
+
 def test_convert_cli_refuses_a_recurrent_run_naming_the_family(trained, tmp_path, capsys):
     """In flag words (it said `convert_to_ctranslate2: family='ConvS2SSeq2Seq'`),
     from the run's config.json, before the model is loaded."""

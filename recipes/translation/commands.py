@@ -187,11 +187,18 @@ def export_command(config, log=print):
 
 
 def check_shortlist_size(config, run):
-    """`UsageError` for a `--shortlist` beyond the run's target vocabulary,
-    or of a run without SentencePiece models (the table is learned with
-    their Python twins)."""
+    """`UsageError` for a `--shortlist` of a recurrent run or an ensemble,
+    beyond the run's target vocabulary, or of a run without SentencePiece
+    models (the table is learned with their Python twins)."""
     if config.shortlist is None:
         return
+    family = run.record.get("family")
+    if family == "rnn" or config.ensemble:
+        holds = "an --ensemble" if config.ensemble else f"a --family {family} model"
+        raise UsageError(
+            f"--shortlist decodes one Transformer or ConvS2S over a shortlist; --output "
+            f"{config.output} with these flags is {holds}: drop --shortlist"
+        )
     if not os.path.exists(os.path.join(config.output, "target.spm")):
         raise UsageError(
             f"--shortlist needs a run trained with --tokenizer sentencepiece; {config.output} "
