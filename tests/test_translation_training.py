@@ -253,7 +253,7 @@ def test_tuning_runs_resumes_and_writes_best_hyperparameters(tmp_path, monkeypat
     # the best models load for their BLEU without Keras's optimizer warning.
     progress = [line for line in capsys.readouterr().err.splitlines() if line.startswith("tune:")]
     assert re.fullmatch(r"tune: trial 1/2 \(random\): \{'family': .*\} \.\.\.", progress[0])
-    assert re.fullmatch(r"tune: trial 1/2 done: val_loss \d+\.\d{4}", progress[1])
+    assert re.fullmatch(r"tune: trial 1/2 done: val_perplexity \d+\.\d{4}", progress[1])
     assert progress[2].startswith("tune: trial 2/2 (random): ") and len(progress) == 4
     assert not [w for w in caught if "Skipping variable loading" in str(w.message)]
     best = json.load(open(tmp_path / "best_hyperparameters.json"))

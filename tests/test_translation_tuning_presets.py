@@ -181,3 +181,22 @@ def test_a_search_from_before_presets_resumes_as_none(tmp_path, monkeypatch):
         hyperparameter_search.tune(resumed, log=lambda *_: None)
     with pytest.raises(ValueError, match="holds a run built with other settings"):
         hyperparameter_search.tune(config_of(*tune, "--preset", "small"), log=lambda *_: None)
+
+
+def test_train_hyperparameters_of_another_family_take_that_family_s_preset(tmp_path):
+    """A search's best trial of the rnn family, trained by `train
+    --hyperparameters` without --family: the preset filled in is the
+    rnn's (the Transformer's heads refused it as flags never given)."""
+    path = tmp_path / "best_hyperparameters.json"
+    path.write_text(json.dumps({"family": "rnn", "attention": "general", "hidden_dim": 32}))
+    output = str(tmp_path / "run")
+    config = config_of("train", "--output", output, "--hyperparameters", str(path))
+    assert (config.family, config.preset, config.num_heads) == ("rnn", "small", None)
+    _, spec = train_settings(config)
+    assert (spec["family"], spec["attention"], spec["hidden_dim"]) == ("rnn", "general", 32)
+    assert spec["embed_dim"] == config.embed_dim is not None  # the rnn preset's
+    # A file naming no family keeps the flag's.
+    path.write_text(json.dumps({"hidden_dim": 32}))
+    assert config_of("train", "--output", output, "--hyperparameters", str(path)).family == (
+        "transformer"
+    )

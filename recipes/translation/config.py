@@ -23,6 +23,7 @@ import dataclasses
 import os
 
 from ..runs import UsageError, check_number, flag
+from ..tuning import load_hyperparameters
 from .command_settings import BEAM_DEFAULTS, COMMAND_DEFAULTS, FIELDS, Settings
 from .presets import DING_ONLY, PAPER_RATE, PRESET_KEYS, PRESETS, paper_rate
 from .settings import CHECKS, FAMILIES, GROUPS, MAX_EPOCHS, RECORDS, WINDOW_RULE, corpus_key
@@ -155,6 +156,11 @@ class TranslationConfig(Settings):
         ends training.)"""
         output = "runs/demo" if command == "demo" else "runs/translate"
         merged = {"output": output, **COMMAND_DEFAULTS.get(command, {}), **settings}
+        # A `--hyperparameters` file names the family it trains (and wins
+        # over --family there): its preset is that family's.
+        chosen = hyperparameters_family(merged.get("hyperparameters"))
+        if chosen is not None:
+            merged["family"] = chosen
         family = merged.get("family") or FIELDS["family"].default
         name = merged.get("preset")
         if command == "tune":  # the data settings every searched family's preset shares
@@ -300,6 +306,16 @@ class TranslationConfig(Settings):
 # The commands that decode a trained run, or convert it with its decoding
 # settings: they settle them against the run's before any work.
 DECODES = ("evaluate", "translate", "export", "convert")
+
+
+def hyperparameters_family(path):
+    """The family a `--hyperparameters` file names, or None (no file, no
+    family, or a file `train` will refuse with its reason)."""
+    try:
+        family = load_hyperparameters(path).get("family")
+    except ValueError:
+        return None
+    return family if family in FAMILIES else None
 
 
 def shared_preset(name, families, given):
