@@ -79,11 +79,8 @@ def _pair_counts(pairs, source_vocab_size, target_vocab_size):
 
     def merge(keys, counts, chunk):
         keys, inverse = np.unique(np.concatenate([keys, *chunk]), return_inverse=True)
-        merged = np.zeros(len(keys), np.int64)
-        np.add.at(
-            merged, inverse, np.concatenate([counts] + [np.ones(len(c), np.int64) for c in chunk])
-        )
-        return keys, merged
+        weights = np.concatenate([counts] + [np.ones(len(c), np.int64) for c in chunk])
+        return keys, np.bincount(inverse, weights, len(keys)).astype(np.int64)
 
     for source, target in pairs:
         source, target = np.asarray(source, np.int64), np.asarray(target, np.int64)
