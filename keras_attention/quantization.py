@@ -95,6 +95,13 @@ def column_projection(columns, dtype, dense=None, table_layer=None, bias=None):
     `dequantized` (its float kernel)."""
     if dense is not None:
         weight, scale = kernel(dense, "kernel", dtype)
+        if scale is not None:  # Keras's int8 `Dense` divides by its scale, and may quantize inputs
+            raise ValueError(
+                f"`dense` of column_projection: the int8 Keras Dense {dense.name!r} must be read "
+                "inside quantization.dequantized, which turns weight-only int8 kernels into "
+                "float ones; one that also quantizes its inputs cannot project onto columns "
+                "(quantize the model weight-only, the default)."
+            )
         weight = ops.take(weight, columns, axis=1)
         bias = dense.bias if dense.use_bias else None
     else:

@@ -197,22 +197,43 @@ def test_beams_are_the_full_search_s_when_the_pieces_left_out_have_no_probabilit
     np.testing.assert_array_equal(best["tokens"], full["tokens"][:, 0])
 
 
-def test_a_forced_prefix_is_listed_and_suppressed_tokens_never_come():
+def test_a_forced_prefix_is_listed_and_keeps_the_reserved_ids_in_place():
     model = tiny("transformer")
-    full = numpy(GreedySearch(max_length=8)(model, SOURCE))
-    first = int(full["tokens"][0, 0])
     prefix = np.array([[31, 0], [32, 33], [0, 0]], "int32")
     shortlist = listing([5, 6, 7], size=10, frequent=3)  # 31-33 are neither frequent nor candidates
-    search = GreedySearch(max_length=8, suppress_tokens=[first])
+    search = GreedySearch(max_length=8)
     got = numpy(shortlisted_search(search, model, shortlist, SOURCE, prefix=prefix))
     assert got["tokens"][0, 0] == 31 and got["tokens"][1, :2].tolist() == [32, 33]
-    assert first not in got["tokens"]
-    reference = numpy(
-        GreedySearch(max_length=8, suppress_tokens=[first])(model, SOURCE, prefix=prefix)
-    )
+    reference = numpy(search(model, SOURCE, prefix=prefix))
     listed = set(keras.ops.convert_to_numpy(shortlist.columns(SOURCE, prefix)).tolist())
     if set(reference["tokens"].ravel().tolist()) <= listed:
         np.testing.assert_array_equal(got["tokens"], reference["tokens"])
+    # As many prefix pieces as the list has room for: the reserved ids stay first.
+    crowded = np.array([[30, 31], [32, 33], [0, 0]], "int32")
+    small = Shortlist.learn(random_pairs(3), V, V, size=8, depth=2, frequent=0)
+    columns = keras.ops.convert_to_numpy(small.columns(SOURCE, crowded)).tolist()
+    assert columns == [0, 1, 2, 3, 30, 31, 32, 33]
+    with pytest.raises(
+        ValueError, match=r"`prefix` of shortlisted_search must hold token ids in \[0, 40\)"
+    ):
+        shortlisted_search(search, model, shortlist, SOURCE, prefix=np.full((3, 1), 45, "int32"))
+
+
+def test_suppress_tokens_and_input_quantizing_int8_are_refused():
+    """The full search bans suppressed tokens after its log-softmax over the
+    vocabulary, which a list cannot repeat; Keras's int8 Dense that also
+    quantizes its inputs has no float kernel to gather columns from."""
+    model = tiny("transformer")
+    with pytest.raises(ValueError, match="must have no suppress_tokens"):
+        shortlisted_search(GreedySearch(suppress_tokens=[9]), model, listing([5]), SOURCE)
+    with pytest.raises(ValueError, match="needs a search without suppress_tokens"):
+        check_shortlist(
+            listing([5]), model, "Translator.shortlisted", BeamSearch(suppress_tokens=[9])
+        )
+    untied = tiny("transformer", tie=False)
+    untied.output_projection.quantize("int8", config=keras.quantizers.Int8QuantizationConfig())
+    with pytest.raises(ValueError, match="cannot project onto columns"):
+        shortlisted_search(GreedySearch(max_length=4), untied, listing([5]), SOURCE)
 
 
 def test_an_int8_model_decodes_over_its_shortlist_as_over_its_whole_vocabulary():

@@ -16,8 +16,8 @@ target ids, sorted, chosen in this order of priority until `size` are
 taken:
 
 1. the reserved ids `0 .. reserved - 1` (padding, `<sos>`, `<eos>`,
-   `<unk>`), the `always` ids (the number placeholder) and every piece of
-   a forced prefix,
+   `<unk>`), then the `always` ids (the number placeholder) and every
+   piece of a forced prefix,
 2. the `frequent` most frequent target pieces (a quarter of `size`),
 3. the candidates of the batch's source pieces, by their place in a
    source piece's list: every first candidate, then every second one, ...
@@ -52,7 +52,7 @@ import numpy as np
 from keras import ops
 
 from keras_attention import quantization
-from keras_attention.seq2seq.search import get_search
+from keras_attention.seq2seq.decoding_options import check_prefix_ids
 
 RESERVED = 4  # padding, <sos>, <eos>, <unk>: ids 0-3 of keras_attention.tokenizers
 DEPTH = 8  # candidates per source piece
@@ -162,15 +162,17 @@ class Shortlist:
                 f"`candidates` of Shortlist may hold at most {MAX_DEPTH} candidates per source "
                 f"piece; received {depth}."
             )
-        # A piece's priority is level · V + rank (`columns`): level depth + 2
-        # for the reserved and `always` ones, depth + 1 for the frequent
-        # ones, depth - j for a candidate in place j of a source piece's
-        # list, 0 for the rest; the rank orders by frequency within a level.
+        # A piece's priority is level · V + rank (`columns`): level depth + 3
+        # for the reserved ones, depth + 2 for the `always` ones and a forced
+        # prefix's, depth + 1 for the frequent ones, depth - j for a
+        # candidate in place j of a source piece's list, 0 for the rest; the
+        # rank orders by frequency within a level.
         self._rank = np.empty(vocab, np.int32)
         self._rank[self.frequency] = np.arange(vocab - 1, -1, -1)
         self._level = np.zeros(vocab, np.int32)
         self._level[self.frequency[: self.frequent]] = depth + 1
-        self._level[list(range(min(RESERVED, vocab))) + list(self.always)] = depth + 2
+        self._level[list(self.always)] = depth + 2
+        self._level[: min(RESERVED, vocab)] = depth + 3  # above all: they map to themselves
 
     @property
     def target_vocab_size(self):
@@ -285,17 +287,24 @@ class Shortlist:
         )
 
 
-def check_shortlist(shortlist, model, owner):
+def check_shortlist(shortlist, model, owner, search=None):
     """`shortlist` checked for `model`: None, or a `Shortlist` of the
     model's vocabulary sizes, the model able to decode over it
-    (`output_columns`: TransformerSeq2Seq, ConvS2SSeq2Seq). `ValueError`
-    naming `owner` otherwise."""
+    (`output_columns`: TransformerSeq2Seq, ConvS2SSeq2Seq), `search` (when
+    given) without `suppress_tokens`. `ValueError` naming `owner`
+    otherwise."""
     if shortlist is None:
         return None
     if not isinstance(shortlist, Shortlist):
         raise ValueError(
             f"`shortlist` of {owner} must be a keras_attention.seq2seq.Shortlist or None; "
             f"received {shortlist!r}."
+        )
+    if search is not None and search.suppress_tokens:
+        raise ValueError(
+            f"`shortlist` of {owner} needs a search without suppress_tokens (they are banned "
+            "after the log-softmax over the whole vocabulary); the search has suppress_tokens="
+            f"{list(search.suppress_tokens)!r}."
         )
     if not hasattr(model, "output_columns"):
         raise ValueError(
@@ -366,8 +375,18 @@ def _to_columns(ids, columns, vocab_size, padding_id):
 def shortlisted_search(search, model, shortlist, source, prefix=None, best=False):
     """`search(model, source, prefix)` (`search.best` with `best`) decoding
     over `shortlist.columns(source, prefix)` only: the result's `tokens`
-    are target ids, as the full search's. A search's `suppress_tokens` are
-    banned by leaving them out of the list's logits."""
+    are target ids, as the full search's. A search with `suppress_tokens`
+    is refused (the full search bans them after the log-softmax, which a
+    list of columns chosen per request cannot repeat). A forced prefix's
+    pieces are listed after the reserved ids: a batch whose prefixes hold
+    more distinct pieces than the list's room beside those loses the
+    least frequent of them (their forcing ends there)."""
+    if search.suppress_tokens:
+        raise ValueError(
+            "`search` of shortlisted_search must have no suppress_tokens (they are banned "
+            "after the log-softmax over the whole vocabulary); received suppress_tokens="
+            f"{list(search.suppress_tokens)!r}."
+        )
     padding_id = getattr(search, "padding_id", None)
     padding_id = model.padding_id if padding_id is None else padding_id
     for name in ("sos_id", "eos_id", "padding_id", "unk_id"):
@@ -378,6 +397,9 @@ def shortlisted_search(search, model, shortlist, source, prefix=None, best=False
                 f"`search` of shortlisted_search must use reserved ids below {RESERVED} for "
                 f"its special tokens (they map to themselves); received {name}={value}."
             )
+    if prefix is not None:
+        sos_id = model.sos_id if search.sos_id is None else search.sos_id
+        prefix = check_prefix_ids(prefix, model, sos_id, "shortlisted_search")
     with quantization.dequantized(model):  # the search's own scope sees no Keras model
         return _search_over(search, model, shortlist, source, prefix, best, padding_id)
 
@@ -385,13 +407,6 @@ def shortlisted_search(search, model, shortlist, source, prefix=None, best=False
 def _search_over(search, model, shortlist, source, prefix, best, padding_id):
     columns = shortlist.columns(source, prefix, padding_id)
     shortlisted = ShortlistedModel(model, columns)
-    if search.suppress_tokens:
-        suppressed = ops.any(
-            columns[:, None] == ops.convert_to_tensor(search.suppress_tokens, "int32")[None], axis=1
-        )
-        project = shortlisted.project
-        shortlisted.project = lambda x: ops.where(suppressed[None], -1e9, project(x))
-        search = get_search(search, suppress_tokens=None)
     if prefix is not None:
         prefix = _to_columns(prefix, columns, shortlist.target_vocab_size, padding_id)
     result = (search.best if best else search)(shortlisted, source, prefix=prefix)

@@ -252,7 +252,7 @@ class TransformerSeq2Seq(Seq2Seq):
     def output_columns(self, columns):
         """The output projection onto the target ids `columns (K,)` only,
         `features (B, D) -> logits (B, K)`, its weights gathered once
-        (`shortlist.column_projection`): a vocabulary shortlist."""
+        (`quantization.column_projection`): a vocabulary shortlist."""
         if self.tie_embeddings:
             return quantization.column_projection(
                 columns,

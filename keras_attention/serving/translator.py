@@ -517,7 +517,7 @@ class Translator:
         shortlist=...)` writes, in process. `ValueError` for another
         object, other vocabulary sizes or a model that cannot (an
         `Ensemble`)."""
-        check_shortlist(shortlist, self.model, "Translator.shortlisted")
+        check_shortlist(shortlist, self.model, "Translator.shortlisted", self.search)
         translator = self._copy(self.model, float_model=self.float_model, bucketed=self.bucketed)
         translator.graph = translator.graph.with_parts(shortlist=shortlist)
         return translator

@@ -414,8 +414,9 @@ class ExportSettings:
         None,
         "decode each request over this many target pieces (a vocabulary shortlist: the "
         "reserved pieces, the most frequent quarter, then the candidates of the request's "
-        "source pieces learned from the run's training split; for CTranslate2 its vocabulary "
-        "map, vmap.txt). Default: the whole target vocabulary (8 to {at_most})",
+        "source pieces learned from the run's training split; CTranslate2 gets the same "
+        "table as its vocabulary map, vmap.txt, and decodes over its candidates for the "
+        "batch, however many). Default: the whole target vocabulary (8 to {at_most})",
         ("convert", "export"),
         check={"integer": True, "low": 8, "at_most": MAX_VOCABULARY},
     )
