@@ -261,12 +261,18 @@ def profile(model, source, length, repeats):
     )
 
 
+def use_threads(threads):
+    """TensorFlow's intra-op threads, unless TensorFlow already ran
+    something in this process (a test's smoke run after another's)."""
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+    except RuntimeError:
+        pass
+
+
 def main(argv=None):
     args = parse(argv)
-    try:
-        tf.config.threading.set_intra_op_parallelism_threads(args.threads)
-    except RuntimeError:  # TensorFlow already ran something here (the smoke test)
-        pass
+    use_threads(args.threads)
     keras.utils.set_random_seed(0)
     rng = np.random.default_rng(0)
     rows = max([batch for _, batch in args.cells] + [32])  # the profile runs batch 32

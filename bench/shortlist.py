@@ -47,7 +47,15 @@ from keras_attention.serving.records import quantized_copy  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from decoding import MODELS, build_model, cpu_line, mean_per_round, parse_cells, timed  # noqa: E402
+from decoding import (  # noqa: E402
+    MODELS,
+    build_model,
+    cpu_line,
+    mean_per_round,
+    parse_cells,
+    timed,
+    use_threads,
+)
 from decoding_searches import check_lengths, export_searches  # noqa: E402
 from timing import median_ratio  # noqa: E402
 
@@ -289,10 +297,7 @@ def parse(argv=None):
 
 def main(argv=None):
     args = parse(argv)
-    try:
-        tf.config.threading.set_intra_op_parallelism_threads(args.threads)
-    except RuntimeError:  # TensorFlow already ran something here (the smoke test)
-        pass
+    use_threads(args.threads)
     return quality(args) if args.run else speed(args)
 
 

@@ -288,10 +288,10 @@ class Shortlist:
 
 
 def check_shortlist(shortlist, model, owner, search=None):
-    """`shortlist` checked for `model`: None, or a `Shortlist` of the
+    """`shortlist` checked: None, or a `Shortlist`; with a `model`, of the
     model's vocabulary sizes, the model able to decode over it
-    (`output_columns`: TransformerSeq2Seq, ConvS2SSeq2Seq), `search` (when
-    given) without `suppress_tokens`. `ValueError` naming `owner`
+    (`output_columns`: TransformerSeq2Seq, ConvS2SSeq2Seq); with a
+    `search`, one without `suppress_tokens`. `ValueError` naming `owner`
     otherwise."""
     if shortlist is None:
         return None
@@ -306,6 +306,8 @@ def check_shortlist(shortlist, model, owner, search=None):
             "after the log-softmax over the whole vocabulary); the search has suppress_tokens="
             f"{list(search.suppress_tokens)!r}."
         )
+    if model is None:
+        return shortlist
     if not hasattr(model, "output_columns"):
         raise ValueError(
             f"`shortlist` of {owner} needs a model that decodes over a shortlist "

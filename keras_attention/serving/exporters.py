@@ -32,7 +32,7 @@ import numpy as np
 
 from keras_attention.seq2seq.sampling import GreedySearch
 from keras_attention.seq2seq.search import BeamSearch
-from keras_attention.seq2seq.shortlist import Shortlist, check_shortlist
+from keras_attention.seq2seq.shortlist import check_shortlist
 from keras_attention.serving import ctranslate2 as ct2
 from keras_attention.serving.buckets import (
     add_warmup_requests,
@@ -143,9 +143,8 @@ class SavedModelExporter(Exporter):
 
     def __init__(self, quantize=None, xla=False, buckets=None, shortlist=None):
         self.buckets = check_saved_model_options(quantize, xla, buckets, "SavedModelExporter")
-        if shortlist is not None and not isinstance(shortlist, Shortlist):
-            check_shortlist(shortlist, None, "SavedModelExporter")  # refuses it
-        self.quantize, self.xla, self.shortlist = quantize, bool(xla), shortlist
+        self.shortlist = check_shortlist(shortlist, None, "SavedModelExporter")
+        self.quantize, self.xla = quantize, bool(xla)
 
     def get_config(self):
         buckets = None if self.buckets is None else self.buckets.get_config()
@@ -252,9 +251,7 @@ class CTranslate2Exporter(Exporter):
         self.quantization = quantization
         self.length_penalty = None if length_penalty is None else float(length_penalty)
         self.max_positions = None if max_positions is None else int(max_positions)
-        if shortlist is not None and not isinstance(shortlist, Shortlist):
-            check_shortlist(shortlist, None, "CTranslate2Exporter")  # refuses it
-        self.shortlist = shortlist
+        self.shortlist = check_shortlist(shortlist, None, "CTranslate2Exporter")
 
     def get_config(self):
         return {
