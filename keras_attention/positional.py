@@ -40,8 +40,14 @@ class PositionalEmbedding(keras.layers.Layer):
 
     - `mode="sinusoidal"` (Transformer): `p_pos = PE(pos)` with
       `PE(pos, 2i) = sin(pos / 10000^(2i/d))` and
-      `PE(pos, 2i+1) = cos(pos / 10000^(2i/d))`; no weights, and any position
-      works (`max_length` only documents the intended range).
+      `PE(pos, 2i+1) = cos(pos / 10000^(2i/d))`; no weights. With an int
+      `start_index` any position works. With a tensor one (incremental
+      decoding) the rows are gathered from the table of positions
+      `0 .. max_length - 1`, which compilers fold into a constant: XLA
+      fuses an elementwise producer into each of its consumers, so the
+      formula itself would be evaluated again in every kernel that reads
+      the embedding, about half of a small model's greedy step. Positions
+      past the table are then an error, as in the learned mode.
     - `mode="learned"` (ConvS2S): `p_pos` is row `pos` of a learned
       `(max_length, d)` matrix; positions `>= max_length` are an error
       (a `ValueError` when the length is static, a run-time error or, where
@@ -103,8 +109,9 @@ class PositionalEmbedding(keras.layers.Layer):
         self.built = True
 
     def check_range(self, length, start_index):
-        """Raise `ValueError` if learned positions `start_index ..
-        start_index + length - 1` do not exist.
+        """Raise `ValueError` if positions `start_index .. start_index +
+        length - 1` are read from the table (learned, or sinusoidal with a
+        tensor `start_index`) and it has no row for them.
 
         The check runs at trace time whenever the static `length` is known:
         with an int `start_index` it checks the whole range, with a tensor
@@ -123,14 +130,14 @@ class PositionalEmbedding(keras.layers.Layer):
         (an `input_signature` with the length) to get the `ValueError` at
         trace time instead.
         """
-        if self.mode != "learned" or length is None:
-            return
         known_start = is_integer(start_index)
+        if length is None or (self.mode == "sinusoidal" and known_start):
+            return
         first = start_index if known_start else 0
         if first < 0 or first + length > self.max_length:
             where = f"start_index={start_index}" if known_start else "start_index >= 0"
             raise ValueError(
-                f"PositionalEmbedding(mode='learned', max_length={self.max_length}) "
+                f"PositionalEmbedding(mode={self.mode!r}, max_length={self.max_length}) "
                 f"has positions 0..{self.max_length - 1}; received positions "
                 f"{first}..{first + length - 1} or later ({where}, "
                 f"sequence length {length}). Raise `max_length` or shorten the input."
@@ -139,15 +146,19 @@ class PositionalEmbedding(keras.layers.Layer):
     def position_embedding(self, length, start_index=0):
         """`p[start_index : start_index + length]`, `(length, D)`."""
         positions = ops.arange(length) + start_index  # (T,)
-        if self.mode == "sinusoidal":
+        if self.mode == "sinusoidal" and is_integer(start_index):
             return sinusoids(positions, self.width)
+        if self.mode == "sinusoidal":  # a traced start: rows of the folded table
+            table = sinusoids(ops.arange(self.max_length), self.width)
+        else:
+            table = self.position_embeddings
         in_range = ops.logical_and(
             ops.greater_equal(start_index, 0),
             ops.less_equal(start_index + length, self.max_length),
         )
         positions = assert_at_run_time(
             in_range,
-            f"PositionalEmbedding(mode='learned', max_length={self.max_length}) has "
+            f"PositionalEmbedding(mode={self.mode!r}, max_length={self.max_length}) has "
             f"positions 0..{self.max_length - 1}; the input reaches past them. Raise "
             "`max_length` or shorten the input.",
             positions,
@@ -158,9 +169,7 @@ class PositionalEmbedding(keras.layers.Layer):
         exists = ops.logical_and(
             ops.greater_equal(positions, 0), ops.less(positions, self.max_length)
         )
-        rows = ops.take(
-            self.position_embeddings, ops.clip(positions, 0, self.max_length - 1), axis=0
-        )
+        rows = ops.take(table, ops.clip(positions, 0, self.max_length - 1), axis=0)
         return ops.where(exists[:, None], rows, ops.cast(float("nan"), rows.dtype))
 
     def call(self, inputs, start_index=0):

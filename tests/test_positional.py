@@ -105,9 +105,37 @@ def test_token_and_position_is_scaled_lookup_plus_positions(rng):
 
 
 def _built_learned_positions():
-    layer = PositionalEmbedding(4, mode="learned")
+    return _built_positions("learned")
+
+
+def _built_positions(mode):
+    layer = PositionalEmbedding(4, mode=mode)
     layer(np.zeros((1, 2, 2), "float32"))
     return layer
+
+
+def _table(layer):
+    """The rows a layer of `_built_positions` adds at positions 0..3."""
+    if layer.mode == "sinusoidal":
+        return reference.sinusoidal(4, 2)
+    return ops.convert_to_numpy(layer.position_embeddings)
+
+
+def test_sinusoidal_positions_with_a_tensor_start_are_the_equation_from_the_table(rng):
+    """A traced `start_index` reads the table of positions 0..max_length-1
+    (folded into a constant), an int one the equation at any position."""
+    layer = PositionalEmbedding(max_length=8)
+    x = random(rng, 2, 3, 6)
+    out = layer(x, start_index=ops.convert_to_tensor(5))
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(out), x + reference.sinusoidal(3, 6, start=5), atol=1e-5
+    )
+    out = layer(random(rng, 1, 12, 6) * 0, start_index=30)  # past max_length: still the equation
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(out)[0], reference.sinusoidal(12, 6, start=30), atol=1e-5
+    )
+    with pytest.raises(ValueError, match=r"mode='sinusoidal', max_length=8\) has positions 0..7"):
+        layer(random(rng, 1, 9, 6), start_index=ops.convert_to_tensor(0))
 
 
 def test_learned_positions_past_max_length_raise_when_the_length_is_static():
@@ -145,12 +173,13 @@ def test_learned_positions_past_max_length_raise_in_a_graph_with_unknown_length(
         embed(np.zeros((1, 6, 2), "float32"))
 
 
-def test_learned_positions_past_max_length_are_nan_where_nothing_can_raise():
+@pytest.mark.parametrize("mode", ["sinusoidal", "learned"])
+def test_table_positions_past_max_length_are_nan_where_nothing_can_raise(mode):
     """A traced `start_index` (a decoding counter) under
     XLA, `jax.jit` or eagerly without a graph assert: the positions past the
     table get NaN (the documented sentinel), never a clamped row."""
-    layer = _built_learned_positions()
-    table = ops.convert_to_numpy(layer.position_embeddings)
+    layer = _built_positions(mode)
+    table = _table(layer)
     x = np.zeros((1, 2, 2), "float32")
     if keras.backend.backend() == "tensorflow":
         import tensorflow as tf
