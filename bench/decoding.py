@@ -54,7 +54,8 @@ round at least `--min-seconds` of calls of one request (the batch);
 tokens/s and ratios are medians of the rounds, the latency percentiles are
 over every timed request of the cell. `--profile` adds where one step's
 time goes, and the number of ops (graph nodes) in the while-loop body of
-the exported beam search (`loop_body_ops`), the per-step op overhead.
+the exported beam search (`loop_body_ops`), the per-step op overhead, and
+the kernels of one step as XLA compiles each search (`compiled_loop_kernels`).
 `--smoke` (the tests) runs a tiny model, ours only (the int8 rows
 included), one repeat.
 
@@ -85,6 +86,7 @@ sys.path.insert(0, HERE)
 from decoding_searches import (  # noqa: E402
     ForcedLength,
     check_lengths,
+    compiled_loop_kernels,
     export_searches,
     loop_body_ops,
     searches,
@@ -259,6 +261,19 @@ def profile(model, source, length, repeats):
         f"{nodes}, {nodes - ops['Const']} besides constants; most: "
         + ", ".join(f"{op} {count}" for op, count in ops.most_common(6))
     )
+
+
+def compiled_profile(model, source, length):
+    """The kernels of one step of each search as XLA compiles it (greedy at
+    batch 1, beam 4 at batch 32): the count, the most frequent opcodes, and
+    the sines and cosines in the whole program."""
+    print("\nkernels of one compiled step (XLA's optimized HLO, while-loop body):")
+    for name, rows in (("greedy", 1), ("beam4", 32)):
+        search = tf.function(searches(model, length)[name], jit_compile=True, autograph=False)
+        kernels, ops = compiled_loop_kernels(search, source[:rows])
+        trig = ops.pop("sine/cosine")
+        common = ", ".join(f"{op} {count}" for op, count in ops.most_common(5))
+        print(f"  {name}, batch {rows}: {kernels} kernels ({common}); sine/cosine: {trig}")
 
 
 def use_threads(threads):
@@ -547,6 +562,7 @@ def measure(args, model, int8, source, workdir):
     print_latencies(systems, rows)
     if args.profile and args.family == "transformer":
         profile(model, tf.constant(source[:32]), args.length, args.repeats)
+        compiled_profile(model, tf.constant(source[:32]), args.length)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,11 @@
 """Our side of `bench/decoding.py`: the searches as functions and as
 SavedModel endpoints, on a model that never ends a row early
 (`ForcedLength`), the check that every row ran its full length, and the op
-count of a search's while-loop body (`loop_body_ops`)."""
+count of a search's while-loop body: in the traced graph (`loop_body_ops`)
+and in the program XLA compiles (`compiled_loop_kernels`)."""
 
 import collections
+import re
 
 import keras
 import numpy as np
@@ -71,6 +73,33 @@ def loop_body_ops(fn, *args):
     ]
     body = max(bodies, key=lambda function: len(function.node_def))
     return len(body.node_def), collections.Counter(node.op for node in body.node_def)
+
+
+# Instructions of an optimized HLO computation that launch no kernel.
+NOT_KERNELS = ("parameter", "constant", "get-tuple-element", "tuple", "bitcast")
+
+
+def compiled_loop_kernels(fn, *args):
+    """`(kernels, Counter)` of the largest while-loop body of the program XLA
+    compiles for `fn` (a `jit_compile` `tf.function`) at `args`: the
+    instructions of one step that run as kernels (fusions, dots, copies,
+    ...; not parameters, constants, tuple accesses or bitcasts), by opcode,
+    plus `"sine/cosine"`, the sines and cosines anywhere in the program.
+    On CPU each kernel is a thunk with a fixed cost, which is what a small
+    model's step is made of."""
+    hlo = fn.experimental_get_compiler_ir(*args)(stage="optimized_hlo")
+    computations = re.split(r"\n(?=%|ENTRY )", hlo)
+    bodies = {}
+    for computation in computations:
+        name = computation.split(" ", 1)[0].lstrip("%")
+        if re.search(r"body=%" + re.escape(name) + r"\b", hlo):
+            ops = re.findall(
+                r"^\s+(?:ROOT )?%\S+ = (?:\([^=]*?\)|\S+) ([a-z][\w-]*)\(", computation, flags=re.M
+            )
+            bodies[name] = collections.Counter(op for op in ops if op not in NOT_KERNELS)
+    body = max(bodies.values(), key=lambda ops: sum(ops.values()))
+    body["sine/cosine"] = hlo.count(" sine(") + hlo.count(" cosine(")
+    return sum(count for op, count in body.items() if op != "sine/cosine"), body
 
 
 def searches(model, length, shortlist=None):

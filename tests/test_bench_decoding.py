@@ -32,8 +32,9 @@ def test_decoding_bench_smoke(capsys):
 @pytest.mark.large(reason="a benchmark's smoke run")
 @pytest.mark.tensorflow
 def test_int8_copy_is_quantized_and_loop_ops_are_counted():
-    """The int8 rows run a quantized copy with the float model's weights, and
-    `loop_body_ops` counts the nodes of a search's while-loop body."""
+    """The int8 rows run a quantized copy with the float model's weights,
+    `loop_body_ops` counts the nodes of a search's while-loop body, and
+    `compiled_loop_kernels` the kernels of its compiled step."""
     import tensorflow as tf
 
     from keras_attention.seq2seq import TransformerSeq2Seq
@@ -50,6 +51,12 @@ def test_int8_copy_is_quantized_and_loop_ops_are_counted():
         tf.function(bench.searches(model, 4)["beam4"], autograph=False), source
     )
     assert nodes == sum(ops.values()) > 0 and ops["TopKV2"] >= 2
+    # The same step as XLA compiles it: kernels by opcode, no sinusoid.
+    greedy = tf.function(bench.searches(model, 4)["greedy"], autograph=False, jit_compile=True)
+    kernels, ops = bench.compiled_loop_kernels(greedy, source)
+    assert ops.pop("sine/cosine") == 0
+    assert kernels == sum(ops.values()) and ops["fusion"] > 0 and ops["dot"] > 0
+    assert not set(ops) & set(bench.NOT_KERNELS)
 
 
 @pytest.mark.large(reason="a benchmark's smoke run")
