@@ -26,7 +26,7 @@ import tempfile
 from keras_attention.files import umask_mode
 from keras_attention.serving.ctranslate2_spec import (
     build_spec,
-    vocabulary_tokens,
+    vocabularies,
 )
 from keras_attention.tokenizers.characters import is_blank
 from keras_attention.tokenizers.number_rules import protect_text, restore_text, sanitized
@@ -123,18 +123,8 @@ def convert_to_ctranslate2(
     spec.optimize(quantization=quantization)
     vmap = None
     if shortlist is not None:
-        special = {model.padding_id: "[PAD]", model.sos_id: "[START]", model.eos_id: "[END]"}
-        special.setdefault(unk_id, "[UNK]")
-        sides = (
-            (source_spm, source_tokens, model.source_vocab_size, "source"),
-            (target_spm, target_tokens, model.target_vocab_size, "target"),
-        )
-        vmap = shortlist.vocabulary_map(
-            *(
-                vocabulary_tokens(path, tokens, size, special, side)
-                for path, tokens, size, side in sides
-            )
-        )
+        tokens = vocabularies(model, source_tokens, target_tokens, source_spm, target_spm, unk_id)
+        vmap = shortlist.vocabulary_map(*tokens)
     _publish(spec, output_dir, source_spm, target_spm, metadata, vmap)
     return output_dir
 

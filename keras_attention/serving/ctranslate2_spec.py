@@ -194,10 +194,21 @@ def default_vocabulary(vocab_size, special):
     return [special.get(index, str(index)) for index in range(vocab_size)]
 
 
-def vocabulary_tokens(path, tokens, vocab_size, special, side):
-    """The `side` vocabulary's token strings by id, as CTranslate2 names
-    them: the pieces of the SentencePiece model at `path`, else `tokens`,
-    else `default_vocabulary`; `ValueError` for a wrong count or a repeat."""
+def vocabularies(model, source_tokens, target_tokens, source_spm, target_spm, unk_id):
+    """The source and target token strings by id, as CTranslate2 names
+    them (`_vocabulary`), the model's special ids named `[PAD]`,
+    `[START]`, `[END]` and `unk_id` `[UNK]` where no tokenizer names them."""
+    special = {model.padding_id: "[PAD]", model.sos_id: "[START]", model.eos_id: "[END]"}
+    special.setdefault(unk_id, "[UNK]")
+    source = _vocabulary(source_spm, source_tokens, model.source_vocab_size, special, "source")
+    target = _vocabulary(target_spm, target_tokens, model.target_vocab_size, special, "target")
+    return source, target
+
+
+def _vocabulary(path, tokens, vocab_size, special, side):
+    """The `side` vocabulary's token strings by id: the pieces of the
+    SentencePiece model at `path`, else `tokens`, else
+    `default_vocabulary`; `ValueError` for a wrong count or a repeat."""
     if path is not None:
         from keras_attention.tokenizers.pieces import sentencepiece_pieces
 
@@ -318,15 +329,10 @@ def _set_weights(spec, model, max_positions):
 def _set_vocabularies(
     spec, model, source_tokens, target_tokens, source_spm, target_spm, unk_id, source_bos_eos
 ):
-    """The source and target vocabularies (`_vocabulary`) and the special
+    """The source and target vocabularies (`vocabularies`) and the special
     tokens, named by string, into `spec`."""
-    special = {model.padding_id: "[PAD]", model.sos_id: "[START]", model.eos_id: "[END]"}
-    special.setdefault(unk_id, "[UNK]")
-    source = vocabulary_tokens(
-        source_spm, source_tokens, model.source_vocab_size, special, "source"
-    )
-    target = vocabulary_tokens(
-        target_spm, target_tokens, model.target_vocab_size, special, "target"
+    source, target = vocabularies(
+        model, source_tokens, target_tokens, source_spm, target_spm, unk_id
     )
     spec.register_source_vocabulary(source)
     spec.register_target_vocabulary(target)
