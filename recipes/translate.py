@@ -34,7 +34,7 @@ from . import run_folders
 from .runs import HelpFormatter, UsageError, flag, import_tensorflow_quietly, keras_backend
 from .translation.cluster import cluster_task
 from .translation.command_settings import BEAM_DEFAULTS, COMMAND_DEFAULTS, FIELDS
-from .translation.config import DECODES, TranslationConfig, hyperparameters_family
+from .translation.config import DECODES, TranslationConfig, trained_family
 from .translation.corpus import CorpusError, count_pairs
 from .translation.data import graph_tokenizers
 from .translation.presets import (
@@ -165,11 +165,7 @@ def choose_preset(command, settings, log=None):
     commands = FIELDS["preset"].metadata["commands"]
     if command not in commands:
         return settings
-    family = (
-        hyperparameters_family(settings.get("hyperparameters"))
-        or settings.get("family")
-        or COMMAND_DEFAULTS.get(command, {}).get("family", FIELDS["family"].default)
-    )
+    family = trained_family(command, settings)
     families = [family]
     if command == "tune":  # its trials each start from their family's settings of one preset
         families = settings.get("families") or FIELDS["families"].default_factory()

@@ -156,12 +156,9 @@ class TranslationConfig(Settings):
         ends training.)"""
         output = "runs/demo" if command == "demo" else "runs/translate"
         merged = {"output": output, **COMMAND_DEFAULTS.get(command, {}), **settings}
-        # A `--hyperparameters` file names the family it trains (and wins
-        # over --family there): its preset is that family's.
-        chosen = hyperparameters_family(merged.get("hyperparameters"))
-        if chosen is not None:
-            merged["family"] = chosen
-        family = merged.get("family") or FIELDS["family"].default
+        family = trained_family(command, merged)
+        if merged.get("hyperparameters") is not None:  # the file's family wins: its preset's
+            merged["family"] = family
         name = merged.get("preset")
         if command == "tune":  # the data settings every searched family's preset shares
             families = merged.get("families") or FIELDS["families"].default_factory()
@@ -306,6 +303,18 @@ class TranslationConfig(Settings):
 # The commands that decode a trained run, or convert it with its decoding
 # settings: they settle them against the run's before any work.
 DECODES = ("evaluate", "translate", "export", "convert")
+
+
+def trained_family(command, settings):
+    """The family `command` trains with the flags `settings`: the one a
+    `--hyperparameters` file names (it wins over `--family` there), else
+    `--family`, else the command's default, else the flag's."""
+    return (
+        hyperparameters_family(settings.get("hyperparameters"))
+        or settings.get("family")
+        or COMMAND_DEFAULTS.get(command, {}).get("family")
+        or FIELDS["family"].default
+    )
 
 
 def hyperparameters_family(path):
