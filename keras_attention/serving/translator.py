@@ -518,9 +518,9 @@ class Translator:
         object, other vocabulary sizes or a model that cannot (an
         `Ensemble`)."""
         check_shortlist(shortlist, self.model, "Translator.shortlisted", self.search)
-        translator = self._copy(self.model, float_model=self.float_model, bucketed=self.bucketed)
-        translator.graph = translator.graph.with_parts(shortlist=shortlist)
-        return translator
+        return self._copy(
+            self.model, float_model=self.float_model, bucketed=self.bucketed, shortlist=shortlist
+        )
 
     # -- quantization ------------------------------------------------------------
     @property
@@ -542,10 +542,11 @@ class Translator:
             )
         return self._copy(quantized_copy(self.model, mode), float_model=self.model)
 
-    def _copy(self, model, float_model=None, bucketed=None):
+    def _copy(self, model, float_model=None, bucketed=None, shortlist=None):
         """A `Translator` of `model` with this one's tokenizers, search and
-        options, recording `float_model` (`quantized`) and running its
-        searches through `bucketed` (`xla_compiled`) when given."""
+        options, recording `float_model` (`quantized`), running its
+        searches through `bucketed` (`xla_compiled`) when given, and over
+        `shortlist` (`shortlisted`; default this one's)."""
         translator = Translator(
             model,
             self.source_tokenizer,
@@ -556,7 +557,8 @@ class Translator:
             numbers=self.numbers,
         )
         translator._float_model = float_model
-        translator.graph = translator.graph.with_parts(bucketed=bucketed, shortlist=self.shortlist)
+        shortlist = self.shortlist if shortlist is None else shortlist
+        translator.graph = translator.graph.with_parts(bucketed=bucketed, shortlist=shortlist)
         return translator
 
 
