@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from keras_attention import compat, masking, quantization, registry
+from keras_attention.heads import project_heads
 from keras_attention.multi_head_cache import SelfAttentionCache
 from keras_attention.relative_position import (
     RelativePositionEmbedding,
@@ -341,19 +342,6 @@ class MultiHead(quantization.Int8Kernels, SelfAttentionCache, keras.layers.Layer
         return {**kernels, "output_kernel": (0, 1)}
 
     # -- building blocks ---------------------------------------------------
-    def _split_heads(self, x, name):
-        """`(B, T, D) -> (B, H, T, d)`: x W_h (+ b_h) for every head h, W
-        and b the `name` ("query", "key", "value") projection."""
-        weight, scale = quantization.kernel(self, f"{name}_kernel", x.dtype)
-        bias = getattr(self, f"{name}_bias")
-        d_in, heads, width = weight.shape
-        x = quantization.rescale(ops.matmul(x, ops.reshape(weight, (d_in, heads * width))), scale)
-        if bias is not None:
-            x = x + ops.reshape(ops.cast(bias, x.dtype), (heads * width,))
-        shape = ops.shape(x)
-        x = ops.reshape(x, (shape[0], shape[1], heads, width))  # (B, T, H, d)
-        return ops.transpose(x, (0, 2, 1, 3))  # (B, H, T, d)
-
     def project_key_value(self, value, key=None, key_positions=None):
         """Project the source once: returns `(K, V)`, `(B, G, Tv, d_k)` and
         `(B, G, Tv, d_v)` (`G` the key/value heads), for `attend`
@@ -363,12 +351,12 @@ class MultiHead(quantization.Int8Kernels, SelfAttentionCache, keras.layers.Layer
         key = value if key is None else key
         value = ops.cast(value, self.compute_dtype)
         key = ops.cast(key, self.compute_dtype)
-        key = self._split_heads(key, "key")  # (B, G, Tv, d_k)
+        key = project_heads(self, key, "key")[0]  # (B, G, Tv, d_k)
         if self.position_encoding == "rope":
             if key_positions is None:
                 key_positions = ops.arange(ops.shape(key)[2])
             key = rotary(key, key_positions, self.rope_max_wavelength)
-        return key, self._split_heads(value, "value")
+        return key, project_heads(self, value, "value")[0]
 
     def attend(
         self,
@@ -380,16 +368,19 @@ class MultiHead(quantization.Int8Kernels, SelfAttentionCache, keras.layers.Layer
         query_positions=None,
         key_positions=None,
         return_weights=True,
+        projected=False,
     ):
-        """Attention of raw `query` `(B, Tq, Dq)` over projected `key`/`value`
+        """Attention of raw `query` `(B, Tq, Dq)` (with `projected`, its
+        heads `(B, H, Tq, d_k)`, unrotated) over projected `key`/`value`
         `(B, G, Tv, d)`; `attention_mask` broadcastable to `(B, Tq, Tv)`.
         `query_positions` `(Tq,)` and `key_positions` `(Tv,)` (default
         `0 .. T-1`) place the queries and keys for the position encodings and
         the sliding window. Returns `(output (B, Tq, Do), weights (B, H, Tq,
         Tv))`; with `return_weights=False` the weights are None and the fused
         path may run (see the class docstring)."""
-        query = ops.cast(query, self.compute_dtype)
-        q = self._split_heads(query, "query")  # (B, H, Tq, d_k)
+        q = query  # (B, H, Tq, d_k)
+        if not projected:
+            q = project_heads(self, ops.cast(query, self.compute_dtype), "query")[0]
         positional = self.position_encoding is not None or self.sliding_window is not None
         if positional:
             if query_positions is None:

@@ -15,6 +15,8 @@ pass over the prefix gives.
 from keras import ops
 
 from keras_attention import masking
+from keras_attention.heads import project_heads
+from keras_attention.relative_position import rotary
 from keras_attention.validation import (
     assert_at_run_time,
     check_built,
@@ -25,7 +27,7 @@ from keras_attention.validation import (
 
 class SelfAttentionCache:
     """`MultiHead`'s incremental decoding (a mixin of the layer: it uses
-    `project_key_value` and `attend`, and the head sizes)."""
+    its kernels, `attend` and the head sizes)."""
 
     def init_cache(self, batch_size, max_length, dtype=None):
         """An empty self-attention cache for `max_length` positions:
@@ -73,8 +75,12 @@ class SelfAttentionCache:
         cache_index = self._checked_cache_index(inputs, key_cache, cache_index)
         steps = ops.arange(ops.shape(inputs)[1]) + cache_index  # (Tx,)
         positions = ops.arange(ops.shape(key_cache)[2])  # (S,)
-        # RoPE keys are rotated at their absolute positions as they are written.
-        new_key, new_value = self.project_key_value(inputs, key_positions=steps)  # (B, G, Tx, d)
+        # The query, key and value of the new positions in one product.
+        q, new_key, new_value = project_heads(
+            self, ops.cast(inputs, self.compute_dtype), "query", "key", "value"
+        )  # (B, H, Tx, d_k), (B, G, Tx, d)
+        if self.position_encoding == "rope":  # keys are rotated at their positions as written
+            new_key = rotary(new_key, steps, self.rope_max_wavelength)
         key_cache = masking.write_at(key_cache, new_key, cache_index, axis=2)
         value_cache = masking.write_at(value_cache, new_value, cache_index, axis=2)
         mask = ops.expand_dims(ops.less_equal(positions[None, :], steps[:, None]), 0)  # (1, Tx, S)
@@ -82,7 +88,15 @@ class SelfAttentionCache:
             query_mask = masking.as_boolean(query_mask, "query_mask", "MultiHead.step")
             mask = ops.logical_and(mask, ops.expand_dims(query_mask, -1))
         output, weights = self.attend(
-            inputs, key_cache, value_cache, mask, training, steps, positions, return_weights
+            q,
+            key_cache,
+            value_cache,
+            mask,
+            training,
+            steps,
+            positions,
+            return_weights,
+            projected=True,
         )
         return output, weights, (key_cache, value_cache)
 

@@ -5,6 +5,7 @@ import pytest
 from keras import ops
 
 from keras_attention import MultiHead
+from keras_attention.heads import project_heads
 from tests import reference
 from tests.harness import run_layer_test
 from tests.test_score_attention import random, randomise
@@ -62,6 +63,52 @@ def test_cached_decoding_equals_full_causal_pass(rng):
     first, _, cache = layer.step(x[:, :4], cache, 0)
     rest, _, cache = layer.step(x[:, 4:], cache, 4)
     np.testing.assert_allclose(np.concatenate([first, rest], 1), np.asarray(full), atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{}, {"num_key_value_heads": 1, "value_dim": 3}, {"use_bias": False}, {"int8": True}],
+)
+def test_project_heads_side_by_side_equals_each_projection(rng, kwargs):
+    """One product with the query, key and value kernels side by side (a
+    decoding step's) gives each projection's heads: x W_h + b_h."""
+    kwargs = dict(kwargs)
+    int8 = kwargs.pop("int8", False)
+    x = random(rng, B, TV, D)
+    layer = MultiHead(num_heads=2, key_dim=4, **kwargs)
+    layer(x, x)
+    randomise(layer, rng)
+    if int8:
+        layer.quantize("int8")
+    heads = project_heads(layer, ops.convert_to_tensor(x), "query", "key", "value")
+    for name, got in zip(("query", "key", "value"), heads):
+        kernel = np.asarray(getattr(layer, f"{name}_kernel"), np.float64)
+        if int8:  # W = q · s, one scale per (head, feature)
+            kernel = kernel * np.asarray(getattr(layer, f"{name}_kernel_scale"))[None]
+        want = np.einsum("btd,dhk->bhtk", x, kernel)
+        bias = getattr(layer, f"{name}_bias")
+        if bias is not None:
+            want = want + np.asarray(bias)[None, :, None, :]
+        np.testing.assert_allclose(np.asarray(got), want, atol=1e-5)
+    single = project_heads(layer, ops.convert_to_tensor(x), "value")[0]
+    np.testing.assert_allclose(np.asarray(single), np.asarray(heads[2]), atol=1e-6)
+
+
+def test_cached_decoding_of_an_int8_layer_equals_its_full_causal_pass(rng):
+    """The step's one product rescales each kernel's outputs by its own
+    scales (int8 read outside `dequantized`)."""
+    x = random(rng, B, TV, D)
+    layer = MultiHead(num_heads=2, key_dim=4, value_dim=3)
+    layer(x, x)
+    randomise(layer, rng)
+    layer.quantize("int8")
+    full = np.asarray(layer(x, x, use_causal_mask=True))
+    cache = layer.init_cache(B, TV)
+    outputs = []
+    for i in range(TV):
+        out, _, cache = layer.step(x[:, i : i + 1], cache, i)
+        outputs.append(np.asarray(out))
+    np.testing.assert_allclose(np.concatenate(outputs, 1), full, atol=1e-5)
 
 
 def test_cached_decoding_inside_while_loop(rng):
