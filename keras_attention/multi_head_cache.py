@@ -14,8 +14,7 @@ pass over the prefix gives.
 
 from keras import ops
 
-from keras_attention import masking
-from keras_attention.heads import project_heads
+from keras_attention import heads, masking
 from keras_attention.relative_position import rotary
 from keras_attention.validation import (
     assert_at_run_time,
@@ -28,6 +27,16 @@ from keras_attention.validation import (
 class SelfAttentionCache:
     """`MultiHead`'s incremental decoding (a mixin of the layer: it uses
     its kernels, `attend` and the head sizes)."""
+
+    def loop_kernels(self, kernel):
+        """The flat kernels of a decoding step's products, laid out once
+        before a search's loop (`quantization.dequantized` calls this on
+        entering; `kernel(name)` is a kernel's float value): `{"query+key+
+        value": [W^Q | W^K | W^V], "query": W^Q}`, each `(D, ...)`."""
+        return {
+            heads.product_name(names): heads.flat_kernels(kernel, names)
+            for names in heads.STEP_PRODUCTS
+        }
 
     def init_cache(self, batch_size, max_length, dtype=None):
         """An empty self-attention cache for `max_length` positions:
@@ -76,7 +85,7 @@ class SelfAttentionCache:
         steps = ops.arange(ops.shape(inputs)[1]) + cache_index  # (Tx,)
         positions = ops.arange(ops.shape(key_cache)[2])  # (S,)
         # The query, key and value of the new positions in one product.
-        q, new_key, new_value = project_heads(
+        q, new_key, new_value = heads.project_heads(
             self, ops.cast(inputs, self.compute_dtype), "query", "key", "value"
         )  # (B, H, Tx, d_k), (B, G, Tx, d)
         if self.position_encoding == "rope":  # keys are rotated at their positions as written

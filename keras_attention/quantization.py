@@ -267,6 +267,12 @@ def _scoped(layer, name):
     return None
 
 
+def prepared(layer, name):
+    """The tensor `name` that this thread's innermost open `dequantized`
+    scope laid out for `layer` (`loop_kernels`), else None."""
+    return _scoped(layer, name)
+
+
 def dequantize(value, scale, axes, dtype):
     """`W = cast(q) · s` in `dtype`: the int8 `value` times its per-output-
     channel `scale` (the shape of `value` without the reduced `axes`),
@@ -344,12 +350,27 @@ def _float_kernels(model):
                 if scale is not None:
                     value = getattr(layer, name)
                     kernels[(id(layer), name)] = dequantize(value, scale, axes, dtype)
+            if hasattr(layer, "loop_kernels"):
+                float_kernel = _float_kernel_of(layer, kernels, dtype)
+                for name, value in layer.loop_kernels(float_kernel).items():
+                    kernels[(id(layer), name)] = value
             continue
         weight = _keras_float_kernel(layer)
         if weight is not None:
             kernels[(id(layer), "kernel")] = weight
             keras_layers.append(layer)
     return kernels, keras_layers
+
+
+def _float_kernel_of(layer, kernels, dtype):
+    """`name -> ` the float value of `layer`'s kernel `name`: dequantized
+    (in `kernels`) or the float variable cast to `dtype`."""
+
+    def float_kernel(name):
+        value = kernels.get((id(layer), name))
+        return ops.cast(getattr(layer, name), dtype) if value is None else value
+
+    return float_kernel
 
 
 @contextlib.contextmanager
@@ -370,11 +391,17 @@ def dequantized(model):
     row); a token table's float value is used by a tied output projection.
     Layers that quantize their inputs too keep Keras's own int8 call.
 
+    The scope also holds, for float layers too, the kernels that a layer
+    lays out for a decoding loop's products (`loop_kernels(kernel)`,
+    `kernel(name)` a kernel's float value): `MultiHead`'s query, key and
+    value kernels side by side (`heads.project_heads` reads them with
+    `prepared`). A search's loop then reads them as loop-invariant inputs.
+
     Memory: a float copy of every int8 kernel lives as long as the scope
-    (per call; per request in a SavedModel), four times the int8 bytes; in
-    a `tf.function` the ones the call never reads are pruned from the
-    graph. A float model, or an object that is not a Keras layer, enters
-    an empty scope.
+    (per call; per request in a SavedModel), four times the int8 bytes,
+    and a copy of the laid-out kernels; in a `tf.function` the ones the
+    call never reads are pruned from the graph. A float model without such
+    layers, or an object that is not a Keras layer, enters an empty scope.
 
     Example:
 

@@ -13,6 +13,11 @@ from tests.test_score_attention import random, randomise
 B, TQ, TV, D = 2, 4, 6, 8
 
 
+def numpy(x):
+    """A tensor or variable as a float64 array, on every backend."""
+    return np.asarray(ops.convert_to_numpy(x), np.float64)
+
+
 def weights_of(layer):
     return {w.path.split("/")[-1]: np.asarray(w, np.float64) for w in layer.weights}
 
@@ -82,16 +87,16 @@ def test_project_heads_side_by_side_equals_each_projection(rng, kwargs):
         layer.quantize("int8")
     heads = project_heads(layer, ops.convert_to_tensor(x), "query", "key", "value")
     for name, got in zip(("query", "key", "value"), heads):
-        kernel = np.asarray(getattr(layer, f"{name}_kernel"), np.float64)
+        kernel = numpy(getattr(layer, f"{name}_kernel"))
         if int8:  # W = q · s, one scale per (head, feature)
-            kernel = kernel * np.asarray(getattr(layer, f"{name}_kernel_scale"))[None]
+            kernel = kernel * numpy(getattr(layer, f"{name}_kernel_scale"))[None]
         want = np.einsum("btd,dhk->bhtk", x, kernel)
         bias = getattr(layer, f"{name}_bias")
         if bias is not None:
-            want = want + np.asarray(bias)[None, :, None, :]
-        np.testing.assert_allclose(np.asarray(got), want, atol=1e-5)
+            want = want + numpy(bias)[None, :, None, :]
+        np.testing.assert_allclose(numpy(got), want, atol=1e-5)
     single = project_heads(layer, ops.convert_to_tensor(x), "value")[0]
-    np.testing.assert_allclose(np.asarray(single), np.asarray(heads[2]), atol=1e-6)
+    np.testing.assert_allclose(numpy(single), numpy(heads[2]), atol=1e-6)
 
 
 def test_cached_decoding_of_an_int8_layer_equals_its_full_causal_pass(rng):
@@ -102,12 +107,12 @@ def test_cached_decoding_of_an_int8_layer_equals_its_full_causal_pass(rng):
     layer(x, x)
     randomise(layer, rng)
     layer.quantize("int8")
-    full = np.asarray(layer(x, x, use_causal_mask=True))
+    full = numpy(layer(x, x, use_causal_mask=True))
     cache = layer.init_cache(B, TV)
     outputs = []
     for i in range(TV):
         out, _, cache = layer.step(x[:, i : i + 1], cache, i)
-        outputs.append(np.asarray(out))
+        outputs.append(numpy(out))
     np.testing.assert_allclose(np.concatenate(outputs, 1), full, atol=1e-5)
 
 
@@ -270,3 +275,39 @@ def test_a_cache_call_that_does_not_fit_gets_a_value_error(case):
     call, pattern = BAD_CACHE_CALLS[case]
     with pytest.raises(ValueError, match=pattern):
         call()
+
+
+@pytest.mark.parametrize("int8", [False, True])
+def test_a_search_scope_lays_out_the_step_kernels_once(rng, int8):
+    """Inside `dequantized` (a search's loop) the layer's step products read
+    kernels laid out on entering: W^Q and [W^Q | W^K | W^V] flattened, the
+    float values (dequantized for int8), and the step computes as outside."""
+    from keras_attention import quantization
+
+    x = random(rng, B, TV, D)
+    layer = MultiHead(num_heads=2, key_dim=4, num_key_value_heads=1, value_dim=3)
+    layer(x, x)
+    randomise(layer, rng)
+    if int8:
+        layer.quantize("int8")
+
+    def flat(name):  # (D, H, d) -> (D, H·d), as float values
+        kernel = numpy(getattr(layer, f"{name}_kernel"))
+        if int8:
+            kernel = kernel * numpy(getattr(layer, f"{name}_kernel_scale"))[None]
+        return kernel.reshape(D, -1)
+
+    outside = layer.step(x[:, :3], layer.init_cache(B, TV), 0)[0]
+    assert quantization.prepared(layer, "query") is None
+    with quantization.dequantized(layer):
+        np.testing.assert_allclose(
+            numpy(quantization.prepared(layer, "query+key+value")),
+            np.concatenate([flat("query"), flat("key"), flat("value")], axis=1),
+            atol=1e-6,
+        )
+        np.testing.assert_allclose(
+            numpy(quantization.prepared(layer, "query")), flat("query"), atol=1e-6
+        )
+        inside = layer.step(x[:, :3], layer.init_cache(B, TV), 0)[0]
+    assert quantization.prepared(layer, "query") is None
+    np.testing.assert_allclose(numpy(inside), numpy(outside), atol=1e-5)

@@ -248,3 +248,53 @@ def test_a_layer_norm_epsilon_must_be_positive(case):
     call, pattern = BAD_EPSILONS[case]
     with pytest.raises(ValueError, match=pattern):
         call()
+
+
+def fusions_with_a_product(hlo):
+    """The loop fusions (`kind=kLoop`) of an optimized XLA program whose
+    computation holds a `dot`: products XLA emits as elemental loops."""
+    import re
+
+    computations, name = {}, None
+    for line in hlo.splitlines():
+        if not line.startswith(" ") and line.rstrip().endswith("{"):
+            name = re.match(r"^(?:ENTRY )?%?([\w.\-]+) ", line).group(1)
+            computations[name] = []
+        elif name is not None:
+            computations[name].append(line)
+    called = [re.search(r"calls=%([\w.\-]+)", line) for line in hlo.splitlines()]
+    return [
+        match.group(1)
+        for line, match in zip(hlo.splitlines(), called)
+        if "kind=kLoop" in line
+        and match
+        and any(" dot(" in body for body in computations[match.group(1)])
+    ]
+
+
+@pytest.mark.tensorflow
+@pytest.mark.parametrize("int8", [False, True])
+def test_a_compiled_batch_one_decoding_step_makes_no_product_an_elemental_loop(int8):
+    """XLA's CPU compiler fuses a kernel reshaped inside the loop into a
+    matrix-vector product (batch 1) and emits it as an elemental loop, about
+    4x its matrix-vector routine. The step's query/key/value product and the
+    cross-attention query read kernels laid out before the loop instead
+    (`MultiHead.loop_kernels`), so no product of the compiled greedy search
+    is a loop fusion."""
+    import tensorflow as tf
+
+    from keras_attention.seq2seq import TransformerSeq2Seq
+    from keras_attention.seq2seq.generation import greedy_search
+
+    model = TransformerSeq2Seq(
+        50, 50, hidden_dim=16, num_heads=2, intermediate_dim=32, num_layers=1, max_length=8
+    )
+    model.build()
+    if int8:
+        model.quantize("int8")
+    search = tf.function(
+        lambda source: greedy_search(model, source, 8)["tokens"], jit_compile=True, autograph=False
+    )
+    hlo = search.experimental_get_compiler_ir(tf.ones((1, 5), tf.int32))(stage="optimized_hlo")
+    assert " while(" in hlo
+    assert fusions_with_a_product(hlo) == []
