@@ -640,3 +640,21 @@ def test_sources_and_prefixes_that_cannot_be_searched_get_our_messages(case):
     call, pattern = BAD_SOURCES[case]
     with pytest.raises((ValueError, TypeError), match=pattern):
         call()
+
+
+def test_ban_columns_is_the_select_it_replaces():
+    """Two clamps give `where(banned, NEGATIVE, values)` at every value a
+    log-probability can take: finite, below NEGATIVE, -inf, +inf, NaN
+    where not banned."""
+    from keras_attention.seq2seq.decoding_options import NEGATIVE, ban_columns
+
+    values = np.array(
+        [[-0.5, -3e9, -np.inf, np.inf, 0.0, np.nan], [np.inf, -np.inf, -2.0, -3e9, 0.5, 1.0]],
+        "float32",
+    )
+    banned = np.array([[False, True, True, True, True, False]])
+    got = ops.convert_to_numpy(ban_columns(ops.convert_to_tensor(values), banned))
+    np.testing.assert_array_equal(got, np.where(banned, np.float32(NEGATIVE), values))
+    # A banned NaN (a broken model) stays NaN, where the select gave NEGATIVE.
+    nan = ops.convert_to_tensor(np.array([[np.nan]], "float32"))
+    assert np.isnan(ops.convert_to_numpy(ban_columns(nan, np.array([[True]]))))
