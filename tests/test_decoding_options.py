@@ -658,3 +658,43 @@ def test_ban_columns_is_the_select_it_replaces():
     # A banned NaN (a broken model) stays NaN, where the select gave NEGATIVE.
     nan = ops.convert_to_tensor(np.array([[np.nan]], "float32"))
     assert np.isnan(ops.convert_to_numpy(ban_columns(nan, np.array([[True]]))))
+
+
+@pytest.mark.parametrize("width", [2048, 2051, 16000])
+def test_blocked_top_k_is_ops_top_k_ties_included(width):
+    """`selection.top_k` over long rows picks by the maxima of blocks of 8:
+    the same values and indices as `ops.top_k`, with ties (few distinct
+    values), -inf entries and a width that is no multiple of the block."""
+    from keras_attention.seq2seq import selection
+
+    rng = np.random.default_rng(width)
+    k = 8
+    assert width >= selection.MIN_BLOCKS_PER_ENTRY * k * selection.BLOCK  # the blocked path
+    rows = [
+        rng.normal(size=width),
+        rng.integers(0, 5, size=width),  # ties everywhere, at every boundary
+        np.where(rng.random(width) < 0.999, -np.inf, rng.integers(0, 2, size=width)),  # few finite
+        np.full(width, -np.inf),
+    ]
+    rows = np.stack(rows).astype("float32")
+    x = ops.convert_to_tensor(rows)
+    values, indices = selection.top_k(x, k)
+    want_values, want_indices = ops.top_k(x, k)
+    values, indices = ops.convert_to_numpy(values), ops.convert_to_numpy(indices)
+    np.testing.assert_array_equal(values, ops.convert_to_numpy(want_values))
+    np.testing.assert_array_equal(np.take_along_axis(rows, indices, 1), values)
+    assert all(len(set(row)) == k for row in indices.tolist())
+    if keras.backend.backend() != "torch":  # torch.topk orders ties as it likes
+        np.testing.assert_array_equal(indices, ops.convert_to_numpy(want_indices))
+
+
+def test_argmax_is_the_lowest_index_of_the_maximum():
+    from keras_attention.seq2seq import selection
+
+    rng = np.random.default_rng(0)
+    rows = np.stack(
+        [rng.normal(size=300), rng.integers(0, 3, size=300), np.full(300, -np.inf)]
+    ).astype("float32")
+    got = ops.convert_to_numpy(selection.argmax(ops.convert_to_tensor(rows)))
+    np.testing.assert_array_equal(got, np.argmax(rows, axis=-1))
+    assert got.dtype == np.int32

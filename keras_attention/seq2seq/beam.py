@@ -8,6 +8,7 @@ from keras import ops
 
 from keras_attention import quantization
 from keras_attention.masking import write_at
+from keras_attention.seq2seq import selection
 from keras_attention.seq2seq.decoding_options import NEGATIVE, unk_id_of, unknown_replacements
 
 
@@ -203,7 +204,7 @@ class _BeamLoop:
         log_probs, allowed = self.options.step(logits, alive["tokens"], t)  # (B·K, V)
         vocab = ops.shape(allowed)[-1]
         candidates = alive_scores[:, :, None] + ops.reshape(allowed, (batch, K, vocab))
-        top_scores, top_index = ops.top_k(
+        top_scores, top_index = selection.top_k(
             ops.reshape(candidates, (batch, K * vocab)), 2 * K
         )  # (B, 2K)
         origin = sources * K + top_index // vocab  # the row (hypothesis) each extends

@@ -17,6 +17,7 @@ from keras import ops
 
 from keras_attention import quantization
 from keras_attention.masking import write_at
+from keras_attention.seq2seq import selection
 from keras_attention.seq2seq.decoding_options import NEGATIVE, unk_id_of, unknown_replacements
 from keras_attention.seq2seq.search_base import Search, is_real
 
@@ -122,7 +123,7 @@ class GreedySearch(Search):
             model,
             source,
             max_length,
-            lambda allowed: ops.argmax(allowed, axis=-1),
+            selection.argmax,
             options,
             self,
         )
