@@ -785,11 +785,19 @@ class ConvS2SDecoder(_ConvS2SStack):
         """`W_o x + b_o`, with `W_o = W_xᵀ` when the embeddings are tied."""
         if not self.tie_embeddings:
             return self.output_projection(x)
-        table, scale = quantization.kernel(
-            self.token_embedding.table_layer(), "embeddings", x.dtype
-        )
-        logits = quantization.rescale(ops.matmul(x, ops.transpose(table)), scale)
+        logits = quantization.tied_logits(self, self.token_embedding.table_layer(), x)
         return logits + ops.cast(self.output_bias, x.dtype)
+
+    def loop_kernels(self, kernel):
+        """The tied output projection's table, read once before a search's
+        loop (`quantization.dequantized` calls this)."""
+        if not self.tie_embeddings:
+            return {}
+        return {
+            "tied_output_kernel": quantization.tied_output_kernel(
+                self.token_embedding.table_layer(), self.compute_dtype
+            )
+        }
 
     def output_columns(self, columns):
         """`_logits` onto the target ids `columns (K,)` only, `features

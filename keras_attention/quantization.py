@@ -86,6 +86,29 @@ def rescale(outputs, scale):
     return outputs * ops.reshape(ops.cast(scale, outputs.dtype), (-1,))
 
 
+def tied_logits(owner, table_layer, x):
+    """`x · Eᵀ` `(..., V)`, `E` the token table `(V, D)` of `table_layer`
+    (its `embeddings`, int8 with per-row scales or float): a tied output
+    projection. Inside a search's scope it reads `owner`'s laid-out
+    `tied_output_kernel` (`owner.loop_kernels`)."""
+    laid_out = _scoped(owner, "tied_output_kernel")
+    if laid_out is not None:
+        return ops.einsum("...d,vd->...v", x, ops.cast(laid_out, x.dtype))
+    table, scale = kernel(table_layer, "embeddings", x.dtype)
+    return rescale(ops.matmul(x, ops.transpose(table)), scale)
+
+
+def tied_output_kernel(table_layer, dtype):
+    """`E` `(V, D)`, the float value of `table_layer`'s token table, for
+    `tied_logits`: read once before a search's loop. Read inside the loop,
+    the table was copied transposed at every step of an XLA program (a
+    copy of V · D values, longer than the rest of a small model's step)."""
+    table, scale = kernel(table_layer, "embeddings", dtype)
+    if scale is not None:  # one scale per row (token): the logits' columns
+        table = table * ops.reshape(scale, (-1, 1))
+    return table
+
+
 def column_projection(columns, dtype, dense=None, table_layer=None, bias=None):
     """`features (B, D) -> logits (B, K)` over the output ids `columns (K,)`
     of an output projection, its weights gathered once here: a `Dense`
@@ -342,7 +365,8 @@ def _float_kernels(model):
     kernels, keras_layers = {}, []
     if not isinstance(model, keras.layers.Layer):
         return kernels, keras_layers
-    for layer in model._flatten_layers(include_self=True):
+    layers = list(model._flatten_layers(include_self=True))
+    for layer in layers:
         if isinstance(layer, Int8Kernels):
             dtype = float_policy(layer.dtype_policy).compute_dtype
             for name, axes in layer.int8_kernels().items():
@@ -350,16 +374,19 @@ def _float_kernels(model):
                 if scale is not None:
                     value = getattr(layer, name)
                     kernels[(id(layer), name)] = dequantize(value, scale, axes, dtype)
-            if hasattr(layer, "loop_kernels"):
-                float_kernel = _float_kernel_of(layer, kernels, dtype)
-                for name, value in layer.loop_kernels(float_kernel).items():
-                    kernels[(id(layer), name)] = value
             continue
         weight = _keras_float_kernel(layer)
         if weight is not None:
             kernels[(id(layer), "kernel")] = weight
             keras_layers.append(layer)
-    return kernels, keras_layers
+    laid_out = {}
+    for layer in layers:
+        if hasattr(layer, "loop_kernels"):
+            dtype = float_policy(layer.dtype_policy).compute_dtype
+            float_kernel = _float_kernel_of(layer, kernels, dtype)
+            for name, value in layer.loop_kernels(float_kernel).items():
+                laid_out[(id(layer), name)] = value
+    return {**kernels, **laid_out}, keras_layers
 
 
 def _float_kernel_of(layer, kernels, dtype):
@@ -395,7 +422,8 @@ def dequantized(model):
     lays out for a decoding loop's products (`loop_kernels(kernel)`,
     `kernel(name)` a kernel's float value): `MultiHead`'s query, key and
     value kernels side by side (`heads.project_heads` reads them with
-    `prepared`). A search's loop then reads them as loop-invariant inputs.
+    `prepared`), a tied output projection's token table (`tied_logits`).
+    A search's loop then reads them as loop-invariant inputs.
 
     Memory: a float copy of every int8 kernel lives as long as the scope
     (per call; per request in a SavedModel), four times the int8 bytes,

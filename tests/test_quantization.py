@@ -456,3 +456,28 @@ def test_quantization_quantize_array_keeps_each_channel_within_half_a_step():
     assert scale[0, 1] == 1.0 and not q[:, 0, 1].any()
     assert (np.abs(q).max(axis=0)[scale != 1.0] == 127).all()
     assert np.abs(q * scale - w).max() <= 0.5 * scale.max()
+
+
+@pytest.mark.parametrize("int8", [False, True])
+@pytest.mark.parametrize("family", ["transformer-relative-tied", "convs2s-shared"])
+def test_a_search_scope_reads_a_tied_table_once_and_steps_as_outside(family, int8):
+    """Inside `dequantized` a tied output projection reads the token table
+    laid out on entering (`loop_kernels`: `tied_output_kernel`, the float
+    values `q · s` for int8), and a decoding step's logits are those
+    outside the scope."""
+    model = FAMILIES[family]()
+    model((SOURCE, TARGET_IN))
+    if int8:
+        model.quantize("int8")
+    state = model.encode(SOURCE, max_length=4)
+    tokens = np.array([1, 1])
+    outside = ops.convert_to_numpy(model.decode_step(tokens, state)[0])
+    laid_out_by = model if family.startswith("transformer") else model.decoder
+    with quantization.dequantized(model):
+        table = quantization.prepared(laid_out_by, "tied_output_kernel")
+        assert table is not None
+        inside = ops.convert_to_numpy(model.decode_step(tokens, state)[0])
+    np.testing.assert_allclose(inside, outside, rtol=1e-5, atol=1e-6)
+    width = 32 if family.startswith("transformer") else 16
+    assert tuple(table.shape) == (VOCAB, width)  # (V, D): read as it is stored
+    assert quantization.prepared(laid_out_by, "tied_output_kernel") is None

@@ -274,7 +274,8 @@ def fusions_with_a_product(hlo):
 
 @pytest.mark.tensorflow
 @pytest.mark.parametrize("int8", [False, True])
-def test_a_compiled_batch_one_decoding_step_makes_no_product_an_elemental_loop(int8):
+@pytest.mark.parametrize("tied", [False, True])
+def test_a_compiled_batch_one_decoding_step_makes_no_product_an_elemental_loop(int8, tied):
     """XLA's CPU compiler fuses a kernel reshaped inside the loop into a
     matrix-vector product (batch 1) and emits it as an elemental loop, about
     4x its matrix-vector routine. The step's query/key/value product and the
@@ -287,7 +288,14 @@ def test_a_compiled_batch_one_decoding_step_makes_no_product_an_elemental_loop(i
     from keras_attention.seq2seq.generation import greedy_search
 
     model = TransformerSeq2Seq(
-        50, 50, hidden_dim=16, num_heads=2, intermediate_dim=32, num_layers=1, max_length=8
+        50,
+        50,
+        hidden_dim=16,
+        num_heads=2,
+        intermediate_dim=32,
+        num_layers=1,
+        max_length=8,
+        tie_embeddings=tied,
     )
     model.build()
     if int8:
@@ -298,3 +306,11 @@ def test_a_compiled_batch_one_decoding_step_makes_no_product_an_elemental_loop(i
     hlo = search.experimental_get_compiler_ir(tf.ones((1, 5), tf.int32))(stage="optimized_hlo")
     assert " while(" in hlo
     assert fusions_with_a_product(hlo) == []
+    # A tied projection reads its table as it is: no step copies it transposed.
+    table_copies = [
+        line
+        for line in hlo.splitlines()
+        if ("f32[16,50]" in line or "f32[50,16]" in line)
+        and (" copy(" in line or "transpose(" in line)
+    ]
+    assert table_copies == []

@@ -196,8 +196,7 @@ class TransformerSeq2Seq(Seq2Seq):
 
     def _project(self, x):
         if self.tie_embeddings:
-            table, scale = quantization.kernel(self.target_embedding, "embeddings", x.dtype)
-            logits = quantization.rescale(ops.matmul(x, ops.transpose(table)), scale)
+            logits = quantization.tied_logits(self, self.target_embedding, x)
             return logits + ops.cast(self.output_bias, x.dtype)
         return self.output_projection(x)
 
@@ -217,6 +216,17 @@ class TransformerSeq2Seq(Seq2Seq):
         }
         state.update(source_mask=mask, step=ops.zeros((batch,), "int32"))
         return state
+
+    def loop_kernels(self, kernel):
+        """The tied output projection's table, read once before a search's
+        loop (`quantization.dequantized` calls this)."""
+        if not self.tie_embeddings:
+            return {}
+        return {
+            "tied_output_kernel": quantization.tied_output_kernel(
+                self.target_embedding, self.compute_dtype
+            )
+        }
 
     def beam_invariant_state(self):
         """The source mask, the step counter and every layer's cross-attention
