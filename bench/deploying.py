@@ -16,8 +16,10 @@ Settings: beam 4 (the run's alpha; CTranslate2 `length_penalty` = alpha, a
 different formula: docs/deploying.md) and greedy, batches of 32. tokens/s
 counts target pieces generated (the translations' SentencePiece pieces,
 the same count for every route), median of `--repeats` timed passes after
-one warm-up pass, all in this process. BLEU and chrF: sacrebleu against the
-references. `--smoke`: 8 sentences, one repeat (a test runs it in seconds).
+one warm-up pass, all in this process, the routes taking turns; the
+ratios to CTranslate2 are medians of each turn's ratio. BLEU and chrF:
+sacrebleu against the references. `--smoke`: 8 sentences, one repeat (a
+test runs it in seconds).
 """
 
 import argparse
@@ -129,31 +131,35 @@ def main(argv=None):
         ("CTranslate2 int8", ct2_route(ct2_int8, "int8", alpha, args.batch_size, args.threads)),
     ]
     pieces = sentencepiece.SentencePieceProcessor(model_file=os.path.join(ct2, "target.spm"))
-    rows = []
-    for name, translate in routes:
-        for beam in (True, False):
-            translations = translate(sources, beam)  # warm-up, and the scored output
-            scores = corpus_scores(translations, references)
-            tokens = sum(len(p) + 1 for p in pieces.encode(translations))  # + <eos>
-            seconds = []
-            for _ in range(args.repeats):
-                started = time.perf_counter()
-                translate(sources, beam)
-                seconds.append(time.perf_counter() - started)
-            rows.append(
-                (
-                    name,
-                    "beam 4" if beam else "greedy",
-                    tokens / statistics.median(seconds),
-                    scores["bleu"],
-                    scores["chrf"],
-                )
-            )
-    print(f"{len(sources)} sentences, batch {args.batch_size}, median of {args.repeats}:")
+    cells = [(name, beam, translate) for name, translate in routes for beam in (True, False)]
+    translations = {(name, beam): translate(sources, beam) for name, beam, translate in cells}
+    seconds = {(name, beam): [] for name, beam, _ in cells}
+    for _ in range(args.repeats):  # the routes take turns: a drift of the machine is shared
+        for name, beam, translate in cells:
+            started = time.perf_counter()
+            translate(sources, beam)
+            seconds[(name, beam)].append(time.perf_counter() - started)
+    rows, tokens = [], {}
+    for name, beam, _ in cells:
+        scores = corpus_scores(translations[(name, beam)], references)
+        count = sum(len(p) + 1 for p in pieces.encode(translations[(name, beam)]))  # + <eos>
+        tokens[(name, beam)] = count
+        speed = count / statistics.median(seconds[(name, beam)])
+        rows.append((name, "beam 4" if beam else "greedy", speed, scores["bleu"], scores["chrf"]))
+    print(f"{len(sources)} sentences, batch {args.batch_size}, median of {args.repeats} turns:")
     print("| route | search | tokens/s | BLEU | chrF |")
     print("|---|---|---:|---:|---:|")
     for name, search, speed, bleu, chrf in rows:
         print(f"| {name} | {search} | {speed:,.0f} | {bleu:.2f} | {chrf:.2f} |")
+    for name, _ in routes[: len(routes) - 2]:  # ours against CTranslate2 of the same type
+        peer = "CTranslate2 int8" if "int8" in name else "CTranslate2 float32"
+        for beam in (True, False):
+            ratios = [  # tokens per second, ours over theirs, turn by turn
+                (tokens[(name, beam)] / ours) / (tokens[(peer, beam)] / theirs)
+                for ours, theirs in zip(seconds[(name, beam)], seconds[(peer, beam)])
+            ]
+            search = "beam 4" if beam else "greedy"
+            print(f"speed {name} / {peer}, {search}: {statistics.median(ratios):.2f} (same turns)")
     return rows
 
 
