@@ -789,8 +789,8 @@ class ConvS2SDecoder(_ConvS2SStack):
         return logits + ops.cast(self.output_bias, x.dtype)
 
     def loop_kernels(self, kernel):
-        """The tied output projection's table, read once before a search's
-        loop (`quantization.dequantized` calls this)."""
+        """The tied output projection's table, transposed once before a
+        search's loop (`quantization.dequantized` calls this)."""
         if not self.tie_embeddings:
             return {}
         return {

@@ -93,20 +93,21 @@ def tied_logits(owner, table_layer, x):
     `tied_output_kernel` (`owner.loop_kernels`)."""
     laid_out = _scoped(owner, "tied_output_kernel")
     if laid_out is not None:
-        return ops.einsum("...d,vd->...v", x, ops.cast(laid_out, x.dtype))
+        return ops.matmul(x, ops.cast(laid_out, x.dtype))
     table, scale = kernel(table_layer, "embeddings", x.dtype)
     return rescale(ops.matmul(x, ops.transpose(table)), scale)
 
 
 def tied_output_kernel(table_layer, dtype):
-    """`E` `(V, D)`, the float value of `table_layer`'s token table, for
-    `tied_logits`: read once before a search's loop. Read inside the loop,
-    the table was copied transposed at every step of an XLA program (a
-    copy of V · D values, longer than the rest of a small model's step)."""
+    """`Eᵀ` `(D, V)`, the float value of `table_layer`'s token table
+    transposed, for `tied_logits`: laid out once before a search's loop.
+    Transposed inside the loop, the table fed XLA's CPU compiler a
+    batch-1 product that it emits as an elemental loop over a copy of the
+    table made at every step; laid out, the copy is made once a call."""
     table, scale = kernel(table_layer, "embeddings", dtype)
     if scale is not None:  # one scale per row (token): the logits' columns
         table = table * ops.reshape(scale, (-1, 1))
-    return table
+    return ops.transpose(table)
 
 
 def column_projection(columns, dtype, dense=None, table_layer=None, bias=None):

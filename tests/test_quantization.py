@@ -479,5 +479,5 @@ def test_a_search_scope_reads_a_tied_table_once_and_steps_as_outside(family, int
         inside = ops.convert_to_numpy(model.decode_step(tokens, state)[0])
     np.testing.assert_allclose(inside, outside, rtol=1e-5, atol=1e-6)
     width = 32 if family.startswith("transformer") else 16
-    assert tuple(table.shape) == (VOCAB, width)  # (V, D): read as it is stored
+    assert tuple(table.shape) == (width, VOCAB)  # Eᵀ (D, V): transposed once
     assert quantization.prepared(laid_out_by, "tied_output_kernel") is None

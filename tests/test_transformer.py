@@ -250,9 +250,8 @@ def test_a_layer_norm_epsilon_must_be_positive(case):
         call()
 
 
-def fusions_with_a_product(hlo):
-    """The loop fusions (`kind=kLoop`) of an optimized XLA program whose
-    computation holds a `dot`: products XLA emits as elemental loops."""
+def hlo_computations(hlo):
+    """`{name: lines}` of the computations of an optimized XLA program."""
     import re
 
     computations, name = {}, None
@@ -262,6 +261,33 @@ def fusions_with_a_product(hlo):
             computations[name] = []
         elif name is not None:
             computations[name].append(line)
+    return computations
+
+
+def loop_computations(hlo):
+    """`{name: lines}` of the while loops' bodies and of every computation
+    they call (their fusions), transitively."""
+    import re
+
+    computations = hlo_computations(hlo)
+    todo = [match.group(1) for match in re.finditer(r"body=%([\w.\-]+)", hlo)]
+    found = {}
+    while todo:
+        name = todo.pop()
+        if name not in found and name in computations:
+            found[name] = computations[name]
+            todo += [
+                m.group(1) for line in found[name] for m in re.finditer(r"calls=%([\w.\-]+)", line)
+            ]
+    return found
+
+
+def fusions_with_a_product(hlo):
+    """The loop fusions (`kind=kLoop`) of an optimized XLA program whose
+    computation holds a `dot`: products XLA emits as elemental loops."""
+    import re
+
+    computations = hlo_computations(hlo)
     called = [re.search(r"calls=%([\w.\-]+)", line) for line in hlo.splitlines()]
     return [
         match.group(1)
@@ -306,11 +332,46 @@ def test_a_compiled_batch_one_decoding_step_makes_no_product_an_elemental_loop(i
     hlo = search.experimental_get_compiler_ir(tf.ones((1, 5), tf.int32))(stage="optimized_hlo")
     assert " while(" in hlo
     assert fusions_with_a_product(hlo) == []
-    # A tied projection reads its table as it is: no step copies it transposed.
+    # A tied projection's table is transposed once a call, not at every step.
     table_copies = [
         line
-        for line in hlo.splitlines()
+        for lines in loop_computations(hlo).values()
+        for line in lines
         if ("f32[16,50]" in line or "f32[50,16]" in line)
         and (" copy(" in line or "transpose(" in line)
     ]
     assert table_copies == []
+
+
+@pytest.mark.tensorflow
+def test_a_compiled_convs2s_step_does_not_copy_its_tied_table():
+    """ConvS2S's tied output projection reads the table that the search's
+    scope transposed once a call: no step of the compiled greedy search
+    copies the table."""
+    import tensorflow as tf
+
+    from keras_attention.seq2seq import ConvS2SSeq2Seq
+    from keras_attention.seq2seq.generation import greedy_search
+
+    model = ConvS2SSeq2Seq(
+        50,
+        50,
+        embed_dim=16,
+        encoder_convolutions=[(16, 3)],
+        decoder_convolutions=[(16, 3)],
+        max_length=8,
+        tie_embeddings=True,
+    )
+    model((np.ones((1, 5), "int32"), np.ones((1, 4), "int32")))
+    search = tf.function(
+        lambda source: greedy_search(model, source, 8)["tokens"], jit_compile=True, autograph=False
+    )
+    hlo = search.experimental_get_compiler_ir(tf.ones((1, 5), tf.int32))(stage="optimized_hlo")
+    table_copies = [
+        line
+        for lines in loop_computations(hlo).values()
+        for line in lines
+        if ("f32[16,50]" in line or "f32[50,16]" in line)
+        and (" copy(" in line or "transpose(" in line)
+    ]
+    assert loop_computations(hlo) and table_copies == []

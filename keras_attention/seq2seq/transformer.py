@@ -218,8 +218,8 @@ class TransformerSeq2Seq(Seq2Seq):
         return state
 
     def loop_kernels(self, kernel):
-        """The tied output projection's table, read once before a search's
-        loop (`quantization.dequantized` calls this)."""
+        """The tied output projection's table, transposed once before a
+        search's loop (`quantization.dequantized` calls this)."""
         if not self.tie_embeddings:
             return {}
         return {
