@@ -151,7 +151,7 @@ def main(argv=None):
     print("|---|---|---:|---:|---:|")
     for name, search, speed, bleu, chrf in rows:
         print(f"| {name} | {search} | {speed:,.0f} | {bleu:.2f} | {chrf:.2f} |")
-    for name, _ in routes[: len(routes) - 2]:  # ours against CTranslate2 of the same type
+    for name in [name for name, _ in routes if not name.startswith("CTranslate2")]:
         peer = "CTranslate2 int8" if "int8" in name else "CTranslate2 float32"
         for beam in (True, False):
             ratios = [  # tokens per second, ours over theirs, turn by turn

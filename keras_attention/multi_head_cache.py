@@ -32,10 +32,16 @@ class SelfAttentionCache:
         """The flat kernels of a decoding step's products, laid out once
         before a search's loop (`quantization.dequantized` calls this on
         entering; `kernel(name)` is a kernel's float value): `{"query+key+
-        value": [W^Q | W^K | W^V], "query": W^Q}`, each `(D, ...)`."""
+        value": [W^Q | W^K | W^V], "query": W^Q}`, each `(D, ...)`. A layer
+        whose query and key/value inputs differ in width (cross-attention
+        over a wider encoder) never steps, and gets W^Q only."""
+        widths = {
+            name: getattr(self, f"{name}_kernel").shape[0] for name in ("query", "key", "value")
+        }
         return {
             heads.product_name(names): heads.flat_kernels(kernel, names)
             for names in heads.STEP_PRODUCTS
+            if len({widths[name] for name in names}) == 1
         }
 
     def init_cache(self, batch_size, max_length, dtype=None):

@@ -16,12 +16,15 @@ on CPU faster than its float32 one (see docs/models.md, "Quantization").
 A search reads the same kernels at every step of its loop; inside
 `with dequantized(model):` every int8 kernel is turned into its float
 value `W = cast(q) · s` once, on entering, and the layers compute with
-those tensors (`x · W`, no cast or scale per step). The searches of
+those tensors (`x · W`, no cast or scale per step); the layers that lay
+out kernels for their step's products (`loop_kernels`: `MultiHead`'s
+query, key and value side by side, a tied output projection's table
+transposed) get those too, float models included. The searches of
 `seq2seq/` enter it around their loop (after the encoder, which reads each
 kernel once anyway), so in a traced search the loop body reads
 loop-invariant float tensors. The price is memory: a float32 copy of the
-quantized kernels while the scope is open, per call (per request, in an
-export), beside the int8 variables.
+quantized kernels and of the laid-out ones while the scope is open, per
+call (per request, in an export).
 
 Everything here uses `keras.ops` (TensorFlow, JAX, PyTorch). A layer of
 this library takes part through `Int8Kernels`, a mixin that implements
@@ -382,7 +385,7 @@ def _float_kernels(model):
             keras_layers.append(layer)
     laid_out = {}
     for layer in layers:
-        if hasattr(layer, "loop_kernels"):
+        if hasattr(layer, "loop_kernels") and layer.built:  # an unbuilt layer has no kernels
             dtype = float_policy(layer.dtype_policy).compute_dtype
             float_kernel = _float_kernel_of(layer, kernels, dtype)
             for name, value in layer.loop_kernels(float_kernel).items():

@@ -698,3 +698,32 @@ def test_argmax_is_the_lowest_index_of_the_maximum():
     got = ops.convert_to_numpy(selection.argmax(ops.convert_to_tensor(rows)))
     np.testing.assert_array_equal(got, np.argmax(rows, axis=-1))
     assert got.dtype == np.int32
+
+
+def test_beam_search_over_blocks_decodes_as_over_ops_top_k(monkeypatch):
+    """A beam search whose every top-k goes through the block maxima
+    (`MIN_BLOCKS_PER_ENTRY` 0) returns what `ops.top_k`'s search returns:
+    tokens, scores and finished flags, on a model whose logits tie often."""
+    from keras_attention.seq2seq import BeamSearch, selection
+
+    if keras.backend.backend() == "torch":
+        pytest.skip("torch.topk orders ties as it likes: its own search is no reference")
+    vocab = 40  # rows of 3 × 40 entries: at least k = 6 blocks of 8
+
+    class Rounded(TableModel):  # logits of a few values: ties at every step
+        def decode_step(self, tokens, state):
+            row = state["step"] * vocab + ops.cast(tokens, "int32")
+            logits = ops.take(ops.reshape(self.table, (-1, vocab)), row, axis=0)
+            return logits, {"step": state["step"] + 1, "mask": state["mask"]}, None
+
+    model = Rounded()
+    model.table = np.round(np.random.default_rng(3).normal(size=(STEPS, vocab, vocab)))
+    model.table = model.table.astype("float32")
+    search = BeamSearch(beam_width=3, max_length=STEPS, alpha=0.6)
+    want = search(model, SOURCE)
+    monkeypatch.setattr(selection, "MIN_BLOCKS_PER_ENTRY", 1)
+    got = search(model, SOURCE)
+    for key in ("tokens", "scores", "finished"):
+        np.testing.assert_array_equal(
+            ops.convert_to_numpy(got[key]), ops.convert_to_numpy(want[key])
+        )

@@ -311,3 +311,23 @@ def test_a_search_scope_lays_out_the_step_kernels_once(rng, int8):
         inside = layer.step(x[:, :3], layer.init_cache(B, TV), 0)[0]
     assert quantization.prepared(layer, "query") is None
     np.testing.assert_allclose(numpy(inside), numpy(outside), atol=1e-5)
+
+
+def test_a_search_scope_takes_cross_attention_over_a_wider_source_and_unbuilt_layers(rng):
+    """A cross-attention layer whose key/value inputs are wider than its
+    queries gets W^Q laid out, not a side-by-side kernel its widths cannot
+    make; an unbuilt layer is left out; both attend as outside the scope."""
+    from keras_attention import quantization
+
+    queries, source = random(rng, B, TQ, D), random(rng, B, TV, D + 4)
+    layer = MultiHead(num_heads=2, key_dim=4)
+    outside = numpy(layer(queries, source))
+    unbuilt = MultiHead(num_heads=2, key_dim=4)
+    with quantization.dequantized(layer), quantization.dequantized(unbuilt):
+        assert quantization.prepared(layer, "query+key+value") is None
+        np.testing.assert_allclose(
+            numpy(quantization.prepared(layer, "query")),
+            numpy(layer.query_kernel).reshape(D, -1),
+            atol=0,
+        )
+        np.testing.assert_allclose(numpy(layer(queries, source)), outside, atol=1e-6)

@@ -331,7 +331,9 @@ def test_a_compiled_batch_one_decoding_step_makes_no_product_an_elemental_loop(i
     )
     hlo = search.experimental_get_compiler_ir(tf.ones((1, 5), tf.int32))(stage="optimized_hlo")
     assert " while(" in hlo
-    assert fusions_with_a_product(hlo) == []
+    # Calibrated on TensorFlow 2.21's XLA: a failure after an upgrade may be
+    # XLA's fusion choices, not the library (look at the fusion's dot).
+    assert fusions_with_a_product(hlo) == [], "a batch-1 product became an elemental loop"
     # A tied projection's table is transposed once a call, not at every step.
     table_copies = [
         line

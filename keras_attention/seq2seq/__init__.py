@@ -16,6 +16,7 @@
     ensemble.py             Ensemble: several models decoding as one
     shortlist.py            Shortlist: each request decoded over a few target pieces
     decoding_options.py     min length, n-gram bans, repetition penalty, prefixes, <unk> copies
+    selection.py            top_k and argmax over the vocabulary, exact, shaped for XLA on CPU
     plotting.py             attention heatmaps (matplotlib)
 """
 

@@ -120,9 +120,9 @@ def beam_search_loop(model, source, max_length, options, search, num_hypotheses)
     `predicted_ids` was `(B, L, K)`:
     `ops.transpose(tokens, (0, 2, 1))`).
 
-    An int8 model's kernels are dequantized once for the call, after the
-    encoder (which reads each kernel once anyway) and before the loop
-    (`quantization.dequantized`).
+    The kernels the steps read are made ready once for the call, after the
+    encoder and before the loop (`quantization.dequantized`: an int8
+    model's dequantized, the products' kernels laid out).
     """
     loop = _BeamLoop(model, source, max_length, options, search, num_hypotheses)
     start = loop.start(source)  # the source encoded

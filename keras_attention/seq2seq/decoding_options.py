@@ -198,9 +198,8 @@ def ban_columns(values, banned):
     """`where(banned, NEGATIVE, values)` for a ban of whole columns, `banned`
     `(1, V)`: two clamps, `NEGATIVE` at banned columns, `values` elsewhere
     (a banned NaN stays NaN). XLA's CPU compiler emits a select on a
-    broadcast boolean row as a scalar loop: at beam 4 × 32 over 4,000
-    pieces the select took about as long as the log-softmax and the clamps
-    take a third of it (BENCHMARKS.md, "A decoding step")."""
+    broadcast boolean row as a scalar loop, and the clamps as vector code
+    (BENCHMARKS.md, "A decoding step")."""
     ceiling = ops.where(banned, NEGATIVE, float("inf"))
     floor = ops.where(banned, NEGATIVE, float("-inf"))
     return ops.maximum(ops.minimum(values, ceiling), floor)

@@ -33,9 +33,9 @@ __all__ = [
 def decode_loop(model, source, max_length, choose, options, search):
     """The loop shared by greedy search and sampling: `choose(allowed) ->
     tokens (B,)` picks each step's tokens from the allowed log-probabilities.
-    An int8 model's kernels are dequantized once for the call, after the
-    encoder (which reads each kernel once anyway) and before the loop
-    (`quantization.dequantized`)."""
+    The kernels the steps read are made ready once for the call, after the
+    encoder and before the loop (`quantization.dequantized`: an int8
+    model's dequantized, the products' kernels laid out)."""
     return_attention, replace_unknown = search.return_attention_scores, search.replace_unknown
     unk_id = unk_id_of(model, search.unk_id)
     state = model.encode(source, max_length=max_length)

@@ -1,17 +1,16 @@
 """The searches' choices over a vocabulary: `top_k` and `argmax` of rows,
-exactly `keras.ops.top_k` / `keras.ops.argmax`, in forms XLA's CPU compiler
-runs faster.
+exactly `keras.ops.top_k` / `keras.ops.argmax` on rows without NaN (with
+NaN the backends disagree already), in forms XLA's CPU compiler runs
+faster (BENCHMARKS.md, "A decoding step").
 
 - `argmax`: the row's maximum, then the lowest index holding it: two
   vectorised reductions, where XLA emits `ops.argmax` (a reduction of
-  value-index pairs) as a scalar loop. About 2.5x faster over 4,000
-  pieces.
+  value-index pairs) as a scalar loop.
 - `top_k` of long rows: the maxima of blocks of `BLOCK` neighbours, the
   `k` best blocks (`ops.top_k` over N / BLOCK maxima), then `ops.top_k`
-  over those blocks' `k · BLOCK` entries. XLA's CPU `TopK` costs about 1 ns
-  an entry; this reads each entry once in a vectorised maximum. Beam 4 ×
-  32 over 4,000 pieces (rows of 16,000): 2.2x; over 32,000 (rows of
-  128,000): 4.6x (BENCHMARKS.md, "A decoding step").
+  over those blocks' `k · BLOCK` entries. XLA's CPU `TopK` compares every
+  entry in a scalar loop; this reads each entry once in a vectorised
+  maximum.
 
 Why it is exact, ties included (`ops.top_k` puts the lower index first):
 order the entries by (value descending, index ascending). A block's place
@@ -31,7 +30,7 @@ MIN_BLOCKS_PER_ENTRY = 16
 
 def argmax(x):
     """`ops.argmax(x, axis=-1)` of rows `x (R, N)`: the lowest index of
-    each row's maximum, int32 (a row holding NaN gives its last index)."""
+    each row's maximum, int32 (always an index of the row, NaN or not)."""
     width = ops.shape(x)[-1]
     best = ops.max(x, axis=-1, keepdims=True)
     where = ops.where(x == best, ops.arange(width, dtype="int32"), width)
@@ -40,10 +39,13 @@ def argmax(x):
 
 def top_k(x, k):
     """`ops.top_k(x, k)` of rows `x (R, N)` (float): `(values (R, k),
-    indices (R, k))`, best first, ties to the lower index."""
+    indices (R, k) int32)`, best first, ties to the lower index (on rows
+    of `MIN_BLOCKS_PER_ENTRY · k` blocks and more, whatever the backend's
+    `top_k` does with ties)."""
     width = x.shape[-1]
-    if width is None or width < MIN_BLOCKS_PER_ENTRY * k * BLOCK:
-        return ops.top_k(x, k)
+    if width is None or width < max(MIN_BLOCKS_PER_ENTRY, 1) * k * BLOCK:
+        values, indices = ops.top_k(x, k)
+        return values, ops.cast(indices, "int32")
     rows, blocks = ops.shape(x)[0], -(-width // BLOCK)
     if blocks * BLOCK > width:  # -inf after the last entry: never before a real one
         x = ops.pad(x, [[0, 0], [0, blocks * BLOCK - width]], constant_values=float("-inf"))
