@@ -793,11 +793,9 @@ class ConvS2SDecoder(_ConvS2SStack):
         search's loop (`quantization.dequantized` calls this)."""
         if not self.tie_embeddings:
             return {}
-        return {
-            "tied_output_kernel": quantization.tied_output_kernel(
-                self.token_embedding.table_layer(), self.compute_dtype
-            )
-        }
+        return quantization.tied_loop_kernels(
+            self.token_embedding.table_layer(), self.compute_dtype
+        )
 
     def output_columns(self, columns):
         """`_logits` onto the target ids `columns (K,)` only, `features

@@ -89,20 +89,25 @@ def rescale(outputs, scale):
     return outputs * ops.reshape(ops.cast(scale, outputs.dtype), (-1,))
 
 
+# The name under which a tied projection's owner lays out its table.
+TIED_OUTPUT_KERNEL = "tied_output_kernel"
+
+
 def tied_logits(owner, table_layer, x):
     """`x · Eᵀ` `(..., V)`, `E` the token table `(V, D)` of `table_layer`
     (its `embeddings`, int8 with per-row scales or float): a tied output
     projection. Inside a search's scope it reads `owner`'s laid-out
-    `tied_output_kernel` (`owner.loop_kernels`)."""
-    laid_out = _scoped(owner, "tied_output_kernel")
+    table (`owner.loop_kernels`, from `tied_loop_kernels`)."""
+    laid_out = _scoped(owner, TIED_OUTPUT_KERNEL)
     if laid_out is not None:
         return ops.matmul(x, ops.cast(laid_out, x.dtype))
     table, scale = kernel(table_layer, "embeddings", x.dtype)
     return rescale(ops.matmul(x, ops.transpose(table)), scale)
 
 
-def tied_output_kernel(table_layer, dtype):
-    """`Eᵀ` `(D, V)`, the float value of `table_layer`'s token table
+def tied_loop_kernels(table_layer, dtype):
+    """`loop_kernels` of a tied projection's owner: `{TIED_OUTPUT_KERNEL:
+    Eᵀ}`, `Eᵀ` `(D, V)` the float value of `table_layer`'s token table
     transposed, for `tied_logits`: laid out once before a search's loop.
     Transposed inside the loop, the table fed XLA's CPU compiler a
     batch-1 product that it emits as an elemental loop over a copy of the
@@ -110,7 +115,7 @@ def tied_output_kernel(table_layer, dtype):
     table, scale = kernel(table_layer, "embeddings", dtype)
     if scale is not None:  # one scale per row (token): the logits' columns
         table = table * ops.reshape(scale, (-1, 1))
-    return ops.transpose(table)
+    return {TIED_OUTPUT_KERNEL: ops.transpose(table)}
 
 
 def column_projection(columns, dtype, dense=None, table_layer=None, bias=None):

@@ -462,7 +462,7 @@ def test_quantization_quantize_array_keeps_each_channel_within_half_a_step():
 @pytest.mark.parametrize("family", ["transformer-relative-tied", "convs2s-shared"])
 def test_a_search_scope_reads_a_tied_table_once_and_steps_as_outside(family, int8):
     """Inside `dequantized` a tied output projection reads the token table
-    laid out on entering (`loop_kernels`: `tied_output_kernel`, the float
+    laid out on entering (`loop_kernels`: `TIED_OUTPUT_KERNEL`, the float
     values `q · s` for int8), and a decoding step's logits are those
     outside the scope."""
     model = FAMILIES[family]()
@@ -474,10 +474,10 @@ def test_a_search_scope_reads_a_tied_table_once_and_steps_as_outside(family, int
     outside = ops.convert_to_numpy(model.decode_step(tokens, state)[0])
     laid_out_by = model if family.startswith("transformer") else model.decoder
     with quantization.dequantized(model):
-        table = quantization.prepared(laid_out_by, "tied_output_kernel")
+        table = quantization.prepared(laid_out_by, quantization.TIED_OUTPUT_KERNEL)
         assert table is not None
         inside = ops.convert_to_numpy(model.decode_step(tokens, state)[0])
     np.testing.assert_allclose(inside, outside, rtol=1e-5, atol=1e-6)
     width = 32 if family.startswith("transformer") else 16
     assert tuple(table.shape) == (width, VOCAB)  # Eᵀ (D, V): transposed once
-    assert quantization.prepared(laid_out_by, "tied_output_kernel") is None
+    assert quantization.prepared(laid_out_by, quantization.TIED_OUTPUT_KERNEL) is None

@@ -282,6 +282,30 @@ def loop_computations(hlo):
     return found
 
 
+def compiled_greedy(model):
+    """The optimized XLA program of `model`'s greedy search, 8 tokens, over
+    one source of 5 tokens."""
+    import tensorflow as tf
+
+    from keras_attention.seq2seq.generation import greedy_search
+
+    search = tf.function(
+        lambda source: greedy_search(model, source, 8)["tokens"], jit_compile=True, autograph=False
+    )
+    return search.experimental_get_compiler_ir(tf.ones((1, 5), tf.int32))(stage="optimized_hlo")
+
+
+def copies_in_the_loop(hlo, shapes):
+    """The copies and transposes of a value of one of `shapes` (HLO shape
+    strings) that a while loop of `hlo` makes."""
+    return [
+        line
+        for lines in loop_computations(hlo).values()
+        for line in lines
+        if any(shape in line for shape in shapes) and (" copy(" in line or "transpose(" in line)
+    ]
+
+
 def fusions_with_a_product(hlo):
     """The loop fusions (`kind=kLoop`) of an optimized XLA program whose
     computation holds a `dot`: products XLA emits as elemental loops."""
@@ -308,10 +332,8 @@ def test_a_compiled_batch_one_decoding_step_makes_no_product_an_elemental_loop(i
     cross-attention query read kernels laid out before the loop instead
     (`MultiHead.loop_kernels`), so no product of the compiled greedy search
     is a loop fusion."""
-    import tensorflow as tf
 
     from keras_attention.seq2seq import TransformerSeq2Seq
-    from keras_attention.seq2seq.generation import greedy_search
 
     model = TransformerSeq2Seq(
         50,
@@ -326,22 +348,13 @@ def test_a_compiled_batch_one_decoding_step_makes_no_product_an_elemental_loop(i
     model.build()
     if int8:
         model.quantize("int8")
-    search = tf.function(
-        lambda source: greedy_search(model, source, 8)["tokens"], jit_compile=True, autograph=False
-    )
-    hlo = search.experimental_get_compiler_ir(tf.ones((1, 5), tf.int32))(stage="optimized_hlo")
+    hlo = compiled_greedy(model)
     assert " while(" in hlo
     # Calibrated on TensorFlow 2.21's XLA: a failure after an upgrade may be
     # XLA's fusion choices, not the library (look at the fusion's dot).
     assert fusions_with_a_product(hlo) == [], "a batch-1 product became an elemental loop"
     # A tied projection's table is transposed once a call, not at every step.
-    table_copies = [
-        line
-        for lines in loop_computations(hlo).values()
-        for line in lines
-        if ("f32[16,50]" in line or "f32[50,16]" in line)
-        and (" copy(" in line or "transpose(" in line)
-    ]
+    table_copies = copies_in_the_loop(hlo, ("f32[16,50]", "f32[50,16]"))
     assert table_copies == []
 
 
@@ -350,10 +363,8 @@ def test_a_compiled_convs2s_step_does_not_copy_its_tied_table():
     """ConvS2S's tied output projection reads the table that the search's
     scope transposed once a call: no step of the compiled greedy search
     copies the table."""
-    import tensorflow as tf
 
     from keras_attention.seq2seq import ConvS2SSeq2Seq
-    from keras_attention.seq2seq.generation import greedy_search
 
     model = ConvS2SSeq2Seq(
         50,
@@ -365,15 +376,6 @@ def test_a_compiled_convs2s_step_does_not_copy_its_tied_table():
         tie_embeddings=True,
     )
     model((np.ones((1, 5), "int32"), np.ones((1, 4), "int32")))
-    search = tf.function(
-        lambda source: greedy_search(model, source, 8)["tokens"], jit_compile=True, autograph=False
-    )
-    hlo = search.experimental_get_compiler_ir(tf.ones((1, 5), tf.int32))(stage="optimized_hlo")
-    table_copies = [
-        line
-        for lines in loop_computations(hlo).values()
-        for line in lines
-        if ("f32[16,50]" in line or "f32[50,16]" in line)
-        and (" copy(" in line or "transpose(" in line)
-    ]
+    hlo = compiled_greedy(model)
+    table_copies = copies_in_the_loop(hlo, ("f32[16,50]", "f32[50,16]"))
     assert loop_computations(hlo) and table_copies == []

@@ -222,11 +222,7 @@ class TransformerSeq2Seq(Seq2Seq):
         search's loop (`quantization.dequantized` calls this)."""
         if not self.tie_embeddings:
             return {}
-        return {
-            "tied_output_kernel": quantization.tied_output_kernel(
-                self.target_embedding, self.compute_dtype
-            )
-        }
+        return quantization.tied_loop_kernels(self.target_embedding, self.compute_dtype)
 
     def beam_invariant_state(self):
         """The source mask, the step counter and every layer's cross-attention
